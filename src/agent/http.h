@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http: the agent's HTTP/1.1 server on libmicrohttpd (a worker thread pool
+ * on epoll, suspend/resume for replies that wait). It owns the wire: it
+ * reads bodies up to each route's limit (refusing a larger Content-Length
+ * before reading any of it), checks the bearer credential and the
+ * activation gate, dispatches to the route handlers, and sends replies.
+ * Handlers never see libmicrohttpd.
+ *
+ * Contract for handlers: a handler gets a request and must produce exactly
+ * one reply through one of the agent_reply_* functions (or a stream or a
+ * deferred reply) before it returns. Handlers run on worker threads and may
+ * block briefly (file I/O); anything that waits (command output, a job
+ * long-poll) uses a stream or a deferred reply instead.
+ *
+ * Thread-safe as described per function.
+ */
+#ifndef SBFS_AGENT_HTTP_H
+#define SBFS_AGENT_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "agent/agent.h"
+#include "common/buf.h"
+
+struct agent_req;
+
+/* Start serving on cfg->listen_host:cfg->port; *port_out gets the bound
+ * port. Returns 0 or a negative errno. */
+int agent_http_start(struct agent *a, unsigned *port_out)
+	__attribute__((warn_unused_result));
+/* Stop accepting, finish or abort what is in flight, free the server. */
+void agent_http_stop(struct agent *a);
+
+/* ---- the request (valid during the handler call only) ------------------ */
+
+struct agent *agent_req_agent(const struct agent_req *r);
+const char *agent_req_method(const struct agent_req *r);
+/* The URL path without the query, e.g. "/v1/files". */
+const char *agent_req_path(const struct agent_req *r);
+/* A decoded query argument, or NULL when absent. */
+const char *agent_req_query(const struct agent_req *r, const char *key);
+/* A request header (case-insensitive name), or NULL. */
+const char *agent_req_header(const struct agent_req *r, const char *name);
+/* The request body (NUL-terminated for convenience; len excludes it). */
+const char *agent_req_body(const struct agent_req *r, size_t *len);
+/* True when the request's Content-Type is application/json (parameters
+ * such as charset allowed). */
+bool agent_req_is_json(const struct agent_req *r);
+
+/* ---- replies ----------------------------------------------------------- */
+
+/* JSON answer; the body buffer's storage is taken (b is left empty). */
+int agent_reply_json(struct agent_req *r, unsigned status, struct buf *b);
+/* Empty body (204 for write, mkdir and activate; empty 404/405). */
+int agent_reply_empty(struct agent_req *r, unsigned status);
+/* Typed error: text/plain; charset=utf-8 body "CODE: message". */
+int agent_reply_error(struct agent_req *r, unsigned status, const char *code,
+		      const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Untyped text body (framework-style rejections: 400, 413, 415, 422). */
+int agent_reply_text(struct agent_req *r, unsigned status, const char *text);
+/* Raw bytes from an open file: len bytes at off, sent with sendfile where
+ * possible. The fd is taken (closed after sending). extra_headers is a
+ * NULL-terminated list of name, value pairs (may be NULL). */
+int agent_reply_fd(struct agent_req *r, unsigned status, int fd, off_t off,
+		   uint64_t len, const char *content_type,
+		   const char *const *extra_headers);
+
+/* ---- streamed replies (exec) -------------------------------------------- */
+
+struct agent_stream;
+
+/*
+ * Commit status and content type now and send the body as it is written.
+ * The body uses chunked encoding. At most `depth` writes are queued; a
+ * writer blocks past that (backpressure).
+ */
+int agent_reply_stream(struct agent_req *r, unsigned status,
+		       const char *content_type, unsigned depth,
+		       struct agent_stream **out)
+	__attribute__((warn_unused_result));
+/*
+ * Queue one chunk (copied). Blocks while the queue is full. Returns 0, or
+ * -EPIPE once the client is gone (the writer should stop its work).
+ * Thread-safe with respect to the server; one writer per stream.
+ */
+int agent_stream_write(struct agent_stream *s, const void *p, size_t n);
+/* A descriptor that becomes readable (POLLIN) once the client has gone;
+ * the writer may poll it next to its own descriptors. Owned by the
+ * stream. */
+int agent_stream_gone_fd(const struct agent_stream *s);
+/* End the body after the queued chunks, and release the writer's hold on
+ * the stream. The writer must not use s afterwards. */
+void agent_stream_finish(struct agent_stream *s);
+
+/* ---- deferred replies (job long-poll) ----------------------------------- */
+
+struct agent_deferred;
+
+/* Park the request: its reply is given later, from any thread, by exactly
+ * one agent_deferred_* completion. */
+struct agent_deferred *agent_reply_defer(struct agent_req *r);
+void agent_deferred_json(struct agent_deferred *d, unsigned status,
+			 struct buf *b);
+void agent_deferred_error(struct agent_deferred *d, unsigned status,
+			  const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto: shared JSON helpers (proto_i.h), the health answer and typed error
+ * bodies. cJSON is used here and in the other proto_*.c files only.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errname.h"
+#include "common/proto.h"
+#include "common/proto_i.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+cJSON *pj_parse(const char *p, size_t n, int *err)
+{
+	const char *end = NULL;
+	cJSON *root;
+
+	if (p == NULL || n == 0) {
+		*err = -EBADMSG;
+		return NULL;
+	}
+	root = cJSON_ParseWithLengthOpts(p, n, &end, 0);
+	if (root == NULL) {
+		*err = -EBADMSG;
+		return NULL;
+	}
+	while (end != NULL && end < p + n && isspace((unsigned char)*end))
+		end++;
+	/* cJSON stops at a NUL; anything left over is not one JSON value. */
+	if (end == NULL || end != p + n) {
+		cJSON_Delete(root);
+		*err = -EBADMSG;
+		return NULL;
+	}
+	return root;
+}
+
+cJSON *pj_parse_object(const char *p, size_t n, int *err)
+{
+	cJSON *root = pj_parse(p, n, err);
+
+	if (root != NULL && !cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		*err = -EINVAL;
+		return NULL;
+	}
+	return root;
+}
+
+static const cJSON *field(const cJSON *obj, const char *key)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsNull(it) ? NULL : it;
+}
+
+int pj_str(const cJSON *obj, const char *key, bool required,
+	   const char **out)
+{
+	const cJSON *it = field(obj, key);
+
+	if (it == NULL)
+		return required ? -EINVAL : -ENOENT;
+	if (!cJSON_IsString(it) || it->valuestring == NULL)
+		return -EINVAL;
+	*out = it->valuestring;
+	return 0;
+}
+
+int pj_num_range(const cJSON *item, double lo, double hi, double *out)
+{
+	double v;
+
+	if (!cJSON_IsNumber(item))
+		return -EINVAL;
+	v = item->valuedouble;
+	if (!isfinite(v) || v != floor(v) || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int pj_u64(const cJSON *obj, const char *key, bool required, uint64_t *out)
+{
+	const cJSON *it = field(obj, key);
+	double v;
+
+	if (it == NULL)
+		return required ? -EINVAL : -ENOENT;
+	if (!cJSON_IsNumber(it))
+		return -EINVAL;
+	v = it->valuedouble;
+	if (!isfinite(v) || v < 0 || v != floor(v))
+		return -EINVAL;
+	/* Clients saturate at u64::MAX, which a double cannot hold exactly. */
+	*out = v >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)v;
+	return 0;
+}
+
+int pj_i64(const cJSON *obj, const char *key, bool required, int64_t *out)
+{
+	const cJSON *it = field(obj, key);
+	double v;
+	int rc;
+
+	if (it == NULL)
+		return required ? -EINVAL : -ENOENT;
+	rc = pj_num_range(it, -9223372036854775808.0, 9223372036854775807.0,
+			  &v);
+	if (rc < 0)
+		return rc;
+	*out = v >= 9223372036854775807.0 ? INT64_MAX : (int64_t)v;
+	return 0;
+}
+
+int pj_bool(const cJSON *obj, const char *key, bool required, bool *out)
+{
+	const cJSON *it = field(obj, key);
+
+	if (it == NULL)
+		return required ? -EINVAL : -ENOENT;
+	if (!cJSON_IsBool(it))
+		return -EINVAL;
+	*out = cJSON_IsTrue(it);
+	return 0;
+}
+
+int pj_print(const cJSON *item, struct buf *out)
+{
+	char *s = cJSON_PrintUnformatted(item);
+	int rc;
+
+	if (s == NULL)
+		return -ENOMEM;
+	rc = buf_append_str(out, s);
+	cJSON_free(s);
+	return rc;
+}
+
+int pj_dup(const char *s, char **out)
+{
+	if (s == NULL) {
+		*out = NULL;
+		return 0;
+	}
+	*out = strdup(s);
+	return *out == NULL ? -ENOMEM : 0;
+}
+
+int proto_json_string(struct buf *out, const char *s)
+{
+	cJSON *str = cJSON_CreateString(s);
+	int rc;
+
+	if (str == NULL)
+		return -ENOMEM;
+	rc = pj_print(str, out);
+	cJSON_Delete(str);
+	return rc;
+}
+
+/* ---- health ----------------------------------------------------------- */
+
+int proto_health_encode(const struct proto_health *h, struct buf *out)
+{
+	cJSON *root = cJSON_CreateObject(), *img, *ext;
+	int rc = -ENOMEM;
+
+	if (root == NULL)
+		return -ENOMEM;
+	if (cJSON_AddNumberToObject(root, "protocolVersion",
+				    (double)h->protocol_version) == NULL ||
+	    cJSON_AddStringToObject(root, "bootId", h->boot_id) == NULL ||
+	    cJSON_AddStringToObject(root, "status", h->status) == NULL)
+		goto out;
+	img = cJSON_AddObjectToObject(root, "imageCommand");
+	if (img == NULL ||
+	    cJSON_AddStringToObject(img, "status", h->image_status) == NULL)
+		goto out;
+	if (h->ext_files > 0) {
+		ext = cJSON_AddObjectToObject(root, "extensions");
+		if (ext == NULL ||
+		    cJSON_AddNumberToObject(ext, PROTO_EXT_FILES,
+					    (double)h->ext_files) == NULL)
+			goto out;
+		if (h->ext_max_write > 0 &&
+		    cJSON_AddNumberToObject(ext, "maxWrite",
+					    (double)h->ext_max_write) == NULL)
+			goto out;
+	}
+	rc = pj_print(root, out);
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+static void copy_str(char *dst, size_t dstsz, const char *src)
+{
+	snprintf(dst, dstsz, "%s", src ? src : "");
+}
+
+int proto_health_decode(const char *p, size_t n, struct proto_health *out)
+{
+	struct proto_health h;
+	const cJSON *it, *img, *ext;
+	const char *s;
+	cJSON *root;
+	int err = 0;
+
+	root = pj_parse_object(p, n, &err);
+	if (root == NULL)
+		return err;
+	memset(&h, 0, sizeof(h));
+	it = cJSON_GetObjectItemCaseSensitive(root, "protocolVersion");
+	if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
+	    it->valuedouble < 1e9 && it->valuedouble == floor(it->valuedouble))
+		h.protocol_version = (long)it->valuedouble;
+	if (pj_str(root, "status", false, &s) == 0)
+		copy_str(h.status, sizeof(h.status), s);
+	if (pj_str(root, "bootId", false, &s) == 0)
+		copy_str(h.boot_id, sizeof(h.boot_id), s);
+	img = cJSON_GetObjectItemCaseSensitive(root, "imageCommand");
+	if (cJSON_IsObject(img) && pj_str(img, "status", false, &s) == 0)
+		copy_str(h.image_status, sizeof(h.image_status), s);
+	ext = cJSON_GetObjectItemCaseSensitive(root, "extensions");
+	if (cJSON_IsObject(ext)) {
+		uint64_t v;
+
+		if (pj_u64(ext, PROTO_EXT_FILES, false, &v) == 0 && v < 1000)
+			h.ext_files = (long)v;
+		if (pj_u64(ext, "maxWrite", false, &v) == 0)
+			h.ext_max_write = v;
+	}
+	cJSON_Delete(root);
+	*out = h;
+	return 0;
+}
+
+bool proto_health_ready(const struct proto_health *h)
+{
+	return h->protocol_version == PROTO_VERSION &&
+	       strcmp(h->status, PROTO_STATUS_READY) == 0 &&
+	       strcmp(h->image_status, "failed") != 0;
+}
+
+/* ---- typed errors ----------------------------------------------------- */
+
+bool proto_error_code(const char *body, size_t n, char *code, size_t codesz)
+{
+	size_t i;
+
+	if (codesz > 0)
+		code[0] = '\0';
+	for (i = 0; i < n; i++) {
+		char c = body[i];
+
+		if (c == ':')
+			break;
+		if (!(isupper((unsigned char)c) || isdigit((unsigned char)c) ||
+		      c == '_'))
+			return false;
+	}
+	if (i == 0 || i == n || i >= codesz)
+		return false;
+	memcpy(code, body, i);
+	code[i] = '\0';
+	return true;
+}
+
+int proto_error_fs_errno(const char *body, size_t n)
+{
+	static const char prefix[] = PROTO_ERR_FS ": ";
+	char name[32];
+	size_t i, start = sizeof(prefix) - 1;
+
+	if (n < start || memcmp(body, prefix, start) != 0)
+		return 0;
+	for (i = start; i < n && i - start < sizeof(name) - 1; i++) {
+		if (body[i] == ':')
+			break;
+		name[i - start] = body[i];
+	}
+	name[i - start] = '\0';
+	return errname_to_errno(name);
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto: the agent protocol's shared constants, and the parts of its
+ * encoding that every route uses (health, typed error bodies).
+ *
+ * The proto module is the only user of cJSON in the project. It is split by
+ * concern: proto.c (this header: health, errors, shared JSON helpers in
+ * proto_i.h), proto_exec.c (exec requests, NDJSON frames, jobs),
+ * proto_files.c (v1 file bodies and the file extension), proto_record.c
+ * (provider records). cJSON trees never leave these files: callers see
+ * plain C structs.
+ *
+ * Decoders take (pointer, length) input that need not be NUL-terminated
+ * and is never trusted. Unless a function says otherwise, decoders return
+ * 0, -EBADMSG when the input is not JSON (or not the expected JSON type at
+ * the top), -EINVAL when the JSON does not have the expected shape (a
+ * missing or mistyped field), -EFBIG when a bound is passed, and -ENOMEM.
+ * Output structs are written only on success and are freed with their
+ * _cleanup function.
+ *
+ * Thread-safe (no shared state).
+ */
+#ifndef SBFS_PROTO_H
+#define SBFS_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+#define PROTO_VERSION 1
+
+/* protocol.md 6 */
+#define PROTO_MAX_TRANSFER_BYTES 33554432UL          /* 32 MiB per file */
+#define PROTO_HTTP_BODY_LIMIT 44743336UL             /* (32Mi/3)*4 + 4096 */
+#define PROTO_DEFAULT_OUTPUT_CAP (4UL * 1024 * 1024) /* per stream */
+#define PROTO_MAX_FRAME_BYTES 65536UL                /* per output frame */
+#define PROTO_FRAME_CHANNEL_DEPTH 16
+#define PROTO_MAX_JOBS 16
+#define PROTO_ERROR_BODY_MAX 4096
+/* Longest NDJSON line a decoder accepts: a 64 KiB frame in base64 plus the
+ * JSON around it, with room to spare. */
+#define PROTO_MAX_LINE_BYTES (256UL * 1024)
+
+/* The provider label that selects the transport (protocol.md 7.1). */
+#define PROTO_TRANSPORT_LABEL "alienAgentTransport"
+#define PROTO_TRANSPORT_AGENT "native-file-v1"
+
+/* Health states (protocol.md 3.1). */
+#define PROTO_STATUS_READY "ready"
+#define PROTO_STATUS_AWAITING "awaiting-network-verification"
+
+/* The file extension's name in the health answer, and its version. */
+#define PROTO_EXT_FILES "files"
+#define PROTO_EXT_FILES_VERSION 1
+
+/* GET /v1/health answer. Strings are bounded copies; a field the agent
+ * did not send is "" (or 0 for the numbers). */
+struct proto_health {
+	long protocol_version;        /* 0 when absent or not a number */
+	char status[48];              /* "ready", "awaiting-network-verification" */
+	char image_status[32];        /* imageCommand.status */
+	char boot_id[80];
+	long ext_files;               /* extensions.files version; 0 = none */
+	uint64_t ext_max_write;       /* extensions.maxWrite (bytes); 0 = unset */
+};
+
+int proto_health_encode(const struct proto_health *h, struct buf *out)
+	__attribute__((warn_unused_result));
+int proto_health_decode(const char *p, size_t n, struct proto_health *out)
+	__attribute__((warn_unused_result));
+/* The client's readiness test (protocol.md 7.7 step 2). */
+bool proto_health_ready(const struct proto_health *h);
+
+/*
+ * Typed error bodies: "CODE: message" (protocol.md 4). Codes are upper-case
+ * letters, digits and '_'. The file extension adds "FS_ERROR: ENAME: text"
+ * where ENAME is an errno name (see errname.h).
+ */
+#define PROTO_ERR_PATH_NOT_FOUND "PATH_NOT_FOUND"
+#define PROTO_ERR_PATH_REFUSED "PATH_REFUSED"
+#define PROTO_ERR_REQUEST_INVALID "REQUEST_INVALID"
+#define PROTO_ERR_JOB_NOT_FOUND "JOB_NOT_FOUND"
+#define PROTO_ERR_JOB_LIMIT "JOB_LIMIT_REACHED"
+#define PROTO_ERR_VERSION "PROTOCOL_VERSION_MISMATCH"
+#define PROTO_ERR_OPERATION_FAILED "AGENT_OPERATION_FAILED"
+#define PROTO_ERR_NOT_ACTIVATED "AGENT_NOT_ACTIVATED"
+#define PROTO_ERR_FS "FS_ERROR"
+
+/* Copy the code of a typed body into code[codesz] ("" when the body is not
+ * typed). Returns true when typed. */
+bool proto_error_code(const char *body, size_t n, char *code, size_t codesz);
+/* For "FS_ERROR: ENAME: ...", the errno (positive) the name stands for;
+ * 0 when the body is not an FS_ERROR. */
+int proto_error_fs_errno(const char *body, size_t n);
+
+/* JSON string escaping into out (appends a quoted JSON string). */
+int proto_json_string(struct buf *out, const char *s)
+	__attribute__((warn_unused_result));
+
+#endif

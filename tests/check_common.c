@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suites for the pure common modules: buf, b64, path, token and the shared
+ * parts of proto (health, typed error bodies).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/b64.h"
+#include "common/buf.h"
+#include "common/errname.h"
+#include "common/path.h"
+#include "common/proto.h"
+#include "common/token.h"
+#include "tests/check_suites.h"
+#include "tests/helpers.h"
+
+/* ---- buf ---------------------------------------------------------------- */
+
+START_TEST(buf_append_respects_max)
+{
+	struct buf b = BUF_INIT(8);
+
+	ck_assert_int_eq(buf_append(&b, "abcd", 4), 0);
+	ck_assert_int_eq(buf_append(&b, "efgh", 4), 0);
+	ck_assert_int_eq(buf_append(&b, "i", 1), -EFBIG);
+	ck_assert_uint_eq(b.len, 8);
+	ck_assert_str_eq(b.data, "abcdefgh");
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(buf_printf_and_consume)
+{
+	struct buf b = BUF_INIT(0);
+	size_t len;
+	char *s;
+
+	ck_assert_int_eq(buf_printf(&b, "%s-%d", "x", 42), 0);
+	ck_assert_str_eq(b.data, "x-42");
+	buf_consume(&b, 2);
+	ck_assert_str_eq(b.data, "42");
+	s = buf_take(&b, &len);
+	ck_assert_str_eq(s, "42");
+	ck_assert_uint_eq(len, 2);
+	ck_assert_ptr_null(b.data);
+	free(s);
+	s = buf_take(&b, &len);
+	ck_assert_str_eq(s, "");
+	free(s);
+}
+END_TEST
+
+START_TEST(buf_reserve_commit)
+{
+	struct buf b = BUF_INIT(16);
+	int err = 0;
+	char *p = buf_reserve(&b, 10, &err);
+
+	ck_assert_ptr_nonnull(p);
+	memcpy(p, "0123456789", 10);
+	buf_commit(&b, 10);
+	ck_assert_ptr_null(buf_reserve(&b, 7, &err));
+	ck_assert_int_eq(err, -EFBIG);
+	ck_assert_str_eq(b.data, "0123456789");
+	buf_cleanup(&b);
+}
+END_TEST
+
+Suite *make_buf_suite(void)
+{
+	Suite *s = suite_create("buf");
+	TCase *tc = tcase_create("bounds");
+
+	tcase_add_test(tc, buf_append_respects_max);
+	tcase_add_test(tc, buf_printf_and_consume);
+	tcase_add_test(tc, buf_reserve_commit);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- b64 ---------------------------------------------------------------- */
+
+START_TEST(b64_rfc4648_vectors)
+{
+	static const char *const in[] = { "", "f", "fo", "foo", "foob",
+					   "fooba", "foobar" };
+	static const char *const out[] = { "", "Zg==", "Zm8=", "Zm9v",
+					    "Zm9vYg==", "Zm9vYmE=",
+					    "Zm9vYmFy" };
+	char enc[16], dec[16];
+	size_t i;
+
+	for (i = 0; i < 7; i++) {
+		long n;
+
+		b64_encode(in[i], strlen(in[i]), enc);
+		ck_assert_str_eq(enc, out[i]);
+		n = b64_decode(out[i], strlen(out[i]), dec);
+		ck_assert_int_eq(n, (long)strlen(in[i]));
+		ck_assert(memcmp(dec, in[i], (size_t)n) == 0);
+	}
+}
+END_TEST
+
+START_TEST(b64_strict_decoding)
+{
+	char dec[16];
+
+	ck_assert_int_eq(b64_decode("Zg=", 3, dec), -EINVAL);
+	ck_assert_int_eq(b64_decode("Zh==", 4, dec), -EINVAL); /* bits */
+	ck_assert_int_eq(b64_decode("Zm-v", 4, dec), -EINVAL); /* url-safe */
+	ck_assert_int_eq(b64_decode("Zm9v\n", 5, dec), -EINVAL);
+	ck_assert_int_eq(b64_decode("Zg==Zg==", 8, dec), -EINVAL);
+	ck_assert(!b64_valid("Zg==Zg==", 8));
+	ck_assert(b64_valid("Zm9vYmFy", 8));
+	ck_assert(!b64_valid("Zm9 YmFy", 8));
+}
+END_TEST
+
+Suite *make_b64_suite(void)
+{
+	Suite *s = suite_create("b64");
+	TCase *tc = tcase_create("codec");
+
+	tcase_add_test(tc, b64_rfc4648_vectors);
+	tcase_add_test(tc, b64_strict_decoding);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- path --------------------------------------------------------------- */
+
+static enum path_verdict norm(const char *in, bool root, char *out)
+{
+	return path_normalize(in, strlen(in), root, out, 256);
+}
+
+START_TEST(path_normalize_rules)
+{
+	char out[256];
+
+	ck_assert_int_eq(norm("/data/x", false, out), PATH_OK);
+	ck_assert_str_eq(out, "data/x");
+	ck_assert_int_eq(norm("data//./x/", false, out), PATH_OK);
+	ck_assert_str_eq(out, "data/x");
+	ck_assert_int_eq(norm("", false, out), PATH_EMPTY);
+	ck_assert_int_eq(norm("/", false, out), PATH_EMPTY);
+	ck_assert_int_eq(norm("/", true, out), PATH_OK);
+	ck_assert_str_eq(out, "");
+	ck_assert_int_eq(norm("a/../b", false, out), PATH_UPWARD);
+	ck_assert_int_eq(norm("..", true, out), PATH_UPWARD);
+	ck_assert_int_eq(norm("a/..b", false, out), PATH_OK);
+	ck_assert_str_eq(out, "a/..b");
+	ck_assert_int_eq(path_normalize("a\0b", 3, false, out, 256),
+			 PATH_BAD_BYTE);
+	ck_assert_str_eq(path_verdict_reason(PATH_UPWARD),
+			 "path traverses upward");
+}
+END_TEST
+
+START_TEST(path_split_and_components)
+{
+	char p[] = "a/b/c", q[] = "c";
+	const char *parent, *name;
+
+	ck_assert(path_split(p, &parent, &name));
+	ck_assert_str_eq(parent, "a/b");
+	ck_assert_str_eq(name, "c");
+	ck_assert(path_split(q, &parent, &name));
+	ck_assert_str_eq(parent, "");
+	ck_assert(!path_component_valid(".."));
+	ck_assert(!path_component_valid("a/b"));
+	ck_assert(path_component_valid("..."));
+}
+END_TEST
+
+Suite *make_path_suite(void)
+{
+	Suite *s = suite_create("path");
+	TCase *tc = tcase_create("lexical");
+
+	tcase_add_test(tc, path_normalize_rules);
+	tcase_add_test(tc, path_split_and_components);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- token -------------------------------------------------------------- */
+
+START_TEST(token_generate_is_valid_and_fresh)
+{
+	char a[TOKEN_CHARS + 1], b[TOKEN_CHARS + 1];
+
+	ck_assert_int_eq(token_generate(a), 0);
+	ck_assert_int_eq(token_generate(b), 0);
+	ck_assert_uint_eq(strlen(a), 44);
+	ck_assert(token_valid(a, strlen(a)));
+	ck_assert(!token_equal(a, 44, b, 44));
+	ck_assert(token_equal(a, 44, a, 44));
+}
+END_TEST
+
+START_TEST(token_validation_is_exact)
+{
+	char t[TOKEN_CHARS + 2];
+
+	ck_assert_int_eq(token_generate(t), 0);
+	t[44] = '\n';
+	t[45] = '\0';
+	ck_assert(!token_valid(t, 45)); /* no trimming */
+	/* 33 bytes of base64 without padding decodes to 33, not 32 */
+	ck_assert(!token_valid("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+			       44));
+	ck_assert(token_valid("BAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ=",
+			      44));
+	ck_assert(!token_valid("BAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ",
+			       43));
+}
+END_TEST
+
+START_TEST(token_file_is_private)
+{
+	char *dir = th_tmpdir("token");
+	char path[512], t[TOKEN_CHARS + 1], *back;
+	struct stat st;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/token", dir);
+	ck_assert_int_eq(token_generate(t), 0);
+	ck_assert_int_eq(token_write_file(path, t), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	back = th_read_file(path, &len);
+	ck_assert_uint_eq(len, 44);
+	ck_assert(memcmp(back, t, 44) == 0);
+	free(back);
+	th_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
+Suite *make_token_suite(void)
+{
+	Suite *s = suite_create("token");
+	TCase *tc = tcase_create("credential");
+
+	tcase_add_test(tc, token_generate_is_valid_and_fresh);
+	tcase_add_test(tc, token_validation_is_exact);
+	tcase_add_test(tc, token_file_is_private);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- proto (shared parts) ----------------------------------------------- */
+
+START_TEST(proto_health_round_trip)
+{
+	struct proto_health h = { .protocol_version = 1, .ext_files = 1 }, d;
+	struct buf b = BUF_INIT(0);
+
+	strcpy(h.status, "ready");
+	strcpy(h.image_status, "running");
+	strcpy(h.boot_id, "b-1");
+	ck_assert_int_eq(proto_health_encode(&h, &b), 0);
+	ck_assert_int_eq(proto_health_decode(b.data, b.len, &d), 0);
+	ck_assert_int_eq(d.protocol_version, 1);
+	ck_assert_str_eq(d.status, "ready");
+	ck_assert_str_eq(d.boot_id, "b-1");
+	ck_assert_int_eq(d.ext_files, 1);
+	ck_assert(proto_health_ready(&d));
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(proto_health_seed_shapes)
+{
+	static const char ready[] = "{\"protocolVersion\":1,\"status\":\"ready\","
+				    "\"imageCommand\":{\"status\":\"running\"}}";
+	static const char failed[] = "{\"protocolVersion\":1,\"status\":\"ready\","
+				     "\"imageCommand\":{\"status\":\"failed\"}}";
+	static const char waiting[] = "{\"protocolVersion\":1,\"status\":"
+				      "\"awaiting-network-verification\"}";
+	struct proto_health h;
+
+	ck_assert_int_eq(proto_health_decode(ready, strlen(ready), &h), 0);
+	ck_assert(proto_health_ready(&h));
+	ck_assert_int_eq(h.ext_files, 0);
+	ck_assert_int_eq(proto_health_decode(failed, strlen(failed), &h), 0);
+	ck_assert(!proto_health_ready(&h));
+	ck_assert_int_eq(proto_health_decode(waiting, strlen(waiting), &h), 0);
+	ck_assert(!proto_health_ready(&h));
+	ck_assert_str_eq(h.status, PROTO_STATUS_AWAITING);
+	ck_assert_int_eq(proto_health_decode("{", 1, &h), -EBADMSG);
+	ck_assert_int_eq(proto_health_decode("[]", 2, &h), -EINVAL);
+	ck_assert_int_eq(proto_health_decode("{} x", 4, &h), -EBADMSG);
+}
+END_TEST
+
+START_TEST(proto_typed_error_bodies)
+{
+	static const char nf[] = "PATH_NOT_FOUND: No such file in the sandbox: x";
+	static const char fs[] = "FS_ERROR: ENOTEMPTY: Directory not empty: d";
+	char code[32];
+
+	ck_assert(proto_error_code(nf, strlen(nf), code, sizeof(code)));
+	ck_assert_str_eq(code, "PATH_NOT_FOUND");
+	ck_assert(!proto_error_code("gone", 4, code, sizeof(code)));
+	ck_assert(!proto_error_code("not activated", 13, code, sizeof(code)));
+	ck_assert(!proto_error_code("", 0, code, sizeof(code)));
+	ck_assert_int_eq(proto_error_fs_errno(fs, strlen(fs)), ENOTEMPTY);
+	ck_assert_int_eq(proto_error_fs_errno(nf, strlen(nf)), 0);
+	ck_assert_str_eq(errname_from_errno(ELOOP), "ELOOP");
+	ck_assert_int_eq(errname_to_errno("EWHATEVER"), EIO);
+}
+END_TEST
+
+Suite *make_proto_suite(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc = tcase_create("shared");
+
+	tcase_add_test(tc, proto_health_round_trip);
+	tcase_add_test(tc, proto_health_seed_shapes);
+	tcase_add_test(tc, proto_typed_error_bodies);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,25 @@
+## Unit suites (Check): one runner, one suite per area (suites.def).
+if HAVE_CHECK
+check_PROGRAMS += check_sandboxfs
+TESTS += check_sandboxfs
+endif
+check_sandboxfs_SOURCES = %reldir%/check_main.c %reldir%/check_suites.h \
+	%reldir%/suites.def %reldir%/helpers.c %reldir%/helpers.h \
+	%reldir%/check_common.c
+check_sandboxfs_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(CHECK_CFLAGS)
+check_sandboxfs_LDADD = libsandboxfs.a $(FUSE_LIBS) $(CURL_LIBS) \
+	$(CJSON_LIBS) $(CRYPTO_LIBS) $(MHD_LIBS) $(CHECK_LIBS) $(PTHREAD_LIBS) -lm
+
+## Paths the suites and scripts find the built programs by.
+AM_TESTS_ENVIRONMENT = \
+	SBFS_BUILDDIR='$(abs_top_builddir)'; export SBFS_BUILDDIR; \
+	SBFS_SRCDIR='$(abs_top_srcdir)'; export SBFS_SRCDIR; \
+	SBFS_AGENT='$(abs_top_builddir)/sandbox-agent'; export SBFS_AGENT; \
+	SBFS_CTL='$(abs_top_builddir)/sandboxctl'; export SBFS_CTL; \
+	SBFS_MOUNT='$(abs_top_builddir)/sandboxfs'; export SBFS_MOUNT; \
+	CK_DEFAULT_TIMEOUT=60; export CK_DEFAULT_TIMEOUT;
+
+include %reldir%/agent.mk
+include %reldir%/exec.mk
+include %reldir%/transport.mk
+include %reldir%/ctl.mk
