@@ -1,1 +1,18 @@
-## src/agent
+## sandbox-agent: libmicrohttpd, cJSON and OpenSSL only (never FUSE or curl).
+sbin_PROGRAMS += sandbox-agent
+libsandboxfs_a_SOURCES += \
+	%reldir%/agent.h %reldir%/routes.h \
+	%reldir%/http.c %reldir%/http.h \
+	%reldir%/health.c \
+	%reldir%/resolve.c %reldir%/resolve.h \
+	%reldir%/files.c \
+	%reldir%/fsops.c %reldir%/fsops.h \
+	%reldir%/ext.c \
+	%reldir%/exec.c \
+	%reldir%/jobs.c %reldir%/jobs.h \
+	%reldir%/spawn.c %reldir%/spawn.h
+sandbox_agent_SOURCES = %reldir%/main.c
+sandbox_agent_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CJSON_CFLAGS) \
+	$(CRYPTO_CFLAGS) $(PTHREAD_CFLAGS)
+sandbox_agent_LDADD = libsandboxfs.a $(MHD_LIBS) $(CJSON_LIBS) \
+	$(CRYPTO_LIBS) $(PTHREAD_LIBS) -lm

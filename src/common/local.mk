@@ -7,4 +7,7 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/token.c %reldir%/token.h \
 	%reldir%/path.c %reldir%/path.h \
 	%reldir%/errname.c %reldir%/errname.h \
-	%reldir%/proto.c %reldir%/proto.h %reldir%/proto_i.h
+	%reldir%/proto.c %reldir%/proto.h %reldir%/proto_i.h \
+	%reldir%/proto_exec.c %reldir%/proto_exec.h \
+	%reldir%/proto_files.c %reldir%/proto_ext.c %reldir%/proto_files.h \
+	%reldir%/proto_record.c %reldir%/proto_record.h

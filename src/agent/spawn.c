@@ -1,0 +1,5 @@
+/* SPDX-License-Identifier: MIT */
+/* spawn: placeholder until command spawning lands. */
+#include "config.h"
+
+#include "agent/spawn.h"

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* proto_files: placeholder until it lands. */
+#include "config.h"
