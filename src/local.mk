@@ -1,1 +1,1 @@
-## src
+## The client core and the local provider's library modules.
