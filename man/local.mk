@@ -1,1 +1,2 @@
 ## man
+dist_man_MANS += %reldir%/sandboxctl.1

@@ -1,1 +1,3 @@
 ## tests: agent
+check_sandboxfs_SOURCES += %reldir%/check_proto_ext.c %reldir%/check_agent_ext.c
+check_sandboxfs_SOURCES += %reldir%/check_agent.c

@@ -1,1 +1,4 @@
 ## tests: exec
+## The exec and job bodies, and the agent's command routes over the wire.
+check_sandboxfs_SOURCES += %reldir%/check_proto_exec.c \
+	%reldir%/check_agent_exec.c

@@ -128,6 +128,12 @@ const char *th_program(const char *name)
 void th_agent_start(struct th_agent *a, const char *const *extra_args,
 		    bool activate)
 {
+	th_agent_start_logged(a, extra_args, activate, NULL);
+}
+
+void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
+			   bool activate, const char *log_path)
+{
 	const char *argv[64];
 	char portfile[PATH_MAX];
 	long long deadline;
@@ -169,6 +175,13 @@ void th_agent_start(struct th_agent *a, const char *const *extra_args,
 	a->pid = fork();
 	ck_assert(a->pid >= 0);
 	if (a->pid == 0) {
+		if (log_path != NULL) {
+			int lfd = open(log_path,
+				       O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+			if (lfd < 0 || dup2(lfd, 2) < 0)
+				_exit(126);
+		}
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -208,9 +221,9 @@ void th_agent_start(struct th_agent *a, const char *const *extra_args,
 	}
 }
 
-void th_agent_stop(struct th_agent *a)
+int th_agent_terminate(struct th_agent *a)
 {
-	int status, i;
+	int status = 0, i;
 
 	if (a->pid > 0) {
 		kill(a->pid, SIGTERM);
@@ -225,11 +238,34 @@ void th_agent_stop(struct th_agent *a)
 		}
 		a->pid = 0;
 	}
+	return status;
+}
+
+void th_agent_stop(struct th_agent *a)
+{
+	th_agent_terminate(a);
 	th_rmtree(a->dir);
 	free(a->dir);
 	free(a->root);
 	free(a->token_file);
 	a->dir = a->root = a->token_file = NULL;
+}
+
+static int give_one(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	if (lchown(path, 65534, 65534) < 0)
+		ck_abort_msg("lchown %s: %s", path, strerror(errno));
+	return 0;
+}
+
+void th_give_to_exec_user(const char *path)
+{
+	if (geteuid() == 0)
+		nftw(path, give_one, 32, FTW_PHYS);
 }
 
 static size_t collect(char *p, size_t size, size_t nmemb, void *ud)

@@ -46,8 +46,20 @@ struct th_agent {
  */
 void th_agent_start(struct th_agent *a, const char *const *extra_args,
 		    bool activate);
+/* As th_agent_start, with the agent's stderr sent to log_path (appended;
+ * NULL keeps the runner's stderr). */
+void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
+			   bool activate, const char *log_path);
 /* SIGTERM, wait (SIGKILL after 5 s), remove the directory. */
 void th_agent_stop(struct th_agent *a);
+/* SIGTERM and wait (SIGKILL after 5 s); the exit status as waitpid gives
+ * it. The directory stays until th_agent_stop. */
+int th_agent_terminate(struct th_agent *a);
+
+/* When the tests run as root, the agent does file access as nobody
+ * (65534:65534): hand path and everything beneath it (no symlink
+ * followed) to that user so the agent can use it. No-op otherwise. */
+void th_give_to_exec_user(const char *path);
 
 struct th_resp {
 	long status;

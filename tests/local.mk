@@ -23,3 +23,4 @@ include %reldir%/agent.mk
 include %reldir%/exec.mk
 include %reldir%/transport.mk
 include %reldir%/ctl.mk
+include %reldir%/fs.mk

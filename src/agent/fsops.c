@@ -1,5 +1,667 @@
 /* SPDX-License-Identifier: MIT */
-/* fsops: placeholder until the file extension lands. */
+/*
+ * fsops: confined filesystem primitives for the file extension. Paths are
+ * resolved beneath the root by resolve.c; the operation itself is one *at()
+ * call on the parent (last component not followed) or on a descriptor of
+ * the resolved target. No HTTP, no JSON, no logging: errors go back as
+ * negative errno values for ext.c to word.
+ */
 #include "config.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
 #include "agent/fsops.h"
+#include "agent/resolve.h"
+#include "common/path.h"
+#include "common/xalloc.h"
+
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/* Room for a normalised path and its terminator. */
+#define SCRATCH (PATH_MAX_BYTES + 1)
+/* getdents64 batch. */
+#define DENTS_BYTES 65536
+
+/* The kernel's struct linux_dirent64. */
+struct dent64 {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+/* The resolver reports an escape as EXDEV; keep it apart from the EXDEV of
+ * a cross-device rename or link. */
+static int escaped(int rc)
+{
+	return rc == -EXDEV ? -FSOPS_ESCAPED : rc;
+}
+
+static int open_beneath(const struct agent *a, const char *rel, int flags,
+			mode_t mode)
+{
+	return escaped(agent_resolve_open(a, rel, flags, mode, RESOLVE_EXT));
+}
+
+static int open_parent(const struct agent *a, const char *rel,
+		       const char **name, char *scratch)
+{
+	return escaped(agent_resolve_parent(a, rel, name, scratch, SCRATCH,
+					    RESOLVE_EXT));
+}
+
+static int close_keep_errno(int fd, int rc)
+{
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* The text of the symlink name in dirfd (heap). */
+static int read_link(int dirfd, const char *name, char **out)
+{
+	char *buf = xmalloc(PATH_MAX);
+	ssize_t n;
+	int rc = 0;
+
+	n = readlinkat(dirfd, name, buf, PATH_MAX);
+	if (n < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* Linux never stores a target of PATH_MAX bytes or more; a full
+	 * buffer would mean the text was cut. */
+	if (n >= PATH_MAX) {
+		rc = -ENAMETOOLONG;
+		goto out;
+	}
+	buf[n] = '\0';
+	*out = xstrdup(buf);
+out:
+	free(buf);
+	return rc;
+}
+
+/*
+ * chmod a file given by any descriptor, O_PATH included, so a file need
+ * not be readable or writable to change its mode. fchmodat2 (Linux 6.6)
+ * takes an empty path; older kernels go through the descriptor's magic
+ * link, which names exactly the file already resolved.
+ */
+static int fd_chmod(int fd, mode_t mode)
+{
+	char proc[64];
+
+	if (syscall(SYS_fchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0)
+		return 0;
+	if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+		return -errno;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return chmod(proc, mode) == 0 ? 0 : -errno;
+}
+
+/* utimensat on a descriptor of the file itself (O_PATH allowed). */
+static int fd_utimens(int fd, const struct timespec ts[2])
+{
+	char proc[64];
+
+	if (utimensat(fd, "", ts, AT_EMPTY_PATH) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOENT)
+		return -errno;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return utimensat(AT_FDCWD, proc, ts, 0) == 0 ? 0 : -errno;
+}
+
+static int fstat_into(int fd, struct stat *st)
+{
+	return fstat(fd, st) == 0 ? 0 : -errno;
+}
+
+/* ---- stat and readlink --------------------------------------------------- */
+
+int fsops_stat(const struct agent *a, const char *rel, struct stat *st,
+	       char **target)
+{
+	char scratch[SCRATCH];
+	const char *name;
+	struct stat s;
+	char *t = NULL;
+	int pfd, rc = 0;
+
+	if (*rel == '\0') {
+		if (fstat(a->root_fd, &s) < 0)
+			return -errno;
+		*st = s;
+		if (target != NULL)
+			*target = NULL;
+		return 0;
+	}
+	pfd = open_parent(a, rel, &name, scratch);
+	if (pfd < 0)
+		return pfd;
+	if (fstatat(pfd, name, &s, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (S_ISLNK(s.st_mode) && target != NULL) {
+		rc = read_link(pfd, name, &t);
+		if (rc < 0)
+			goto out;
+	}
+	*st = s;
+	if (target != NULL)
+		*target = t;
+out:
+	close(pfd);
+	return rc;
+}
+
+int fsops_readlink(const struct agent *a, const char *rel, char **target)
+{
+	char scratch[SCRATCH];
+	const char *name;
+	int pfd, rc;
+
+	if (*rel == '\0')
+		return -EINVAL;
+	pfd = open_parent(a, rel, &name, scratch);
+	if (pfd < 0)
+		return pfd;
+	rc = read_link(pfd, name, target);
+	close(pfd);
+	return rc;
+}
+
+/* ---- contents ------------------------------------------------------------ */
+
+/* The error for a descriptor that is not a regular file. */
+static int not_regular(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
+}
+
+int fsops_open_read(const struct agent *a, const char *rel, struct stat *st)
+{
+	struct stat s;
+	int fd, rc;
+
+	fd = open_beneath(a, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		return fd;
+	rc = fstat_into(fd, &s);
+	if (rc == 0 && !S_ISREG(s.st_mode))
+		rc = not_regular(&s);
+	if (rc < 0)
+		return close_keep_errno(fd, rc);
+	*st = s;
+	return fd;
+}
+
+int fsops_write(const struct agent *a, const char *rel, uint64_t off,
+		bool append, const void *p, size_t n, struct stat *st)
+{
+	const char *src = p;
+	struct stat s;
+	size_t done = 0;
+	int fd, rc;
+
+	if (!append && off > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	fd = open_beneath(
+		a, rel,
+		O_WRONLY | O_NONBLOCK | O_NOCTTY | (append ? O_APPEND : 0), 0);
+	if (fd < 0)
+		return fd;
+	rc = fstat_into(fd, &s);
+	if (rc == 0 && !S_ISREG(s.st_mode))
+		rc = not_regular(&s);
+	while (rc == 0 && done < n) {
+		ssize_t w;
+
+		/* pwrite on an O_APPEND descriptor appends anyway on Linux;
+		 * write says what is meant. */
+		if (append)
+			w = write(fd, src + done, n - done);
+		else
+			w = pwrite(fd, src + done, n - done,
+				   (off_t)(off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			rc = -errno;
+		else if (w == 0)
+			rc = -EIO;
+		else
+			done += (size_t)w;
+	}
+	if (rc == 0)
+		rc = fstat_into(fd, &s);
+	close(fd);
+	if (rc == 0)
+		*st = s;
+	return rc;
+}
+
+int fsops_create(const struct agent *a, const char *rel, mode_t mode,
+		 bool exclusive, bool truncate, struct stat *st)
+{
+	const int base = O_WRONLY | O_NONBLOCK | O_NOCTTY;
+	const int trunc = truncate ? O_TRUNC : 0;
+	bool created = false;
+	struct stat s;
+	int fd = -ENOENT, rc, attempt;
+
+	mode &= 07777;
+	if (*rel == '\0')
+		return exclusive ? -EEXIST : -EISDIR;
+	/*
+	 * O_CREAT|O_EXCL first, so that a file this call made is known and
+	 * gets its mode exactly. When something exists and that is allowed,
+	 * open it as it is; if it vanished in between, try again. A dangling
+	 * symlink looks like both (EEXIST, then ENOENT): the last attempt
+	 * then lets open(2) create the link's target, as the kernel would.
+	 */
+	for (attempt = 0; attempt < 3; attempt++) {
+		fd = open_beneath(a, rel, base | O_CREAT | O_EXCL, mode);
+		if (fd >= 0) {
+			created = true;
+			break;
+		}
+		if (fd != -EEXIST || exclusive)
+			return fd;
+		fd = open_beneath(a, rel, base | trunc, 0);
+		if (fd != -ENOENT)
+			break;
+	}
+	if (fd == -ENOENT)
+		fd = open_beneath(a, rel, base | O_CREAT | trunc, mode);
+	if (fd < 0)
+		return fd;
+	rc = created ? (fchmod(fd, mode) == 0 ? 0 : -errno) : 0;
+	if (rc == 0)
+		rc = fstat_into(fd, &s);
+	close(fd);
+	if (rc == 0)
+		*st = s;
+	return rc;
+}
+
+int fsops_truncate(const struct agent *a, const char *rel, uint64_t size,
+		   struct stat *st)
+{
+	struct stat s;
+	int fd, rc;
+
+	if (size > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	fd = open_beneath(a, rel, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		return fd;
+	rc = fstat_into(fd, &s);
+	if (rc == 0 && !S_ISREG(s.st_mode))
+		rc = not_regular(&s);
+	if (rc == 0 && ftruncate(fd, (off_t)size) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = fstat_into(fd, &s);
+	close(fd);
+	if (rc == 0)
+		*st = s;
+	return rc;
+}
+
+int fsops_fsync(const struct agent *a, const char *rel)
+{
+	int fd, rc = 0;
+
+	fd = open_beneath(a, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	/* A write-only file can still be synced through a write open. */
+	if (fd == -EACCES) {
+		int wfd = open_beneath(a, rel, O_WRONLY | O_NONBLOCK | O_NOCTTY,
+				       0);
+
+		if (wfd >= 0)
+			fd = wfd;
+	}
+	if (fd < 0)
+		return fd;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* ---- metadata ------------------------------------------------------------ */
+
+int fsops_mkdir(const struct agent *a, const char *rel, mode_t mode,
+		struct stat *st)
+{
+	char scratch[SCRATCH];
+	const char *name;
+	struct stat s;
+	int pfd, dfd = -1, rc = 0;
+
+	mode &= 07777;
+	if (*rel == '\0')
+		return -EEXIST;
+	pfd = open_parent(a, rel, &name, scratch);
+	if (pfd < 0)
+		return pfd;
+	if (mkdirat(pfd, name, mode) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* name is one component (never "." or ".."), and O_NOFOLLOW keeps a
+	 * symlink swapped in since mkdirat from redirecting the chmod. */
+	dfd = openat(pfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = fd_chmod(dfd, mode);
+	if (rc == 0)
+		rc = fstat_into(dfd, &s);
+	if (rc == 0)
+		*st = s;
+out:
+	if (dfd >= 0)
+		close(dfd);
+	close(pfd);
+	return rc;
+}
+
+static int remove_at(const struct agent *a, const char *rel, int flags)
+{
+	char scratch[SCRATCH];
+	const char *name;
+	int pfd, rc = 0;
+
+	pfd = open_parent(a, rel, &name, scratch);
+	if (pfd < 0)
+		return pfd;
+	if (unlinkat(pfd, name, flags) < 0)
+		rc = -errno;
+	close(pfd);
+	return rc;
+}
+
+int fsops_unlink(const struct agent *a, const char *rel)
+{
+	if (*rel == '\0')
+		return -EISDIR;
+	return remove_at(a, rel, 0);
+}
+
+int fsops_rmdir(const struct agent *a, const char *rel)
+{
+	if (*rel == '\0')
+		return -EBUSY;
+	return remove_at(a, rel, AT_REMOVEDIR);
+}
+
+int fsops_rename(const struct agent *a, const char *from, const char *to,
+		 unsigned flags)
+{
+	char s1[SCRATCH], s2[SCRATCH];
+	const char *n1, *n2;
+	int p1, p2 = -1, rc = 0;
+
+	if (*from == '\0' || *to == '\0')
+		return -EBUSY;
+	p1 = open_parent(a, from, &n1, s1);
+	if (p1 < 0)
+		return p1;
+	p2 = open_parent(a, to, &n2, s2);
+	if (p2 < 0) {
+		rc = p2;
+		goto out;
+	}
+	if (renameat2(p1, n1, p2, n2, flags) < 0)
+		rc = -errno;
+out:
+	close(p1);
+	if (p2 >= 0)
+		close(p2);
+	return rc;
+}
+
+int fsops_link(const struct agent *a, const char *from, const char *to,
+	       struct stat *st)
+{
+	char s1[SCRATCH], s2[SCRATCH];
+	const char *n1, *n2;
+	struct stat s;
+	int p1, p2 = -1, rc = 0;
+
+	if (*from == '\0')
+		return -EPERM;
+	if (*to == '\0')
+		return -EEXIST;
+	p1 = open_parent(a, from, &n1, s1);
+	if (p1 < 0)
+		return p1;
+	p2 = open_parent(a, to, &n2, s2);
+	if (p2 < 0) {
+		rc = p2;
+		goto out;
+	}
+	if (linkat(p1, n1, p2, n2, 0) < 0 ||
+	    fstatat(p2, n2, &s, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	*st = s;
+out:
+	close(p1);
+	if (p2 >= 0)
+		close(p2);
+	return rc;
+}
+
+int fsops_symlink(const struct agent *a, const char *rel, const char *target,
+		  struct stat *st)
+{
+	char scratch[SCRATCH];
+	const char *name;
+	struct stat s;
+	int pfd, rc = 0;
+
+	if (*rel == '\0')
+		return -EEXIST;
+	pfd = open_parent(a, rel, &name, scratch);
+	if (pfd < 0)
+		return pfd;
+	if (symlinkat(target, pfd, name) < 0 ||
+	    fstatat(pfd, name, &s, AT_SYMLINK_NOFOLLOW) < 0)
+		rc = -errno;
+	else
+		*st = s;
+	close(pfd);
+	return rc;
+}
+
+int fsops_chmod(const struct agent *a, const char *rel, mode_t mode,
+		struct stat *st)
+{
+	struct stat s;
+	int fd, rc;
+
+	fd = open_beneath(a, rel, O_PATH, 0);
+	if (fd < 0)
+		return fd;
+	rc = fd_chmod(fd, mode & 07777);
+	if (rc == 0)
+		rc = fstat_into(fd, &s);
+	close(fd);
+	if (rc == 0)
+		*st = s;
+	return rc;
+}
+
+int fsops_utimens(const struct agent *a, const char *rel,
+		  const struct timespec ts[2], bool nofollow, struct stat *st)
+{
+	char scratch[SCRATCH];
+	const char *name;
+	struct stat s;
+	int fd, rc = 0;
+
+	if (nofollow && *rel != '\0') {
+		fd = open_parent(a, rel, &name, scratch);
+		if (fd < 0)
+			return fd;
+		if (utimensat(fd, name, ts, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fstatat(fd, name, &s, AT_SYMLINK_NOFOLLOW) < 0)
+			rc = -errno;
+	} else {
+		fd = open_beneath(a, rel, O_PATH, 0);
+		if (fd < 0)
+			return fd;
+		rc = fd_utimens(fd, ts);
+		if (rc == 0)
+			rc = fstat_into(fd, &s);
+	}
+	close(fd);
+	if (rc == 0)
+		*st = s;
+	return rc;
+}
+
+int fsops_statfs(const struct agent *a, struct statfs *out)
+{
+	struct statfs s;
+
+	if (fstatfs(a->root_fd, &s) < 0)
+		return -errno;
+	*out = s;
+	return 0;
+}
+
+/* ---- listing ------------------------------------------------------------- */
+
+static mode_t dtype_mode(unsigned char t)
+{
+	switch (t) {
+	case DT_REG:
+		return S_IFREG;
+	case DT_DIR:
+		return S_IFDIR;
+	case DT_LNK:
+		return S_IFLNK;
+	case DT_FIFO:
+		return S_IFIFO;
+	case DT_SOCK:
+		return S_IFSOCK;
+	case DT_CHR:
+		return S_IFCHR;
+	case DT_BLK:
+		return S_IFBLK;
+	}
+	return 0;
+}
+
+/* Hand one entry to fn: 0 taken or skipped (it vanished), FSOPS_LIST_FULL,
+ * or a negative errno from fn. */
+static int list_one(int dfd, const struct dent64 *d, fsops_entry_fn fn,
+		    void *ud)
+{
+	struct stat st;
+	char *target = NULL;
+	int rc;
+
+	if (fstatat(dfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		/* Listed but not stat'able (a mount point of another user's
+		 * FUSE filesystem, say): the name is still worth showing. */
+		memset(&st, 0, sizeof(st));
+		st.st_mode = dtype_mode(d->d_type);
+		st.st_ino = d->d_ino;
+	}
+	/* A symlink replaced since the fstatat just goes without its text. */
+	if (S_ISLNK(st.st_mode) && read_link(dfd, d->d_name, &target) < 0)
+		target = NULL;
+	rc = fn(ud, d->d_name, &st, target);
+	free(target);
+	if (rc == 0 || rc == FSOPS_LIST_FULL || rc < 0)
+		return rc;
+	return -EINVAL;
+}
+
+int fsops_list(const struct agent *a, const char *rel, int64_t cursor,
+	       fsops_entry_fn fn, void *ud, bool *more, int64_t *next)
+{
+	char *dents = NULL;
+	int64_t last = cursor;
+	bool full = false;
+	int fd, rc = 0;
+
+	fd = open_beneath(a, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	/* The cookie is the d_off of the last entry sent: seeking to it
+	 * resumes right after that entry (how NFS servers page readdir). */
+	if (cursor != 0 && lseek(fd, (off_t)cursor, SEEK_SET) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	dents = xmalloc(DENTS_BYTES);
+	while (!full) {
+		long n = syscall(SYS_getdents64, fd, dents, DENTS_BYTES);
+		long pos;
+
+		if (n < 0) {
+			rc = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		for (pos = 0; pos < n;) {
+			const struct dent64 *d = (const void *)(dents + pos);
+			const char *nm = d->d_name;
+
+			pos += d->d_reclen;
+			if (strcmp(nm, ".") != 0 && strcmp(nm, "..") != 0) {
+				rc = list_one(fd, d, fn, ud);
+				if (rc < 0)
+					goto out;
+				if (rc == FSOPS_LIST_FULL) {
+					rc = 0;
+					full = true;
+					break;
+				}
+			}
+			last = d->d_off;
+		}
+	}
+	/* A cookie that does not move (0, or where this page began) would
+	 * send a client round the same page for ever: fail instead. */
+	if (full && (last == cursor || last == 0)) {
+		rc = -EOVERFLOW;
+		goto out;
+	}
+	*more = full;
+	*next = full ? last : 0;
+out:
+	free(dents);
+	close(fd);
+	return rc;
+}

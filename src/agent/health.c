@@ -1,15 +1,100 @@
 /* SPDX-License-Identifier: MIT */
-/* health: placeholder until health and activation land. */
+/*
+ * health: GET /v1/health (protocol.md 3.1) and POST /v1/activate (3.2).
+ *
+ * Health is public and reports the protocol version, this start's boot id,
+ * whether the agent has been activated, the image command's state (this
+ * agent never runs one: "none") and, unless strict v1, the file extension
+ * it serves. Activation only flips the gate that http.c checks; the
+ * credential was checked before the handler runs. Neither route touches
+ * the filesystem.
+ */
 #include "config.h"
 
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "agent/routes.h"
+#include "common/log.h"
+#include "common/proto.h"
+#include "common/xalloc.h"
+
+/* The "version" query: absent is fine; anything but a u32 is the query
+ * extractor's 400, as in the original agent. */
+static int parse_version(const char *s, unsigned long *out)
+{
+	unsigned long v = 0;
+	size_t i;
+
+	if (*s == '\0')
+		return -EINVAL;
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned long)(s[i] - '0');
+		if (v > 0xffffffffUL)
+			return -ERANGE;
+	}
+	*out = v;
+	return 0;
+}
 
 int agent_route_health(struct agent_req *r)
 {
-	return agent_reply_empty(r, 501);
+	const struct agent *a = agent_req_agent(r);
+	const char *q = agent_req_query(r, "version");
+	struct buf out = BUF_INIT(4096);
+	struct proto_health h;
+	unsigned long version;
+	int rc;
+
+	if (q != NULL) {
+		rc = parse_version(q, &version);
+		if (rc == -EINVAL)
+			return agent_reply_text(
+				r, 400,
+				"Failed to deserialize query string: version: "
+				"invalid digit found in string");
+		if (rc < 0)
+			return agent_reply_text(
+				r, 400,
+				"Failed to deserialize query string: version: "
+				"number too large to fit in target type");
+		if (version != PROTO_VERSION)
+			return agent_reply_error(
+				r, 400, PROTO_ERR_VERSION,
+				"Caller speaks sandbox agent protocol v%lu, "
+				"this agent speaks v%d",
+				version, PROTO_VERSION);
+	}
+	memset(&h, 0, sizeof(h));
+	h.protocol_version = PROTO_VERSION;
+	strlcpy_s(h.boot_id, a->boot_id, sizeof(h.boot_id));
+	strlcpy_s(h.status,
+		  atomic_load(&a->activated) ? PROTO_STATUS_READY
+					     : PROTO_STATUS_AWAITING,
+		  sizeof(h.status));
+	strlcpy_s(h.image_status, "none", sizeof(h.image_status));
+	if (!a->cfg.strict_v1) {
+		h.ext_files = PROTO_EXT_FILES_VERSION;
+		h.ext_max_write = a->cfg.ext_max_write;
+	}
+	rc = proto_health_encode(&h, &out);
+	if (rc == 0)
+		rc = agent_reply_json(r, 200, &out);
+	buf_cleanup(&out);
+	return rc;
 }
 
 int agent_route_activate(struct agent_req *r)
 {
-	return agent_reply_empty(r, 501);
+	struct agent *a = agent_req_agent(r);
+
+	/* Repeating it is harmless: the client activates once per
+	 * credential it fetches, and a replayed activation must not fail. */
+	if (!atomic_exchange(&a->activated, true))
+		log_info("activated");
+	return agent_reply_empty(r, 204);
 }

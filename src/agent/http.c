@@ -1,26 +1,1562 @@
 /* SPDX-License-Identifier: MIT */
-/* http: placeholder until the server lands. */
+/*
+ * http: the agent's HTTP/1.1 server on libmicrohttpd 0.9.7x. It owns the
+ * listening socket, the route table (method and path to handler, with each
+ * route's body limit, credential, activation and JSON requirements), the
+ * request bodies, the replies, and the two kinds of replies that outlive
+ * the access handler: streams (exec output) and deferred replies (job
+ * long-polls). It does not know what any route means; the handlers in
+ * routes.h do.
+ *
+ * libmicrohttpd rules this module is built around:
+ * - A response may be queued only from the access handler, and only
+ *   before the body is read (an "early" answer, after which the library
+ *   closes the connection) or after all of it was. So a Content-Length
+ *   over the limit is answered at once, but a chunked body that passes
+ *   the limit is counted and discarded to its end, then answered.
+ * - A suspended connection is not polled: no timeout, and no notice when
+ *   the peer goes away. Suspend only from the access handler or the
+ *   content reader; resume from anywhere; never stop the daemon with a
+ *   connection suspended.
+ *
+ * A stream or deferred reply is a "park": an object shared by the
+ * connection (until its response is freed or the request completes) and
+ * by the writer (until finish or completion), reference counted. The
+ * connection pointer is used for a resume only under the park's lock and
+ * only while the connection side holds it; the connection cannot be freed
+ * while suspended, and the stop path resumes every suspended park before
+ * stopping the daemon, so a resume never races a free.
+ */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
 
 #include "agent/http.h"
+#include "agent/resolve.h"
+#include "agent/routes.h"
+#include "common/log.h"
+#include "common/proto.h"
+#include "common/proto_exec.h"
+#include "common/token.h"
+#include "common/xalloc.h"
 
-int agent_http_start(struct agent *a, unsigned *port_out)
+/* Bodies of small JSON routes (mkdir, activate, extension metadata). */
+#define HTTP_SMALL_BODY (64UL * 1024)
+/* A chunked body past its limit is read and thrown away to its end so the
+ * 413 can be sent; past this much it is not worth the bandwidth, and the
+ * connection is closed instead. */
+#define HTTP_DISCARD_MAX (64UL * 1024 * 1024)
+/* Idle keep-alive connections (and stalled transfers) are closed after
+ * this; suspended connections (streams, long-polls) do not count down. */
+#define HTTP_IDLE_TIMEOUT_S 60
+#define HTTP_CONNECTION_LIMIT 1024
+/* Per-connection memory: headers, and the read and chunk buffers. */
+#define HTTP_CONNECTION_MEMORY (128U * 1024)
+#define HTTP_STREAM_BLOCK (64U * 1024)
+/* How long agent_http_stop waits for parked connections to let go. */
+#define HTTP_STOP_WAIT_MS 5000
+
+/* ---- routes --------------------------------------------------------------- */
+
+enum {
+	RT_PUBLIC = 1 << 0,  /* no credential: health, the AWS hooks */
+	RT_UNGATED = 1 << 1, /* served before activation */
+	RT_JSON = 1 << 2,    /* the body must be application/json */
+	RT_EXT = 1 << 3,     /* the file extension; absent with strict_v1 */
+};
+
+enum rt_limit {
+	LIM_NONE,      /* no body */
+	LIM_SMALL,     /* HTTP_SMALL_BODY */
+	LIM_FILES,     /* PROTO_HTTP_BODY_LIMIT */
+	LIM_EXEC,      /* PROTO_EXEC_MAX_BODY */
+	LIM_EXT_WRITE, /* cfg.ext_max_write */
+};
+
+typedef int route_fn(struct agent_req *r);
+
+struct route {
+	const char *method;
+	const char *path;
+	unsigned flags;
+	enum rt_limit limit;
+	route_fn *fn;       /* NULL: agent_route_ext(r, ext_op) */
+	const char *ext_op;
+};
+
+static int route_aws_hook(struct agent_req *r);
+
+#define AWS "/aws/lambda-microvms/runtime/v1/"
+#define AWS_HOOK(method, name)                                   \
+	{ method, AWS name, RT_PUBLIC | RT_UNGATED, LIM_SMALL, route_aws_hook, \
+	  NULL }
+#define EXT_GET(op) { "GET", "/sandboxfs/v1/" op, RT_EXT, LIM_NONE, NULL, op }
+#define EXT_POST(op)                                                   \
+	{ "POST", "/sandboxfs/v1/" op, RT_EXT | RT_JSON, LIM_SMALL, NULL, op }
+
+static const struct route routes[] = {
+	{ "GET", "/v1/health", RT_PUBLIC | RT_UNGATED, LIM_NONE,
+	  agent_route_health, NULL },
+	{ "POST", "/v1/activate", RT_UNGATED, LIM_SMALL, agent_route_activate,
+	  NULL },
+	{ "POST", "/v1/exec", RT_JSON, LIM_EXEC, agent_route_exec, NULL },
+	{ "GET", "/v1/files", 0, LIM_NONE, agent_route_files_get, NULL },
+	{ "PUT", "/v1/files", RT_JSON, LIM_FILES, agent_route_files_put, NULL },
+	{ "POST", "/v1/mkdir", RT_JSON, LIM_SMALL, agent_route_mkdir, NULL },
+	{ "POST", "/v1/jobs/start", RT_JSON, LIM_EXEC, agent_route_jobs_start,
+	  NULL },
+	{ "POST", "/v1/jobs/poll", RT_JSON, LIM_EXEC, agent_route_jobs_poll,
+	  NULL },
+	{ "POST", "/v1/jobs/cancel", RT_JSON, LIM_EXEC,
+	  agent_route_jobs_cancel, NULL },
+	AWS_HOOK("GET", "ready"),
+	AWS_HOOK("POST", "ready"),
+	AWS_HOOK("GET", "validate"),
+	AWS_HOOK("POST", "validate"),
+	AWS_HOOK("GET", "run"),
+	AWS_HOOK("POST", "run"),
+	AWS_HOOK("GET", "resume"),
+	AWS_HOOK("POST", "resume"),
+	AWS_HOOK("GET", "suspend"),
+	AWS_HOOK("POST", "suspend"),
+	AWS_HOOK("GET", "terminate"),
+	AWS_HOOK("POST", "terminate"),
+	EXT_GET("stat"),
+	EXT_GET("list"),
+	EXT_GET("read"),
+	EXT_GET("readlink"),
+	EXT_GET("statfs"),
+	{ "PUT", "/sandboxfs/v1/write", RT_EXT, LIM_EXT_WRITE, NULL, "write" },
+	EXT_POST("truncate"),
+	EXT_POST("create"),
+	EXT_POST("mkdir"),
+	EXT_POST("unlink"),
+	EXT_POST("rmdir"),
+	EXT_POST("rename"),
+	EXT_POST("link"),
+	EXT_POST("symlink"),
+	EXT_POST("chmod"),
+	EXT_POST("utimens"),
+	EXT_POST("fsync"),
+};
+
+/* ---- server and request state --------------------------------------------- */
+
+struct park;
+
+struct agent_http {
+	struct agent *a;
+	struct MHD_Daemon *d;
+	int listen_fd;
+	atomic_bool stopping;
+
+	/* Parks whose connection side is alive, for the stop sweep and the
+	 * hang-up watcher. */
+	pthread_mutex_t mu;
+	struct park *parks;
+	uint64_t next_id;
+	int watch_epfd;
+	int watch_wake;
+	atomic_bool watch_stop;
+	pthread_t watcher;
+	bool watcher_started;
+};
+
+/* An answer decided from the headers alone, given once the (small) body
+ * has been read and dropped. */
+enum pending {
+	PEND_NONE = 0,
+	PEND_NOT_FOUND,
+	PEND_METHOD,
+	PEND_NO_CREDENTIAL,
+	PEND_BAD_CREDENTIAL,
+	PEND_NOT_ACTIVATED,
+	PEND_NOT_JSON,
+};
+
+struct agent_req {
+	struct agent_http *h;
+	struct MHD_Connection *conn;
+	const struct route *route;
+	enum pending pending;
+	char allow[64];
+	char method[16];
+	char *path;
+	struct buf body;
+	size_t limit;
+	uint64_t discarded;
+	bool over_limit; /* a chunked body passed the limit */
+	bool no_memory;  /* the body could not be stored */
+	bool replied;    /* a response was queued, or a park took over */
+	unsigned status;
+	struct park *park; /* a deferred reply waiting for its completion */
+};
+
+/* ---- parks: streams and deferred replies ---------------------------------- */
+
+enum park_kind {
+	PARK_STREAM,
+	PARK_DEFER,
+};
+
+struct chunk {
+	char *p;
+	size_t n;
+};
+
+struct park {
+	enum park_kind kind;
+	atomic_uint refs;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* Under mu. conn is NULL once the connection side let go. */
+	struct MHD_Connection *conn;
+	bool suspended;
+	bool suspended_once;
+	bool gone;
+	int gone_fd;
+
+	struct agent_http *srv; /* fixed; used by the connection side only */
+	/* Under the server's mu. */
+	struct agent_http *h; /* NULL once unregistered */
+	struct park *next, *prev;
+	uint64_t id;
+	int sock; /* duplicate of the client socket, watched; -1 */
+
+	/* PARK_STREAM, under mu. */
+	struct chunk *q;
+	unsigned depth, head, count;
+	size_t off;
+	bool finished;
+
+	/* PARK_DEFER, under mu. */
+	struct MHD_Response *resp;
+	unsigned status;
+	bool done;
+};
+
+struct agent_stream {
+	struct park pk;
+};
+
+struct agent_deferred {
+	struct park pk;
+};
+
+static struct park *park_new(struct agent_http *h, enum park_kind kind,
+			     size_t size, struct MHD_Connection *conn,
+			     unsigned depth)
 {
-	(void)a;
-	(void)port_out;
-	return -ENOSYS;
+	struct park *pk = xcalloc(1, size);
+
+	pk->srv = h;
+	pk->kind = kind;
+	atomic_init(&pk->refs, 2); /* the connection side and the writer */
+	pthread_mutex_init(&pk->mu, NULL);
+	pthread_cond_init(&pk->cv, NULL);
+	pk->conn = conn;
+	pk->sock = -1;
+	pk->gone_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (pk->gone_fd < 0)
+		fatal("eventfd");
+	if (depth > 0) {
+		pk->depth = depth;
+		pk->q = xcalloc(depth, sizeof(*pk->q));
+	}
+	return pk;
 }
 
-void agent_http_stop(struct agent *a)
+static void park_unref(struct park *pk)
 {
-	(void)a;
+	unsigned i;
+
+	if (atomic_fetch_sub(&pk->refs, 1) != 1)
+		return;
+	for (i = 0; i < pk->count; i++)
+		free(pk->q[(pk->head + i) % pk->depth].p);
+	free(pk->q);
+	if (pk->resp != NULL)
+		MHD_destroy_response(pk->resp);
+	close(pk->gone_fd);
+	pthread_cond_destroy(&pk->cv);
+	pthread_mutex_destroy(&pk->mu);
+	free(pk);
+}
+
+/* Under pk->mu. */
+static void park_mark_gone(struct park *pk)
+{
+	uint64_t one = 1;
+
+	if (pk->gone)
+		return;
+	pk->gone = true;
+	if (write(pk->gone_fd, &one, sizeof(one)) < 0)
+		log_debug("http: eventfd write: %s", strerror(errno));
+	pthread_cond_broadcast(&pk->cv);
+}
+
+/* Under pk->mu: let libmicrohttpd process the connection again. */
+static void park_resume(struct park *pk)
+{
+	if (pk->suspended && pk->conn != NULL) {
+		pk->suspended = false;
+		MHD_resume_connection(pk->conn);
+	}
+}
+
+/* Under pk->mu, from the access handler or the content reader only. */
+static void park_suspend(struct park *pk)
+{
+	pk->suspended = true;
+	pk->suspended_once = true;
+	MHD_suspend_connection(pk->conn);
+}
+
+static void park_register(struct agent_http *h, struct park *pk)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct epoll_event ev;
+
+	ci = MHD_get_connection_info(pk->conn,
+				     MHD_CONNECTION_INFO_CONNECTION_FD);
+	pthread_mutex_lock(&h->mu);
+	pk->h = h;
+	pk->id = ++h->next_id;
+	pk->next = h->parks;
+	pk->prev = NULL;
+	if (h->parks != NULL)
+		h->parks->prev = pk;
+	h->parks = pk;
+	if (ci != NULL)
+		pk->sock = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3);
+	if (pk->sock >= 0) {
+		memset(&ev, 0, sizeof(ev));
+		ev.events = EPOLLRDHUP | EPOLLONESHOT;
+		ev.data.u64 = pk->id;
+		if (epoll_ctl(h->watch_epfd, EPOLL_CTL_ADD, pk->sock, &ev) <
+		    0) {
+			log_debug("http: cannot watch a connection: %s",
+				  strerror(errno));
+			close(pk->sock);
+			pk->sock = -1;
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+static void park_unregister(struct park *pk)
+{
+	struct agent_http *h = pk->h;
+
+	if (h == NULL)
+		return;
+	pthread_mutex_lock(&h->mu);
+	if (pk->sock >= 0) {
+		/* Closing the last descriptor would drop the registration
+		 * too, but the socket itself lives on in the library. */
+		epoll_ctl(h->watch_epfd, EPOLL_CTL_DEL, pk->sock, NULL);
+		close(pk->sock);
+		pk->sock = -1;
+	}
+	if (pk->prev != NULL)
+		pk->prev->next = pk->next;
+	else
+		h->parks = pk->next;
+	if (pk->next != NULL)
+		pk->next->prev = pk->prev;
+	pk->h = NULL;
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* The connection side is done with the park (its response was freed, or
+ * the request completed). */
+static void park_release_conn(struct park *pk)
+{
+	pthread_mutex_lock(&pk->mu);
+	park_mark_gone(pk);
+	pk->conn = NULL;
+	pk->suspended = false;
+	pthread_mutex_unlock(&pk->mu);
+	park_unregister(pk);
+	park_unref(pk);
+}
+
+/* Take a reference on the registered park with this id (NULL if none). */
+static struct park *park_find(struct agent_http *h, uint64_t id)
+{
+	struct park *pk;
+
+	pthread_mutex_lock(&h->mu);
+	for (pk = h->parks; pk != NULL; pk = pk->next) {
+		if (pk->id == id) {
+			atomic_fetch_add(&pk->refs, 1);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&h->mu);
+	return pk;
+}
+
+/*
+ * The hang-up watcher. A suspended connection is invisible to the library,
+ * so a client that leaves an idle exec stream (or a long-poll) would
+ * otherwise be noticed only when the next chunk fails to send: a command
+ * with no output would run on to its timeout. Watching a duplicate of the
+ * socket here, rather than asking every writer to poll it, keeps the rule
+ * in one place and also lets the library reclaim the connection.
+ */
+static void *watcher_main(void *arg)
+{
+	struct agent_http *h = arg;
+	struct epoll_event evs[16];
+	sigset_t all;
+	int n, i;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	while (!atomic_load(&h->watch_stop)) {
+		n = epoll_wait(h->watch_epfd, evs, 16, 1000);
+		for (i = 0; i < n; i++) {
+			struct park *pk;
+
+			if (evs[i].data.u64 == 0)
+				continue; /* the wake-up eventfd */
+			pk = park_find(h, evs[i].data.u64);
+			if (pk == NULL)
+				continue;
+			pthread_mutex_lock(&pk->mu);
+			park_mark_gone(pk);
+			park_resume(pk);
+			pthread_mutex_unlock(&pk->mu);
+			park_unref(pk);
+		}
+	}
+	return NULL;
+}
+
+/* ---- small helpers -------------------------------------------------------- */
+
+/* A copy of s fit for one log line: printable ASCII, bounded. */
+static void log_safe(char *dst, size_t dstsz, const char *s)
+{
+	size_t i;
+
+	for (i = 0; s != NULL && s[i] != '\0' && i + 1 < dstsz; i++)
+		dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	dst[i] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/*
+ * Form-style decoding for the path and the query arguments, in place:
+ * '+' is a space and %XX a byte (what the original agent's query
+ * extractor does, and what a client that encodes a space as '+' relies
+ * on). A malformed escape stays as written. The result may hold a NUL;
+ * its length is returned.
+ */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *r = s, *w = s;
+
+	(void)cls;
+	(void)c;
+	while (*r != '\0') {
+		int hi, lo;
+
+		if (*r == '+') {
+			*w++ = ' ';
+			r++;
+		} else if (*r == '%' && (hi = hexval(r[1])) >= 0 &&
+			   (lo = hexval(r[2])) >= 0) {
+			*w++ = (char)(hi << 4 | lo);
+			r += 3;
+		} else {
+			*w++ = *r++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+		line[--n] = '\0';
+	log_debug("http: libmicrohttpd: %s", line);
+}
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static int queue(struct agent_req *r, unsigned status,
+		 struct MHD_Response *resp)
+{
+	enum MHD_Result ok;
+
+	if (r->replied) {
+		MHD_destroy_response(resp);
+		return -EALREADY;
+	}
+	ok = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	if (ok != MHD_YES)
+		return -EIO;
+	r->replied = true;
+	r->status = status;
+	return 0;
+}
+
+static struct MHD_Response *text_response(const char *text, size_t n,
+					  bool copy)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer(
+		n, (void *)text,
+		copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_MUST_FREE);
+	if (resp != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"text/plain; charset=utf-8");
+	return resp;
+}
+
+int agent_reply_json(struct agent_req *r, unsigned status, struct buf *b)
+{
+	struct MHD_Response *resp;
+	size_t len;
+	char *data = buf_take(b, &len);
+
+	if (data == NULL)
+		return -ENOMEM;
+	resp = MHD_create_response_from_buffer(len, data,
+					       MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL) {
+		free(data);
+		return -ENOMEM;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"application/json");
+	return queue(r, status, resp);
+}
+
+static struct MHD_Response *empty_response(void)
+{
+	return MHD_create_response_from_buffer(0, (void *)"",
+					       MHD_RESPMEM_PERSISTENT);
 }
 
 int agent_reply_empty(struct agent_req *r, unsigned status)
 {
-	(void)r;
-	(void)status;
-	return -ENOSYS;
+	struct MHD_Response *resp = empty_response();
+
+	if (resp == NULL)
+		return -ENOMEM;
+	return queue(r, status, resp);
+}
+
+static char *typed_body(const char *code, const char *fmt, va_list ap,
+			size_t *len) __attribute__((format(printf, 2, 0)));
+
+/* "CODE: message" into a heap string (NULL on failure). */
+static char *typed_body(const char *code, const char *fmt, va_list ap,
+			size_t *len)
+{
+	struct buf b = BUF_INIT(64 * 1024);
+	va_list cp;
+	int n;
+
+	if (buf_append_str(&b, code) < 0 || buf_append_str(&b, ": ") < 0)
+		goto fail;
+	va_copy(cp, ap);
+	n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n < 0)
+		goto fail;
+	{
+		int err = 0;
+		char *p = buf_reserve(&b, (size_t)n, &err);
+
+		if (p == NULL)
+			goto fail;
+		vsnprintf(p, (size_t)n + 1, fmt, ap);
+		buf_commit(&b, (size_t)n);
+	}
+	return buf_take(&b, len);
+fail:
+	buf_cleanup(&b);
+	return NULL;
+}
+
+int agent_reply_error(struct agent_req *r, unsigned status, const char *code,
+		      const char *fmt, ...)
+{
+	struct MHD_Response *resp;
+	va_list ap;
+	size_t len;
+	char *body;
+
+	va_start(ap, fmt);
+	body = typed_body(code, fmt, ap, &len);
+	va_end(ap);
+	if (body == NULL)
+		return -ENOMEM;
+	resp = text_response(body, len, false);
+	if (resp == NULL) {
+		free(body);
+		return -ENOMEM;
+	}
+	return queue(r, status, resp);
+}
+
+int agent_reply_text(struct agent_req *r, unsigned status, const char *text)
+{
+	struct MHD_Response *resp = text_response(text, strlen(text), true);
+
+	if (resp == NULL)
+		return -ENOMEM;
+	return queue(r, status, resp);
+}
+
+int agent_reply_bad_body(struct agent_req *r, int decode_rc)
+{
+	switch (decode_rc) {
+	case -EBADMSG:
+		return agent_reply_text(r, 400, AGENT_TEXT_JSON_SYNTAX);
+	case -EINVAL:
+		return agent_reply_text(r, 422, AGENT_TEXT_JSON_SHAPE);
+	case -EFBIG:
+		return agent_reply_text(r, 413, AGENT_TEXT_TOO_LARGE);
+	default:
+		return agent_reply_error(r, 500, PROTO_ERR_OPERATION_FAILED,
+					 "Agent operation 'decode' failed: %s",
+					 strerror(-decode_rc));
+	}
+}
+
+int agent_reply_fd(struct agent_req *r, unsigned status, int fd, off_t off,
+		   uint64_t len, const char *content_type,
+		   const char *const *extra_headers)
+{
+	struct MHD_Response *resp;
+	size_t i;
+
+	if (r->replied) {
+		close(fd);
+		return -EALREADY;
+	}
+	if (len == 0) {
+		/* Nothing to send: no reason to keep the file open. */
+		close(fd);
+		resp = empty_response();
+	} else {
+		resp = MHD_create_response_from_fd_at_offset64(
+			len, fd, (uint64_t)off);
+		if (resp == NULL)
+			close(fd);
+	}
+	if (resp == NULL)
+		return -ENOMEM;
+	if (content_type != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					content_type);
+	for (i = 0; extra_headers != NULL && extra_headers[i] != NULL &&
+		    extra_headers[i + 1] != NULL;
+	     i += 2)
+		MHD_add_response_header(resp, extra_headers[i],
+					extra_headers[i + 1]);
+	return queue(r, status, resp);
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct park *pk = cls;
+	struct chunk *c;
+	ssize_t n;
+
+	(void)pos;
+	pthread_mutex_lock(&pk->mu);
+	if (pk->gone || pk->conn == NULL || atomic_load(&pk->srv->stopping)) {
+		pthread_mutex_unlock(&pk->mu);
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	if (pk->count > 0) {
+		c = &pk->q[pk->head];
+		n = (ssize_t)(c->n - pk->off < max ? c->n - pk->off : max);
+		memcpy(out, c->p + pk->off, (size_t)n);
+		pk->off += (size_t)n;
+		if (pk->off == c->n) {
+			free(c->p);
+			c->p = NULL;
+			pk->off = 0;
+			pk->head = (pk->head + 1) % pk->depth;
+			pk->count--;
+			pthread_cond_broadcast(&pk->cv);
+		}
+		pthread_mutex_unlock(&pk->mu);
+		return n;
+	}
+	if (pk->finished) {
+		pthread_mutex_unlock(&pk->mu);
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	/* Nothing yet: park the connection until the writer queues more
+	 * (returning 0 without suspending would spin the worker). */
+	park_suspend(pk);
+	pthread_mutex_unlock(&pk->mu);
+	return 0;
+}
+
+static void stream_free(void *cls)
+{
+	park_release_conn(cls);
+}
+
+int agent_reply_stream(struct agent_req *r, unsigned status,
+		       const char *content_type, unsigned depth,
+		       struct agent_stream **out)
+{
+	struct MHD_Response *resp;
+	struct agent_stream *s;
+	int rc;
+
+	if (r->replied)
+		return -EALREADY;
+	if (depth == 0)
+		depth = 1;
+	s = (struct agent_stream *)park_new(r->h, PARK_STREAM, sizeof(*s),
+					    r->conn, depth);
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
+						 HTTP_STREAM_BLOCK,
+						 stream_read, &s->pk,
+						 stream_free);
+	if (resp == NULL) {
+		atomic_store(&s->pk.refs, 1);
+		park_unref(&s->pk);
+		return -ENOMEM;
+	}
+	if (content_type != NULL)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					content_type);
+	park_register(r->h, &s->pk);
+	/* On failure the response is destroyed here, which releases the
+	 * connection side through stream_free. */
+	rc = queue(r, status, resp);
+	if (rc < 0) {
+		park_unref(&s->pk);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int agent_stream_write(struct agent_stream *s, const void *p, size_t n)
+{
+	struct park *pk = &s->pk;
+	struct chunk *c;
+	char *copy;
+
+	if (n == 0)
+		return 0;
+	copy = xmalloc(n);
+	memcpy(copy, p, n);
+	pthread_mutex_lock(&pk->mu);
+	/* Backpressure. The wait ends when the reader takes a chunk or the
+	 * connection goes (the library's idle timeout closes one whose
+	 * client stopped reading); the slices keep every wait bounded. */
+	while (!pk->gone && pk->count == pk->depth) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&pk->cv, &pk->mu, &ts);
+	}
+	if (pk->gone) {
+		pthread_mutex_unlock(&pk->mu);
+		free(copy);
+		return -EPIPE;
+	}
+	c = &pk->q[(pk->head + pk->count) % pk->depth];
+	c->p = copy;
+	c->n = n;
+	pk->count++;
+	park_resume(pk);
+	pthread_mutex_unlock(&pk->mu);
+	return 0;
+}
+
+int agent_stream_gone_fd(const struct agent_stream *s)
+{
+	return s->pk.gone_fd;
+}
+
+void agent_stream_finish(struct agent_stream *s)
+{
+	struct park *pk = &s->pk;
+
+	pthread_mutex_lock(&pk->mu);
+	pk->finished = true;
+	park_resume(pk);
+	pthread_mutex_unlock(&pk->mu);
+	park_unref(pk);
+}
+
+/* ---- deferred replies ----------------------------------------------------- */
+
+struct agent_deferred *agent_reply_defer(struct agent_req *r)
+{
+	struct agent_deferred *d;
+
+	d = (struct agent_deferred *)park_new(r->h, PARK_DEFER, sizeof(*d),
+					      r->conn, 0);
+	r->replied = true;
+	r->park = &d->pk;
+	park_register(r->h, &d->pk);
+	pthread_mutex_lock(&d->pk.mu);
+	/* Once stopping, nothing may suspend: the stop sweep may already
+	 * have passed. The access handler then closes the connection. */
+	if (!atomic_load(&r->h->stopping))
+		park_suspend(&d->pk);
+	pthread_mutex_unlock(&d->pk.mu);
+	return d;
+}
+
+static void deferred_complete(struct agent_deferred *d, unsigned status,
+			      struct MHD_Response *resp)
+{
+	struct park *pk = &d->pk;
+
+	pthread_mutex_lock(&pk->mu);
+	if (!pk->gone && !pk->done && resp != NULL) {
+		pk->resp = resp;
+		pk->status = status;
+		resp = NULL;
+	}
+	pk->done = true;
+	park_resume(pk);
+	pthread_mutex_unlock(&pk->mu);
+	if (resp != NULL)
+		MHD_destroy_response(resp);
+	park_unref(pk);
+}
+
+void agent_deferred_json(struct agent_deferred *d, unsigned status,
+			 struct buf *b)
+{
+	struct MHD_Response *resp;
+	size_t len;
+	char *data = buf_take(b, &len);
+
+	resp = MHD_create_response_from_buffer(len, data,
+					       MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL)
+		free(data);
+	else
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"application/json");
+	deferred_complete(d, status, resp);
+}
+
+void agent_deferred_error(struct agent_deferred *d, unsigned status,
+			  const char *code, const char *fmt, ...)
+{
+	struct MHD_Response *resp = NULL;
+	va_list ap;
+	size_t len;
+	char *body;
+
+	va_start(ap, fmt);
+	body = typed_body(code, fmt, ap, &len);
+	va_end(ap);
+	if (body != NULL) {
+		resp = text_response(body, len, false);
+		if (resp == NULL)
+			free(body);
+	}
+	deferred_complete(d, status, resp);
+}
+
+/* The access handler's call after a deferred reply's connection was
+ * resumed: send the completion, or close when there is none. */
+static enum MHD_Result deferred_resumed(struct agent_req *r)
+{
+	struct park *pk = r->park;
+	struct MHD_Response *resp;
+	unsigned status;
+
+	pthread_mutex_lock(&pk->mu);
+	if (pk->suspended) {
+		/* Not resumed yet (cannot happen: a suspended connection is
+		 * not processed); keep waiting. */
+		pthread_mutex_unlock(&pk->mu);
+		return MHD_YES;
+	}
+	resp = pk->resp;
+	pk->resp = NULL;
+	status = pk->status;
+	pthread_mutex_unlock(&pk->mu);
+	r->park = NULL;
+	park_release_conn(pk);
+	if (resp == NULL)
+		return MHD_NO;
+	r->replied = false;
+	return queue(r, status, resp) == 0 ? MHD_YES : MHD_NO;
+}
+
+/* ---- request accessors ---------------------------------------------------- */
+
+struct agent *agent_req_agent(const struct agent_req *r)
+{
+	return r->h->a;
+}
+
+const char *agent_req_method(const struct agent_req *r)
+{
+	return r->method;
+}
+
+const char *agent_req_path(const struct agent_req *r)
+{
+	return r->path;
+}
+
+const char *agent_req_query_n(const struct agent_req *r, const char *key,
+			      size_t *len)
+{
+	const char *v = NULL;
+	size_t n = 0;
+
+	if (MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, key,
+					  strlen(key), &v, &n) != MHD_YES)
+		return NULL;
+	if (v == NULL) {
+		v = "";
+		n = 0;
+	}
+	if (len != NULL)
+		*len = n;
+	return v;
+}
+
+const char *agent_req_query(const struct agent_req *r, const char *key)
+{
+	return agent_req_query_n(r, key, NULL);
+}
+
+const char *agent_req_header(const struct agent_req *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *agent_req_body(const struct agent_req *r, size_t *len)
+{
+	if (len != NULL)
+		*len = r->body.len;
+	return r->body.data != NULL ? r->body.data : "";
+}
+
+bool agent_req_is_json(const struct agent_req *r)
+{
+	const char *ct = agent_req_header(r, MHD_HTTP_HEADER_CONTENT_TYPE);
+	size_t n;
+
+	if (ct == NULL)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	n = strcspn(ct, "; \t");
+	/* application/json, or any application/...+json (as axum). */
+	if (n == 16 && strncasecmp(ct, "application/json", 16) == 0)
+		return true;
+	return n > 17 && strncasecmp(ct, "application/", 12) == 0 &&
+	       strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
+/* ---- the access handler --------------------------------------------------- */
+
+static int route_aws_hook(struct agent_req *r)
+{
+	return agent_reply_empty(r, 200);
+}
+
+static bool method_matches(const char *want, const char *got)
+{
+	/* A GET route answers HEAD too (the library drops the body). */
+	return strcmp(want, got) == 0 ||
+	       (strcmp(want, "GET") == 0 && strcmp(got, "HEAD") == 0);
+}
+
+/* The route for method and path; NULL with *path_known when only the
+ * method is wrong, with the allowed methods in allow[]. */
+static const struct route *route_find(const struct agent_http *h,
+				      const char *method, const char *path,
+				      bool *path_known, char *allow,
+				      size_t allowsz)
+{
+	size_t i;
+
+	*path_known = false;
+	allow[0] = '\0';
+	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct route *rt = &routes[i];
+
+		if ((rt->flags & RT_EXT) && h->a->cfg.strict_v1)
+			continue;
+		if (strcmp(rt->path, path) != 0)
+			continue;
+		if (method_matches(rt->method, method))
+			return rt;
+		*path_known = true;
+		if (allow[0] != '\0')
+			strlcpy_s(allow + strlen(allow), ", ",
+				  allowsz - strlen(allow));
+		strlcpy_s(allow + strlen(allow), rt->method,
+			  allowsz - strlen(allow));
+		if (strcmp(rt->method, "GET") == 0)
+			strlcpy_s(allow + strlen(allow), ", HEAD",
+				  allowsz - strlen(allow));
+	}
+	return NULL;
+}
+
+static size_t route_limit(const struct agent_http *h, const struct route *rt)
+{
+	switch (rt->limit) {
+	case LIM_NONE:
+		return 0;
+	case LIM_SMALL:
+		return HTTP_SMALL_BODY;
+	case LIM_FILES:
+		return PROTO_HTTP_BODY_LIMIT;
+	case LIM_EXEC:
+		return PROTO_EXEC_MAX_BODY;
+	case LIM_EXT_WRITE:
+		return h->a->cfg.ext_max_write;
+	}
+	return 0;
+}
+
+static int reply_header_only(struct agent_req *r, unsigned status,
+			     const char *name, const char *value)
+{
+	struct MHD_Response *resp = empty_response();
+
+	if (resp == NULL)
+		return -ENOMEM;
+	MHD_add_response_header(resp, name, value);
+	return queue(r, status, resp);
+}
+
+static int reply_unauthorized(struct agent_req *r, const char *text)
+{
+	struct MHD_Response *resp = text_response(text, strlen(text), true);
+
+	if (resp == NULL)
+		return -ENOMEM;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+				"Bearer");
+	return queue(r, 401, resp);
+}
+
+/* protocol.md 2.3: "Authorization: Bearer <token>", compared in constant
+ * time. */
+static enum pending check_credential(const struct agent_req *r)
+{
+	const struct agent *a = r->h->a;
+	const char *v = agent_req_header(r, MHD_HTTP_HEADER_AUTHORIZATION);
+
+	if (v == NULL || strncmp(v, "Bearer ", 7) != 0)
+		return PEND_NO_CREDENTIAL;
+	v += 7;
+	if (!token_equal(v, strlen(v), a->token, strlen(a->token)))
+		return PEND_BAD_CREDENTIAL;
+	return PEND_NONE;
+}
+
+static enum MHD_Result answer_pending(struct agent_req *r)
+{
+	switch (r->pending) {
+	case PEND_NONE:
+		break;
+	case PEND_NOT_FOUND:
+		/* An unknown path is an empty 404: clients read an untyped
+		 * 404 as a stale route (protocol.md 4). */
+		agent_reply_empty(r, 404);
+		break;
+	case PEND_METHOD:
+		reply_header_only(r, 405, MHD_HTTP_HEADER_ALLOW, r->allow);
+		break;
+	case PEND_NO_CREDENTIAL:
+		reply_unauthorized(r, "a credential is required");
+		break;
+	case PEND_BAD_CREDENTIAL:
+		reply_unauthorized(r, "the credential was refused");
+		break;
+	case PEND_NOT_ACTIVATED:
+		agent_reply_error(r, 503, PROTO_ERR_NOT_ACTIVATED,
+				  "the agent has not been activated for this "
+				  "boot");
+		break;
+	case PEND_NOT_JSON:
+		agent_reply_text(r, 415, AGENT_TEXT_JSON_TYPE);
+		break;
+	}
+	return r->replied ? MHD_YES : MHD_NO;
+}
+
+/* A Content-Length the request declares: -1 when none, -2 when garbled. */
+static long long declared_length(const struct agent_req *r)
+{
+	const char *v = agent_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	unsigned long long n;
+	char *end;
+
+	if (v == NULL)
+		return -1;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno != 0 || end == v || n > (unsigned long long)LLONG_MAX)
+		return -2;
+	return (long long)n;
+}
+
+/*
+ * Everything decided from the request line and headers, before any of the
+ * body is read: route, credential, activation, content type, declared
+ * length.
+ *
+ * Only a body that must not be read is answered here, "early": the
+ * library then reads none of it and closes the connection after the
+ * answer. Refusals of requests with a small body wait until that body has
+ * been read and dropped, because closing a socket with unread data makes
+ * the kernel send a reset that can destroy the answer before the client
+ * reads it, and the connection stays usable for the next request.
+ */
+static enum MHD_Result first_call(struct agent_req *r, const char *method,
+				  const char *url)
+{
+	struct agent_http *h = r->h;
+	const struct route *rt;
+	long long cl;
+	bool known;
+
+	cl = declared_length(r);
+	rt = route_find(h, method, url, &known, r->allow, sizeof(r->allow));
+	if (rt == NULL) {
+		r->pending = known ? PEND_METHOD : PEND_NOT_FOUND;
+	} else {
+		r->route = rt;
+		r->limit = route_limit(h, rt);
+		/* Credential first: an unauthenticated caller learns nothing
+		 * about the agent's state. */
+		if (!(rt->flags & RT_PUBLIC))
+			r->pending = check_credential(r);
+		if (r->pending == PEND_NONE && !(rt->flags & RT_UNGATED) &&
+		    !atomic_load(&h->a->activated))
+			r->pending = PEND_NOT_ACTIVATED;
+		if (r->pending == PEND_NONE && (rt->flags & RT_JSON) &&
+		    !agent_req_is_json(r))
+			r->pending = PEND_NOT_JSON;
+	}
+	if (r->pending != PEND_NONE) {
+		r->limit = HTTP_SMALL_BODY;
+		if (cl > (long long)HTTP_SMALL_BODY || cl == -2)
+			return answer_pending(r);
+		return MHD_YES;
+	}
+	if (cl == -2) {
+		agent_reply_text(r, 400, "Invalid Content-Length");
+		return r->replied ? MHD_YES : MHD_NO;
+	}
+	if (cl > (long long)r->limit) {
+		agent_reply_text(r, 413, AGENT_TEXT_TOO_LARGE);
+		return r->replied ? MHD_YES : MHD_NO;
+	}
+	buf_init(&r->body, r->limit);
+	if (cl > 0) {
+		int err = 0;
+
+		/* One allocation for a declared body (44 MB writes). */
+		if (buf_reserve(&r->body, (size_t)cl, &err) == NULL)
+			r->no_memory = true;
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result take_body(struct agent_req *r, const char *data,
+				 size_t *size)
+{
+	size_t n = *size;
+
+	*size = 0;
+	if (r->replied)
+		return MHD_YES;
+	if (r->pending != PEND_NONE) {
+		/* Read to answer; a refused caller gets no more than this. */
+		r->discarded += n;
+		return r->discarded > HTTP_SMALL_BODY ? MHD_NO : MHD_YES;
+	}
+	if (!r->over_limit && !r->no_memory) {
+		int rc = -EFBIG;
+
+		if (r->limit > 0)
+			rc = buf_append(&r->body, data, n);
+		if (rc == 0)
+			return MHD_YES;
+		if (rc == -EFBIG)
+			r->over_limit = true;
+		else
+			r->no_memory = true;
+		buf_cleanup(&r->body);
+	}
+	r->discarded += n;
+	return r->discarded > HTTP_DISCARD_MAX ? MHD_NO : MHD_YES;
+}
+
+static enum MHD_Result dispatch(struct agent_req *r)
+{
+	struct agent *a = r->h->a;
+	const struct route *rt = r->route;
+	int rc;
+
+	if (r->over_limit) {
+		agent_reply_text(r, 413, AGENT_TEXT_TOO_LARGE);
+		return r->replied ? MHD_YES : MHD_NO;
+	}
+	if (r->no_memory) {
+		agent_reply_error(r, 500, PROTO_ERR_OPERATION_FAILED,
+				  "Agent operation '%s' failed: %s", r->path,
+				  strerror(ENOMEM));
+		return r->replied ? MHD_YES : MHD_NO;
+	}
+	rc = agent_resolve_thread_creds(a);
+	if (rc == 0)
+		rc = rt->fn != NULL ? rt->fn(r) : agent_route_ext(r, rt->ext_op);
+	if (!r->replied) {
+		if (rc == 0) {
+			log_error("http: %s %s: the handler gave no answer",
+				  r->method, r->path);
+			rc = -EIO;
+		}
+		agent_reply_error(r, 500, PROTO_ERR_OPERATION_FAILED,
+				  "Agent operation '%s' failed: %s", r->path,
+				  strerror(-rc));
+	}
+	if (!r->replied)
+		return MHD_NO;
+	if (r->park != NULL) {
+		bool parked;
+
+		pthread_mutex_lock(&r->park->mu);
+		parked = r->park->suspended_once;
+		pthread_mutex_unlock(&r->park->mu);
+		/* A deferral made while stopping was never parked. */
+		if (!parked) {
+			park_release_conn(r->park);
+			r->park = NULL;
+			return MHD_NO;
+		}
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
+				  const char *url, const char *method,
+				  const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	struct agent_http *h = cls;
+	struct agent_req *r = *con_cls;
+
+	(void)version;
+	if (r == NULL) {
+		r = xcalloc(1, sizeof(*r));
+		r->h = h;
+		r->conn = conn;
+		strlcpy_s(r->method, method, sizeof(r->method));
+		r->path = xstrdup(url);
+		buf_init(&r->body, 1);
+		*con_cls = r;
+		return first_call(r, method, url);
+	}
+	if (r->park != NULL)
+		return deferred_resumed(r);
+	if (*upload_size > 0)
+		return take_body(r, upload, upload_size);
+	if (r->replied)
+		return MHD_YES;
+	if (r->pending != PEND_NONE)
+		return answer_pending(r);
+	return dispatch(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+			 void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct agent_req *r = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	if (r == NULL)
+		return;
+	*con_cls = NULL;
+	if (r->park != NULL)
+		park_release_conn(r->park);
+	if (log_get_level() >= LOG_LEVEL_DEBUG) {
+		char m[16], p[256];
+
+		log_safe(m, sizeof(m), r->method);
+		log_safe(p, sizeof(p), r->path);
+		log_debug("http: %s %s %u%s", m, p, r->status,
+			  toe == MHD_REQUEST_TERMINATED_COMPLETED_OK
+				  ? ""
+				  : " (connection ended early)");
+	}
+	buf_cleanup(&r->body);
+	free(r->path);
+	free(r);
+}
+
+/* ---- start and stop ------------------------------------------------------- */
+
+static int listen_socket(const struct agent_config *cfg, int *fd_out,
+			 unsigned *port_out)
+{
+	struct addrinfo hints, *ai = NULL;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char port[16];
+	int fd = -1, one = 1, rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	snprintf(port, sizeof(port), "%u", cfg->port);
+	rc = getaddrinfo(cfg->listen_host, port, &hints, &ai);
+	if (rc != 0) {
+		log_error("cannot resolve listen address '%s': %s",
+			  cfg->listen_host, gai_strerror(rc));
+		return -EADDRNOTAVAIL;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		    0);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* Rebinding over TIME_WAIT after a restart; on Linux this never lets
+	 * two listeners share a port. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 ||
+	    listen(fd, SOMAXCONN) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &sl) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (ss.ss_family == AF_INET6)
+		*port_out = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	else
+		*port_out = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	*fd_out = fd;
+	fd = -1;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return rc;
+}
+
+int agent_http_start(struct agent *a, unsigned *port_out)
+{
+	struct agent_http *h = xcalloc(1, sizeof(*h));
+	struct epoll_event ev;
+	unsigned port = 0;
+	int rc;
+
+	h->a = a;
+	h->listen_fd = -1;
+	h->watch_epfd = -1;
+	h->watch_wake = -1;
+	pthread_mutex_init(&h->mu, NULL);
+	rc = listen_socket(&a->cfg, &h->listen_fd, &port);
+	if (rc < 0)
+		goto fail;
+	h->watch_epfd = epoll_create1(EPOLL_CLOEXEC);
+	h->watch_wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (h->watch_epfd < 0 || h->watch_wake < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN;
+	ev.data.u64 = 0;
+	if (epoll_ctl(h->watch_epfd, EPOLL_CTL_ADD, h->watch_wake, &ev) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = -pthread_create(&h->watcher, NULL, watcher_main, h);
+	if (rc < 0)
+		goto fail;
+	h->watcher_started = true;
+
+	h->d = MHD_start_daemon(
+		MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+			MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+			MHD_USE_TURBO,
+		0, NULL, NULL, on_request, h,
+		/* First, so the library's own start-up messages use it. */
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_LISTEN_SOCKET,
+		h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
+		(unsigned)(a->cfg.threads > 0 ? a->cfg.threads : 4),
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+		on_completed, h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h,
+		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+	if (h->d == NULL) {
+		log_error("cannot start the HTTP server");
+		rc = -EIO;
+		goto fail;
+	}
+	a->http = h;
+	*port_out = port;
+	return 0;
+fail:
+	if (h->watcher_started) {
+		atomic_store(&h->watch_stop, true);
+		pthread_join(h->watcher, NULL);
+	}
+	if (h->listen_fd >= 0)
+		close(h->listen_fd);
+	if (h->watch_epfd >= 0)
+		close(h->watch_epfd);
+	if (h->watch_wake >= 0)
+		close(h->watch_wake);
+	pthread_mutex_destroy(&h->mu);
+	free(h);
+	return rc;
+}
+
+/* Resume every suspended park; returns how many are still registered. */
+static size_t stop_sweep(struct agent_http *h)
+{
+	struct park **list;
+	struct park *pk;
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&h->mu);
+	for (pk = h->parks; pk != NULL; pk = pk->next)
+		n++;
+	list = xcalloc(n + 1, sizeof(*list));
+	n = 0;
+	for (pk = h->parks; pk != NULL; pk = pk->next) {
+		atomic_fetch_add(&pk->refs, 1);
+		list[n++] = pk;
+	}
+	pthread_mutex_unlock(&h->mu);
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&list[i]->mu);
+		park_resume(list[i]);
+		pthread_mutex_unlock(&list[i]->mu);
+		park_unref(list[i]);
+	}
+	free(list);
+	return n;
+}
+
+static bool any_suspended(struct agent_http *h)
+{
+	struct park *pk;
+	bool any = false;
+
+	pthread_mutex_lock(&h->mu);
+	for (pk = h->parks; pk != NULL && !any; pk = pk->next) {
+		pthread_mutex_lock(&pk->mu);
+		any = pk->suspended;
+		pthread_mutex_unlock(&pk->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return any;
+}
+
+void agent_http_stop(struct agent *a)
+{
+	struct agent_http *h = a->http;
+	struct timespec ts;
+	uint64_t one = 1;
+	int waited = 0;
+	int lfd;
+
+	if (h == NULL)
+		return;
+	atomic_store(&h->stopping, true);
+	/* No new connections; the quiesced listening socket is ours again. */
+	lfd = MHD_quiesce_daemon(h->d);
+	/*
+	 * The library must not be stopped with a connection suspended. Once
+	 * stopping is set nothing suspends again (content readers end the
+	 * stream with an error, new deferrals are not parked), so resuming
+	 * until none is suspended is enough; the library then closes them.
+	 */
+	while (stop_sweep(h) > 0 && waited < HTTP_STOP_WAIT_MS) {
+		ts.tv_sec = 0;
+		ts.tv_nsec = 10 * 1000 * 1000;
+		nanosleep(&ts, NULL);
+		waited += 10;
+		if (!any_suspended(h) && waited >= 100)
+			break;
+	}
+	MHD_stop_daemon(h->d);
+	if (lfd >= 0)
+		close(lfd);
+	atomic_store(&h->watch_stop, true);
+	if (write(h->watch_wake, &one, sizeof(one)) < 0)
+		log_debug("http: eventfd write: %s", strerror(errno));
+	pthread_join(h->watcher, NULL);
+	close(h->watch_epfd);
+	close(h->watch_wake);
+	pthread_mutex_destroy(&h->mu);
+	a->http = NULL;
+	free(h);
 }

@@ -41,8 +41,14 @@ struct agent *agent_req_agent(const struct agent_req *r);
 const char *agent_req_method(const struct agent_req *r);
 /* The URL path without the query, e.g. "/v1/files". */
 const char *agent_req_path(const struct agent_req *r);
-/* A decoded query argument, or NULL when absent. */
+/* A decoded query argument, or NULL when absent. Decoding is
+ * form-style, as the original agent's query extractor does: %XX escapes
+ * and '+' for a space. A key given without '=' ("?path") reads as "". */
 const char *agent_req_query(const struct agent_req *r, const char *key);
+/* As agent_req_query, with the decoded length in *len: a value may hold
+ * a NUL (%00), which a caller that checks paths must see. */
+const char *agent_req_query_n(const struct agent_req *r, const char *key,
+			      size_t *len);
 /* A request header (case-insensitive name), or NULL. */
 const char *agent_req_header(const struct agent_req *r, const char *name);
 /* The request body (NUL-terminated for convenience; len excludes it). */
@@ -63,6 +69,22 @@ int agent_reply_error(struct agent_req *r, unsigned status, const char *code,
 	__attribute__((format(printf, 4, 5)));
 /* Untyped text body (framework-style rejections: 400, 413, 415, 422). */
 int agent_reply_text(struct agent_req *r, unsigned status, const char *text);
+/*
+ * The framework-style answer for a body a proto decoder refused, from its
+ * return value: -EBADMSG (not JSON) 400, -EINVAL (wrong shape) 422, -EFBIG
+ * 413, each with the AGENT_TEXT_* body below; anything else 500
+ * AGENT_OPERATION_FAILED.
+ */
+int agent_reply_bad_body(struct agent_req *r, int decode_rc);
+
+/* The untyped texts of those rejections (axum's wording, protocol.md 4). */
+#define AGENT_TEXT_JSON_SYNTAX "Failed to parse the request body as JSON"
+#define AGENT_TEXT_JSON_SHAPE \
+	"Failed to deserialize the JSON body into the target type"
+#define AGENT_TEXT_JSON_TYPE \
+	"Expected request with `Content-Type: application/json`"
+#define AGENT_TEXT_TOO_LARGE \
+	"Failed to buffer the request body: length limit exceeded"
 /* Raw bytes from an open file: len bytes at off, sent with sendfile where
  * possible. The fd is taken (closed after sending). extra_headers is a
  * NULL-terminated list of name, value pairs (may be NULL). */
@@ -89,9 +111,15 @@ int agent_reply_stream(struct agent_req *r, unsigned status,
  * Thread-safe with respect to the server; one writer per stream.
  */
 int agent_stream_write(struct agent_stream *s, const void *p, size_t n);
-/* A descriptor that becomes readable (POLLIN) once the client has gone;
+/*
+ * A descriptor that becomes readable (POLLIN) once the client has gone;
  * the writer may poll it next to its own descriptors. Owned by the
- * stream. */
+ * stream. It fires when the server ends the connection (finished,
+ * failed, timed out, server stopping) and also when the peer hangs up
+ * while the stream is idle: libmicrohttpd does not watch a suspended
+ * connection, so the server watches a duplicate of the client socket for
+ * POLLRDHUP itself. The writer needs nothing beyond this descriptor.
+ */
 int agent_stream_gone_fd(const struct agent_stream *s);
 /* End the body after the queued chunks, and release the writer's hold on
  * the stream. The writer must not use s afterwards. */
@@ -102,7 +130,9 @@ void agent_stream_finish(struct agent_stream *s);
 struct agent_deferred;
 
 /* Park the request: its reply is given later, from any thread, by exactly
- * one agent_deferred_* completion. */
+ * one agent_deferred_* completion (which releases the handle). A
+ * completion after the client went away (or the server stopped) is
+ * discarded. Never NULL. */
 struct agent_deferred *agent_reply_defer(struct agent_req *r);
 void agent_deferred_json(struct agent_deferred *d, unsigned status,
 			 struct buf *b);

@@ -1,18 +1,75 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jobs: the agent's job registry (protocol.md 3.7): at most PROTO_MAX_JOBS
- * jobs, running jobs never evicted, output kept for replay by sinceSeq.
+ * jobs: the agent's job registry (protocol.md 3.7) and what the command
+ * routes share: at most PROTO_MAX_JOBS jobs, running jobs never evicted,
+ * the oldest finished job whose ending a poll has delivered evicted when a
+ * start needs room, output kept for replay by sinceSeq under the same
+ * per-stream cap as exec. It also owns the spawner (how commands run,
+ * decided at start) and one timer thread that answers long-polls at their
+ * waitMs and kills exec commands at their deadline even while the exec's
+ * writer is blocked on a slow client.
  *
- * Thread-safe.
+ * Thread-safe. Each job runs on a thread of its own while its command runs;
+ * the routes never wait for a command.
  */
 #ifndef SBFS_AGENT_JOBS_H
 #define SBFS_AGENT_JOBS_H
 
-#include "agent/agent.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
+#include "agent/agent.h"
+#include "agent/spawn.h"
+
+/* The longest a job poll may be held with waitMs (the extension). */
+#define AGENT_JOBS_MAX_WAIT_MS 30000
+/* The largest poll answer; past it the frames are cut and the answer says
+ * running so that the caller polls again from the last seq it got. */
+#define AGENT_JOBS_MAX_ANSWER (16UL * 1024 * 1024)
+
+/*
+ * Make the registry and decide how commands run (agent_spawner_new: the
+ * bubblewrap probe happens here). Fails when confinement was required and
+ * does not work, so the agent refuses to start. a must outlive it.
+ */
 int agent_jobs_new(struct agent *a, struct agent_jobs **out)
 	__attribute__((warn_unused_result));
-/* Kill every running job's process group, wait for them, free. NULL-safe. */
+/*
+ * Kill every running job's and exec's process group, wait for them, answer
+ * held polls, free. Call after the HTTP server has stopped. An exec whose
+ * thread does not finish within a few seconds keeps the registry alive
+ * (it is leaked, not freed under it). NULL-safe.
+ */
 void agent_jobs_free(struct agent_jobs *j);
+
+/* For exec.c: how commands run. */
+const struct agent_spawner *agent_jobs_spawner(const struct agent_jobs *j);
+/* The per-stream output cap in force. */
+size_t agent_jobs_output_cap(const struct agent_jobs *j);
+
+/*
+ * Count an exec in flight, from its route to the end of its thread, so
+ * that agent_jobs_free waits for it. _begin fails with -ESHUTDOWN once the
+ * registry is being freed.
+ */
+int agent_jobs_exec_begin(struct agent_jobs *j)
+	__attribute__((warn_unused_result));
+void agent_jobs_exec_end(struct agent_jobs *j);
+
+/*
+ * An exec command the timer kills (SIGKILL to the group) once deadline
+ * passes. Caller-owned; armed between _add and _del, which must come
+ * before the command is reaped.
+ */
+struct agent_watch {
+	struct agent_watch *next;
+	pid_t pgid;
+	int64_t deadline;
+	bool fired;
+};
+
+void agent_jobs_watch_add(struct agent_jobs *j, struct agent_watch *w);
+void agent_jobs_watch_del(struct agent_jobs *j, struct agent_watch *w);
 
 #endif

@@ -33,6 +33,7 @@ int agent_resolve_open(const struct agent *a, const char *rel, int flags,
 		       mode_t mode, enum resolve_mode how)
 {
 	struct open_how oh;
+	int tries = 0;
 	long fd;
 
 	memset(&oh, 0, sizeof(oh));
@@ -42,10 +43,12 @@ int agent_resolve_open(const struct agent *a, const char *rel, int flags,
 	oh.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
 	if (how == RESOLVE_V1)
 		oh.resolve |= RESOLVE_NO_SYMLINKS;
+	/* openat2 answers EAGAIN when a concurrent rename raced the
+	 * resolution; a few retries settle it, a livelock must not. */
 	do {
 		fd = syscall(SYS_openat2, a->root_fd, *rel ? rel : ".", &oh,
 			     sizeof(oh));
-	} while (fd < 0 && (errno == EAGAIN || errno == EINTR));
+	} while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < 16);
 	if (fd < 0) {
 		int err = errno;
 

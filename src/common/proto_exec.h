@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto_exec: encoding of /v1/exec and /v1/jobs/* (protocol.md 3.3, 3.7):
+ * proto_exec: encoding of /v1/exec and /v1/jobs/... (protocol.md 3.3, 3.7):
  * the command request (both field spellings), NDJSON output frames with an
  * incremental line splitter, and the job start/poll/cancel bodies.
  *
@@ -33,7 +33,20 @@ struct proto_exec_req {
 	char *cwd;
 	char **env;
 	size_t envc;
+	unsigned flags; /* PROTO_EXEC_* below, set by decoding */
 };
+
+/*
+ * What decoding noticed that a C string cannot carry. JSON can put a NUL
+ * in a string ("\u0000"); such a string is cut at the NUL in the struct,
+ * and the flag says so. An env key that is empty or holds '=' cannot be
+ * told apart in "KEY=VALUE" form either. Duplicate env keys are merged,
+ * the last one winning (as a JSON map decodes).
+ */
+#define PROTO_EXEC_ENV_NUL 0x1u /* an env key or value holds a NUL */
+#define PROTO_EXEC_ENV_BADKEY 0x2u /* an env key is empty or holds '=' */
+#define PROTO_EXEC_ARG_NUL 0x4u /* a command element holds a NUL */
+#define PROTO_EXEC_CWD_NUL 0x8u /* the working directory holds a NUL */
 
 /*
  * Decode a request. Shape errors (-EINVAL) are reported for what JSON
@@ -45,7 +58,8 @@ int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 	__attribute__((warn_unused_result));
 /* The protocol's requestInvalid checks: non-empty command, non-zero
  * timeout, no NUL in env, env keys non-empty without '='. Returns NULL when
- * valid, else a static reason text ("command is empty", ...). */
+ * valid, else a static reason text ("command is empty", ...), worded as
+ * alien's agent words it. */
 const char *proto_exec_req_validate(const struct proto_exec_req *r);
 /* Encode as the newest client does: command, timeoutMs, cwd (null when
  * unset), env ({} when empty). */
@@ -76,9 +90,13 @@ struct proto_frame {
 	char *err_message;
 };
 
-/* Append one NDJSON line (with its '\n') for f. */
+/* Append one NDJSON line (with its '\n') for f. Fields are written in
+ * alien's order: t first, then seq/data, code/truncated or code/message. */
 int proto_frame_encode(const struct proto_frame *f, struct buf *out)
 	__attribute__((warn_unused_result));
+/* Bytes proto_frame_encode appends for a stdout/stderr frame of len data
+ * bytes and this seq, without the '\n' (the size inside a poll answer). */
+size_t proto_frame_output_len(uint64_t seq, size_t len);
 /* Decode one line (without its '\n'). An unknown "t", a missing field or
  * bad base64 is -EBADMSG: the client must not invent frame types. */
 int proto_frame_decode(const char *line, size_t n, struct proto_frame *out)
@@ -92,14 +110,20 @@ void proto_frame_cleanup(struct proto_frame *f);
  */
 struct proto_ndjson {
 	struct buf pending;
+	size_t off; /* first byte not yet handed out by _next */
+	size_t scanned; /* bytes already checked for line length */
+	size_t line_start; /* start of the line being checked */
+	int err; /* sticky -EFBIG / -ENOMEM */
 };
 
+/* A trailing '\r' is removed from each line; a line that is then empty is
+ * skipped. After an error every feed returns it again. */
 void proto_ndjson_init(struct proto_ndjson *s);
 void proto_ndjson_cleanup(struct proto_ndjson *s);
 int proto_ndjson_feed(struct proto_ndjson *s, const void *p, size_t n)
 	__attribute__((warn_unused_result));
-/* Returns 1 and sets *line/*len (valid until the next feed or next call)
- * when a complete line is ready, 0 when more input is needed. */
+/* Returns 1 and sets *line and *len (valid until the next feed) when a
+ * complete line is ready, 0 when more input is needed. */
 int proto_ndjson_next(struct proto_ndjson *s, const char **line, size_t *len);
 /* True when bytes of an unfinished line are buffered (a body that ends
  * here ended mid-frame). */
@@ -124,8 +148,8 @@ int proto_job_id_decode(const char *p, size_t n,
 struct proto_job_poll_req {
 	char job_id[PROTO_JOB_ID_MAX + 1];
 	bool has_since;
-	uint64_t since_seq;   /* exclusive */
-	uint64_t wait_ms;     /* 0 = answer at once */
+	uint64_t since_seq; /* exclusive */
+	uint64_t wait_ms; /* 0 = answer at once */
 };
 
 int proto_job_poll_req_encode(const struct proto_job_poll_req *r,
@@ -153,6 +177,19 @@ struct proto_job_poll {
 };
 
 int proto_job_poll_encode(const struct proto_job_poll *p, struct buf *out)
+	__attribute__((warn_unused_result));
+/*
+ * The same answer written piece by piece, for an agent that encodes frames
+ * straight from its own storage: _head, one _frame per output frame (first
+ * true for the first one), then _tail, which reads every field of p except
+ * frames/nframes. The result is byte-identical to proto_job_poll_encode.
+ */
+int proto_job_poll_encode_head(bool running, struct buf *out)
+	__attribute__((warn_unused_result));
+int proto_job_poll_encode_frame(const struct proto_frame *f, bool first,
+				struct buf *out)
+	__attribute__((warn_unused_result));
+int proto_job_poll_encode_tail(const struct proto_job_poll *p, struct buf *out)
 	__attribute__((warn_unused_result));
 int proto_job_poll_decode(const char *p, size_t n, struct proto_job_poll *out)
 	__attribute__((warn_unused_result));

@@ -27,7 +27,9 @@ int proto_file_contents_decode(const char *p, size_t n, struct buf *content)
 
 /* PUT /v1/files body {"path","contentsBase64"}. decode: data is heap
  * (NULL when empty); a decoded size over PROTO_MAX_TRANSFER_BYTES is
- * -EFBIG with *len set to the decoded size for the message. */
+ * -EFBIG with *len set to the decoded size for the message. A string
+ * field that holds U+0000 is -EINVAL (a C string would silently end there
+ * and name another file); so is a path body with one. */
 struct proto_file_write {
 	char *path;
 	unsigned char *data;
@@ -40,6 +42,11 @@ int proto_file_write_encode(const char *path, const void *data, size_t n,
 int proto_file_write_decode(const char *p, size_t n,
 			    struct proto_file_write *out)
 	__attribute__((warn_unused_result));
+/* As proto_file_write_decode; on -EILSEQ, why[whysz] (may be NULL) says
+ * what is wrong with the base64 ("Invalid symbol 33, offset 4."). */
+int proto_file_write_decode_why(const char *p, size_t n,
+				struct proto_file_write *out, char *why,
+				size_t whysz) __attribute__((warn_unused_result));
 void proto_file_write_cleanup(struct proto_file_write *w);
 
 /* {"path":"..."}: POST /v1/mkdir, and extension bodies with only a path. */
@@ -49,6 +56,30 @@ int proto_path_decode(const char *p, size_t n, char **path)
 	__attribute__((warn_unused_result));
 
 /* ---- the file extension -------------------------------------------------- */
+
+/*
+ * Wire rules shared by every extension encoder and decoder here:
+ * - Integers are exact. A value a JSON double cannot hold exactly (above
+ *   2^53 - 1 in magnitude: inode numbers on overlay filesystems with xino,
+ *   sizes of sparse files) is sent as a string of decimal digits; decoders
+ *   accept either form for every integer field.
+ * - A string that holds a NUL (the escape \u0000) is refused with -EINVAL:
+ *   no path, name or link target can hold one, and cJSON would cut it.
+ * - Names and targets are byte strings; bytes that are not UTF-8 pass
+ *   through unchanged.
+ */
+
+#define PROTO_EXT_PREFIX "/sandboxfs/v1/"
+/* Entries per listing page: default and most a client may ask for. */
+#define PROTO_EXT_LIST_DEFAULT 1024
+#define PROTO_EXT_LIST_MAX 8192
+/* The agent closes a page once its body reaches this many bytes, so a
+ * page is at most PROTO_EXT_LIST_MAX_BYTES (one entry, whose name and
+ * link target are escaped, is far below the slack). */
+#define PROTO_EXT_LIST_PAGE_BYTES (4UL * 1024 * 1024)
+#define PROTO_EXT_LIST_MAX_BYTES (PROTO_EXT_LIST_PAGE_BYTES + 65536UL)
+/* Response header of GET read: the full size of the file. */
+#define PROTO_EXT_HDR_SIZE "X-Sandboxfs-Size"
 
 enum proto_ftype {
 	PROTO_FT_UNKNOWN = 0,
@@ -61,7 +92,9 @@ enum proto_ftype {
 	PROTO_FT_BLOCK,   /* "block" */
 };
 
+/* The wire name ("file"...); "unknown" for PROTO_FT_UNKNOWN. */
 const char *proto_ftype_name(enum proto_ftype t);
+/* PROTO_FT_UNKNOWN for a name not in the list (a newer agent's type). */
 enum proto_ftype proto_ftype_from_name(const char *s);
 
 /* Attributes (lstat of the entry). perm holds the 07777 bits only. */
@@ -80,16 +113,19 @@ struct proto_attr {
 
 /* The validator of a file's contents, identical on both sides:
  * "<ino>-<size>-<mtime>.<mtime_ns>" in lower-case hex, in double quotes
- * (an HTTP entity tag). out must hold PROTO_ETAG_MAX bytes. */
+ * (an HTTP entity tag; a negative mtime is written as its 64-bit two's
+ * complement). out must hold PROTO_ETAG_MAX bytes. */
 #define PROTO_ETAG_MAX 80
 void proto_attr_etag(const struct proto_attr *a, char *out);
 
 /* Append one attribute object. name and target may be NULL (omitted);
- * target is a symlink's contents. */
+ * target is a symlink's contents. On failure out is left as it was. */
 int proto_attr_encode(const struct proto_attr *a, const char *name,
 		      const char *target, struct buf *out)
 	__attribute__((warn_unused_result));
-/* Decode one attribute object; *target (heap, may be NULL) when wanted. */
+/* Decode one attribute object; *target (heap, NULL when absent) when
+ * target is not NULL. Every attribute field is required; "type" names
+ * outside the list decode as PROTO_FT_UNKNOWN; "mode" must be <= 07777. */
 int proto_attr_decode(const char *p, size_t n, struct proto_attr *out,
 		      char **target)
 	__attribute__((warn_unused_result));
@@ -108,13 +144,18 @@ struct proto_list {
 	char *next;        /* NULL on the last page */
 };
 
-/* Incremental encoding, so a page is built without a tree. */
+/* Incremental encoding, so a page is built without a tree. A failed add
+ * leaves out as it was (the page stays well-formed up to there). */
 int proto_list_begin(struct buf *out) __attribute__((warn_unused_result));
 int proto_list_add(struct buf *out, bool first, const char *name,
 		   const struct proto_attr *a, const char *target)
 	__attribute__((warn_unused_result));
 int proto_list_end(struct buf *out, const char *next)
 	__attribute__((warn_unused_result));
+/* Decode a page. Every name must be one valid path component (no '/',
+ * not "." or "..", at most 255 bytes), else -EINVAL; more than
+ * PROTO_EXT_LIST_MAX entries is -EFBIG. "next", when present, is a
+ * non-empty string of at most 64 bytes. */
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 	__attribute__((warn_unused_result));
 void proto_list_cleanup(struct proto_list *l);
@@ -123,7 +164,7 @@ void proto_list_cleanup(struct proto_list *l);
 enum proto_time_how {
 	PROTO_TIME_OMIT = 0, /* "omit" or absent: leave unchanged */
 	PROTO_TIME_NOW,      /* "now" */
-	PROTO_TIME_SET,      /* {"sec":N,"nsec":N} */
+	PROTO_TIME_SET,      /* {"sec":N,"nsec":N}, nsec < 10^9 */
 };
 
 struct proto_time {
@@ -136,15 +177,19 @@ struct proto_time {
  * The JSON body of the extension's metadata operations. Each route reads
  * the fields it needs (doc/protocol-ext.md); encode writes the fields that
  * are set (strings non-NULL, has_* true, flags true, times not OMIT).
- *   create   path, mode, exclusive, truncate
- *   mkdir    path, mode
- *   unlink, rmdir, fsync   path
- *   rename   from (path), to, noreplace, exchange
- *   link     from (path), to
- *   symlink  path, target
- *   chmod    path, mode
- *   truncate path, size
- *   utimens  path, atime, mtime
+ * Required fields are marked *; a missing one is -EINVAL both ways.
+ *   create   path*, mode*, exclusive, truncate
+ *   mkdir    path*, mode*
+ *   unlink, rmdir, fsync   path*
+ *   rename   from* (path), to*, noreplace, exchange
+ *   link     from* (path), to*
+ *   symlink  path*, target*
+ *   chmod    path*, mode*
+ *   truncate path*, size*
+ *   utimens  path*, atime, mtime, nofollow
+ * mode is the 07777 bits (more is -EINVAL). Fields an operation does not
+ * read are ignored when decoding, as unknown fields are. An op not in the
+ * list is -EINVAL.
  */
 struct proto_ext_req {
 	char *path;       /* "path", or "from" for rename and link */
@@ -155,6 +200,7 @@ struct proto_ext_req {
 	bool has_size;
 	uint64_t size;
 	bool exclusive, truncate, noreplace, exchange;
+	bool nofollow;    /* utimens: act on a symlink itself (lutimes) */
 	struct proto_time atime, mtime;
 };
 
@@ -176,6 +222,7 @@ struct proto_statfs {
 	uint64_t bsize, frsize, blocks, bfree, bavail, files, ffree, namemax;
 };
 
+/* Every field is required when decoding. */
 int proto_statfs_encode(const struct proto_statfs *s, struct buf *out)
 	__attribute__((warn_unused_result));
 int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)

@@ -1,3 +1,494 @@
 /* SPDX-License-Identifier: MIT */
-/* proto_record: placeholder until it lands. */
+/*
+ * proto_record: provider records <-> JSON. Decoding is tolerant of fields
+ * it does not know (an Azure sandbox object carries many) and strict about
+ * the ones it reads; encoding is deterministic and indented, because the
+ * local provider's sandbox.json is read by people as well as programs.
+ * Nothing here touches files.
+ */
 #include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/proto.h"
+#include "common/proto_i.h"
+#include "common/proto_record.h"
+
+static const char *const state_names[] = {
+	[PROTO_RECORD_CREATING] = "Creating",
+	[PROTO_RECORD_RUNNING] = "Running",
+	[PROTO_RECORD_STOPPING] = "Stopping",
+	[PROTO_RECORD_STOPPED] = "Stopped",
+	[PROTO_RECORD_SUSPENDED] = "Suspended",
+	[PROTO_RECORD_RESUMING] = "Resuming",
+	[PROTO_RECORD_DELETING] = "Deleting",
+};
+
+#define NSTATES (sizeof(state_names) / sizeof(state_names[0]))
+
+void proto_record_init(struct proto_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->exec_uid = -1;
+	r->exec_gid = -1;
+}
+
+void proto_record_cleanup(struct proto_record *r)
+{
+	size_t i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; i < r->nlabels; i++) {
+		free(r->labels[i].key);
+		free(r->labels[i].value);
+	}
+	free(r->labels);
+	free(r->id);
+	free(r->agent_url);
+	free(r->exec_user);
+	free(r->created_at);
+	free(r->started_at);
+	proto_record_init(r);
+}
+
+const char *proto_record_state_name(enum proto_record_state s)
+{
+	if ((size_t)s >= NSTATES)
+		return NULL;
+	return state_names[s];
+}
+
+enum proto_record_state proto_record_state_parse(const char *name)
+{
+	size_t i;
+
+	for (i = 1; name != NULL && i < NSTATES; i++)
+		if (strcmp(name, state_names[i]) == 0)
+			return (enum proto_record_state)i;
+	return PROTO_RECORD_UNKNOWN;
+}
+
+const char *proto_record_label(const struct proto_record *r, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < r->nlabels; i++)
+		if (strcmp(r->labels[i].key, key) == 0)
+			return r->labels[i].value;
+	return NULL;
+}
+
+int proto_record_set_str(char **field, const char *value)
+{
+	char *copy = NULL;
+
+	if (value != NULL) {
+		copy = strdup(value);
+		if (copy == NULL)
+			return -ENOMEM;
+	}
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+int proto_record_set_label(struct proto_record *r, const char *key,
+			   const char *value)
+{
+	struct proto_label *grown;
+	char *k, *v;
+	size_t i;
+
+	for (i = 0; i < r->nlabels; i++)
+		if (strcmp(r->labels[i].key, key) == 0)
+			break;
+	if (i < r->nlabels) {
+		if (value != NULL)
+			return proto_record_set_str(&r->labels[i].value, value);
+		free(r->labels[i].key);
+		free(r->labels[i].value);
+		memmove(&r->labels[i], &r->labels[i + 1],
+			(r->nlabels - i - 1) * sizeof(r->labels[0]));
+		r->nlabels--;
+		return 0;
+	}
+	if (value == NULL)
+		return 0;
+	k = strdup(key);
+	v = strdup(value);
+	grown = realloc(r->labels, (r->nlabels + 1) * sizeof(r->labels[0]));
+	if (k == NULL || v == NULL || grown == NULL) {
+		free(k);
+		free(v);
+		if (grown != NULL)
+			r->labels = grown;
+		return -ENOMEM;
+	}
+	r->labels = grown;
+	r->labels[r->nlabels].key = k;
+	r->labels[r->nlabels].value = v;
+	r->nlabels++;
+	return 0;
+}
+
+enum proto_record_transport proto_record_transport(const struct proto_record *r)
+{
+	const char *v = proto_record_label(r, PROTO_TRANSPORT_LABEL);
+
+	if (v == NULL)
+		return PROTO_RECORD_NATIVE;
+	if (strcmp(v, PROTO_TRANSPORT_AGENT) == 0)
+		return PROTO_RECORD_AGENT;
+	return PROTO_RECORD_INVALID;
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+/* An optional bounded string field into *dst (left NULL when absent). */
+static int opt_str(const cJSON *root, const char *key, char **dst)
+{
+	const char *s;
+	int rc = pj_str(root, key, false, &s);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	if (strlen(s) > PROTO_RECORD_MAX_STRING)
+		return -EFBIG;
+	return pj_dup(s, dst);
+}
+
+/* An optional integer field within [lo, hi]; *dst untouched when absent. */
+static int opt_long(const cJSON *root, const char *key, double lo, double hi,
+		    long *dst)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	double v;
+	int rc;
+
+	if (it == NULL || cJSON_IsNull(it))
+		return 0;
+	rc = pj_num_range(it, lo, hi, &v);
+	if (rc == 0)
+		*dst = (long)v;
+	return rc;
+}
+
+static int decode_labels(const cJSON *root, struct proto_record *r,
+			 const char **why)
+{
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(root, "labels");
+	const cJSON *it;
+	int rc;
+
+	if (labels == NULL || cJSON_IsNull(labels))
+		return 0;
+	if (!cJSON_IsObject(labels)) {
+		*why = "\"labels\" is not an object";
+		return -EINVAL;
+	}
+	cJSON_ArrayForEach(it, labels)
+	{
+		if (r->nlabels >= PROTO_RECORD_MAX_LABELS) {
+			*why = "too many labels";
+			return -EFBIG;
+		}
+		if (!cJSON_IsString(it) || it->valuestring == NULL ||
+		    it->string == NULL) {
+			*why = "a label's value is not a string";
+			return -EINVAL;
+		}
+		if (strlen(it->string) > PROTO_RECORD_MAX_STRING ||
+		    strlen(it->valuestring) > PROTO_RECORD_MAX_STRING) {
+			*why = "a label is too long";
+			return -EFBIG;
+		}
+		/* Two values for one key (the transport selector above all)
+		 * would let readers disagree about the record. */
+		if (proto_record_label(r, it->string) != NULL) {
+			*why = "a label key appears twice";
+			return -EINVAL;
+		}
+		rc = proto_record_set_label(r, it->string, it->valuestring);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int proto_record_decode(const char *p, size_t n, struct proto_record *out,
+			const char **why)
+{
+	const char *reason = "not a JSON object";
+	struct proto_record r;
+	const char *s;
+	long port = 0;
+	cJSON *root;
+	int rc = 0;
+
+	proto_record_init(&r);
+	if (n > PROTO_RECORD_MAX_BYTES) {
+		reason = "larger than the record limit";
+		rc = -EFBIG;
+		goto out_noroot;
+	}
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL) {
+		reason =
+			rc == -EBADMSG ? "not valid JSON" : "not a JSON object";
+		if (rc == -EINVAL)
+			rc = -EBADMSG;
+		goto out_noroot;
+	}
+	rc = pj_str(root, "id", true, &s);
+	if (rc < 0 || *s == '\0' || strlen(s) > PROTO_RECORD_MAX_STRING) {
+		reason = "\"id\" is missing or not a string";
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = pj_dup(s, &r.id);
+	if (rc < 0)
+		goto out;
+	rc = pj_str(root, "state", true, &s);
+	if (rc < 0) {
+		reason = "\"state\" is missing or not a string";
+		goto out;
+	}
+	r.state = proto_record_state_parse(s);
+	rc = decode_labels(root, &r, &reason);
+	if (rc < 0)
+		goto out;
+	reason = "\"agentUrl\" is not a string";
+	rc = opt_str(root, "agentUrl", &r.agent_url);
+	if (rc < 0)
+		goto out;
+	reason = "\"agentPid\" is not a process id";
+	rc = opt_long(root, "agentPid", 0, 2147483647.0, &r.agent_pid);
+	if (rc < 0)
+		goto out;
+	reason = "\"port\" is not a port number";
+	rc = opt_long(root, "port", 0, 65535, &port);
+	if (rc < 0)
+		goto out;
+	r.port = (unsigned)port;
+	reason = "\"execUser\" is not a string";
+	rc = opt_str(root, "execUser", &r.exec_user);
+	if (rc < 0)
+		goto out;
+	reason = "\"execUid\" or \"execGid\" is not a user id";
+	rc = opt_long(root, "execUid", 0, 4294967294.0, &r.exec_uid);
+	if (rc == 0)
+		rc = opt_long(root, "execGid", 0, 4294967294.0, &r.exec_gid);
+	if (rc < 0)
+		goto out;
+	reason = "\"createdAt\" or \"startedAt\" is not a string";
+	rc = opt_str(root, "createdAt", &r.created_at);
+	if (rc == 0)
+		rc = opt_str(root, "startedAt", &r.started_at);
+	if (rc < 0)
+		goto out;
+	reason = "\"bootCount\" is not a count";
+	rc = pj_u64(root, "bootCount", false, &r.boot_count);
+	if (rc == -ENOENT)
+		rc = 0;
+out:
+	cJSON_Delete(root);
+out_noroot:
+	if (rc < 0) {
+		proto_record_cleanup(&r);
+		if (why != NULL)
+			*why = rc == -ENOMEM ? "out of memory" : reason;
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+static cJSON *record_json(const struct proto_record *r)
+{
+	const char *state = proto_record_state_name(r->state);
+	cJSON *root, *labels;
+	size_t i;
+	bool ok;
+
+	if (r->id == NULL || state == NULL)
+		return NULL;
+	root = cJSON_CreateObject();
+	if (root == NULL)
+		return NULL;
+	ok = cJSON_AddStringToObject(root, "id", r->id) != NULL &&
+	     cJSON_AddStringToObject(root, "state", state) != NULL;
+	labels = ok ? cJSON_AddObjectToObject(root, "labels") : NULL;
+	ok = labels != NULL;
+	for (i = 0; ok && i < r->nlabels; i++)
+		ok = cJSON_AddStringToObject(labels, r->labels[i].key,
+					     r->labels[i].value) != NULL;
+	if (ok && r->agent_url != NULL)
+		ok = cJSON_AddStringToObject(root, "agentUrl", r->agent_url) !=
+		     NULL;
+	if (ok && r->agent_pid > 0)
+		ok = cJSON_AddNumberToObject(root, "agentPid",
+					     (double)r->agent_pid) != NULL;
+	if (ok && r->port > 0)
+		ok = cJSON_AddNumberToObject(root, "port", (double)r->port) !=
+		     NULL;
+	if (ok && r->exec_user != NULL)
+		ok = cJSON_AddStringToObject(root, "execUser", r->exec_user) !=
+		     NULL;
+	if (ok && r->exec_uid >= 0)
+		ok = cJSON_AddNumberToObject(root, "execUid",
+					     (double)r->exec_uid) != NULL;
+	if (ok && r->exec_gid >= 0)
+		ok = cJSON_AddNumberToObject(root, "execGid",
+					     (double)r->exec_gid) != NULL;
+	if (ok && r->created_at != NULL)
+		ok = cJSON_AddStringToObject(root, "createdAt",
+					     r->created_at) != NULL;
+	if (ok && r->started_at != NULL)
+		ok = cJSON_AddStringToObject(root, "startedAt",
+					     r->started_at) != NULL;
+	if (ok)
+		ok = cJSON_AddNumberToObject(root, "bootCount",
+					     (double)r->boot_count) != NULL;
+	if (!ok) {
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+static int indent(struct buf *out, int depth)
+{
+	int rc = 0;
+
+	while (rc == 0 && depth-- > 0)
+		rc = buf_append(out, "  ", 2);
+	return rc;
+}
+
+/*
+ * Two-space indentation and "key": value, one member per line: cJSON's own
+ * formatted printer puts tabs after the colons, which reads badly in a
+ * terminal. Scalars are printed by cJSON, so escaping stays its own.
+ */
+static int pretty(const cJSON *item, struct buf *out, int depth)
+{
+	const cJSON *child;
+	bool obj = cJSON_IsObject(item);
+	int rc;
+
+	if (!obj && !cJSON_IsArray(item))
+		return pj_print(item, out);
+	if (item->child == NULL)
+		return buf_append_str(out, obj ? "{}" : "[]");
+	rc = buf_append_str(out, obj ? "{\n" : "[\n");
+	for (child = item->child; rc == 0 && child != NULL;
+	     child = child->next) {
+		rc = indent(out, depth + 1);
+		if (rc == 0 && obj) {
+			rc = proto_json_string(out, child->string);
+			if (rc == 0)
+				rc = buf_append(out, ": ", 2);
+		}
+		if (rc == 0)
+			rc = pretty(child, out, depth + 1);
+		if (rc == 0)
+			rc = buf_append_str(out, child->next ? ",\n" : "\n");
+	}
+	if (rc == 0)
+		rc = indent(out, depth);
+	if (rc == 0)
+		rc = buf_append_str(out, obj ? "}" : "]");
+	return rc;
+}
+
+static int emit(cJSON *root, struct buf *out)
+{
+	size_t mark = out->len;
+	int rc = pretty(root, out, 0);
+
+	if (rc == 0)
+		rc = buf_append(out, "\n", 1);
+	if (rc < 0) {
+		/* Leave out as it was: no half record. */
+		out->len = mark;
+		if (out->data != NULL)
+			out->data[mark] = '\0';
+	}
+	cJSON_Delete(root);
+	return rc;
+}
+
+int proto_record_encode(const struct proto_record *r, struct buf *out)
+{
+	cJSON *root;
+
+	if (r->id == NULL || proto_record_state_name(r->state) == NULL)
+		return -EINVAL;
+	root = record_json(r);
+	if (root == NULL)
+		return -ENOMEM;
+	return emit(root, out);
+}
+
+int proto_record_encode_list(const struct proto_record *recs, size_t n,
+			     struct buf *out)
+{
+	cJSON *arr = cJSON_CreateArray(), *one;
+	size_t i;
+
+	if (arr == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (recs[i].id == NULL ||
+		    proto_record_state_name(recs[i].state) == NULL) {
+			cJSON_Delete(arr);
+			return -EINVAL;
+		}
+		one = record_json(&recs[i]);
+		if (one == NULL || !cJSON_AddItemToArray(arr, one)) {
+			cJSON_Delete(one);
+			cJSON_Delete(arr);
+			return -ENOMEM;
+		}
+	}
+	return emit(arr, out);
+}
+
+int proto_record_encode_status(const struct proto_record *r, bool alive,
+			       const struct proto_health *health,
+			       struct buf *out)
+{
+	cJSON *root, *h;
+	bool ok;
+
+	if (r->id == NULL || proto_record_state_name(r->state) == NULL)
+		return -EINVAL;
+	root = record_json(r);
+	if (root == NULL)
+		return -ENOMEM;
+	ok = cJSON_AddBoolToObject(root, "agentAlive", alive) != NULL;
+	if (ok && health == NULL) {
+		ok = cJSON_AddNullToObject(root, "health") != NULL;
+	} else if (ok) {
+		h = cJSON_AddObjectToObject(root, "health");
+		ok = h != NULL &&
+		     cJSON_AddNumberToObject(
+			     h, "protocolVersion",
+			     (double)health->protocol_version) &&
+		     cJSON_AddStringToObject(h, "status", health->status) &&
+		     cJSON_AddStringToObject(h, "bootId", health->boot_id);
+	}
+	if (!ok) {
+		cJSON_Delete(root);
+		return -ENOMEM;
+	}
+	return emit(root, out);
+}

@@ -1,0 +1,702 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent_client: typed agent operations over transport_send. Each function
+ * builds the request with the proto module, names the operation for the
+ * transport's classification, and decodes the answer.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_client.h"
+#include "common/log.h"
+
+#define EXT_PREFIX "/sandboxfs/v1/"
+#define SMALL_ANSWER (64UL * 1024)
+#define LIST_ANSWER (16UL * 1024 * 1024)
+#define POLL_ANSWER (24UL * 1024 * 1024)
+/* A command's terminal frame may come this long after its own timeout
+ * (protocol.md 6, TERMINAL_FRAME_GRACE). */
+#define TERMINAL_FRAME_GRACE_MS 60000LL
+
+int ac_query_escape(struct buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	int rc = 0;
+
+	for (; *s != '\0' && rc == 0; s++) {
+		unsigned char c = (unsigned char)*s;
+		char enc[3];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~' || c == '/') {
+			rc = buf_append(out, s, 1);
+			continue;
+		}
+		enc[0] = '%';
+		enc[1] = hex[c >> 4];
+		enc[2] = hex[c & 15];
+		rc = buf_append(out, enc, 3);
+	}
+	return rc;
+}
+
+/* "<route>?path=<escaped>" (plus extra, already encoded, when given). */
+static int path_query(struct buf *out, const char *route, const char *path,
+		      const char *extra)
+{
+	int rc = buf_printf(out, "%s?path=", route);
+
+	if (rc == 0)
+		rc = ac_query_escape(out, path);
+	if (rc == 0 && extra != NULL)
+		rc = buf_append_str(out, extra);
+	return rc;
+}
+
+static void bad_answer(struct sbx_error *err, const char *op, int rc)
+{
+	sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+		      "%s: the agent's answer could not be decoded (%s)", op,
+		      strerror(-rc));
+	err->err = EIO;
+}
+
+static void local_failure(struct sbx_error *err, const char *op, int rc)
+{
+	sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+		      "%s: the request could not be built (%s)", op,
+		      strerror(-rc));
+	err->err = -rc;
+}
+
+/* Send a request whose answer is buffered (small JSON or nothing). */
+static int simple(struct transport *t, const char *id, const char *op,
+		  bool idempotent, const char *method, const char *path,
+		  const struct buf *body, size_t max_answer,
+		  struct transport_resp *resp, struct sbx_error *err)
+{
+	struct transport_req req = {
+		.op = op,
+		.idempotent = idempotent,
+		.method = method,
+		.path = path,
+		.content_type = body != NULL ? "application/json" : NULL,
+		.body = body != NULL ? body->data : NULL,
+		.body_len = body != NULL ? body->len : 0,
+		.max_body = max_answer,
+	};
+
+	return transport_send(t, id, &req, resp, err);
+}
+
+/* ---- v1 ---------------------------------------------------------------- */
+
+int ac_health(struct transport *t, const char *id, struct proto_health *h,
+	      struct sbx_error *err)
+{
+	struct transport_resp resp;
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = simple(t, id, TRANSPORT_OP_HEALTH, true, "GET",
+		    "/v1/health?version=1", NULL, SMALL_ANSWER, &resp, err);
+	if (rc == 0) {
+		rc = proto_health_decode(resp.body.data, resp.body.len, h);
+		if (rc < 0)
+			bad_answer(err, TRANSPORT_OP_HEALTH, rc);
+	}
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+int ac_read_file(struct transport *t, const char *id, const char *path,
+		 struct buf *out, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = path_query(&q, "/v1/files", path, NULL);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_READ, rc);
+		goto out;
+	}
+	/* base64 of 32 MiB plus the JSON around it */
+	rc = simple(t, id, TRANSPORT_OP_READ, true, "GET", q.data, NULL,
+		    PROTO_HTTP_BODY_LIMIT, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_file_contents_decode(resp.body.data, resp.body.len, out);
+	if (rc == -EFBIG) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "%s: '%s' is larger than the buffer allows",
+			      TRANSPORT_OP_READ, path);
+		err->err = EFBIG;
+	} else if (rc < 0) {
+		bad_answer(err, TRANSPORT_OP_READ, rc);
+	}
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
+int ac_write_file(struct transport *t, const char *id, const char *path,
+		  const void *data, size_t len, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(PROTO_HTTP_BODY_LIMIT);
+	int rc;
+
+	transport_resp_init(&resp);
+	if (len > PROTO_MAX_TRANSFER_BYTES) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "%s: %zu bytes exceeds the %lu byte transfer "
+			      "limit",
+			      TRANSPORT_OP_WRITE, len,
+			      (unsigned long)PROTO_MAX_TRANSFER_BYTES);
+		err->err = EFBIG;
+		rc = -EFBIG;
+		goto out;
+	}
+	rc = proto_file_write_encode(path, data, len, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_WRITE, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_WRITE, true, "PUT", "/v1/files", &body,
+		    SMALL_ANSWER, &resp, err);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+int ac_mkdir_p(struct transport *t, const char *id, const char *path,
+	       struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = proto_path_encode(path, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_WRITE, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_WRITE, true, "POST", "/v1/mkdir", &body,
+		    SMALL_ANSWER, &resp, err);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+struct exec_stream {
+	struct proto_ndjson split;
+	ac_frame_fn *cb;
+	void *arg;
+	struct ac_exit *exit;
+	bool terminal;
+	bool bad;            /* a frame could not be decoded */
+	int cb_err;          /* the caller's callback stopped us */
+	struct proto_frame error_frame;
+	bool have_error_frame;
+};
+
+static int exec_sink(void *arg, const void *data, size_t len)
+{
+	struct exec_stream *s = arg;
+	const char *line;
+	size_t n;
+	int rc;
+
+	rc = proto_ndjson_feed(&s->split, data, len);
+	if (rc < 0) {
+		s->bad = true;
+		return rc;
+	}
+	while (proto_ndjson_next(&s->split, &line, &n) == 1) {
+		struct proto_frame f;
+
+		if (s->terminal) {
+			/* Exactly one terminal frame, and it is last. */
+			s->bad = true;
+			return -EBADMSG;
+		}
+		rc = proto_frame_decode(line, n, &f);
+		if (rc < 0) {
+			s->bad = true;
+			return -EBADMSG;
+		}
+		switch (f.type) {
+		case PROTO_FRAME_STDOUT:
+		case PROTO_FRAME_STDERR:
+			rc = s->cb != NULL ? s->cb(s->arg, &f) : 0;
+			proto_frame_cleanup(&f);
+			if (rc < 0) {
+				s->cb_err = rc;
+				return rc;
+			}
+			break;
+		case PROTO_FRAME_EXIT:
+			s->terminal = true;
+			s->exit->exited = true;
+			s->exit->code = f.code;
+			s->exit->truncated = f.truncated;
+			proto_frame_cleanup(&f);
+			break;
+		case PROTO_FRAME_ERROR:
+			s->terminal = true;
+			s->error_frame = f;
+			s->have_error_frame = true;
+			break;
+		}
+	}
+	return 0;
+}
+
+static void outcome_unknown(struct sbx_error *err, const char *op,
+			    const char *why)
+{
+	sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
+		      "Sandbox operation '%s' did not report its outcome and "
+		      "may have taken effect: %s",
+		      op, why);
+}
+
+int ac_exec(struct transport *t, const char *id,
+	    const struct proto_exec_req *ereq, ac_frame_fn *cb, void *arg,
+	    struct ac_exit *exit, struct sbx_error *err)
+{
+	struct exec_stream s;
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(PROTO_EXEC_MAX_BODY);
+	struct transport_req req = {
+		.op = TRANSPORT_OP_EXEC,
+		.idempotent = false,
+		.method = "POST",
+		.path = "/v1/exec",
+		.content_type = "application/json",
+		.sink = exec_sink,
+		.idle_timeout_ms = -1,
+	};
+	uint64_t limit;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	memset(exit, 0, sizeof(*exit));
+	proto_ndjson_init(&s.split);
+	s.cb = cb;
+	s.arg = arg;
+	s.exit = exit;
+	transport_resp_init(&resp);
+	rc = proto_exec_req_encode(ereq, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_EXEC, rc);
+		goto out;
+	}
+	limit = ereq->timeout_ms > (uint64_t)(INT64_MAX / 2)
+			? (uint64_t)(INT64_MAX / 2)
+			: ereq->timeout_ms;
+	req.deadline_ms = (long)(limit + TERMINAL_FRAME_GRACE_MS >
+						 (uint64_t)LONG_MAX
+					 ? LONG_MAX
+					 : limit + TERMINAL_FRAME_GRACE_MS);
+	req.body = body.data;
+	req.body_len = body.len;
+	req.sink_arg = &s;
+	rc = transport_send(t, id, &req, &resp, err);
+	if (rc < 0) {
+		if (s.cb_err != 0) {
+			rc = s.cb_err;
+		} else if (s.bad) {
+			outcome_unknown(err, TRANSPORT_OP_EXEC,
+					"the output stream could not be decoded");
+			rc = -EIO;
+		}
+		goto out;
+	}
+	if (!s.terminal || proto_ndjson_partial(&s.split)) {
+		outcome_unknown(err, TRANSPORT_OP_EXEC,
+				"the output stream ended without a terminal "
+				"frame");
+		rc = -EIO;
+		goto out;
+	}
+	if (s.have_error_frame) {
+		sbx_error_set(err, SBX_COMMAND_FAILED,
+			      s.error_frame.err_code ? s.error_frame.err_code
+						     : "error",
+			      "%s", s.error_frame.err_message
+					    ? s.error_frame.err_message
+					    : "the command failed");
+		err->err = EIO;
+		rc = -EIO;
+	}
+out:
+	if (s.have_error_frame)
+		proto_frame_cleanup(&s.error_frame);
+	proto_ndjson_cleanup(&s.split);
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+int ac_job_start(struct transport *t, const char *id,
+		 const struct proto_exec_req *ereq,
+		 char job_id[PROTO_JOB_ID_MAX + 1], struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(PROTO_EXEC_MAX_BODY);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = proto_exec_req_encode(ereq, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_JOB_START, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_JOB_START, false, "POST",
+		    "/v1/jobs/start", &body, SMALL_ANSWER, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_job_id_decode(resp.body.data, resp.body.len, job_id);
+	if (rc < 0) {
+		outcome_unknown(err, TRANSPORT_OP_JOB_START,
+				"the answer carried no readable jobId");
+		rc = -EIO;
+	}
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+int ac_job_poll(struct transport *t, const char *id,
+		const struct proto_job_poll_req *preq,
+		struct proto_job_poll *out, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = proto_job_poll_req_encode(preq, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_JOB_POLL, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_JOB_POLL, true, "POST",
+		    "/v1/jobs/poll", &body, POLL_ANSWER, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_job_poll_decode(resp.body.data, resp.body.len, out);
+	if (rc < 0) {
+		/* A poll body that cannot be read is retryable. */
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "%s: the answer could not be decoded",
+			      TRANSPORT_OP_JOB_POLL);
+		rc = -EIO;
+	}
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+int ac_job_cancel(struct transport *t, const char *id, const char *job_id,
+		  struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = proto_job_id_encode(job_id, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_JOB_CANCEL, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_JOB_CANCEL, true, "POST",
+		    "/v1/jobs/cancel", &body, SMALL_ANSWER, &resp, err);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+/* ---- the file extension ---------------------------------------------------- */
+
+int ac_stat(struct transport *t, const char *id, const char *path,
+	    struct proto_attr *attr, char **target, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = path_query(&q, EXT_PREFIX "stat", path, NULL);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_FILES, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
+		    SMALL_ANSWER, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, target);
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_FILES, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
+int ac_list(struct transport *t, const char *id, const char *path,
+	    const char *cursor, unsigned limit, struct proto_list *out,
+	    struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = path_query(&q, EXT_PREFIX "list", path, NULL);
+	if (rc == 0 && limit > 0)
+		rc = buf_printf(&q, "&limit=%u", limit);
+	if (rc == 0 && cursor != NULL) {
+		rc = buf_append_str(&q, "&cursor=");
+		if (rc == 0)
+			rc = ac_query_escape(&q, cursor);
+	}
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_FILES, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
+		    LIST_ANSWER, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_list_decode(resp.body.data, resp.body.len, out);
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_FILES, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
+struct range_sink {
+	unsigned char *dst;
+	size_t cap;
+	size_t got;
+};
+
+static int range_sink_cb(void *arg, const void *data, size_t len)
+{
+	struct range_sink *r = arg;
+
+	if (len > r->cap - r->got)
+		return -EFBIG;
+	memcpy(r->dst + r->got, data, len);
+	r->got += len;
+	return 0;
+}
+
+int ac_read_range(struct transport *t, const char *id, const char *path,
+		  uint64_t off, size_t len, const char *if_match, void *dst,
+		  size_t *got, char *etag, uint64_t *size,
+		  struct sbx_error *err)
+{
+	struct range_sink sink = { dst, len, 0 };
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	char range[80], match[PROTO_ETAG_MAX + 16];
+	const char *headers[3] = { NULL, NULL, NULL };
+	struct transport_req req = {
+		.op = TRANSPORT_OP_READ,
+		.idempotent = true,
+		.method = "GET",
+		.sink = range_sink_cb,
+		.sink_arg = &sink,
+		.headers = headers,
+	};
+	int rc;
+
+	transport_resp_init(&resp);
+	if (len == 0) {
+		*got = 0;
+		return 0;
+	}
+	rc = path_query(&q, EXT_PREFIX "read", path, NULL);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_READ, rc);
+		goto out;
+	}
+	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64,
+		 off, off + len - 1);
+	headers[0] = range;
+	if (if_match != NULL && *if_match != '\0') {
+		snprintf(match, sizeof(match), "If-Match: %s", if_match);
+		headers[1] = match;
+	}
+	req.path = q.data;
+	rc = transport_send(t, id, &req, &resp, err);
+	if (rc < 0) {
+		/* A range starting at or past the end is an empty read. */
+		if (resp.status == 416) {
+			sbx_error_clear(err);
+			sink.got = 0;
+			rc = 0;
+			goto done;
+		}
+		goto out;
+	}
+	if (resp.status == 200 && off > 0) {
+		/* An agent that ignored the range sent the file from 0. */
+		bad_answer(err, TRANSPORT_OP_READ, -EPROTO);
+		rc = -EIO;
+		goto out;
+	}
+done:
+	*got = sink.got;
+	if (etag != NULL)
+		snprintf(etag, PROTO_ETAG_MAX, "%s", resp.etag);
+	if (size != NULL)
+		*size = resp.full_size;
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
+int ac_write_range(struct transport *t, const char *id, const char *path,
+		   uint64_t off, const void *data, size_t len,
+		   struct proto_attr *attr, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	char extra[40];
+	struct transport_req req = {
+		.op = TRANSPORT_OP_WRITE,
+		.idempotent = true,
+		.method = "PUT",
+		.content_type = "application/octet-stream",
+		.body = data,
+		.body_len = len,
+		.max_body = SMALL_ANSWER,
+	};
+	int rc;
+
+	transport_resp_init(&resp);
+	if (off == UINT64_MAX)
+		snprintf(extra, sizeof(extra), "&append=1");
+	else
+		snprintf(extra, sizeof(extra), "&offset=%" PRIu64, off);
+	rc = path_query(&q, EXT_PREFIX "write", path, extra);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_WRITE, rc);
+		goto out;
+	}
+	req.path = q.data;
+	rc = transport_send(t, id, &req, &resp, err);
+	if (rc < 0 || attr == NULL)
+		goto out;
+	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, NULL);
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_WRITE, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
+int ac_ext_op(struct transport *t, const char *id, const char *op,
+	      const struct proto_ext_req *ereq, struct proto_attr *attr,
+	      struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(0);
+	char path[64];
+	int rc;
+
+	transport_resp_init(&resp);
+	snprintf(path, sizeof(path), EXT_PREFIX "%s", op);
+	rc = proto_ext_req_encode(op, ereq, &body);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_FILES, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "POST", path, &body,
+		    SMALL_ANSWER, &resp, err);
+	if (rc < 0 || attr == NULL)
+		goto out;
+	if (resp.status == 204 || resp.body.len == 0) {
+		memset(attr, 0, sizeof(*attr));
+		goto out;
+	}
+	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, NULL);
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_FILES, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+int ac_readlink(struct transport *t, const char *id, const char *path,
+		char **target, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = path_query(&q, EXT_PREFIX "readlink", path, NULL);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_FILES, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
+		    SMALL_ANSWER, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_target_decode(resp.body.data, resp.body.len, target);
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_FILES, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
+int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
+	      struct sbx_error *err)
+{
+	struct transport_resp resp;
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", EXT_PREFIX "statfs",
+		    NULL, SMALL_ANSWER, &resp, err);
+	if (rc == 0) {
+		rc = proto_statfs_decode(resp.body.data, resp.body.len, out);
+		if (rc < 0)
+			bad_answer(err, TRANSPORT_OP_FILES, rc);
+	}
+	transport_resp_cleanup(&resp);
+	return rc;
+}

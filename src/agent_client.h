@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * agent_client: typed agent operations over the transport core: v1 files,
+ * the exec stream, jobs, and the file extension. It builds request bodies
+ * and paths (with the proto module), sends them through transport_send with
+ * the right operation name and idempotency, and decodes the answers into
+ * plain structs. It does not decide the transport (callers use
+ * transport_session_kind first) and knows nothing about FUSE.
+ *
+ * Every function returns 0 or a negative errno with err filled (see
+ * sbx_error.h). Paths are relative to the session root ("" is the root for
+ * the extension). Thread-safe, as the transport is.
+ */
+#ifndef SBFS_AGENT_CLIENT_H
+#define SBFS_AGENT_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/proto.h"
+#include "common/proto_exec.h"
+#include "common/proto_files.h"
+#include "sbx_error.h"
+#include "transport.h"
+
+/* ---- v1 ---------------------------------------------------------------- */
+
+int ac_health(struct transport *t, const char *id, struct proto_health *h,
+	      struct sbx_error *err) __attribute__((warn_unused_result));
+
+/* GET /v1/files: the whole file appended to out (bounded by out->max and
+ * the protocol's 32 MiB). */
+int ac_read_file(struct transport *t, const char *id, const char *path,
+		 struct buf *out, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+/* PUT /v1/files: the whole file (parents created by the agent). */
+int ac_write_file(struct transport *t, const char *id, const char *path,
+		  const void *data, size_t len, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+/* POST /v1/mkdir (mkdir -p). */
+int ac_mkdir_p(struct transport *t, const char *id, const char *path,
+	       struct sbx_error *err) __attribute__((warn_unused_result));
+
+/* ---- commands ---------------------------------------------------------- */
+
+/* Called for each stdout/stderr frame of a running command, in order.
+ * Return 0, or a negative errno to stop (the command is then abandoned:
+ * the agent kills it when the connection closes). */
+typedef int ac_frame_fn(void *arg, const struct proto_frame *f);
+
+struct ac_exit {
+	bool exited;        /* an exit frame came: code/truncated are set */
+	int32_t code;
+	bool truncated;
+};
+
+/*
+ * POST /v1/exec: run a command and stream its frames to cb. Returns 0 when
+ * the terminal frame was an exit frame (in *exit). An error frame is
+ * SBX_COMMAND_FAILED with failure = the frame's code. A stream that breaks
+ * or ends without a terminal frame, or none within timeoutMs + 60 s, is
+ * SBX_OUTCOME_UNKNOWN: the command may have run, and it is never sent
+ * again.
+ */
+int ac_exec(struct transport *t, const char *id,
+	    const struct proto_exec_req *req, ac_frame_fn *cb, void *arg,
+	    struct ac_exit *exit, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+
+/* POST /v1/jobs/start. An answer without a readable jobId is
+ * SBX_OUTCOME_UNKNOWN. */
+int ac_job_start(struct transport *t, const char *id,
+		 const struct proto_exec_req *req,
+		 char job_id[PROTO_JOB_ID_MAX + 1], struct sbx_error *err)
+	__attribute__((warn_unused_result));
+/* POST /v1/jobs/poll. wait_ms > 0 asks an extension agent to hold the
+ * answer (long-poll); the request deadline is extended to match. */
+int ac_job_poll(struct transport *t, const char *id,
+		const struct proto_job_poll_req *req,
+		struct proto_job_poll *out, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+int ac_job_cancel(struct transport *t, const char *id, const char *job_id,
+		  struct sbx_error *err) __attribute__((warn_unused_result));
+
+/* ---- the file extension -------------------------------------------------- */
+
+int ac_stat(struct transport *t, const char *id, const char *path,
+	    struct proto_attr *attr, char **target, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+/* One page; cursor NULL for the first. */
+int ac_list(struct transport *t, const char *id, const char *path,
+	    const char *cursor, unsigned limit, struct proto_list *out,
+	    struct sbx_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Read up to len bytes at off into dst. if_match (may be NULL) makes the
+ * agent refuse (ESTALE) when the file's validator changed. *got receives
+ * the byte count (short at end of file); etag (PROTO_ETAG_MAX, may be NULL)
+ * the file's validator; *size (may be NULL) its full size.
+ */
+int ac_read_range(struct transport *t, const char *id, const char *path,
+		  uint64_t off, size_t len, const char *if_match, void *dst,
+		  size_t *got, char *etag, uint64_t *size,
+		  struct sbx_error *err) __attribute__((warn_unused_result));
+/* Write len bytes at off (UINT64_MAX: at the end of the file, as O_APPEND
+ * does); attr (may be NULL) receives the attributes after the write. */
+int ac_write_range(struct transport *t, const char *id, const char *path,
+		   uint64_t off, const void *data, size_t len,
+		   struct proto_attr *attr, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+
+/* The metadata operations: op is the extension's route name ("create",
+ * "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "chmod",
+ * "truncate", "utimens", "fsync"); attr (may be NULL) receives the answer's
+ * attributes for the routes that return them. */
+int ac_ext_op(struct transport *t, const char *id, const char *op,
+	      const struct proto_ext_req *req, struct proto_attr *attr,
+	      struct sbx_error *err) __attribute__((warn_unused_result));
+
+int ac_readlink(struct transport *t, const char *id, const char *path,
+		char **target, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
+	      struct sbx_error *err) __attribute__((warn_unused_result));
+
+/* Percent-encode s for a query value into out (RFC 3986 unreserved kept). */
+int ac_query_escape(struct buf *out, const char *s)
+	__attribute__((warn_unused_result));
+
+#endif

@@ -1,0 +1,452 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandboxctl: the control tool of the local provider. It parses the
+ * command line, calls local_ctl (which does all the work and is shared
+ * with the mount) and prints the outcome. Nothing here touches the state
+ * directory directly, and nothing here is needed by the tests, which call
+ * the library.
+ *
+ * Exit status: 0 success, 1 an operation failed, 2 a usage error.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/proto_record.h"
+#include "local_ctl.h"
+#include "local_state.h"
+
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+	"usage: sandboxctl [-v] [--state-dir DIR] COMMAND [ARGS]\n"
+	"\n"
+	"commands:\n"
+	"  create NAME [--from DIR] [--native] [--user USER]\n"
+	"  start NAME\n"
+	"  stop NAME\n"
+	"  restart NAME\n"
+	"  rm [-f|--force] NAME\n"
+	"  ls [--json]\n"
+	"  status NAME [--json]\n"
+	"\n"
+	"options:\n"
+	"  --state-dir DIR  the state directory (default: "
+	"$SANDBOXFS_STATE_DIR,\n"
+	"                   /var/lib/sandboxfs for root, else\n"
+	"                   ${XDG_STATE_HOME:-$HOME/.local/state}/sandboxfs)\n"
+	"  -v, --verbose    say more (twice: debug)\n"
+	"  -h, --help       this text\n"
+	"  -V, --version    the version\n";
+
+static int __attribute__((format(printf, 1, 2)))
+usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("sandboxctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'sandboxctl --help'.\n", stderr);
+	return EXIT_USAGE;
+}
+
+static int fail(int rc, const struct local_err *err)
+{
+	if (err->msg[0] != '\0')
+		fprintf(stderr, "sandboxctl: %s\n", err->msg);
+	else
+		fprintf(stderr, "sandboxctl: %s\n", strerror(-rc));
+	return EXIT_FAILURE;
+}
+
+static const char *transport_name(const struct proto_record *r)
+{
+	switch (proto_record_transport(r)) {
+	case PROTO_RECORD_AGENT:
+		return "agent";
+	case PROTO_RECORD_NATIVE:
+		return "native";
+	default:
+		return "invalid";
+	}
+}
+
+static const char *state_name(const struct proto_record *r)
+{
+	const char *s = proto_record_state_name(r->state);
+
+	return s ? s : "?";
+}
+
+/* Parse "NAME" plus the options in longopts (flags returned through
+ * the handler's switch in the caller). Returns the name or NULL after
+ * printing a usage error into *rc. */
+static const char *one_name(int argc, char **argv, int *rc)
+{
+	if (optind >= argc) {
+		*rc = usage_error("%s: a sandbox NAME is needed", argv[0]);
+		return NULL;
+	}
+	if (optind + 1 < argc) {
+		*rc = usage_error("unexpected argument '%s'", argv[optind + 1]);
+		return NULL;
+	}
+	if (!local_state_id_valid(argv[optind])) {
+		fprintf(stderr,
+			"sandboxctl: invalid sandbox name '%s': use 1 to %d "
+			"letters, digits, '_' or '-'\n",
+			argv[optind], LOCAL_ID_MAX);
+		*rc = EXIT_USAGE;
+		return NULL;
+	}
+	return argv[optind];
+}
+
+/* Reset getopt for a subcommand's own options. */
+static void sub_getopt_reset(void)
+{
+	optind = 0;
+	opterr = 1;
+}
+
+static int print_buf(struct buf *b)
+{
+	int rc = fwrite(b->data, 1, b->len, stdout) == b->len ? 0 : 1;
+
+	buf_cleanup(b);
+	return rc;
+}
+
+static int cmd_create(struct local_ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"from", required_argument, NULL, 'f'},
+		{"native", no_argument, NULL, 'n'},
+		{"user", required_argument, NULL, 'u'},
+		{NULL, 0, NULL, 0},
+	};
+	struct local_create_opts o = {NULL, false, NULL};
+	struct local_err err = {""};
+	const char *name;
+	int ch, rc = 0;
+
+	sub_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'f':
+			o.from = optarg;
+			break;
+		case 'n':
+			o.native = true;
+			break;
+		case 'u':
+			o.user = optarg;
+			break;
+		default:
+			return usage_error("%s: bad option", argv[0]);
+		}
+	}
+	name = one_name(argc, argv, &rc);
+	if (name == NULL)
+		return rc;
+	rc = local_ctl_create(c, name, &o, &err);
+	if (rc < 0)
+		return fail(rc, &err);
+	printf("%s: created (%s)\n", name, o.native ? "native" : "agent");
+	return 0;
+}
+
+/* After a start: where the sandbox now is. */
+static void say_running(struct local_ctl *c, const char *name)
+{
+	struct local_err err = {""};
+	struct proto_record rec;
+
+	if (local_state_read(c->state_dir, name, &rec, &err) < 0) {
+		printf("%s: running\n", name);
+		return;
+	}
+	if (rec.agent_url != NULL)
+		printf("%s: running at %s\n", name, rec.agent_url);
+	else
+		printf("%s: running (%s)\n", name, transport_name(&rec));
+	proto_record_cleanup(&rec);
+}
+
+typedef int (*ctl_fn)(struct local_ctl *c, const char *id,
+		      struct local_err *err);
+
+static int cmd_simple(struct local_ctl *c, int argc, char **argv, ctl_fn fn,
+		      bool started)
+{
+	static const struct option opts[] = {{NULL, 0, NULL, 0}};
+	struct local_err err = {""};
+	const char *name;
+	int rc = 0;
+
+	sub_getopt_reset();
+	if (getopt_long(argc, argv, "", opts, NULL) != -1)
+		return usage_error("%s: bad option", argv[0]);
+	name = one_name(argc, argv, &rc);
+	if (name == NULL)
+		return rc;
+	rc = fn(c, name, &err);
+	if (rc < 0)
+		return fail(rc, &err);
+	if (started)
+		say_running(c, name);
+	else
+		printf("%s: stopped\n", name);
+	return 0;
+}
+
+static int cmd_rm(struct local_ctl *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"force", no_argument, NULL, 'f'},
+		{NULL, 0, NULL, 0},
+	};
+	struct local_err err = {""};
+	const char *name;
+	bool force = false;
+	int ch, rc = 0;
+
+	sub_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "f", opts, NULL)) != -1) {
+		if (ch != 'f')
+			return usage_error("%s: bad option", argv[0]);
+		force = true;
+	}
+	name = one_name(argc, argv, &rc);
+	if (name == NULL)
+		return rc;
+	rc = local_ctl_rm(c, name, force, &err);
+	if (rc < 0)
+		return fail(rc, &err);
+	printf("%s: removed\n", name);
+	return 0;
+}
+
+static bool json_flag(int argc, char **argv, bool *json)
+{
+	static const struct option opts[] = {
+		{"json", no_argument, NULL, 'j'},
+		{NULL, 0, NULL, 0},
+	};
+	int ch;
+
+	*json = false;
+	sub_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (ch != 'j')
+			return false;
+		*json = true;
+	}
+	return true;
+}
+
+static int cmd_ls(struct local_ctl *c, int argc, char **argv)
+{
+	struct proto_record *recs = NULL;
+	struct buf out = BUF_INIT(0);
+	size_t nids = 0, n = 0, i;
+	int wname = 4, wstate = 5, wtrans = 9, rc, status = 0;
+	char **ids = NULL;
+	bool json;
+
+	if (!json_flag(argc, argv, &json))
+		return usage_error("%s: bad option", argv[0]);
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	rc = local_state_list(c->state_dir, &ids, &nids);
+	if (rc < 0) {
+		fprintf(stderr, "sandboxctl: cannot list %s: %s\n",
+			c->state_dir, strerror(-rc));
+		return EXIT_FAILURE;
+	}
+	recs = calloc(nids ? nids : 1, sizeof(*recs));
+	if (recs == NULL) {
+		local_state_ids_free(ids, nids);
+		return EXIT_FAILURE;
+	}
+	for (i = 0; i < nids; i++) {
+		struct local_err err = {""};
+
+		rc = local_state_read(c->state_dir, ids[i], &recs[n], &err);
+		if (rc == -ENOENT)
+			continue; /* removed, or not created yet */
+		if (rc < 0) {
+			fprintf(stderr, "sandboxctl: %s\n", err.msg);
+			status = EXIT_FAILURE;
+			continue;
+		}
+		n++;
+	}
+	if (json) {
+		if (proto_record_encode_list(recs, n, &out) < 0 ||
+		    print_buf(&out) != 0)
+			status = EXIT_FAILURE;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		int l = (int)strlen(recs[i].id);
+
+		wname = l > wname ? l : wname;
+		l = (int)strlen(state_name(&recs[i]));
+		wstate = l > wstate ? l : wstate;
+	}
+	printf("%-*s  %-*s  %-*s  %s\n", wname, "NAME", wstate, "STATE", wtrans,
+	       "TRANSPORT", "URL");
+	for (i = 0; i < n; i++)
+		printf("%-*s  %-*s  %-*s  %s\n", wname, recs[i].id, wstate,
+		       state_name(&recs[i]), wtrans, transport_name(&recs[i]),
+		       recs[i].agent_url ? recs[i].agent_url : "-");
+out:
+	for (i = 0; i < n; i++)
+		proto_record_cleanup(&recs[i]);
+	free(recs);
+	local_state_ids_free(ids, nids);
+	return status;
+}
+
+static int cmd_status(struct local_ctl *c, int argc, char **argv)
+{
+	struct local_err err = {""};
+	struct buf out = BUF_INIT(0);
+	struct local_status s;
+	const struct proto_record *r;
+	const char *name;
+	char *root;
+	bool json;
+	int rc = 0;
+
+	if (!json_flag(argc, argv, &json))
+		return usage_error("%s: bad option", argv[0]);
+	name = one_name(argc, argv, &rc);
+	if (name == NULL)
+		return rc;
+	rc = local_ctl_status(c, name, &s, &err);
+	if (rc < 0)
+		return fail(rc, &err);
+	r = &s.rec;
+	if (json) {
+		rc = proto_record_encode_status(
+			r, s.alive, s.answered ? &s.health : NULL, &out);
+		rc = rc < 0 ? EXIT_FAILURE : print_buf(&out);
+		local_status_cleanup(&s);
+		return rc;
+	}
+	root = local_state_path(c->state_dir, name, LOCAL_PATH_ROOT);
+	printf("name:       %s\n", r->id);
+	printf("state:      %s\n", state_name(r));
+	printf("transport:  %s\n", transport_name(r));
+	printf("url:        %s\n", r->agent_url ? r->agent_url : "-");
+	if (proto_record_transport(r) == PROTO_RECORD_NATIVE)
+		printf("agent:      none (native session)\n");
+	else if (s.pid > 0)
+		printf("agent:      pid %ld, %s\n", (long)s.pid,
+		       s.alive ? "alive" : "not running");
+	else
+		printf("agent:      not running\n");
+	if (s.answered)
+		printf("health:     %s (boot %s)\n",
+		       s.health.status[0] ? s.health.status : "answered",
+		       s.health.boot_id[0] ? s.health.boot_id : "-");
+	else
+		printf("health:     %s\n", r->agent_url ? "no answer" : "-");
+	printf("boots:      %llu\n", (unsigned long long)r->boot_count);
+	if (r->exec_user != NULL)
+		printf("exec user:  %s (%ld:%ld)\n", r->exec_user, r->exec_uid,
+		       r->exec_gid);
+	printf("root:       %s\n", root);
+	printf("created:    %s\n", r->created_at ? r->created_at : "-");
+	printf("started:    %s\n", r->started_at ? r->started_at : "-");
+	free(root);
+	local_status_cleanup(&s);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"state-dir", required_argument, NULL, 's'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
+	};
+	struct local_err err = {""};
+	const char *state_dir = NULL, *cmd;
+	struct local_ctl c;
+	int ch, verbose = 0, rc, sub_argc;
+	char **sub_argv;
+
+	log_init("sandboxctl", LOG_LEVEL_WARN);
+	/* '+': stop at the command; its options are its own. */
+	while ((ch = getopt_long(argc, argv, "+vhV", opts, NULL)) != -1) {
+		switch (ch) {
+		case 's':
+			state_dir = optarg;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		case 'V':
+			printf("sandboxctl %s\n", PACKAGE_VERSION);
+			return 0;
+		default:
+			fputs("Try 'sandboxctl --help'.\n", stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	log_set_level(verbose >= 2   ? LOG_LEVEL_DEBUG
+		      : verbose == 1 ? LOG_LEVEL_INFO
+				     : LOG_LEVEL_WARN);
+	cmd = argv[optind];
+	sub_argc = argc - optind;
+	sub_argv = argv + optind;
+	if (strcmp(cmd, "create") != 0 && strcmp(cmd, "start") != 0 &&
+	    strcmp(cmd, "stop") != 0 && strcmp(cmd, "restart") != 0 &&
+	    strcmp(cmd, "rm") != 0 && strcmp(cmd, "ls") != 0 &&
+	    strcmp(cmd, "status") != 0)
+		return usage_error("unknown command '%s'", cmd);
+	rc = local_ctl_init(&c, state_dir, &err);
+	if (rc < 0)
+		return fail(rc, &err);
+	if (strcmp(cmd, "create") == 0)
+		rc = cmd_create(&c, sub_argc, sub_argv);
+	else if (strcmp(cmd, "start") == 0)
+		rc = cmd_simple(&c, sub_argc, sub_argv, local_ctl_start, true);
+	else if (strcmp(cmd, "stop") == 0)
+		rc = cmd_simple(&c, sub_argc, sub_argv, local_ctl_stop, false);
+	else if (strcmp(cmd, "restart") == 0)
+		rc = cmd_simple(&c, sub_argc, sub_argv, local_ctl_restart,
+				true);
+	else if (strcmp(cmd, "rm") == 0)
+		rc = cmd_rm(&c, sub_argc, sub_argv);
+	else if (strcmp(cmd, "ls") == 0)
+		rc = cmd_ls(&c, sub_argc, sub_argv);
+	else
+		rc = cmd_status(&c, sub_argc, sub_argv);
+	local_ctl_cleanup(&c);
+	if (fflush(stdout) != 0 && rc == 0)
+		rc = EXIT_FAILURE;
+	return rc;
+}

@@ -1,0 +1,328 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache: two bounded maps (attributes, content validators), each a hash
+ * table with chaining and an LRU list. Expiry is checked on lookup.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/xalloc.h"
+#include "fs/cache.h"
+
+struct entry {
+	char *key;           /* "<sbx>/<rel>" */
+	size_t sbxlen;       /* length of the sandbox part */
+	uint32_t hash;
+	long long stamp_ms;  /* when stored */
+	struct proto_attr attr;
+	char *target;
+	char etag[PROTO_ETAG_MAX];
+	struct entry *hnext;
+	struct entry *lprev, *lnext;
+};
+
+struct map {
+	struct entry **buckets;
+	size_t nbuckets;
+	size_t count;
+	size_t max;
+	struct entry *lru_head; /* most recent */
+	struct entry *lru_tail;
+};
+
+struct cache {
+	pthread_mutex_t lock;
+	long long ttl_ms;
+	struct map attrs;
+	struct map content;
+};
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint32_t fnv1a(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+static char *make_key(const char *sbx, const char *rel, size_t *sbxlen)
+{
+	*sbxlen = strlen(sbx);
+	return xasprintf("%s/%s", sbx, rel);
+}
+
+static void map_init(struct map *m, size_t max)
+{
+	m->nbuckets = 1;
+	while (m->nbuckets < max)
+		m->nbuckets <<= 1;
+	m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
+	m->max = max;
+}
+
+static void lru_unlink(struct map *m, struct entry *e)
+{
+	if (e->lprev)
+		e->lprev->lnext = e->lnext;
+	else
+		m->lru_head = e->lnext;
+	if (e->lnext)
+		e->lnext->lprev = e->lprev;
+	else
+		m->lru_tail = e->lprev;
+	e->lprev = e->lnext = NULL;
+}
+
+static void lru_push(struct map *m, struct entry *e)
+{
+	e->lprev = NULL;
+	e->lnext = m->lru_head;
+	if (m->lru_head)
+		m->lru_head->lprev = e;
+	m->lru_head = e;
+	if (m->lru_tail == NULL)
+		m->lru_tail = e;
+}
+
+static void entry_free(struct entry *e)
+{
+	free(e->key);
+	free(e->target);
+	free(e);
+}
+
+static void map_remove(struct map *m, struct entry *e)
+{
+	struct entry **pp = &m->buckets[e->hash & (m->nbuckets - 1)];
+
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	lru_unlink(m, e);
+	m->count--;
+	entry_free(e);
+}
+
+static struct entry *map_find(struct map *m, const char *key, uint32_t h)
+{
+	struct entry *e;
+
+	for (e = m->buckets[h & (m->nbuckets - 1)]; e != NULL; e = e->hnext)
+		if (e->hash == h && strcmp(e->key, key) == 0)
+			return e;
+	return NULL;
+}
+
+/* Find or make the entry for key; key is taken. */
+static struct entry *map_upsert(struct map *m, char *key, size_t sbxlen)
+{
+	uint32_t h = fnv1a(key);
+	struct entry *e = map_find(m, key, h);
+
+	if (e != NULL) {
+		free(key);
+		lru_unlink(m, e);
+		lru_push(m, e);
+		return e;
+	}
+	if (m->count >= m->max && m->lru_tail != NULL)
+		map_remove(m, m->lru_tail);
+	e = xcalloc(1, sizeof(*e));
+	e->key = key;
+	e->sbxlen = sbxlen;
+	e->hash = h;
+	e->hnext = m->buckets[h & (m->nbuckets - 1)];
+	m->buckets[h & (m->nbuckets - 1)] = e;
+	lru_push(m, e);
+	m->count++;
+	return e;
+}
+
+static void map_clear(struct map *m)
+{
+	while (m->lru_head != NULL)
+		map_remove(m, m->lru_head);
+	free(m->buckets);
+}
+
+/* Remove every entry whose key is `prefix` or starts with `prefix/`; with
+ * sbx_only, every entry of the sandbox named by prefix. */
+static void map_remove_prefix(struct map *m, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	struct entry *e, *next;
+
+	for (e = m->lru_head; e != NULL; e = next) {
+		next = e->lnext;
+		if (strncmp(e->key, prefix, n) == 0 &&
+		    (e->key[n] == '\0' || e->key[n] == '/'))
+			map_remove(m, e);
+	}
+}
+
+int cache_new(double ttl_s, struct cache **out)
+{
+	struct cache *c = xcalloc(1, sizeof(*c));
+
+	pthread_mutex_init(&c->lock, NULL);
+	c->ttl_ms = ttl_s > 0 ? (long long)(ttl_s * 1000.0) : 0;
+	map_init(&c->attrs, CACHE_MAX_ATTRS);
+	map_init(&c->content, CACHE_MAX_CONTENT);
+	*out = c;
+	return 0;
+}
+
+void cache_free(struct cache *c)
+{
+	if (c == NULL)
+		return;
+	map_clear(&c->attrs);
+	map_clear(&c->content);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+void cache_put(struct cache *c, const char *sbx, const char *rel,
+	       const struct proto_attr *a, const char *target)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key;
+
+	if (c->ttl_ms == 0)
+		return;
+	key = make_key(sbx, rel, &sbxlen);
+	pthread_mutex_lock(&c->lock);
+	e = map_upsert(&c->attrs, key, sbxlen);
+	e->attr = *a;
+	e->stamp_ms = mono_ms();
+	free(e->target);
+	e->target = target ? xstrdup(target) : NULL;
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_get(struct cache *c, const char *sbx, const char *rel,
+	       struct proto_attr *a, char **target)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key;
+	bool found = false;
+
+	if (c->ttl_ms == 0)
+		return false;
+	key = make_key(sbx, rel, &sbxlen);
+	pthread_mutex_lock(&c->lock);
+	e = map_find(&c->attrs, key, fnv1a(key));
+	if (e != NULL && mono_ms() - e->stamp_ms >= c->ttl_ms) {
+		map_remove(&c->attrs, e);
+		e = NULL;
+	}
+	if (e != NULL) {
+		*a = e->attr;
+		if (target != NULL)
+			*target = e->target ? xstrdup(e->target) : NULL;
+		found = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+	return found;
+}
+
+void cache_forget(struct cache *c, const char *sbx, const char *rel)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+
+	pthread_mutex_lock(&c->lock);
+	e = map_find(&c->attrs, key, fnv1a(key));
+	if (e != NULL)
+		map_remove(&c->attrs, e);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+}
+
+void cache_forget_tree(struct cache *c, const char *sbx, const char *rel)
+{
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+
+	/* The root "" makes "sbx/": strip the slash so the prefix matches
+	 * "sbx/..." entries through the separator rule. */
+	if (*rel == '\0')
+		key[sbxlen] = '\0';
+	pthread_mutex_lock(&c->lock);
+	map_remove_prefix(&c->attrs, key);
+	map_remove_prefix(&c->content, key);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+}
+
+void cache_drop_sandbox(struct cache *c, const char *sbx)
+{
+	cache_forget_tree(c, sbx, "");
+}
+
+void cache_set_content(struct cache *c, const char *sbx, const char *rel,
+		       const char *etag)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+
+	pthread_mutex_lock(&c->lock);
+	e = map_upsert(&c->content, key, sbxlen);
+	snprintf(e->etag, sizeof(e->etag), "%s", etag);
+	e->stamp_ms = mono_ms();
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_get_content(struct cache *c, const char *sbx, const char *rel,
+		       char *etag)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+	bool found = false;
+
+	pthread_mutex_lock(&c->lock);
+	e = map_find(&c->content, key, fnv1a(key));
+	if (e != NULL) {
+		snprintf(etag, PROTO_ETAG_MAX, "%s", e->etag);
+		found = true;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+	return found;
+}
+
+void cache_forget_content(struct cache *c, const char *sbx, const char *rel)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+
+	pthread_mutex_lock(&c->lock);
+	e = map_find(&c->content, key, fnv1a(key));
+	if (e != NULL)
+		map_remove(&c->content, e);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache: what the mount remembers about files/ between operations, bounded
+ * and timed:
+ *  - attributes (and symlink targets) of paths, valid for the attribute
+ *    timeout: filled by listings (readdir-plus) and stats, so that a stat
+ *    or readlink right after a listing costs no round trip;
+ *  - for files whose pages the kernel may hold, the validator (ETag) of
+ *    the contents those pages came from: an open keeps the page cache only
+ *    while the file's validator is unchanged.
+ * Keys are (sandbox id, path relative to the session root). Entries past
+ * the bounds are dropped least recently used first.
+ *
+ * Thread-safe (one mutex; no call blocks on I/O).
+ */
+#ifndef SBFS_FS_CACHE_H
+#define SBFS_FS_CACHE_H
+
+#include <stdbool.h>
+
+#include "common/proto_files.h"
+
+#define CACHE_MAX_ATTRS 65536
+#define CACHE_MAX_CONTENT 16384
+
+struct cache;
+
+/* ttl_s: how long attributes stay valid (0 disables the attribute
+ * cache; the content validators are kept regardless). */
+int cache_new(double ttl_s, struct cache **out)
+	__attribute__((warn_unused_result));
+void cache_free(struct cache *c);
+
+/* Remember attributes (and a symlink's target, may be NULL). */
+void cache_put(struct cache *c, const char *sbx, const char *rel,
+	       const struct proto_attr *a, const char *target);
+/* Fresh attributes into *a, and (when target is not NULL) a heap copy of
+ * the symlink target (NULL when none). false when unknown or expired. */
+bool cache_get(struct cache *c, const char *sbx, const char *rel,
+	       struct proto_attr *a, char **target);
+/* Forget one path's attributes. */
+void cache_forget(struct cache *c, const char *sbx, const char *rel);
+/* Forget a path and everything below it (rename or removal of a
+ * directory), attributes and validators. */
+void cache_forget_tree(struct cache *c, const char *sbx, const char *rel);
+/* Forget everything about a sandbox. */
+void cache_drop_sandbox(struct cache *c, const char *sbx);
+
+/* The validator of the contents the kernel's pages came from. */
+void cache_set_content(struct cache *c, const char *sbx, const char *rel,
+		       const char *etag);
+/* true and etag (PROTO_ETAG_MAX bytes) when pages may be held. */
+bool cache_get_content(struct cache *c, const char *sbx, const char *rel,
+		       char *etag);
+void cache_forget_content(struct cache *c, const char *sbx, const char *rel);
+
+#endif

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs: the sandboxfs file system as libfuse sees it, and its command line.
+ * main.c parses options with sbfs_opts_parse, makes the mount's state with
+ * sbfs_new (fs_i.h) before anything is mounted, and runs libfuse with
+ * fs_operations().
+ */
+#ifndef SBFS_FS_H
+#define SBFS_FS_H
+
+#include <fuse.h>
+
+#include "fs/fs_i.h"
+
+const struct fuse_operations *fs_operations(void);
+
+/*
+ * Parse sandboxfs's own -o options out of args (libfuse's stay for
+ * fuse_parse_cmdline and fuse_new), with defaults for the rest.
+ * mount.fuse3's form "sandboxfs SOURCE MOUNTPOINT -o ..." is accepted: the
+ * source is ignored. Returns 0, 1 when help or the version was printed
+ * (exit 0), or -1 after printing a usage error.
+ */
+int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o);
+void sbfs_opts_cleanup(struct sbfs_opts *o);
+void sbfs_usage(const char *prog);
+
+#endif

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fs_i: what the modules of the FUSE layer share (design.md 2 and 3).
+ *
+ *   fs.c          the fuse_operations table: parses a path into a node and
+ *                 dispatches to the subtree that owns it
+ *   sandbox.c     the mount and its sandboxes: listing, the per-operation
+ *                 record read and transport decision, auto-resume, the
+ *                 agent's health (extension advertised or not), errors
+ *   cache.c       attribute cache for files/ (bounded, timed)
+ *   fs_files.c    files/ through the agent's file extension
+ *   fs_files_v1.c files/ through protocol v1 only (strict agents) and
+ *                 through the provider's native routes (legacy sessions)
+ *   fs_jobs.c     exec, jobs/ and the job files
+ *   fs_info.c     info and ctl
+ *
+ * Nothing below this layer knows about FUSE. Every operation returns 0 (or
+ * a byte count) or a negative errno, as libfuse expects.
+ *
+ * Thread-safety: libfuse calls from many threads. struct sbfs is shared;
+ * its mutable parts are guarded by sbfs.lock. A struct sbx is reference
+ * counted (sbfs_enter/sbfs_leave) and guards its own mutable fields with
+ * sbx.lock.
+ */
+#ifndef SBFS_FS_I_H
+#define SBFS_FS_I_H
+
+#include <fuse.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "common/proto.h"
+#include "common/proto_files.h"
+#include "provider.h"
+#include "sbx_error.h"
+#include "transport.h"
+
+struct cache;
+struct fs_jobs;
+
+/* Mount options (sandboxfs(1)); filled by main.c, read-only afterwards. */
+struct sbfs_opts {
+	char *provider;          /* "local" (default) or "azure" */
+	char *state_dir;         /* local provider: the state directory */
+	long timeout_s;          /* an agent's answer (response deadline), 60 */
+	long connect_timeout_s;  /* 10 */
+	double attr_timeout;     /* seconds, for files/ attributes */
+	double entry_timeout;
+	double negative_timeout;
+	long job_timeout_s;      /* a job's timeoutMs when the command sets
+				    none, default 86400 */
+	long list_cache_ms;      /* how long the provider's list is reused */
+	bool noautoresume;       /* do not resume a stopped sandbox */
+	bool ro;                 /* refuse every change with EROFS */
+	bool foreground;
+	bool debug;
+	/* provider=azure */
+	char *azure_subscription;
+	char *azure_resource_group;
+	char *azure_group;
+	char *azure_region;
+	char *azure_endpoint;     /* override of the data-plane base URL */
+	char *azure_token_path;   /* the agent's credential file */
+	char *azure_config;       /* a config file with the above */
+	char *azure_ca_file;      /* extra trusted CA (tests) */
+	char *azure_resolve;      /* host:port:addr pins, comma separated */
+};
+
+/* One sandbox as this mount sees it. */
+struct sbx {
+	struct sbfs *fs;
+	char id[PROVIDER_ID_MAX + 1];
+	unsigned refs;              /* guarded by fs->lock */
+	pthread_mutex_t lock;       /* guards the fields below */
+	enum transport_kind kind;   /* from the last record read */
+	bool health_known;          /* health below is from the current boot */
+	unsigned health_gen;        /* transport_generation() when read */
+	struct proto_health health;
+	bool ext;                   /* the file extension is advertised */
+	uint64_t ext_max_write;     /* the agent's largest extension write */
+	struct fs_jobs *jobs;       /* fs_jobs.c's state, created lazily */
+	struct sbx *next;           /* fs->sandboxes, guarded by fs->lock */
+};
+
+/* The mount. */
+struct sbfs {
+	struct sbfs_opts o;
+	struct provider *prov;
+	struct transport *t;
+	uid_t uid;                 /* owner of the synthetic entries */
+	gid_t gid;
+	struct timespec start;     /* times of the synthetic entries */
+	pthread_mutex_t lock;
+	struct sbx *sandboxes;
+	char **ids;                /* the provider's last list */
+	size_t nids;
+	long long ids_ms;          /* when it was read (monotonic ms) */
+	struct cache *cache;
+	char *spool_dir;           /* where large job output spills */
+};
+
+/* ---- the mount (sandbox.c) ----------------------------------------------- */
+
+/* Make the mount's state from its options: the provider, the transport.
+ * err says what is unusable. */
+int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
+	     struct sbx_error *err) __attribute__((warn_unused_result));
+void sbfs_free(struct sbfs *fs);
+
+/* Monotonic milliseconds. */
+long long sbfs_now_ms(void);
+
+/* The provider's sandbox ids (reused for o.list_cache_ms). Copies into
+ * *ids (free with sbfs_ids_free). */
+int sbfs_list(struct sbfs *fs, char ***ids, size_t *n)
+	__attribute__((warn_unused_result));
+void sbfs_ids_free(char **ids, size_t n);
+
+/*
+ * Enter sandbox id for one operation (op names it in errors and logs): read
+ * the provider record and decide the transport (protocol.md 7.1: one
+ * record read per operation); resume it when it is stopped (unless
+ * noautoresume: then -EHOSTDOWN); for agent sessions make sure the agent's
+ * health of the current boot is known (want_health), which tells whether
+ * the file extension is there. Returns a reference in *out, or a negative
+ * errno (already logged): -ENOENT when the sandbox is gone or id is not a
+ * valid name, -EPROTO for an unknown transport label, -EIO when the agent
+ * cannot be reached before the deadline.
+ */
+int sbfs_enter(struct sbfs *fs, const char *id, const char *op,
+	       bool want_health, struct sbx **out)
+	__attribute__((warn_unused_result));
+/* Look at sandbox id without resuming it or asking its agent anything:
+ * one record read (-ENOENT when gone). For the sandbox's own directory and
+ * its synthetic entries. Returns a reference like sbfs_enter. */
+int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
+	__attribute__((warn_unused_result));
+/* The sandbox as the mount already knows it, without any request (for
+ * releasing handles); NULL when never entered. A reference. */
+struct sbx *sbfs_known(struct sbfs *fs, const char *id);
+/* Give back sbfs_enter's reference. NULL-safe. */
+void sbfs_leave(struct sbx *sb);
+
+/*
+ * Turn a failed operation's error into the errno to return, logging it
+ * once with the sandbox, operation and path (never a credential). Expected
+ * outcomes (ENOENT, EEXIST, ENOTEMPTY, ...) are logged at debug level only.
+ */
+int sbfs_fail(struct sbfs *fs, const char *id, const char *op,
+	      const char *path, const struct sbx_error *err);
+
+/* Forget what the mount knows about a sandbox's agent (route, health):
+ * the next operation fetches, activates and asks again. */
+void sbfs_refresh(struct sbfs *fs, struct sbx *sb);
+
+/* Attributes of a synthetic entry: a directory (mode 0555) or a file with
+ * the given mode and size, owned by the mounting user. */
+void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
+		     mode_t perm, off_t size);
+
+/* Convert extension attributes to struct stat. */
+void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st);
+
+/* ---- files/ (fs_files.c, fs_files_v1.c) ----------------------------------- */
+
+/*
+ * The operations of files/, one table per way of reaching the files. rel
+ * is the path relative to the session root ("" for files/ itself). fi may
+ * be NULL where libfuse allows it. rename and link get two paths inside the
+ * same sandbox (fs.c refuses others with EXDEV).
+ */
+struct fs_tree_ops {
+	int (*getattr)(struct sbx *sb, const char *rel, struct stat *st,
+		       struct fuse_file_info *fi);
+	int (*readdir)(struct sbx *sb, const char *rel, void *buf,
+		       fuse_fill_dir_t filler, off_t off,
+		       struct fuse_file_info *fi, enum fuse_readdir_flags fl);
+	int (*open)(struct sbx *sb, const char *rel, struct fuse_file_info *fi);
+	int (*create)(struct sbx *sb, const char *rel, mode_t mode,
+		      struct fuse_file_info *fi);
+	int (*read)(struct sbx *sb, const char *rel, char *buf, size_t size,
+		    off_t off, struct fuse_file_info *fi);
+	int (*write)(struct sbx *sb, const char *rel, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi);
+	int (*flush)(struct sbx *sb, const char *rel,
+		     struct fuse_file_info *fi);
+	int (*release)(struct sbx *sb, const char *rel,
+		       struct fuse_file_info *fi);
+	int (*fsync)(struct sbx *sb, const char *rel, int datasync,
+		     struct fuse_file_info *fi);
+	int (*mkdir)(struct sbx *sb, const char *rel, mode_t mode);
+	int (*unlink)(struct sbx *sb, const char *rel);
+	int (*rmdir)(struct sbx *sb, const char *rel);
+	int (*rename)(struct sbx *sb, const char *from, const char *to,
+		      unsigned int flags);
+	int (*link)(struct sbx *sb, const char *from, const char *to);
+	int (*symlink)(struct sbx *sb, const char *target, const char *rel);
+	int (*readlink)(struct sbx *sb, const char *rel, char *buf,
+			size_t size);
+	int (*chmod)(struct sbx *sb, const char *rel, mode_t mode,
+		     struct fuse_file_info *fi);
+	int (*truncate)(struct sbx *sb, const char *rel, off_t size,
+			struct fuse_file_info *fi);
+	int (*utimens)(struct sbx *sb, const char *rel,
+		       const struct timespec tv[2], struct fuse_file_info *fi);
+	int (*statfs)(struct sbx *sb, const char *rel, struct statvfs *st);
+};
+
+extern const struct fs_tree_ops fs_files_ops;    /* the extension */
+extern const struct fs_tree_ops fs_files_v1_ops; /* v1 and native */
+
+/* The table for a sandbox entered with health (ext, v1 or native). */
+const struct fs_tree_ops *sbfs_tree_ops(const struct sbx *sb);
+
+/* ---- exec, jobs/ (fs_jobs.c) and info, ctl (fs_info.c) -------------------- */
+
+/* Which job file a path names. */
+enum fs_job_file {
+	FS_JOB_DIR = 0,
+	FS_JOB_CMD,
+	FS_JOB_STDOUT,
+	FS_JOB_STDERR,
+	FS_JOB_STATUS,
+	FS_JOB_EXIT,
+	FS_JOB_CTL,
+};
+
+/* Free a sandbox's job state (at unmount). NULL-safe. */
+void fs_jobs_free(struct fs_jobs *j);
+
+/* MOUNT/<sandbox>/exec */
+int fs_exec_getattr(struct sbx *sb, struct stat *st);
+int fs_exec_open(struct sbx *sb, struct fuse_file_info *fi);
+int fs_exec_write(struct sbx *sb, const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+int fs_exec_read(struct sbx *sb, char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+int fs_exec_flush(struct sbx *sb, struct fuse_file_info *fi);
+int fs_exec_release(struct sbx *sb, struct fuse_file_info *fi);
+
+/* MOUNT/<sandbox>/jobs and below. job is NULL for jobs/ itself; "latest"
+ * is the symlink. */
+int fs_jobs_getattr(struct sbx *sb, const char *job, enum fs_job_file f,
+		    struct stat *st);
+int fs_jobs_readdir(struct sbx *sb, const char *job, void *buf,
+		    fuse_fill_dir_t filler);
+int fs_jobs_readlink(struct sbx *sb, char *buf, size_t size);
+int fs_jobs_open(struct sbx *sb, const char *job, enum fs_job_file f,
+		 struct fuse_file_info *fi);
+int fs_jobs_read(struct sbx *sb, const char *job, enum fs_job_file f,
+		 char *buf, size_t size, off_t off, struct fuse_file_info *fi);
+int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
+		  const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+int fs_jobs_release(struct sbx *sb, const char *job, enum fs_job_file f,
+		    struct fuse_file_info *fi);
+
+/* MOUNT/<sandbox>/info and ctl */
+int fs_info_getattr(struct sbx *sb, bool ctl, struct stat *st);
+int fs_info_open(struct sbx *sb, bool ctl, struct fuse_file_info *fi);
+int fs_info_read(struct sbx *sb, bool ctl, char *buf, size_t size, off_t off,
+		 struct fuse_file_info *fi);
+int fs_info_write(struct sbx *sb, bool ctl, const char *buf, size_t size,
+		  off_t off, struct fuse_file_info *fi);
+int fs_info_release(struct sbx *sb, bool ctl, struct fuse_file_info *fi);
+
+#endif

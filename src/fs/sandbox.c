@@ -1,0 +1,489 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sandbox: the mount's state and its sandboxes. Every operation on a
+ * sandbox enters it here: one provider record read decides the transport
+ * (protocol.md 7.1), a stopped sandbox is resumed (design.md 2), and the
+ * agent's health of the current boot says whether the file extension is
+ * there. Errors are turned into errnos and logged once here.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_client.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "fs/cache.h"
+#include "fs/fs_i.h"
+#include "provider_local.h"
+
+#ifdef HAVE_PROVIDER_AZURE
+#include "provider_azure.h"
+#endif
+
+long long sbfs_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the mount ---------------------------------------------------------- */
+
+static int make_provider(const struct sbfs_opts *o, struct provider **out,
+			 struct sbx_error *err)
+{
+	const char *name = o->provider ? o->provider : "local";
+
+	if (strcmp(name, "local") == 0)
+		return provider_local_new(o->state_dir, out, err);
+#ifdef HAVE_PROVIDER_AZURE
+	if (strcmp(name, "azure") == 0)
+		return provider_azure_new(o, out, err);
+#endif
+	sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+		      "unknown provider '%s' (known: local%s)", name,
+#ifdef HAVE_PROVIDER_AZURE
+		      ", azure"
+#else
+		      ""
+#endif
+	);
+	err->err = EINVAL;
+	return -EINVAL;
+}
+
+int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
+	     struct sbx_error *err)
+{
+	struct transport_config cfg;
+	struct sbfs *fs = xcalloc(1, sizeof(*fs));
+	const char *tmp = getenv("TMPDIR");
+	int rc;
+
+	fs->o = *o;
+	fs->uid = getuid();
+	fs->gid = getgid();
+	clock_gettime(CLOCK_REALTIME, &fs->start);
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->spool_dir = xstrdup(tmp != NULL && *tmp == '/' ? tmp : "/tmp");
+	rc = make_provider(o, &fs->prov, err);
+	if (rc < 0)
+		goto fail;
+	transport_config_defaults(&cfg);
+	if (o->timeout_s > 0)
+		cfg.response_timeout_ms = o->timeout_s * 1000;
+	if (o->connect_timeout_s > 0)
+		cfg.connect_timeout_ms = o->connect_timeout_s * 1000;
+	rc = transport_new(fs->prov, &cfg, &fs->t);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "the HTTP client could not start");
+		goto fail;
+	}
+	rc = cache_new(o->attr_timeout, &fs->cache);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "the attribute cache could not be made");
+		goto fail;
+	}
+	*out = fs;
+	return 0;
+fail:
+	sbfs_free(fs);
+	return rc;
+}
+
+void sbfs_free(struct sbfs *fs)
+{
+	struct sbx *sb, *next;
+
+	if (fs == NULL)
+		return;
+	for (sb = fs->sandboxes; sb != NULL; sb = next) {
+		next = sb->next;
+		fs_jobs_free(sb->jobs);
+		pthread_mutex_destroy(&sb->lock);
+		free(sb);
+	}
+	sbfs_ids_free(fs->ids, fs->nids);
+	transport_free(fs->t);
+	provider_free(fs->prov);
+	cache_free(fs->cache);
+	pthread_mutex_destroy(&fs->lock);
+	free(fs->spool_dir);
+	free(fs);
+}
+
+void sbfs_ids_free(char **ids, size_t n)
+{
+	size_t i;
+
+	for (i = 0; ids != NULL && i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+static char **ids_copy(char **ids, size_t n)
+{
+	char **c = xcalloc(n + 1, sizeof(*c));
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		c[i] = xstrdup(ids[i]);
+	return c;
+}
+
+int sbfs_list(struct sbfs *fs, char ***ids, size_t *n)
+{
+	struct sbx_error err;
+	char **fresh = NULL;
+	size_t nfresh = 0;
+	long long now = sbfs_now_ms();
+	int rc;
+
+	pthread_mutex_lock(&fs->lock);
+	if (fs->ids != NULL && now - fs->ids_ms < fs->o.list_cache_ms) {
+		*ids = ids_copy(fs->ids, fs->nids);
+		*n = fs->nids;
+		pthread_mutex_unlock(&fs->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&fs->lock);
+
+	sbx_error_clear(&err);
+	rc = fs->prov->ops->list(fs->prov, &fresh, &nfresh, &err);
+	if (rc < 0)
+		return sbfs_fail(fs, "*", "list", "", &err);
+	pthread_mutex_lock(&fs->lock);
+	sbfs_ids_free(fs->ids, fs->nids);
+	fs->ids = fresh;
+	fs->nids = nfresh;
+	fs->ids_ms = now;
+	*ids = ids_copy(fs->ids, fs->nids);
+	*n = fs->nids;
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+/* ---- sandboxes ------------------------------------------------------------ */
+
+static bool id_plausible(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > PROVIDER_ID_MAX)
+		return false;
+	return strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			  "0123456789_-") == n;
+}
+
+static struct sbx *sbx_get(struct sbfs *fs, const char *id)
+{
+	struct sbx *sb;
+
+	pthread_mutex_lock(&fs->lock);
+	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
+		if (strcmp(sb->id, id) == 0)
+			break;
+	if (sb == NULL) {
+		sb = xcalloc(1, sizeof(*sb));
+		sb->fs = fs;
+		snprintf(sb->id, sizeof(sb->id), "%s", id);
+		pthread_mutex_init(&sb->lock, NULL);
+		sb->next = fs->sandboxes;
+		fs->sandboxes = sb;
+	}
+	sb->refs++;
+	pthread_mutex_unlock(&fs->lock);
+	return sb;
+}
+
+struct sbx *sbfs_known(struct sbfs *fs, const char *id)
+{
+	struct sbx *sb;
+
+	pthread_mutex_lock(&fs->lock);
+	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
+		if (strcmp(sb->id, id) == 0)
+			break;
+	if (sb != NULL)
+		sb->refs++;
+	pthread_mutex_unlock(&fs->lock);
+	return sb;
+}
+
+void sbfs_leave(struct sbx *sb)
+{
+	if (sb == NULL)
+		return;
+	/* Sandboxes stay known for the life of the mount (their jobs do);
+	 * the count documents who is inside. */
+	pthread_mutex_lock(&sb->fs->lock);
+	sb->refs--;
+	pthread_mutex_unlock(&sb->fs->lock);
+}
+
+static bool state_needs_resume(enum provider_state st)
+{
+	return st != PROVIDER_STATE_RUNNING;
+}
+
+/* Ask the agent's health when the boot may have changed since last time. */
+static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
+{
+	struct proto_health h;
+	struct sbx_error err;
+	unsigned gen = transport_generation(fs->t, sb->id);
+	int rc;
+
+	pthread_mutex_lock(&sb->lock);
+	if (sb->health_known && sb->health_gen == gen) {
+		pthread_mutex_unlock(&sb->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&sb->lock);
+
+	sbx_error_clear(&err);
+	rc = ac_health(fs->t, sb->id, &h, &err);
+	if (rc < 0)
+		return sbfs_fail(fs, sb->id, op, "", &err);
+	pthread_mutex_lock(&sb->lock);
+	sb->health = h;
+	sb->health_known = true;
+	/* The request above may itself have activated a new connection. */
+	sb->health_gen = transport_generation(fs->t, sb->id);
+	sb->ext = h.ext_files >= PROTO_EXT_FILES_VERSION;
+	sb->ext_max_write = h.ext_max_write;
+	pthread_mutex_unlock(&sb->lock);
+	return 0;
+}
+
+static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
+{
+	struct proto_health h;
+	struct sbx_error err;
+	int rc;
+
+	sbx_error_clear(&err);
+	memset(&h, 0, sizeof(h));
+	log_info("sandbox %s: resuming it for %s", sb->id, op);
+	rc = transport_resume(fs->t, sb->id, &h, &err);
+	if (rc < 0)
+		return sbfs_fail(fs, sb->id, op, "", &err);
+	pthread_mutex_lock(&sb->lock);
+	if (h.protocol_version == PROTO_VERSION) {
+		sb->health = h;
+		sb->health_known = true;
+		sb->health_gen = transport_generation(fs->t, sb->id);
+		sb->ext = h.ext_files >= PROTO_EXT_FILES_VERSION;
+		sb->ext_max_write = h.ext_max_write;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return 0;
+}
+
+int sbfs_enter(struct sbfs *fs, const char *id, const char *op,
+	       bool want_health, struct sbx **out)
+{
+	struct provider_record rec;
+	enum transport_kind kind;
+	struct sbx_error err;
+	struct sbx *sb;
+	int rc;
+
+	if (!id_plausible(id))
+		return -ENOENT;
+	sb = sbx_get(fs, id);
+	memset(&rec, 0, sizeof(rec));
+	sbx_error_clear(&err);
+	rc = transport_session_kind(fs->t, id, op, &kind, &rec, &err);
+	if (rc < 0) {
+		rc = sbfs_fail(fs, id, op, "", &err);
+		goto fail;
+	}
+	if (rec.state == PROVIDER_STATE_DELETING) {
+		rc = -ENOENT;
+		goto fail;
+	}
+	if (state_needs_resume(rec.state)) {
+		if (fs->o.noautoresume) {
+			log_debug("sandbox %s: %s: it is %s and noautoresume "
+				  "is set",
+				  id, op, provider_state_name(rec.state));
+			rc = -EHOSTDOWN;
+			goto fail;
+		}
+		rc = resume(fs, sb, op);
+		if (rc < 0)
+			goto fail;
+	}
+	pthread_mutex_lock(&sb->lock);
+	sb->kind = kind;
+	pthread_mutex_unlock(&sb->lock);
+	if (want_health && kind == TRANSPORT_AGENT) {
+		rc = refresh_health(fs, sb, op);
+		if (rc < 0)
+			goto fail;
+	}
+	provider_record_cleanup(&rec);
+	*out = sb;
+	return 0;
+fail:
+	provider_record_cleanup(&rec);
+	sbfs_leave(sb);
+	return rc;
+}
+
+int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
+{
+	struct provider_record rec;
+	enum transport_kind kind;
+	struct sbx_error err;
+	struct sbx *sb;
+	int rc;
+
+	if (!id_plausible(id))
+		return -ENOENT;
+	memset(&rec, 0, sizeof(rec));
+	sbx_error_clear(&err);
+	/* Only existence matters here: an unknown transport label is
+	 * reported by the operations inside the sandbox, not by its
+	 * directory. */
+	rc = fs->prov->ops->record(fs->prov, id, &rec, &err);
+	if (rc == -ENOENT)
+		return -ENOENT;
+	if (rc < 0)
+		return sbfs_fail(fs, id, "lookup", "", &err);
+	if (rec.state == PROVIDER_STATE_DELETING) {
+		provider_record_cleanup(&rec);
+		return -ENOENT;
+	}
+	if (transport_kind_of(&rec, &kind, &err) < 0)
+		kind = TRANSPORT_AGENT;
+	provider_record_cleanup(&rec);
+	sb = sbx_get(fs, id);
+	pthread_mutex_lock(&sb->lock);
+	sb->kind = kind;
+	pthread_mutex_unlock(&sb->lock);
+	*out = sb;
+	return 0;
+}
+
+void sbfs_refresh(struct sbfs *fs, struct sbx *sb)
+{
+	transport_forget(fs->t, sb->id);
+	pthread_mutex_lock(&sb->lock);
+	sb->health_known = false;
+	pthread_mutex_unlock(&sb->lock);
+	cache_drop_sandbox(fs->cache, sb->id);
+}
+
+/* Outcomes an application asks about on purpose: not worth a warning. */
+static bool expected_errno(int e)
+{
+	switch (e) {
+	case ENOENT:
+	case EEXIST:
+	case ENOTEMPTY:
+	case ENOTDIR:
+	case EISDIR:
+	case ENAMETOOLONG:
+	case EXDEV:
+	case EINVAL:
+	case ESTALE:
+	case ENODATA:
+	case ENOTSUP:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int sbfs_fail(struct sbfs *fs, const char *id, const char *op,
+	      const char *path, const struct sbx_error *err)
+{
+	int rc = sbx_error_errno(err);
+	char text[1024];
+
+	(void)fs;
+	sbx_error_describe(err, text, sizeof(text));
+	if (expected_errno(-rc))
+		log_debug("sandbox %s: %s %s: %s", id, op, path, text);
+	else
+		log_warn("sandbox %s: %s%s%s: %s", id, op, *path ? " " : "",
+			 path, text);
+	return rc;
+}
+
+void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
+		     mode_t perm, off_t size)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = (dir ? S_IFDIR : S_IFREG) | perm;
+	st->st_nlink = dir ? 2 : 1;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = size;
+	st->st_blksize = 4096;
+	st->st_atim = fs->start;
+	st->st_mtim = fs->start;
+	st->st_ctim = fs->start;
+}
+
+void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st)
+{
+	mode_t type;
+
+	switch (a->type) {
+	case PROTO_FT_DIR:
+		type = S_IFDIR;
+		break;
+	case PROTO_FT_SYMLINK:
+		type = S_IFLNK;
+		break;
+	case PROTO_FT_FIFO:
+		type = S_IFIFO;
+		break;
+	case PROTO_FT_SOCKET:
+		type = S_IFSOCK;
+		break;
+	case PROTO_FT_CHAR:
+		type = S_IFCHR;
+		break;
+	case PROTO_FT_BLOCK:
+		type = S_IFBLK;
+		break;
+	default:
+		type = S_IFREG;
+		break;
+	}
+	memset(st, 0, sizeof(*st));
+	st->st_mode = type | (a->perm & 07777);
+	st->st_nlink = (nlink_t)(a->nlink ? a->nlink : 1);
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_size = (off_t)a->size;
+	st->st_ino = (ino_t)a->ino;
+	st->st_blocks = (blkcnt_t)a->blocks;
+	st->st_blksize = 65536;
+	st->st_rdev = (dev_t)a->rdev;
+	st->st_atim.tv_sec = a->atime;
+	st->st_atim.tv_nsec = a->atime_ns;
+	st->st_mtim.tv_sec = a->mtime;
+	st->st_mtim.tv_nsec = a->mtime_ns;
+	st->st_ctim.tv_sec = a->ctime;
+	st->st_ctim.tv_nsec = a->ctime_ns;
+}
+
+const struct fs_tree_ops *sbfs_tree_ops(const struct sbx *sb)
+{
+	return sb->kind == TRANSPORT_AGENT && sb->ext ? &fs_files_ops
+						      : &fs_files_v1_ops;
+}

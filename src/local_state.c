@@ -1,0 +1,689 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * local_state: the local provider's state directory: where it is, what is
+ * in it, and the two disciplines every writer follows (records are
+ * replaced atomically, state transitions hold the sandbox's flock), and
+ * the route rules a record's agentUrl must follow. It starts, signals and
+ * contacts nothing.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "local_state.h"
+
+int local_err_set(struct local_err *err, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+bool local_state_id_valid(const char *id)
+{
+	size_t i;
+
+	if (id == NULL)
+		return false;
+	for (i = 0; id[i] != '\0'; i++) {
+		char c = id[i];
+
+		if (i >= LOCAL_ID_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
+/* ---- the directory ------------------------------------------------------ */
+
+/*
+ * Make path absolute and lexically tidy ("//", "/./" and trailing '/'
+ * removed; ".." is kept, since only the filesystem knows what it means
+ * below a symlink). The result is the string agents are started with and
+ * that /proc/PID/cmdline is later compared against, so one directory must
+ * always yield one spelling.
+ */
+static int absolute(const char *path, char **out)
+{
+	char cwd[PATH_MAX];
+	struct buf b = BUF_INIT(PATH_MAX);
+	const char *p, *end;
+	size_t len;
+	int rc = 0;
+
+	if (path[0] != '/') {
+		if (getcwd(cwd, sizeof(cwd)) == NULL)
+			return -errno;
+		rc = buf_append_str(&b, cwd);
+	}
+	for (p = path; rc == 0 && *p != '\0'; p = end) {
+		while (*p == '/')
+			p++;
+		end = strchr(p, '/');
+		if (end == NULL)
+			end = p + strlen(p);
+		len = (size_t)(end - p);
+		if (len == 0 || (len == 1 && p[0] == '.'))
+			continue;
+		rc = buf_append(&b, "/", 1);
+		if (rc == 0)
+			rc = buf_append(&b, p, len);
+	}
+	if (rc == 0 && b.len == 0)
+		rc = buf_append(&b, "/", 1);
+	if (rc < 0) {
+		buf_cleanup(&b);
+		return rc == -EFBIG ? -ENAMETOOLONG : rc;
+	}
+	*out = buf_take(&b, NULL);
+	return 0;
+}
+
+int local_state_dir_pick(const char *option, const char *env_dir,
+			 const char *xdg_state_home, const char *home,
+			 uid_t euid, char **out)
+{
+	char *joined;
+	int rc;
+
+	if (option != NULL && *option != '\0')
+		return absolute(option, out);
+	if (env_dir != NULL && *env_dir != '\0')
+		return absolute(env_dir, out);
+	if (euid == 0)
+		return absolute(LOCAL_STATE_ROOT_DEFAULT, out);
+	/* The XDG base directory rules ignore a relative value. */
+	if (xdg_state_home != NULL && xdg_state_home[0] == '/')
+		joined = xasprintf("%s/sandboxfs", xdg_state_home);
+	else if (home != NULL && home[0] == '/')
+		joined = xasprintf("%s/.local/state/sandboxfs", home);
+	else
+		return -ENOENT;
+	rc = absolute(joined, out);
+	free(joined);
+	return rc;
+}
+
+int local_state_dir_resolve(const char *option, char **out)
+{
+	const char *home = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char pwbuf[4096];
+
+	if ((option == NULL || *option == '\0') &&
+	    (home == NULL || *home == '\0') && geteuid() != 0 &&
+	    getpwuid_r(geteuid(), &pw, pwbuf, sizeof(pwbuf), &res) == 0 &&
+	    res != NULL)
+		home = res->pw_dir;
+	return local_state_dir_pick(option, getenv("SANDBOXFS_STATE_DIR"),
+				    getenv("XDG_STATE_HOME"), home, geteuid(),
+				    out);
+}
+
+char *local_state_path(const char *state_dir, const char *id,
+		       enum local_path which)
+{
+	static const char *const tail[] = {
+		[LOCAL_PATH_SANDBOXES] = NULL,
+		[LOCAL_PATH_DIR] = "",
+		[LOCAL_PATH_RECORD] = "/sandbox.json",
+		[LOCAL_PATH_ROOT] = "/root",
+		[LOCAL_PATH_BOOT] = "/boot",
+		[LOCAL_PATH_TOKEN] = "/boot/token",
+		[LOCAL_PATH_PORT] = "/boot/port",
+		[LOCAL_PATH_PID] = "/boot/pid",
+		[LOCAL_PATH_LOG] = "/agent.log",
+		[LOCAL_PATH_LOCK] = "/lock",
+	};
+
+	if (which == LOCAL_PATH_SANDBOXES)
+		return xasprintf("%s/sandboxes", state_dir);
+	return xasprintf("%s/sandboxes/%s%s", state_dir, id, tail[which]);
+}
+
+/* mkdir -p; new directories get mode (parents too). */
+static int mkdirs(const char *path, mode_t mode)
+{
+	char *tmp = xstrdup(path), *p;
+	int rc = 0;
+
+	for (p = tmp + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		{
+			char save = *p;
+
+			*p = '\0';
+			if (mkdir(tmp, mode) < 0 && errno != EEXIST) {
+				rc = -errno;
+				break;
+			}
+			*p = save;
+		}
+		if (*p == '\0')
+			break;
+	}
+	free(tmp);
+	return rc;
+}
+
+int local_state_prepare(const char *state_dir, struct local_err *err)
+{
+	mode_t mode = geteuid() == 0 ? 0711 : 0700;
+	char *sb = local_state_path(state_dir, NULL, LOCAL_PATH_SANDBOXES);
+	int rc;
+
+	rc = mkdirs(sb, mode);
+	if (rc < 0)
+		local_err_set(err, rc, "cannot create %s: %s", sb,
+			      strerror(-rc));
+	free(sb);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int local_state_list(const char *state_dir, char ***ids, size_t *n)
+{
+	char *sb = local_state_path(state_dir, NULL, LOCAL_PATH_SANDBOXES);
+	char **v = NULL;
+	size_t count = 0, cap = 0;
+	struct dirent *de;
+	struct stat st;
+	DIR *d;
+	int rc = 0;
+
+	d = opendir(sb);
+	if (d == NULL) {
+		rc = errno == ENOENT ? 0 : -errno;
+		goto out;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (!local_state_id_valid(de->d_name))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+			    0 ||
+		    !S_ISDIR(st.st_mode))
+			continue;
+		if (count == cap) {
+			cap = cap ? cap * 2 : 16;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		v[count++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	if (count > 1)
+		qsort(v, count, sizeof(*v), cmp_str);
+out:
+	free(sb);
+	if (rc < 0) {
+		local_state_ids_free(v, count);
+		return rc;
+	}
+	*ids = v;
+	*n = count;
+	return 0;
+}
+
+void local_state_ids_free(char **ids, size_t n)
+{
+	size_t i;
+
+	for (i = 0; ids != NULL && i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* ---- records ------------------------------------------------------------ */
+
+static int read_bounded(int fd, struct buf *b)
+{
+	ssize_t got;
+	int err = 0;
+	char *p;
+
+	for (;;) {
+		p = buf_reserve(b, 8192, &err);
+		if (p == NULL)
+			return err;
+		got = read(fd, p, 8192);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return 0;
+		buf_commit(b, (size_t)got);
+	}
+}
+
+int local_state_read(const char *state_dir, const char *id,
+		     struct proto_record *out, struct local_err *err)
+{
+	struct buf b = BUF_INIT(PROTO_RECORD_MAX_BYTES);
+	struct proto_record rec;
+	char *path = NULL, *dir = NULL;
+	const char *why = NULL;
+	struct stat st;
+	int fd = -1, rc;
+
+	if (!local_state_id_valid(id))
+		return local_err_set(err, -EINVAL,
+				     "invalid sandbox name '%s': use 1 to %d "
+				     "letters, digits, '_' or '-'",
+				     id ? id : "", LOCAL_ID_MAX);
+	path = local_state_path(state_dir, id, LOCAL_PATH_RECORD);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		rc = -errno;
+		dir = local_state_path(state_dir, id, LOCAL_PATH_DIR);
+		if (rc == -ENOENT && stat(dir, &st) < 0)
+			local_err_set(err, rc, "no sandbox '%s' in %s", id,
+				      state_dir);
+		else if (rc == -ENOENT)
+			local_err_set(err, rc,
+				      "sandbox '%s' has no record yet (%s)", id,
+				      path);
+		else if (rc == -ELOOP)
+			rc = local_err_set(err, -EBADMSG,
+					   "corrupt record %s: a symlink",
+					   path);
+		else
+			local_err_set(err, rc, "cannot read %s: %s", path,
+				      strerror(-rc));
+		goto out;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = local_err_set(err, -EBADMSG,
+				   "corrupt record %s: not a regular file",
+				   path);
+		goto out;
+	}
+	rc = read_bounded(fd, &b);
+	if (rc == -EFBIG) {
+		rc = local_err_set(err, -EBADMSG,
+				   "corrupt record %s: larger than %lu bytes",
+				   path, PROTO_RECORD_MAX_BYTES);
+		goto out;
+	}
+	if (rc < 0) {
+		local_err_set(err, rc, "cannot read %s: %s", path,
+			      strerror(-rc));
+		goto out;
+	}
+	rc = proto_record_decode(b.data, b.len, &rec, &why);
+	if (rc == -ENOMEM) {
+		local_err_set(err, rc, "out of memory");
+		goto out;
+	}
+	if (rc < 0) {
+		rc = local_err_set(err, -EBADMSG, "corrupt record %s: %s", path,
+				   why);
+		goto out;
+	}
+	if (rec.state == PROTO_RECORD_UNKNOWN)
+		rc = local_err_set(err, -EBADMSG,
+				   "corrupt record %s: unknown \"state\"",
+				   path);
+	else if (strcmp(rec.id, id) != 0)
+		rc = local_err_set(err, -EBADMSG,
+				   "corrupt record %s: \"id\" is not the "
+				   "directory's name '%s'",
+				   path, id);
+	if (rc < 0) {
+		proto_record_cleanup(&rec);
+		goto out;
+	}
+	*out = rec;
+out:
+	if (fd >= 0)
+		close(fd);
+	buf_cleanup(&b);
+	free(path);
+	free(dir);
+	return rc;
+}
+
+int local_state_write_atomic(const char *path, const void *data, size_t n,
+			     mode_t mode)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir, *tmp;
+	const char *p = data;
+	ssize_t w;
+	int fd, dfd, rc = 0;
+
+	if (slash == NULL)
+		return -EINVAL;
+	dir = slash == path ? xstrdup("/")
+			    : xstrndup(path, (size_t)(slash - path));
+	tmp = xasprintf("%s/.%s.XXXXXX", dir, slash + 1);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (fchmod(fd, mode) < 0)
+		rc = -errno;
+	while (rc == 0 && n > 0) {
+		w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = -errno;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlink(tmp);
+		goto out;
+	}
+	/* The rename is durable only once the directory is. */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) < 0)
+			rc = -errno;
+		close(dfd);
+	}
+out:
+	free(tmp);
+	free(dir);
+	return rc;
+}
+
+int local_state_write(const char *state_dir, const struct proto_record *rec,
+		      struct local_err *err)
+{
+	struct buf b = BUF_INIT(PROTO_RECORD_MAX_BYTES);
+	char *path = NULL;
+	int rc;
+
+	if (!local_state_id_valid(rec->id))
+		return local_err_set(err, -EINVAL, "invalid sandbox name '%s'",
+				     rec->id ? rec->id : "");
+	rc = proto_record_encode(rec, &b);
+	if (rc < 0) {
+		local_err_set(err, rc, "cannot encode the record of '%s': %s",
+			      rec->id, strerror(-rc));
+		goto out;
+	}
+	path = local_state_path(state_dir, rec->id, LOCAL_PATH_RECORD);
+	rc = local_state_write_atomic(path, b.data, b.len, 0600);
+	if (rc < 0)
+		local_err_set(err, rc, "cannot write %s: %s", path,
+			      strerror(-rc));
+out:
+	free(path);
+	buf_cleanup(&b);
+	return rc;
+}
+
+/* ---- the lock ----------------------------------------------------------- */
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int local_state_lock(const char *state_dir, const char *id, long timeout_ms,
+		     int *fdp)
+{
+	char *path = local_state_path(state_dir, id, LOCAL_PATH_LOCK);
+	long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	struct stat fst, pst;
+	int fd = -1, rc;
+
+	for (;;) {
+		if (fd < 0) {
+			fd = open(path,
+				  O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+				  0600);
+			if (fd < 0) {
+				rc = -errno;
+				goto out;
+			}
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			/*
+			 * rm renames the sandbox away and removes it while
+			 * holding the lock: a waiter then holds a lock on a
+			 * file nobody else will ever open.
+			 */
+			if (fstat(fd, &fst) == 0 && fst.st_nlink > 0 &&
+			    stat(path, &pst) == 0 && pst.st_dev == fst.st_dev &&
+			    pst.st_ino == fst.st_ino) {
+				*fdp = fd;
+				fd = -1;
+				rc = 0;
+				goto out;
+			}
+			close(fd);
+			fd = -1;
+			if (stat(path, &pst) < 0 && errno == ENOENT) {
+				rc = -ENOENT;
+				goto out;
+			}
+			continue;
+		}
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			rc = -errno;
+			goto out;
+		}
+		if (timeout_ms <= 0) {
+			rc = -EWOULDBLOCK;
+			goto out;
+		}
+		if (now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		usleep(20000);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(path);
+	return rc;
+}
+
+void local_state_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd);
+}
+
+/* ---- removal ------------------------------------------------------------ */
+
+/* Deeper directories are moved up to the top instead of opened, so the
+ * walk never holds more than this many descriptors. */
+#define RM_DEPTH_MAX 64
+
+struct rm_walk {
+	int topfd;
+	dev_t dev;
+	unsigned moved;
+	bool found; /* something was seen in this pass */
+	char where[256]; /* the entry that failed, for the message */
+};
+
+static int rm_contents(struct rm_walk *w, int dfd, int depth)
+{
+	struct dirent *de;
+	struct stat st;
+	char name[64];
+	DIR *d;
+	int cfd, dup_fd, rc = 0;
+
+	dup_fd = dup(dfd);
+	if (dup_fd < 0)
+		return -errno;
+	d = fdopendir(dup_fd);
+	if (d == NULL) {
+		rc = -errno;
+		close(dup_fd);
+		return rc;
+	}
+	/* A dup shares the file offset: a directory read before would
+	 * otherwise look empty. */
+	rewinddir(d);
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		w->found = true;
+		snprintf(w->where, sizeof(w->where), "%s", de->d_name);
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno != ENOENT)
+				rc = -errno;
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
+				rc = -errno;
+			continue;
+		}
+		if (st.st_dev != w->dev) {
+			rc = -EXDEV;
+			break;
+		}
+		if ((st.st_mode & S_IRWXU) != S_IRWXU)
+			fchmodat(dfd, de->d_name,
+				 (st.st_mode & 07777) | S_IRWXU, 0);
+		if (depth >= RM_DEPTH_MAX) {
+			snprintf(name, sizeof(name), ".rm-deep-%u", w->moved++);
+			if (renameat(dfd, de->d_name, w->topfd, name) < 0)
+				rc = -errno;
+			continue;
+		}
+		cfd = openat(dfd, de->d_name,
+			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cfd < 0) {
+			rc = -errno;
+			break;
+		}
+		rc = rm_contents(w, cfd, depth + 1);
+		close(cfd);
+		if (rc == 0 && unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 &&
+		    errno != ENOENT)
+			rc = -errno;
+	}
+	closedir(d);
+	return rc;
+}
+
+int local_state_rmtree(const char *path, struct local_err *err)
+{
+	struct rm_walk w;
+	struct stat st;
+	int rc;
+
+	memset(&w, 0, sizeof(w));
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISDIR(st.st_mode)) {
+		rc = unlink(path) < 0 ? -errno : 0;
+		goto out;
+	}
+	if ((st.st_mode & S_IRWXU) != S_IRWXU)
+		chmod(path, (st.st_mode & 07777) | S_IRWXU);
+	w.dev = st.st_dev;
+	w.topfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (w.topfd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* Directories moved up land in the top one: walk it until a pass
+	 * finds nothing left. */
+	do {
+		w.found = false;
+		rc = rm_contents(&w, w.topfd, 0);
+	} while (rc == 0 && w.found);
+	close(w.topfd);
+	if (rc == 0 && rmdir(path) < 0)
+		rc = -errno;
+out:
+	if (rc == -EXDEV)
+		local_err_set(
+			err, rc,
+			"cannot remove %s: '%s' is a mount point below it",
+			path, w.where);
+	else if (rc < 0)
+		local_err_set(err, rc, "cannot remove %s (at '%s'): %s", path,
+			      w.where, strerror(-rc));
+	return rc;
+}
+
+/* ---- routes ------------------------------------------------------------- */
+
+bool local_state_route_valid(const char *url, unsigned *port, bool *ipv6)
+{
+	static const char v4[] = "http://127.0.0.1:";
+	static const char v6[] = "http://[::1]:";
+	const char *p;
+	unsigned long v = 0;
+	bool six;
+	size_t digits = 0;
+
+	if (url == NULL)
+		return false;
+	if (strncmp(url, v4, sizeof(v4) - 1) == 0) {
+		p = url + sizeof(v4) - 1;
+		six = false;
+	} else if (strncmp(url, v6, sizeof(v6) - 1) == 0) {
+		p = url + sizeof(v6) - 1;
+		six = true;
+	} else {
+		return false;
+	}
+	if (*p == '0')
+		return false;
+	while (*p >= '0' && *p <= '9' && digits < 6) {
+		v = v * 10 + (unsigned long)(*p - '0');
+		p++;
+		digits++;
+	}
+	if (digits == 0 || v == 0 || v > 65535 || strcmp(p, "/") != 0)
+		return false;
+	if (port != NULL)
+		*port = (unsigned)v;
+	if (ipv6 != NULL)
+		*ipv6 = six;
+	return true;
+}

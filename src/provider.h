@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * provider: the interface every sandbox provider implements (design.md 4).
+ * A provider answers metadata questions about the sandboxes it knows (their
+ * records, the agent's route, the per-boot credential) and performs
+ * lifecycle requests (resume, stop); the transport core (transport.h)
+ * decides everything else. A provider knows nothing about the agent
+ * protocol.
+ *
+ * Every operation returns 0 or a negative errno and, on failure, fills the
+ * sbx_error it is given (never with a credential). -ENOENT means the
+ * sandbox (or, for credential(), the credential) does not exist.
+ *
+ * Providers must be thread-safe: the FUSE layer calls them from many
+ * threads.
+ */
+#ifndef SBFS_PROVIDER_H
+#define SBFS_PROVIDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "sbx_error.h"
+
+#define PROVIDER_ID_MAX 63
+
+enum provider_state {
+	PROVIDER_STATE_UNKNOWN = 0,
+	PROVIDER_STATE_CREATING,
+	PROVIDER_STATE_RUNNING,
+	PROVIDER_STATE_STOPPING,
+	PROVIDER_STATE_STOPPED,
+	PROVIDER_STATE_SUSPENDED,
+	PROVIDER_STATE_RESUMING,
+	PROVIDER_STATE_DELETING,
+};
+
+/* "Running" ...; "Unknown" for PROVIDER_STATE_UNKNOWN. */
+const char *provider_state_name(enum provider_state s);
+enum provider_state provider_state_from_name(const char *name);
+
+struct provider_label {
+	char *key;
+	char *value;
+};
+
+/* What the transport core needs from a provider record. */
+struct provider_record {
+	char id[PROVIDER_ID_MAX + 1];
+	enum provider_state state;
+	struct provider_label *labels;
+	size_t nlabels;
+	char *route_hint;    /* informational (e.g. the recorded agentUrl) */
+};
+
+void provider_record_cleanup(struct provider_record *r);
+/* The value of a label, or NULL. */
+const char *provider_record_label(const struct provider_record *r,
+				  const char *key);
+/* Deep copy; -ENOMEM. */
+int provider_record_copy(struct provider_record *dst,
+			 const struct provider_record *src);
+
+/* Result of a native (legacy) exec: buffered output, as the data plane's
+ * executeShellCommand answers. */
+struct provider_exec_result {
+	struct buf out;
+	struct buf err;
+	bool has_exit;
+	int exit_code;
+};
+
+void provider_exec_result_cleanup(struct provider_exec_result *r);
+
+struct provider;
+
+struct provider_ops {
+	const char *name;
+
+	/* The ids of the sandboxes this provider lists (heap array of heap
+	 * strings). */
+	int (*list)(struct provider *p, char ***ids, size_t *n,
+		    struct sbx_error *err);
+	/* Read a record; -ENOENT when the sandbox is gone. */
+	int (*record)(struct provider *p, const char *id,
+		      struct provider_record *out, struct sbx_error *err);
+	/* The agent's route (heap URL string), unvalidated: the core checks
+	 * it with route_allowed. */
+	int (*route)(struct provider *p, const char *id, char **url,
+		     struct sbx_error *err);
+	/* The route policy: true when url is a route this provider may hand
+	 * out (scheme, host, path "/", no user, query or fragment). */
+	bool (*route_allowed)(struct provider *p, const char *url);
+	/* The per-boot credential's raw bytes (heap; the caller wipes and
+	 * frees them). -ENOENT when it is not there yet. */
+	int (*credential)(struct provider *p, const char *id, char **bytes,
+			  size_t *len, struct sbx_error *err);
+	/* Judge a record before activating a new boot (egress and network
+	 * policy). Optional: NULL accepts every record. */
+	int (*judge)(struct provider *p, const struct provider_record *rec,
+		     struct sbx_error *err);
+	/* Ask for a stopped sandbox to run again, or to stop. They may return
+	 * before the state changes: the core polls record(). */
+	int (*resume)(struct provider *p, const char *id, struct sbx_error *err);
+	int (*stop)(struct provider *p, const char *id, struct sbx_error *err);
+
+	/* Native (legacy) sessions, optional (NULL when the provider has
+	 * none). native_read appends the file's bytes to out (whose max
+	 * bounds them); native_exec runs a shell command line. */
+	int (*native_read)(struct provider *p, const char *id,
+			   const char *path, struct buf *out,
+			   struct sbx_error *err);
+	int (*native_exec)(struct provider *p, const char *id,
+			   const char *command, const char *cwd,
+			   struct provider_exec_result *out,
+			   struct sbx_error *err);
+
+	/* Transport options this provider's routes need (extra trusted CA
+	 * file, pinned name resolution "host:port:addr" entries), or NULL. */
+	const char *(*ca_file)(struct provider *p);
+	const char *const *(*resolve)(struct provider *p);
+
+	void (*free)(struct provider *p);
+};
+
+struct provider {
+	const struct provider_ops *ops;
+	void *priv;
+};
+
+/* Free a provider through its ops; NULL-safe. */
+void provider_free(struct provider *p);
+
+#endif

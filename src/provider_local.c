@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * provider_local: the local provider over a state directory. Metadata only;
+ * the agent protocol is the transport core's business.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+
+#include "common/log.h"
+#include "common/path.h"
+#include "common/proto.h"
+#include "common/token.h"
+#include "common/xalloc.h"
+#include "local_ctl.h"
+#include "local_state.h"
+#include "provider_local.h"
+
+
+/* A parsed record and the identity of the file it came from. */
+struct cached {
+	char *id;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	struct proto_record rec;
+	struct cached *next;
+};
+
+struct local_priv {
+	struct provider base;
+	struct local_ctl ctl;
+	pthread_mutex_t lock;
+	struct cached *cache;
+};
+
+static struct local_priv *priv_of(struct provider *p)
+{
+	return (struct local_priv *)p;
+}
+
+static void fail(struct sbx_error *err, int rc, const char *op,
+		 const char *id, const struct local_err *le)
+{
+	enum sbx_code code = rc == -ENOENT ? SBX_COMMAND_FAILED
+					   : SBX_UNREACHABLE;
+
+	sbx_error_set(err, code, rc == -ENOENT ? SBX_FAIL_GONE : NULL,
+		      "local.%s: sandbox '%s': %s", op, id,
+		      le != NULL && le->msg[0] ? le->msg : strerror(-rc));
+	err->err = -rc;
+	if (rc == -EBADMSG || rc == -EINVAL) {
+		err->code = SBX_COMMAND_FAILED;
+		err->retryable = false;
+		err->err = EIO;
+	}
+}
+
+/* ---- records ------------------------------------------------------------- */
+
+static int to_provider_record(const struct proto_record *in,
+			      struct provider_record *out)
+{
+	struct provider_record r;
+	size_t i;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.id, sizeof(r.id), "%s", in->id);
+	/* The two enums list the Azure states in the same order. */
+	r.state = (enum provider_state)in->state;
+	if (in->nlabels > 0)
+		r.labels = xcalloc(in->nlabels, sizeof(*r.labels));
+	for (i = 0; i < in->nlabels; i++) {
+		r.labels[i].key = xstrdup(in->labels[i].key);
+		r.labels[i].value = xstrdup(in->labels[i].value);
+		r.nlabels++;
+	}
+	if (in->agent_url != NULL)
+		r.route_hint = xstrdup(in->agent_url);
+	*out = r;
+	return 0;
+}
+
+static void cached_free(struct cached *c)
+{
+	if (c == NULL)
+		return;
+	proto_record_cleanup(&c->rec);
+	free(c->id);
+	free(c);
+}
+
+/*
+ * Read id's record through the cache. fn is called with the record under
+ * the provider lock (so it must not block).
+ */
+static int with_record(struct local_priv *lp, const char *id,
+		       int (*fn)(const struct proto_record *, void *),
+		       void *arg, struct sbx_error *err)
+{
+	struct local_err le = { "" };
+	struct cached *c, **pp;
+	struct stat st;
+	char *path;
+	int rc;
+
+	if (!local_state_id_valid(id)) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "'%s' is not a valid sandbox name", id);
+		err->err = ENOENT;
+		return -ENOENT;
+	}
+	path = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_RECORD);
+	if (stat(path, &st) < 0) {
+		rc = -errno;
+		free(path);
+		if (rc == -ENOENT || rc == -ENOTDIR) {
+			fail(err, -ENOENT, "record", id, NULL);
+			return -ENOENT;
+		}
+		fail(err, rc, "record", id, NULL);
+		return rc;
+	}
+	free(path);
+
+	pthread_mutex_lock(&lp->lock);
+	for (pp = &lp->cache; (c = *pp) != NULL; pp = &c->next)
+		if (strcmp(c->id, id) == 0)
+			break;
+	if (c != NULL &&
+	    (c->dev != st.st_dev || c->ino != st.st_ino ||
+	     c->size != st.st_size ||
+	     c->mtime.tv_sec != st.st_mtim.tv_sec ||
+	     c->mtime.tv_nsec != st.st_mtim.tv_nsec)) {
+		*pp = c->next;
+		cached_free(c);
+		c = NULL;
+	}
+	if (c == NULL) {
+		struct proto_record rec;
+		struct stat st2;
+
+		proto_record_init(&rec);
+		rc = local_state_read(lp->ctl.state_dir, id, &rec, &le);
+		if (rc < 0) {
+			pthread_mutex_unlock(&lp->lock);
+			fail(err, rc, "record", id, &le);
+			return rc;
+		}
+		/* Cache only when the file did not change under the read:
+		 * a replacement between stat and read must not be pinned
+		 * to the old identity. */
+		path = local_state_path(lp->ctl.state_dir, id,
+					LOCAL_PATH_RECORD);
+		if (stat(path, &st2) == 0 && st2.st_ino == st.st_ino &&
+		    st2.st_size == st.st_size &&
+		    st2.st_mtim.tv_nsec == st.st_mtim.tv_nsec &&
+		    st2.st_mtim.tv_sec == st.st_mtim.tv_sec) {
+			c = xcalloc(1, sizeof(*c));
+			c->id = xstrdup(id);
+			c->dev = st.st_dev;
+			c->ino = st.st_ino;
+			c->size = st.st_size;
+			c->mtime = st.st_mtim;
+			c->rec = rec;
+			c->next = lp->cache;
+			lp->cache = c;
+		} else {
+			free(path);
+			rc = fn(&rec, arg);
+			pthread_mutex_unlock(&lp->lock);
+			proto_record_cleanup(&rec);
+			return rc;
+		}
+		free(path);
+	}
+	rc = fn(&c->rec, arg);
+	pthread_mutex_unlock(&lp->lock);
+	return rc;
+}
+
+static int copy_record(const struct proto_record *rec, void *arg)
+{
+	return to_provider_record(rec, arg);
+}
+
+static int local_record(struct provider *p, const char *id,
+			struct provider_record *out, struct sbx_error *err)
+{
+	return with_record(priv_of(p), id, copy_record, out, err);
+}
+
+static int copy_route(const struct proto_record *rec, void *arg)
+{
+	char **url = arg;
+
+	if (rec->agent_url == NULL)
+		return -EAGAIN;
+	*url = xstrdup(rec->agent_url);
+	return 0;
+}
+
+static int local_route(struct provider *p, const char *id, char **url,
+		       struct sbx_error *err)
+{
+	int rc = with_record(priv_of(p), id, copy_route, url, err);
+
+	if (rc == -EAGAIN) {
+		/* No route yet: a stopped or booting sandbox. */
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "sandbox.agent: sandbox '%s' has no agent route "
+			      "(it is not running)",
+			      id);
+		return -EIO;
+	}
+	return rc;
+}
+
+static bool local_route_allowed(struct provider *p, const char *url)
+{
+	(void)p;
+	return local_state_route_valid(url, NULL, NULL);
+}
+
+static int local_credential(struct provider *p, const char *id, char **bytes,
+			    size_t *len, struct sbx_error *err)
+{
+	struct local_priv *lp = priv_of(p);
+	char *path, *data;
+	ssize_t n;
+	int fd, rc;
+
+	if (!local_state_id_valid(id)) {
+		fail(err, -ENOENT, "credential", id, NULL);
+		return -ENOENT;
+	}
+	path = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_TOKEN);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	free(path);
+	if (fd < 0) {
+		rc = -errno;
+		if (rc != -ENOENT)
+			fail(err, rc, "credential", id, NULL);
+		return rc;
+	}
+	/* One byte more than a credential, so an over-long file is seen. */
+	data = xmalloc(TOKEN_CHARS + 2);
+	n = read(fd, data, TOKEN_CHARS + 1);
+	rc = n < 0 ? -errno : 0;
+	close(fd);
+	if (rc < 0) {
+		token_wipe(data, TOKEN_CHARS + 2);
+		free(data);
+		fail(err, rc, "credential", id, NULL);
+		return rc;
+	}
+	data[n] = '\0';
+	*bytes = data;
+	*len = (size_t)n;
+	return 0;
+}
+
+static int local_resume(struct provider *p, const char *id,
+			struct sbx_error *err)
+{
+	struct local_err le = { "" };
+	int rc = local_ctl_start(&priv_of(p)->ctl, id, &le);
+
+	if (rc < 0) {
+		fail(err, rc, "resume", id, &le);
+		err->code = SBX_COMMAND_FAILED;
+		err->retryable = false;
+	}
+	return rc;
+}
+
+static int local_stop(struct provider *p, const char *id,
+		      struct sbx_error *err)
+{
+	struct local_err le = { "" };
+	int rc = local_ctl_stop(&priv_of(p)->ctl, id, &le);
+
+	if (rc < 0) {
+		fail(err, rc, "stop", id, &le);
+		err->code = SBX_COMMAND_FAILED;
+		err->retryable = false;
+	}
+	return rc;
+}
+
+static int local_list(struct provider *p, char ***ids, size_t *n,
+		      struct sbx_error *err)
+{
+	int rc = local_state_list(priv_of(p)->ctl.state_dir, ids, n);
+
+	if (rc < 0)
+		fail(err, rc, "list", "*", NULL);
+	return rc;
+}
+
+/* ---- native sessions ------------------------------------------------------ */
+
+static int open_root(struct local_priv *lp, const char *id, int *fd,
+		     struct sbx_error *err)
+{
+	char *root = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_ROOT);
+	int rc = 0;
+
+	*fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0) {
+		rc = -errno;
+		fail(err, rc == -ENOTDIR ? -ENOENT : rc, "native", id, NULL);
+	}
+	free(root);
+	return rc;
+}
+
+/*
+ * Open a normalised relative path beneath rootfd for reading, one
+ * component at a time with O_NOFOLLOW: no symlink in any component (v1's
+ * rule), and no ".." (path_normalize refused it). Written with openat
+ * rather than openat2 so it also runs where openat2 is missing (older
+ * kernels, valgrind). Returns a descriptor or a negative errno; a symlink
+ * is -ELOOP.
+ */
+static int open_beneath(int rootfd, const char *rel)
+{
+	char comp[256];
+	int dir = rootfd, fd = -1;
+
+	for (;;) {
+		size_t n = strcspn(rel, "/");
+		bool last = rel[n] == '\0';
+
+		if (n == 0 || n >= sizeof(comp)) {
+			fd = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(comp, rel, n);
+		comp[n] = '\0';
+		fd = openat(dir, comp,
+			    (last ? O_RDONLY | O_NONBLOCK | O_NOCTTY
+				  : O_PATH | O_DIRECTORY) |
+				    O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			fd = -errno;
+			/* O_NOFOLLOW on a symlink: ELOOP, or ENOTDIR for an
+			 * intermediate one opened as a directory. */
+			if (fd == -ENOTDIR && !last) {
+				struct stat st;
+
+				if (fstatat(dir, comp, &st,
+					    AT_SYMLINK_NOFOLLOW) == 0 &&
+				    S_ISLNK(st.st_mode))
+					fd = -ELOOP;
+			}
+			break;
+		}
+		if (dir != rootfd)
+			close(dir);
+		dir = fd;
+		if (last)
+			return fd;
+		rel += n + 1;
+	}
+	if (dir != rootfd)
+		close(dir);
+	return fd;
+}
+
+static int local_native_read(struct provider *p, const char *id,
+			     const char *path, struct buf *out,
+			     struct sbx_error *err)
+{
+	struct local_priv *lp = priv_of(p);
+	struct stat st;
+	enum path_verdict verdict;
+	char rel[PATH_MAX_BYTES + 1];
+	int rootfd = -1, fd = -1, rc;
+
+	if (!local_state_id_valid(id)) {
+		fail(err, -ENOENT, "native", id, NULL);
+		return -ENOENT;
+	}
+	verdict = path_normalize(path, strlen(path), false, rel, sizeof(rel));
+	if (verdict != PATH_OK) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "sandbox.readFile: Path '%s' refused: %s", path,
+			      path_verdict_reason(verdict));
+		err->err = EACCES;
+		return -EACCES;
+	}
+	rc = open_root(lp, id, &rootfd, err);
+	if (rc < 0)
+		return rc;
+	fd = open_beneath(rootfd, rel);
+	if (fd < 0) {
+		rc = fd;
+		if (rc == -ELOOP) {
+			sbx_error_set(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED,
+				      "sandbox.readFile: Path '%s' refused: "
+				      "path leaves the session root",
+				      path);
+			err->err = ELOOP;
+		} else {
+			sbx_error_set(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED,
+				      "sandbox.readFile: %s: %s", path,
+				      strerror(-rc));
+			err->err = -rc;
+		}
+		goto out;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "sandbox.readFile: '%s' is not a regular file",
+			      path);
+		err->err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		rc = -err->err;
+		goto out;
+	}
+	if ((uint64_t)st.st_size > PROTO_MAX_TRANSFER_BYTES) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "sandbox.readFile: '%s' is over the %lu byte "
+			      "transfer limit",
+			      path, (unsigned long)PROTO_MAX_TRANSFER_BYTES);
+		err->err = EFBIG;
+		rc = -EFBIG;
+		goto out;
+	}
+	for (;;) {
+		char chunk[65536];
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			fail(err, rc, "native", id, NULL);
+			goto out;
+		}
+		if (n == 0)
+			break;
+		if (out->len + (size_t)n > PROTO_MAX_TRANSFER_BYTES)
+			rc = -EFBIG;
+		else
+			rc = buf_append(out, chunk, (size_t)n);
+		if (rc < 0) {
+			sbx_error_set(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED,
+				      "sandbox.readFile: '%s' grew past the "
+				      "transfer limit",
+				      path);
+			err->err = EFBIG;
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	close(rootfd);
+	return rc;
+}
+
+struct exec_ids {
+	long uid, gid;
+};
+
+static int copy_ids(const struct proto_record *rec, void *arg)
+{
+	struct exec_ids *ids = arg;
+
+	ids->uid = rec->exec_uid;
+	ids->gid = rec->exec_gid;
+	return 0;
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Drain both pipes into bounded buffers until EOF or the deadline. */
+static int drain(int outfd, int errfd, struct provider_exec_result *res,
+		 long long deadline)
+{
+	struct pollfd pfd[2] = { { outfd, POLLIN, 0 }, { errfd, POLLIN, 0 } };
+	int open_fds = 2;
+
+	while (open_fds > 0) {
+		long long left = deadline - mono_ms();
+		int i, n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (i = 0; i < 2 && n > 0; i++) {
+			struct buf *b = i == 0 ? &res->out : &res->err;
+			char chunk[16384];
+			ssize_t got;
+
+			if (pfd[i].fd < 0 || pfd[i].revents == 0)
+				continue;
+			got = read(pfd[i].fd, chunk, sizeof(chunk));
+			if (got <= 0) {
+				pfd[i].fd = -1;
+				open_fds--;
+				continue;
+			}
+			/* Output past the bound is dropped, as the agent's
+			 * output cap drops it. */
+			if (b->len + (size_t)got <= PROVIDER_LOCAL_EXEC_OUTPUT_MAX)
+				(void)!buf_append(b, chunk, (size_t)got);
+		}
+	}
+	return 0;
+}
+
+static int local_native_exec(struct provider *p, const char *id,
+			     const char *command, const char *cwd,
+			     struct provider_exec_result *res,
+			     struct sbx_error *err)
+{
+	struct local_priv *lp = priv_of(p);
+	struct exec_ids ids = { -1, -1 };
+	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	long long deadline = mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
+	char *root, *dir;
+	pid_t pid;
+	int rc, status = 0;
+
+	rc = with_record(lp, id, copy_ids, &ids, err);
+	if (rc < 0)
+		return rc;
+	if (cwd != NULL && strstr(cwd, "..") != NULL) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "sandbox.runCommand: the working directory "
+			      "'%s' is refused",
+			      cwd);
+		err->err = EACCES;
+		return -EACCES;
+	}
+	root = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_ROOT);
+	dir = cwd != NULL && *cwd ? xasprintf("%s/%s", root, cwd)
+				  : xstrdup(root);
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		rc = -errno;
+		fail(err, rc, "exec", id, NULL);
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		fail(err, rc, "exec", id, NULL);
+		goto out;
+	}
+	if (pid == 0) {
+		static char path_env[] =
+			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+			"/usr/bin:/sbin:/bin";
+		char *envp[] = { path_env, NULL };
+		int devnull = open("/dev/null", O_RDONLY);
+
+		setpgid(0, 0);
+		if (devnull < 0 || dup2(devnull, 0) < 0 ||
+		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+			_exit(127);
+		if (geteuid() == 0) {
+			gid_t gid = ids.gid >= 0 ? (gid_t)ids.gid
+						 : LOCAL_CTL_DEFAULT_ID;
+			uid_t uid = ids.uid > 0 ? (uid_t)ids.uid
+						: LOCAL_CTL_DEFAULT_ID;
+
+			if (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
+			    setuid(uid) < 0)
+				_exit(126);
+		}
+		if (chdir(dir) < 0)
+			_exit(126);
+		execle("/bin/sh", "sh", "-c", command, (char *)NULL, envp);
+		_exit(127);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	outp[1] = errp[1] = -1;
+	rc = drain(outp[0], errp[0], res, deadline);
+	if (rc == -ETIMEDOUT)
+		kill(-pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (rc == -ETIMEDOUT) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, "timeoutExceeded",
+			      "the command exceeded its %ldms timeout",
+			      PROVIDER_LOCAL_EXEC_TIMEOUT_MS);
+		err->err = ETIMEDOUT;
+		goto out;
+	}
+	if (rc < 0) {
+		fail(err, rc, "exec", id, NULL);
+		goto out;
+	}
+	res->has_exit = true;
+	res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	rc = 0;
+out:
+	if (outp[0] >= 0)
+		close(outp[0]);
+	if (outp[1] >= 0)
+		close(outp[1]);
+	if (errp[0] >= 0)
+		close(errp[0]);
+	if (errp[1] >= 0)
+		close(errp[1]);
+	free(root);
+	free(dir);
+	return rc;
+}
+
+/* ---- lifetime ---------------------------------------------------------------- */
+
+static void local_free(struct provider *p)
+{
+	struct local_priv *lp = priv_of(p);
+	struct cached *c, *next;
+
+	for (c = lp->cache; c != NULL; c = next) {
+		next = c->next;
+		cached_free(c);
+	}
+	local_ctl_cleanup(&lp->ctl);
+	pthread_mutex_destroy(&lp->lock);
+	free(lp);
+}
+
+static const struct provider_ops local_ops = {
+	.name = "local",
+	.list = local_list,
+	.record = local_record,
+	.route = local_route,
+	.route_allowed = local_route_allowed,
+	.credential = local_credential,
+	.judge = NULL,
+	.resume = local_resume,
+	.stop = local_stop,
+	.native_read = local_native_read,
+	.native_exec = local_native_exec,
+	.ca_file = NULL,
+	.resolve = NULL,
+	.free = local_free,
+};
+
+int provider_local_new(const char *state_dir, struct provider **out,
+		       struct sbx_error *err)
+{
+	struct local_err le = { "" };
+	struct local_priv *lp = xcalloc(1, sizeof(*lp));
+	struct stat st;
+	int rc;
+
+	rc = local_ctl_init(&lp->ctl, state_dir, &le);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "the local state directory is unusable: %s",
+			      le.msg[0] ? le.msg : strerror(-rc));
+		err->err = -rc;
+		free(lp);
+		return rc;
+	}
+	if (stat(lp->ctl.state_dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    access(lp->ctl.state_dir, R_OK | X_OK) < 0) {
+		rc = errno ? -errno : -ENOTDIR;
+		if (rc == 0 || (stat(lp->ctl.state_dir, &st) == 0 &&
+				!S_ISDIR(st.st_mode)))
+			rc = -ENOTDIR;
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "the local state directory %s is unusable: %s",
+			      lp->ctl.state_dir, strerror(-rc));
+		err->err = -rc;
+		local_ctl_cleanup(&lp->ctl);
+		free(lp);
+		return rc;
+	}
+	pthread_mutex_init(&lp->lock, NULL);
+	lp->base.ops = &local_ops;
+	lp->base.priv = lp;
+	*out = &lp->base;
+	return 0;
+}
+
+const char *provider_local_state_dir(const struct provider *p)
+{
+	return ((const struct local_priv *)p)->ctl.state_dir;
+}

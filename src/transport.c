@@ -1,0 +1,1666 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * transport: the shared transport core (see transport.h for the rules it
+ * implements). This is the only file that includes libcurl.
+ *
+ * Each request runs on a pooled (multi, easy) pair through a small driver
+ * loop, so that every phase has its own deadline and the core can stop
+ * after the response headers: a 401 is held unread (the write callback
+ * pauses the transfer) while the credential is re-read, and its body is
+ * read only after the slot lock is released.
+ *
+ * Locking: t->lock guards the slot list; slot->lock guards the cached
+ * connection and is held while a connection is fetched and activated (the
+ * seed does the same: one fetch per stale route, not one per waiting
+ * request), never while an operation's own body is read; slot->pool_lock
+ * guards the idle handles.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "common/log.h"
+#include "common/proto.h"
+#include "common/token.h"
+#include "common/xalloc.h"
+#include "transport.h"
+
+#define ERROR_BODY_MAX PROTO_ERROR_BODY_MAX
+
+/* A cached connection: the agent's route and this boot's credential.
+ * Immutable once made; shared by reference between the slot and the
+ * requests that took it. */
+struct conn {
+	atomic_int refs;
+	char *url;    /* as the provider gave it: "http://127.0.0.1:4000/" */
+	char *origin; /* url without its final '/', to join request paths */
+	char *token;  /* 44 characters */
+	char *auth;   /* "Authorization: Bearer <token>" */
+};
+
+/* A pooled libcurl handle pair. The multi owns the connection cache, so a
+ * handle keeps its TCP connection alive between requests. */
+struct handle {
+	CURLM *multi;
+	CURL *easy;
+	struct handle *next;
+};
+
+struct slot {
+	char *id;
+	pthread_mutex_t lock;
+	struct conn *conn; /* NULL when empty */
+	unsigned gen;      /* activations so far */
+	pthread_mutex_t pool_lock;
+	struct handle *idle;
+	unsigned nidle;
+	struct slot *next;
+};
+
+struct transport {
+	struct provider *prov;
+	struct transport_config cfg;
+	pthread_mutex_t lock;
+	struct slot *slots;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init_once(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void conn_unref(struct conn *c)
+{
+	if (c == NULL || atomic_fetch_sub(&c->refs, 1) != 1)
+		return;
+	free(c->url);
+	free(c->origin);
+	token_free(c->token);
+	token_free(c->auth);
+	free(c);
+}
+
+static struct conn *conn_ref(struct conn *c)
+{
+	if (c != NULL)
+		atomic_fetch_add(&c->refs, 1);
+	return c;
+}
+
+static struct conn *conn_new(const char *url, const char *token, size_t len)
+{
+	struct conn *c = xcalloc(1, sizeof(*c));
+	size_t ulen = strlen(url);
+
+	atomic_init(&c->refs, 1);
+	c->url = xstrdup(url);
+	c->origin = xstrndup(url, ulen > 0 && url[ulen - 1] == '/' ? ulen - 1
+								   : ulen);
+	c->token = xstrndup(token, len);
+	c->auth = xasprintf("Authorization: Bearer %s", c->token);
+	return c;
+}
+
+/* The seed's matches_request: same bearer and same URL origin. */
+static bool conn_same(const struct conn *a, const struct conn *b)
+{
+	return a != NULL && b != NULL && strcmp(a->origin, b->origin) == 0 &&
+	       token_equal(a->token, strlen(a->token), b->token,
+			   strlen(b->token));
+}
+
+/* ---- slots and handles -------------------------------------------------- */
+
+static struct slot *slot_get(struct transport *t, const char *id)
+{
+	struct slot *s;
+
+	pthread_mutex_lock(&t->lock);
+	for (s = t->slots; s != NULL; s = s->next)
+		if (strcmp(s->id, id) == 0)
+			break;
+	if (s == NULL) {
+		s = xcalloc(1, sizeof(*s));
+		s->id = xstrdup(id);
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_mutex_init(&s->pool_lock, NULL);
+		s->next = t->slots;
+		t->slots = s;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return s;
+}
+
+static void handle_free(struct handle *h)
+{
+	if (h == NULL)
+		return;
+	curl_multi_cleanup(h->multi);
+	curl_easy_cleanup(h->easy);
+	free(h);
+}
+
+static struct handle *handle_take(struct slot *s)
+{
+	struct handle *h;
+
+	pthread_mutex_lock(&s->pool_lock);
+	h = s->idle;
+	if (h != NULL) {
+		s->idle = h->next;
+		s->nidle--;
+	}
+	pthread_mutex_unlock(&s->pool_lock);
+	if (h != NULL)
+		return h;
+	h = xcalloc(1, sizeof(*h));
+	h->multi = curl_multi_init();
+	h->easy = curl_easy_init();
+	if (h->multi == NULL || h->easy == NULL)
+		fatalx("libcurl could not make a handle");
+	return h;
+}
+
+static void handle_give(struct transport *t, struct slot *s, struct handle *h)
+{
+	if (h == NULL)
+		return;
+	pthread_mutex_lock(&s->pool_lock);
+	if (s->nidle < t->cfg.max_idle_handles) {
+		h->next = s->idle;
+		s->idle = h;
+		s->nidle++;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&s->pool_lock);
+	handle_free(h);
+}
+
+/* Clear the slot only if it still holds the connection the request used,
+ * so a concurrent refresh is never clobbered. */
+static void slot_invalidate(struct slot *s, const struct conn *used)
+{
+	struct conn *old = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->conn != NULL && conn_same(s->conn, used)) {
+		old = s->conn;
+		s->conn = NULL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	conn_unref(old);
+}
+
+/* ---- one HTTP exchange -------------------------------------------------- */
+
+enum xfer_phase {
+	XFER_HOLD,    /* headers wanted; body bytes pause the transfer */
+	XFER_ERRBODY, /* reading an error body, bounded at 4096 */
+	XFER_BODY,    /* reading a success body into the sink or buffer */
+};
+
+enum xfer_outcome {
+	XFER_OK = 0,       /* the phase completed */
+	XFER_CONNECT,      /* never connected: the request was not delivered */
+	XFER_BROKEN,       /* failed after connecting */
+	XFER_TIMEOUT,      /* a deadline passed */
+	XFER_TOO_BIG,      /* an error body over 4096 / a body over max_body */
+	XFER_SINK,         /* the sink refused (sink_err) */
+};
+
+struct xfer {
+	struct handle *h;
+	const struct transport_req *req;
+	struct transport_resp *resp;
+	struct curl_slist *hdrs;
+	struct curl_slist *pins;
+	char errbuf[CURL_ERROR_SIZE];
+	enum xfer_phase phase;
+	long cur_status;   /* status of the header block being read */
+	bool headers_done;
+	bool paused;
+	bool done;         /* libcurl finished the transfer */
+	CURLcode result;
+	struct buf errbody;
+	bool errbody_over;
+	int sink_err;
+	long long last_byte_ms;
+};
+
+static size_t xfer_header_cb(char *p, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	struct transport_resp *r = x->resp;
+	size_t len = size * n;
+	char line[512];
+	char *v;
+
+	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+		const char *sp = memchr(p, ' ', len);
+
+		x->cur_status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		r->etag[0] = '\0';
+		r->content_type[0] = '\0';
+		r->has_range = false;
+		r->full_size = UINT64_MAX;
+		return len;
+	}
+	if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
+		/* End of a header block; 1xx blocks are followed by more. */
+		if (x->cur_status >= 200) {
+			x->headers_done = true;
+			r->status = x->cur_status;
+		}
+		return len;
+	}
+	if (len >= sizeof(line))
+		return len;
+	memcpy(line, p, len);
+	line[len] = '\0';
+	line[strcspn(line, "\r\n")] = '\0';
+	v = strchr(line, ':');
+	if (v == NULL)
+		return len;
+	*v++ = '\0';
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (strcasecmp(line, "ETag") == 0) {
+		snprintf(r->etag, sizeof(r->etag), "%s", v);
+	} else if (strcasecmp(line, "Content-Type") == 0) {
+		snprintf(r->content_type, sizeof(r->content_type), "%s", v);
+	} else if (strcasecmp(line, "Content-Range") == 0) {
+		unsigned long long a, b, total;
+
+		if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &total) == 3) {
+			r->has_range = true;
+			r->range_start = a;
+			if (r->full_size == UINT64_MAX)
+				r->full_size = total;
+		}
+	} else if (strcasecmp(line, "X-Sandboxfs-Size") == 0) {
+		r->full_size = strtoull(v, NULL, 10);
+	}
+	return len;
+}
+
+static size_t xfer_write_cb(char *p, size_t size, size_t n, void *ud)
+{
+	struct xfer *x = ud;
+	size_t len = size * n;
+	int rc;
+
+	x->last_byte_ms = now_ms();
+	switch (x->phase) {
+	case XFER_HOLD:
+		x->paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	case XFER_ERRBODY:
+		if (x->errbody.len + len > ERROR_BODY_MAX) {
+			x->errbody_over = true;
+			return 0;
+		}
+		if (buf_append(&x->errbody, p, len) < 0)
+			return 0;
+		return len;
+	case XFER_BODY:
+		if (x->req->sink != NULL) {
+			rc = x->req->sink(x->req->sink_arg, p, len);
+			if (rc < 0) {
+				x->sink_err = rc;
+				return 0;
+			}
+			return len;
+		}
+		rc = buf_append(&x->resp->body, p, len);
+		if (rc < 0) {
+			x->sink_err = rc;
+			return 0;
+		}
+		return len;
+	}
+	return 0;
+}
+
+/* Configure h for req against conn (NULL for a plain provider request:
+ * then url/headers/TLS come from http). */
+static int xfer_setup(struct xfer *x, struct transport *t,
+		      const struct conn *conn, const char *url,
+		      const struct transport_http_req *http)
+{
+	const struct transport_req *req = x->req;
+	CURL *e = x->h->easy;
+	const char *const *extra = http ? http->headers : req->headers;
+	const char *ctype = http ? http->content_type : req->content_type;
+	const char *method = http ? http->method : req->method;
+	const void *body = http ? http->body : req->body;
+	size_t body_len = http ? http->body_len : req->body_len;
+	long connect_ms = http ? http->connect_timeout_ms
+			       : t->cfg.connect_timeout_ms;
+	const char *ca_file = NULL;
+	const char *const *resolve = NULL;
+	struct curl_slist *pins = NULL;
+	char line[160];
+	size_t i;
+
+	curl_easy_reset(e);
+	x->errbuf[0] = '\0';
+	if (conn != NULL)
+		x->hdrs = curl_slist_append(x->hdrs, conn->auth);
+	for (i = 0; extra != NULL && extra[i] != NULL; i++)
+		x->hdrs = curl_slist_append(x->hdrs, extra[i]);
+	if (ctype != NULL) {
+		snprintf(line, sizeof(line), "Content-Type: %s", ctype);
+		x->hdrs = curl_slist_append(x->hdrs, line);
+	} else {
+		x->hdrs = curl_slist_append(x->hdrs, "Content-Type:");
+	}
+	/* One round trip: no "Expect: 100-continue" for large bodies. */
+	x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+	if (x->hdrs == NULL)
+		return -ENOMEM;
+
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+	curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(e, CURLOPT_PROXY, "");
+	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* Reuse a pooled connection only while the agent surely keeps it
+	 * open (its idle timeout is longer), so a reused connection is never
+	 * found dead after the request went out. */
+	curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, 30L);
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, xfer_header_cb);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, xfer_write_cb);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (http != NULL) {
+		ca_file = http->ca_file;
+		resolve = http->resolve;
+	} else if (t->prov->ops->ca_file != NULL) {
+		ca_file = t->prov->ops->ca_file(t->prov);
+		if (t->prov->ops->resolve != NULL)
+			resolve = t->prov->ops->resolve(t->prov);
+	}
+	if (ca_file != NULL)
+		curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
+	for (i = 0; resolve != NULL && resolve[i] != NULL; i++)
+		pins = curl_slist_append(pins, resolve[i]);
+	if (pins != NULL) {
+		/* The list must outlive the transfer; xfer_finish frees it. */
+		curl_easy_setopt(e, CURLOPT_RESOLVE, pins);
+		x->pins = pins;
+	}
+	/* A command that may run must never be replayed by libcurl's own
+	 * retry on a reused connection that turned out dead. */
+	if (!http && !req->idempotent)
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+
+	if (strcmp(method, "GET") == 0) {
+		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+	} else {
+		if (strcmp(method, "POST") != 0)
+			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+				 (curl_off_t)body_len);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body ? body : "");
+	}
+	if (curl_multi_add_handle(x->h->multi, e) != CURLM_OK)
+		return -EIO;
+	return 0;
+}
+
+static void xfer_init(struct xfer *x, struct handle *h,
+		      const struct transport_req *req,
+		      struct transport_resp *resp)
+{
+	memset(x, 0, sizeof(*x));
+	x->h = h;
+	x->req = req;
+	x->resp = resp;
+	x->phase = XFER_HOLD;
+	buf_init(&x->errbody, ERROR_BODY_MAX + 1);
+	resp->status = 0;
+	resp->full_size = UINT64_MAX;
+	resp->body.max = req->max_body ? req->max_body : TRANSPORT_DEFAULT_MAX_BODY;
+}
+
+/* Detach the easy handle from its multi. An unfinished transfer closes its
+ * connection (libcurl cannot reuse a half-read response). */
+static void xfer_finish(struct xfer *x)
+{
+	if (x->h == NULL)
+		return;
+	curl_multi_remove_handle(x->h->multi, x->h->easy);
+	curl_slist_free_all(x->hdrs);
+	curl_slist_free_all(x->pins);
+	x->hdrs = NULL;
+	x->pins = NULL;
+	x->h = NULL;
+	buf_cleanup(&x->errbody);
+}
+
+static bool curl_is_connect_error(CURLcode rc)
+{
+	return rc == CURLE_COULDNT_CONNECT ||
+	       rc == CURLE_COULDNT_RESOLVE_HOST ||
+	       rc == CURLE_COULDNT_RESOLVE_PROXY ||
+	       rc == CURLE_OPERATION_TIMEDOUT; /* only the connect timeout is
+						  libcurl's; ours are below */
+}
+
+/*
+ * Drive the transfer until the phase's goal: response headers (XFER_HOLD)
+ * or the end of the body. deadline is absolute (ms); idle_ms > 0 also ends
+ * the wait when no byte arrived for that long.
+ */
+static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
+				  long idle_ms)
+{
+	CURLM *m = x->h->multi;
+
+	x->last_byte_ms = now_ms();
+	for (;;) {
+		CURLMsg *msg;
+		int running = 0, left;
+		long long now, wait;
+
+		if (curl_multi_perform(m, &running) != CURLM_OK)
+			return XFER_BROKEN;
+		while ((msg = curl_multi_info_read(m, &left)) != NULL) {
+			if (msg->msg == CURLMSG_DONE) {
+				x->done = true;
+				x->result = msg->data.result;
+			}
+		}
+		if (x->phase == XFER_HOLD && x->headers_done)
+			return XFER_OK;
+		/* A refusal made while curl_easy_pause(CONT) delivered the
+		 * bytes held during the header phase is not reported
+		 * through the multi handle: look at our own flags. */
+		if (x->errbody_over)
+			return XFER_TOO_BIG;
+		if (x->sink_err == -EFBIG && x->req->sink == NULL)
+			return XFER_TOO_BIG;
+		if (x->sink_err != 0)
+			return XFER_SINK;
+		if (x->done) {
+			if (x->result == CURLE_OK)
+				return x->headers_done ? XFER_OK : XFER_BROKEN;
+			if (x->errbody_over)
+				return XFER_TOO_BIG;
+			if (x->sink_err == -EFBIG && x->req->sink == NULL)
+				return XFER_TOO_BIG;
+			if (x->sink_err != 0)
+				return XFER_SINK;
+			if (!x->headers_done && curl_is_connect_error(x->result))
+				return XFER_CONNECT;
+			return XFER_BROKEN;
+		}
+		now = now_ms();
+		if (now >= deadline)
+			return XFER_TIMEOUT;
+		if (idle_ms > 0 && x->headers_done &&
+		    now - x->last_byte_ms >= idle_ms)
+			return XFER_TIMEOUT;
+		wait = deadline - now;
+		if (idle_ms > 0 && x->headers_done &&
+		    x->last_byte_ms + idle_ms - now < wait)
+			wait = x->last_byte_ms + idle_ms - now;
+		if (wait > 1000)
+			wait = 1000;
+		if (wait < 1)
+			wait = 1;
+		curl_multi_poll(m, NULL, 0, (int)wait, NULL);
+	}
+}
+
+/* Continue a held transfer into another phase. */
+static void xfer_resume_as(struct xfer *x, enum xfer_phase phase)
+{
+	x->phase = phase;
+	if (x->paused) {
+		x->paused = false;
+		curl_easy_pause(x->h->easy, CURLPAUSE_CONT);
+	}
+}
+
+/* ---- classification (protocol.md 7.6) ------------------------------------ */
+
+static void unanswered(struct sbx_error *err, const struct transport_req *req,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void unanswered(struct sbx_error *err, const struct transport_req *req,
+		       const char *fmt, ...)
+{
+	char reason[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	if (!req->idempotent)
+		sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
+			      "Sandbox operation '%s' did not report its "
+			      "outcome and may have taken effect: %s",
+			      req->op, reason);
+	else
+		sbx_error_set(err, SBX_UNREACHABLE, NULL, "%s: %s", req->op,
+			      reason);
+}
+
+static const char *status_text(long status)
+{
+	switch (status) {
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
+	case 412:
+		return "Precondition Failed";
+	case 413:
+		return "Payload Too Large";
+	case 415:
+		return "Unsupported Media Type";
+	case 416:
+		return "Range Not Satisfiable";
+	case 422:
+		return "Unprocessable Entity";
+	case 429:
+		return "Too Many Requests";
+	case 500:
+		return "Internal Server Error";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "";
+	}
+}
+
+static void body_reason(enum xfer_outcome o, char *out, size_t size)
+{
+	switch (o) {
+	case XFER_TOO_BIG:
+		snprintf(out, size, "its error body is longer than %d bytes",
+			 ERROR_BODY_MAX);
+		break;
+	case XFER_TIMEOUT:
+		snprintf(out, size, "its error body did not arrive before "
+				    "the response deadline");
+		break;
+	default:
+		snprintf(out, size, "its error body was cut off");
+		break;
+	}
+}
+
+/* A printable copy of an error body for a reason text. */
+static void body_text(const struct buf *b, char *out, size_t size)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < b->len && o + 1 < size; i++) {
+		unsigned char c = (unsigned char)b->data[i];
+
+		out[o++] = (c >= 0x20 && c != 0x7f) || c == '\n' ? (char)c
+								  : '?';
+	}
+	out[o] = '\0';
+}
+
+static bool body_typed_not_found(const struct buf *b)
+{
+	static const char *const prefixes[] = { PROTO_ERR_PATH_NOT_FOUND ":",
+						PROTO_ERR_JOB_NOT_FOUND ":" };
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		size_t n = strlen(prefixes[i]);
+
+		if (b->len >= n && memcmp(b->data, prefixes[i], n) == 0)
+			return true;
+	}
+	return false;
+}
+
+static bool body_typed_fs(const struct buf *b)
+{
+	return proto_error_fs_errno(b->data, b->len) != 0;
+}
+
+/*
+ * Read a non-2xx answer's body (bounded by 4096 bytes and the response
+ * deadline) and classify it (the seed's check_response). Returns true when
+ * the body was read; false when reading it failed (err then holds the
+ * unanswered error).
+ */
+static bool read_error_body(struct transport *t, struct xfer *x,
+			    struct sbx_error *err)
+{
+	enum xfer_outcome o;
+	char why[128];
+
+	xfer_resume_as(x, XFER_ERRBODY);
+	o = xfer_run(x, now_ms() + t->cfg.response_timeout_ms, 0);
+	if (o == XFER_OK)
+		return true;
+	body_reason(o, why, sizeof(why));
+	unanswered(err, x->req, "the agent returned %ld but %s", x->resp->status,
+		   why);
+	err->status = x->resp->status;
+	return false;
+}
+
+static void refusal(struct sbx_error *err, const struct transport_req *req,
+		    long status, const struct buf *body)
+{
+	char text[ERROR_BODY_MAX + 1];
+
+	body_text(body, text, sizeof(text));
+	if (status >= 500) {
+		unanswered(err, req, "the sandbox host returned %ld: %s",
+			   status, text);
+	} else {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "%s returned %ld %s: %s", req->op, status,
+			      status_text(status), text);
+		err->err = sbx_errno_for_refusal(status, body->data, body->len);
+	}
+	err->status = status;
+}
+
+static int check_response(struct transport *t, struct xfer *x,
+			  struct sbx_error *err)
+{
+	if (!read_error_body(t, x, err))
+		return -1;
+	refusal(err, x->req, x->resp->status, &x->errbody);
+	return -1;
+}
+
+/* ---- fetch and activate (protocol.md 7.2, 7.3) ---------------------------- */
+
+static void invalid_route(struct sbx_error *err)
+{
+	sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_TRANSPORT_INVALID,
+		      "the provider did not report a valid agent route and "
+		      "per-boot credential");
+}
+
+static void not_ready(struct sbx_error *err)
+{
+	sbx_error_set(err, SBX_UNREACHABLE, NULL,
+		      "%s: the sandbox agent is not ready", TRANSPORT_OP_AGENT);
+}
+
+static int fetch_connection(struct transport *t, const char *id,
+			    struct conn **out, struct sbx_error *err)
+{
+	struct provider *p = t->prov;
+	char *url = NULL, *cred = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = p->ops->route(p, id, &url, err);
+	if (rc < 0)
+		goto out;
+	/* The URL comes from the provider; refuse unexpected origins before
+	 * attaching even this sandbox-scoped credential. */
+	if (url == NULL || !p->ops->route_allowed(p, url)) {
+		invalid_route(err);
+		rc = -EPROTO;
+		goto out;
+	}
+	rc = p->ops->credential(p, id, &cred, &len, err);
+	if (rc == -ENOENT) {
+		not_ready(err);
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	if (!token_valid(cred, len)) {
+		invalid_route(err);
+		rc = -EPROTO;
+		goto out;
+	}
+	*out = conn_new(url, cred, len);
+	rc = 0;
+out:
+	if (cred != NULL) {
+		token_wipe(cred, len);
+		free(cred);
+	}
+	free(url);
+	return rc;
+}
+
+static int record_gone(struct sbx_error *err, const char *op, const char *id)
+{
+	sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_GONE,
+		      "%s: sandbox '%s' does not exist", op, id);
+	return -ENOENT;
+}
+
+/* One exchange without refresh or replay (the seed's agent_protocol::send),
+ * for activation and health-style requests on a known connection. */
+static int send_plain(struct transport *t, struct slot *s,
+		      const struct conn *conn, const struct transport_req *req,
+		      struct transport_resp *resp, struct sbx_error *err);
+
+static int activate_connection(struct transport *t, struct slot *s,
+			       const char *id, const struct conn *conn,
+			       struct sbx_error *err)
+{
+	struct provider *p = t->prov;
+	struct provider_record rec;
+	struct transport_resp resp;
+	struct transport_req req = {
+		.op = TRANSPORT_OP_ACTIVATE,
+		.idempotent = true,
+		.method = "POST",
+		.path = "/v1/activate",
+		.max_body = 4096,
+	};
+	enum transport_kind kind;
+	int rc;
+
+	/* Any operation can be the first on a fresh boot, and activation
+	 * starts image code: re-read and judge the record every time. */
+	memset(&rec, 0, sizeof(rec));
+	rc = p->ops->record(p, id, &rec, err);
+	if (rc == -ENOENT)
+		return record_gone(err, TRANSPORT_OP_ACTIVATE, id);
+	if (rc < 0)
+		return rc;
+	if (p->ops->judge != NULL) {
+		rc = p->ops->judge(p, &rec, err);
+		if (rc < 0)
+			goto out;
+	}
+	rc = transport_kind_of(&rec, &kind, err);
+	if (rc < 0)
+		goto out;
+	if (kind != TRANSPORT_AGENT) {
+		invalid_route(err);
+		rc = -EPROTO;
+		goto out;
+	}
+	transport_resp_init(&resp);
+	rc = send_plain(t, s, conn, &req, &resp, err);
+	transport_resp_cleanup(&resp);
+out:
+	provider_record_cleanup(&rec);
+	return rc;
+}
+
+/* The seed's request(): the cached connection, fetched and activated when
+ * the slot is empty. Returns a reference. */
+static int slot_connection(struct transport *t, struct slot *s,
+			   const char *id, struct conn **out,
+			   struct sbx_error *err)
+{
+	struct conn *c = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->conn == NULL) {
+		rc = fetch_connection(t, id, &c, err);
+		if (rc == 0) {
+			rc = activate_connection(t, s, id, c, err);
+			if (rc == 0) {
+				s->conn = c;
+				s->gen++;
+			} else {
+				conn_unref(c);
+			}
+		}
+	}
+	if (rc == 0)
+		*out = conn_ref(s->conn);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- sending ------------------------------------------------------------- */
+
+/* The response headers must come within the response deadline, and
+ * within the request's overall deadline when it has one. */
+static long long request_deadline(const struct transport *t,
+				  const struct transport_req *req,
+				  long long start)
+{
+	long long d = start + t->cfg.response_timeout_ms;
+
+	if (req->deadline_ms > 0 && start + req->deadline_ms < d)
+		d = start + req->deadline_ms;
+	return d;
+}
+
+static char *join_url(const struct conn *c, const char *path)
+{
+	return xasprintf("%s%s", c ? c->origin : "", path);
+}
+
+/*
+ * Read a 2xx body into the sink or buffer. Failures after a success status
+ * are classified as unanswered: the operation may have happened.
+ */
+static int read_success_body(struct transport *t, struct xfer *x,
+			     long long start, struct sbx_error *err)
+{
+	const struct transport_req *req = x->req;
+	long long deadline = req->deadline_ms > 0 ? start + req->deadline_ms
+						  : (long long)1 << 62;
+	long idle = req->idle_timeout_ms == 0 ? t->cfg.body_idle_timeout_ms
+					      : req->idle_timeout_ms;
+	enum xfer_outcome o;
+
+	xfer_resume_as(x, XFER_BODY);
+	o = xfer_run(x, deadline, idle > 0 ? idle : 0);
+	switch (o) {
+	case XFER_OK:
+		return 0;
+	case XFER_TOO_BIG:
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "%s: the answer is larger than %zu bytes",
+			      req->op, req->max_body);
+		err->err = EFBIG;
+		return -EFBIG;
+	case XFER_SINK:
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "%s: the answer could not be used (%s)", req->op,
+			      strerror(-x->sink_err));
+		err->err = -x->sink_err;
+		return x->sink_err;
+	case XFER_TIMEOUT:
+		unanswered(err, req, "the answer stalled past its deadline");
+		return -EIO;
+	default:
+		unanswered(err, req, "the answer was cut off (%s)",
+			   x->errbuf[0] ? x->errbuf : "connection closed");
+		return -EIO;
+	}
+}
+
+static int send_plain(struct transport *t, struct slot *s,
+		      const struct conn *conn, const struct transport_req *req,
+		      struct transport_resp *resp, struct sbx_error *err)
+{
+	struct handle *h = handle_take(s);
+	long long start = now_ms();
+	enum xfer_outcome o;
+	struct xfer x;
+	char *url = join_url(conn, req->path);
+	int rc;
+
+	xfer_init(&x, h, req, resp);
+	rc = xfer_setup(&x, t, conn, url, NULL);
+	if (rc < 0) {
+		unanswered(err, req, "the request could not be prepared");
+		goto out;
+	}
+	o = xfer_run(&x, request_deadline(t, req, start), 0);
+	if (o == XFER_TIMEOUT) {
+		unanswered(err, req, "the agent did not answer before the "
+				     "response deadline");
+		rc = -EIO;
+	} else if (o != XFER_OK) {
+		unanswered(err, req, "the agent connection failed (%s)",
+			   x.errbuf[0] ? x.errbuf : "no answer");
+		rc = -EIO;
+	} else if (resp->status < 200 || resp->status >= 300) {
+		check_response(t, &x, err);
+		rc = sbx_error_errno(err);
+	} else {
+		rc = read_success_body(t, &x, start, err);
+	}
+out:
+	xfer_finish(&x);
+	handle_give(t, s, h);
+	free(url);
+	return rc;
+}
+
+static void log_failure(const char *id, const struct transport_req *req,
+			const struct sbx_error *err, bool typed)
+{
+	char text[1024];
+
+	/* The caller logs the failure once, with more context; here it is
+	 * only traced. */
+	(void)typed;
+	sbx_error_describe(err, text, sizeof(text));
+	log_debug("sandbox %s: %s: %s", id, req->op, text);
+}
+
+/*
+ * The replay after a refresh (protocol.md 7.5 steps 4-6): exactly once, on
+ * the connection the slot now holds.
+ */
+static int replay(struct transport *t, struct slot *s, const char *id,
+		  struct conn *conn, const struct transport_req *req,
+		  struct transport_resp *resp, struct sbx_error *err)
+{
+	struct handle *h = handle_take(s);
+	long long start = now_ms();
+	bool keep = false;
+	enum xfer_outcome o;
+	struct xfer x;
+	char *url = join_url(conn, req->path);
+	int rc = -EIO;
+
+	(void)id;
+	transport_resp_cleanup(resp);
+	transport_resp_init(resp);
+	xfer_init(&x, h, req, resp);
+	if (xfer_setup(&x, t, conn, url, NULL) < 0) {
+		unanswered(err, req, "the request could not be prepared");
+		goto out;
+	}
+	o = xfer_run(&x, request_deadline(t, req, start), 0);
+	if (o == XFER_TIMEOUT) {
+		unanswered(err, req, "the agent did not answer before the "
+				     "response deadline");
+	} else if (o != XFER_OK) {
+		unanswered(err, req, "the agent connection failed (%s)",
+			   x.errbuf[0] ? x.errbuf : "no answer");
+	} else if (resp->status >= 200 && resp->status < 300) {
+		/* The fresh route answered; what happens to the body is the
+		 * operation's business. */
+		rc = read_success_body(t, &x, start, err);
+		keep = true;
+	} else if (read_error_body(t, &x, err)) {
+		refusal(err, req, resp->status, &x.errbody);
+		rc = sbx_error_errno(err);
+		/* A typed answer came from the fresh route: keep it. */
+		keep = body_typed_not_found(&x.errbody) ||
+		       body_typed_fs(&x.errbody);
+	}
+out:
+	xfer_finish(&x);
+	handle_give(t, s, h);
+	free(url);
+	/* A failed retry must not pin the route for the next operation. */
+	if (rc < 0 && !keep)
+		slot_invalidate(s, conn);
+	return rc;
+}
+
+enum refresh_trigger {
+	REFRESH_CONNECT,
+	REFRESH_NOT_FOUND,
+	REFRESH_UNAUTHORIZED,
+};
+
+int transport_send(struct transport *t, const char *id,
+		   const struct transport_req *req, struct transport_resp *resp,
+		   struct sbx_error *err)
+{
+	struct slot *s = slot_get(t, id);
+	struct conn *used = NULL, *fresh = NULL, *previous = NULL;
+	struct handle *h = NULL;
+	enum refresh_trigger trigger;
+	long long start = now_ms();
+	enum xfer_outcome o;
+	struct xfer x;
+	bool held = false, typed = false;
+	char *url = NULL;
+	int rc;
+
+	sbx_error_clear(err);
+	memset(&x, 0, sizeof(x));
+	rc = slot_connection(t, s, id, &used, err);
+	if (rc < 0)
+		goto out;
+
+	/* First attempt, bounded until the response headers. */
+	h = handle_take(s);
+	url = join_url(used, req->path);
+	xfer_init(&x, h, req, resp);
+	rc = xfer_setup(&x, t, used, url, NULL);
+	if (rc < 0) {
+		unanswered(err, req, "the request could not be prepared");
+		goto out;
+	}
+	o = xfer_run(&x, request_deadline(t, req, start), 0);
+	switch (o) {
+	case XFER_CONNECT:
+		/* Never delivered: safe to refresh and replay. */
+		trigger = REFRESH_CONNECT;
+		goto refresh;
+	case XFER_TIMEOUT:
+		slot_invalidate(s, used);
+		unanswered(err, req, "the agent did not answer before the "
+				     "response deadline");
+		rc = -EIO;
+		goto out;
+	case XFER_OK:
+		break;
+	default:
+		slot_invalidate(s, used);
+		unanswered(err, req, "the agent connection failed after "
+				     "connecting (%s)",
+			   x.errbuf[0] ? x.errbuf : "no answer");
+		rc = -EIO;
+		goto out;
+	}
+
+	if (resp->status == 404) {
+		if (!read_error_body(t, &x, err)) {
+			slot_invalidate(s, used);
+			rc = -EIO;
+			goto out;
+		}
+		if (body_typed_not_found(&x.errbody)) {
+			/* A typed refusal is the agent's final answer. */
+			refusal(err, req, 404, &x.errbody);
+			typed = true;
+			rc = sbx_error_errno(err);
+			goto out;
+		}
+		/* An untyped 404 is a provider route miss. */
+		trigger = REFRESH_NOT_FOUND;
+		goto refresh;
+	}
+	if (resp->status == 401) {
+		/* Keep the answer unread while the credential is re-read. */
+		trigger = REFRESH_UNAUTHORIZED;
+		held = true;
+		goto refresh;
+	}
+	if (resp->status >= 200 && resp->status < 300) {
+		rc = read_success_body(t, &x, start, err);
+		goto out;
+	}
+	if (read_error_body(t, &x, err)) {
+		refusal(err, req, resp->status, &x.errbody);
+		typed = body_typed_fs(&x.errbody);
+	}
+	if (!typed)
+		slot_invalidate(s, used);
+	rc = sbx_error_errno(err);
+	goto out;
+
+refresh:
+	pthread_mutex_lock(&s->lock);
+	if (s->conn == NULL || conn_same(s->conn, used)) {
+		previous = s->conn;
+		s->conn = NULL;
+		rc = fetch_connection(t, id, &fresh, err);
+		if (rc < 0) {
+			pthread_mutex_unlock(&s->lock);
+			goto out;
+		}
+		if (trigger == REFRESH_UNAUTHORIZED && previous != NULL &&
+		    strcmp(fresh->token, previous->token) == 0 &&
+		    strcmp(fresh->url, previous->url) == 0) {
+			/* The credential did not change: the refusal stands.
+			 * Put the route back and read the body unlocked. */
+			s->conn = previous;
+			previous = NULL;
+			pthread_mutex_unlock(&s->lock);
+			check_response(t, &x, err);
+			rc = sbx_error_errno(err);
+			goto out;
+		}
+		rc = activate_connection(t, s, id, fresh, err);
+		if (rc < 0) {
+			pthread_mutex_unlock(&s->lock);
+			goto out;
+		}
+		s->conn = fresh;
+		s->gen++;
+		fresh = NULL;
+	}
+	conn_unref(used);
+	used = conn_ref(s->conn);
+	pthread_mutex_unlock(&s->lock);
+	if (used == NULL) {
+		invalid_route(err);
+		rc = -EPROTO;
+		goto out;
+	}
+	if (held) {
+		/* The refused answer is dropped unread. */
+		xfer_finish(&x);
+		held = false;
+	}
+	rc = replay(t, s, id, used, req, resp, err);
+	if (rc < 0)
+		typed = err->code == SBX_COMMAND_FAILED &&
+			(err->err == ENOENT || err->status == 409);
+out:
+	(void)held;
+	xfer_finish(&x);
+	if (h != NULL)
+		handle_give(t, s, h);
+	free(url);
+	conn_unref(used);
+	conn_unref(fresh);
+	conn_unref(previous);
+	if (rc < 0)
+		log_failure(id, req, err, typed);
+	return rc;
+}
+
+/* ---- transport decisions and lifecycle ---------------------------------- */
+
+void transport_config_defaults(struct transport_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->connect_timeout_ms = 10000;
+	cfg->response_timeout_ms = 60000;
+	cfg->body_idle_timeout_ms = 0;
+	cfg->ready_timeout_ms = 60000;
+	cfg->ready_interval_ms = 500;
+	cfg->running_timeout_ms = 120000;
+	cfg->max_idle_handles = 16;
+	cfg->new_sessions_use_agent = true;
+}
+
+int transport_new(struct provider *prov, const struct transport_config *cfg,
+		  struct transport **out)
+{
+	struct transport *t;
+
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK)
+		return -EIO;
+	t = xcalloc(1, sizeof(*t));
+	t->prov = prov;
+	if (cfg != NULL)
+		t->cfg = *cfg;
+	else
+		transport_config_defaults(&t->cfg);
+	if (t->cfg.connect_timeout_ms <= 0)
+		t->cfg.connect_timeout_ms = 10000;
+	if (t->cfg.response_timeout_ms <= 0)
+		t->cfg.response_timeout_ms = 60000;
+	if (t->cfg.body_idle_timeout_ms <= 0)
+		t->cfg.body_idle_timeout_ms = t->cfg.response_timeout_ms;
+	if (t->cfg.ready_timeout_ms <= 0)
+		t->cfg.ready_timeout_ms = 60000;
+	if (t->cfg.ready_interval_ms <= 0)
+		t->cfg.ready_interval_ms = 500;
+	if (t->cfg.running_timeout_ms <= 0)
+		t->cfg.running_timeout_ms = 120000;
+	pthread_mutex_init(&t->lock, NULL);
+	*out = t;
+	return 0;
+}
+
+void transport_free(struct transport *t)
+{
+	struct slot *s, *next;
+
+	if (t == NULL)
+		return;
+	for (s = t->slots; s != NULL; s = next) {
+		struct handle *h, *hn;
+
+		next = s->next;
+		for (h = s->idle; h != NULL; h = hn) {
+			hn = h->next;
+			handle_free(h);
+		}
+		conn_unref(s->conn);
+		pthread_mutex_destroy(&s->lock);
+		pthread_mutex_destroy(&s->pool_lock);
+		free(s->id);
+		free(s);
+	}
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+struct provider *transport_provider(const struct transport *t)
+{
+	return t->prov;
+}
+
+long transport_response_timeout_ms(const struct transport *t)
+{
+	return t->cfg.response_timeout_ms;
+}
+
+int transport_kind_of(const struct provider_record *rec,
+		      enum transport_kind *kind, struct sbx_error *err)
+{
+	const char *label = provider_record_label(rec, PROTO_TRANSPORT_LABEL);
+
+	/* Only authenticated provider metadata decides; an unknown version
+	 * fails closed. */
+	if (label == NULL) {
+		*kind = TRANSPORT_NATIVE;
+		return 0;
+	}
+	if (strcmp(label, PROTO_TRANSPORT_AGENT) == 0) {
+		*kind = TRANSPORT_AGENT;
+		return 0;
+	}
+	invalid_route(err);
+	return -EPROTO;
+}
+
+int transport_session_kind(struct transport *t, const char *id,
+			   const char *op, enum transport_kind *kind,
+			   struct provider_record *rec_out,
+			   struct sbx_error *err)
+{
+	struct provider_record rec;
+	int rc;
+
+	sbx_error_clear(err);
+	memset(&rec, 0, sizeof(rec));
+	rc = t->prov->ops->record(t->prov, id, &rec, err);
+	if (rc == -ENOENT)
+		return record_gone(err, op, id);
+	if (rc < 0)
+		return rc;
+	rc = transport_kind_of(&rec, kind, err);
+	if (rc == 0 && rec_out != NULL) {
+		*rec_out = rec;
+		return 0;
+	}
+	provider_record_cleanup(&rec);
+	return rc;
+}
+
+struct transport_caps transport_default_caps(const struct transport *t)
+{
+	struct transport_caps c = {
+		.jobs = t->cfg.new_sessions_use_agent,
+		.supervisor_isolation = t->cfg.new_sessions_use_agent,
+	};
+
+	return c;
+}
+
+int transport_session_caps(struct transport *t, const char *id,
+			   struct transport_caps *caps, struct sbx_error *err)
+{
+	enum transport_kind kind;
+	int rc;
+
+	rc = transport_session_kind(t, id, TRANSPORT_OP_AGENT, &kind, NULL,
+				    err);
+	if (rc < 0)
+		return rc;
+	caps->jobs = kind == TRANSPORT_AGENT;
+	caps->supervisor_isolation = kind == TRANSPORT_AGENT;
+	return 0;
+}
+
+void transport_resp_init(struct transport_resp *r)
+{
+	memset(r, 0, sizeof(*r));
+	buf_init(&r->body, 0);
+	r->full_size = UINT64_MAX;
+}
+
+void transport_resp_cleanup(struct transport_resp *r)
+{
+	if (r != NULL)
+		buf_cleanup(&r->body);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* One readiness probe: health through the normal request path. */
+static int ready_probe(struct transport *t, struct slot *s, const char *id,
+		       long long deadline, struct proto_health *health,
+		       struct sbx_error *err)
+{
+	struct transport_req req = {
+		.op = TRANSPORT_OP_HEALTH,
+		.idempotent = true,
+		.method = "GET",
+		.path = "/v1/health?version=1",
+		.max_body = 64 * 1024,
+	};
+	struct transport_resp resp;
+	struct conn *used = NULL;
+	int rc;
+
+	req.deadline_ms = deadline - now_ms();
+	if (req.deadline_ms < 1)
+		req.deadline_ms = 1;
+	transport_resp_init(&resp);
+	rc = transport_send(t, id, &req, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_health_decode(resp.body.data, resp.body.len, health);
+	if (rc < 0) {
+		not_ready(err);
+		rc = -EIO;
+		goto out;
+	}
+	if (proto_health_ready(health)) {
+		rc = 0;
+		goto out;
+	}
+	if (health->protocol_version == PROTO_VERSION &&
+	    strcmp(health->status, PROTO_STATUS_AWAITING) == 0) {
+		/* Health is public and cannot reject a previous boot's
+		 * credential: a fresh boot at the same URL needs a new
+		 * credential and a policy-checked activation. */
+		pthread_mutex_lock(&s->lock);
+		used = conn_ref(s->conn);
+		pthread_mutex_unlock(&s->lock);
+		if (used != NULL)
+			slot_invalidate(s, used);
+	}
+	not_ready(err);
+	rc = -EIO;
+out:
+	conn_unref(used);
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+int transport_wait_ready(struct transport *t, const char *id,
+			 struct proto_health *health_out,
+			 struct sbx_error *err)
+{
+	struct slot *s = slot_get(t, id);
+	long long deadline = now_ms() + t->cfg.ready_timeout_ms;
+	struct proto_health health;
+	int rc;
+
+	for (;;) {
+		long long now;
+
+		memset(&health, 0, sizeof(health));
+		sbx_error_clear(err);
+		rc = ready_probe(t, s, id, deadline, &health, err);
+		if (rc == 0) {
+			if (health_out != NULL)
+				*health_out = health;
+			return 0;
+		}
+		now = now_ms();
+		if (!err->retryable)
+			return rc;
+		if (now >= deadline) {
+			not_ready(err);
+			return -EIO;
+		}
+		sleep_ms(deadline - now < t->cfg.ready_interval_ms
+				 ? (long)(deadline - now)
+				 : t->cfg.ready_interval_ms);
+	}
+}
+
+static bool state_asleep(enum provider_state st)
+{
+	return st == PROVIDER_STATE_STOPPED || st == PROVIDER_STATE_SUSPENDED;
+}
+
+static int wait_running(struct transport *t, const char *id,
+			struct sbx_error *err)
+{
+	long long deadline = now_ms() + t->cfg.running_timeout_ms;
+	struct provider_record rec;
+	int rc;
+
+	for (;;) {
+		enum provider_state st;
+
+		memset(&rec, 0, sizeof(rec));
+		rc = t->prov->ops->record(t->prov, id, &rec, err);
+		if (rc == -ENOENT)
+			return record_gone(err, "sandbox.resume", id);
+		if (rc < 0)
+			return rc;
+		st = rec.state;
+		provider_record_cleanup(&rec);
+		if (st == PROVIDER_STATE_RUNNING)
+			return 0;
+		if (st == PROVIDER_STATE_DELETING)
+			return record_gone(err, "sandbox.resume", id);
+		if (now_ms() >= deadline) {
+			sbx_error_set(err, SBX_UNREACHABLE, NULL,
+				      "sandbox.resume: sandbox '%s' did not "
+				      "reach Running (still %s)",
+				      id, provider_state_name(st));
+			return -EIO;
+		}
+		sleep_ms(t->cfg.ready_interval_ms);
+	}
+}
+
+int transport_resume(struct transport *t, const char *id,
+		     struct proto_health *health_out, struct sbx_error *err)
+{
+	struct provider *p = t->prov;
+	struct provider_record rec;
+	enum transport_kind kind;
+	struct sbx_error stop_err;
+	bool woke = false;
+	char text[1024];
+	int rc;
+
+	sbx_error_clear(err);
+	memset(&rec, 0, sizeof(rec));
+	rc = p->ops->record(p, id, &rec, err);
+	if (rc == -ENOENT)
+		return record_gone(err, "sandbox.resume", id);
+	if (rc < 0)
+		goto fail;
+	if (state_asleep(rec.state)) {
+		rc = p->ops->resume(p, id, err);
+		if (rc < 0)
+			goto fail;
+		woke = true;
+		rc = wait_running(t, id, err);
+		if (rc < 0)
+			goto fail;
+	}
+	/* The label decides, from a fresh read; an unknown label fails
+	 * closed before any route or credential is fetched. */
+	rc = transport_session_kind(t, id, "sandbox.resume", &kind, NULL, err);
+	if (rc < 0)
+		goto fail;
+	if (kind == TRANSPORT_AGENT) {
+		rc = transport_wait_ready(t, id, health_out, err);
+		if (rc < 0)
+			goto fail;
+	} else if (health_out != NULL) {
+		memset(health_out, 0, sizeof(*health_out));
+	}
+	provider_record_cleanup(&rec);
+	return 0;
+fail:
+	provider_record_cleanup(&rec);
+	if (woke) {
+		/* Stop (never delete) only the sandbox this call woke. */
+		sbx_error_clear(&stop_err);
+		if (p->ops->stop(p, id, &stop_err) < 0)
+			log_warn("sandbox %s: could not stop it again after a "
+				 "failed resume: %s",
+				 id, sbx_error_describe(&stop_err, text,
+							sizeof(text)));
+	}
+	sbx_error_describe(err, text, sizeof(text));
+	if (err->code != SBX_COMMAND_FAILED || err->retryable) {
+		int e = err->err;
+		char failure[sizeof(err->failure)];
+
+		snprintf(failure, sizeof(failure), "%s", err->failure);
+		sbx_error_set(err, SBX_COMMAND_FAILED,
+			      failure[0] ? failure : NULL,
+			      "sandbox.resume: %s", text);
+		err->err = e ? e : EIO;
+	}
+	return rc < 0 ? rc : -EIO;
+}
+
+unsigned transport_generation(struct transport *t, const char *id)
+{
+	struct slot *s = slot_get(t, id);
+	unsigned gen;
+
+	pthread_mutex_lock(&s->lock);
+	gen = s->gen;
+	pthread_mutex_unlock(&s->lock);
+	return gen;
+}
+
+void transport_forget(struct transport *t, const char *id)
+{
+	struct slot *s = slot_get(t, id);
+	struct conn *old;
+
+	pthread_mutex_lock(&s->lock);
+	old = s->conn;
+	s->conn = NULL;
+	pthread_mutex_unlock(&s->lock);
+	conn_unref(old);
+}
+
+/* ---- plain provider HTTP ------------------------------------------------ */
+
+int transport_http(const struct transport_http_req *hreq,
+		   struct transport_resp *resp, struct sbx_error *err)
+{
+	struct transport_req req = {
+		.op = "provider.http",
+		.idempotent = true,
+		.method = hreq->method,
+		.path = "",
+		.max_body = hreq->max_body,
+	};
+	struct handle *h;
+	struct xfer x;
+	enum xfer_outcome o;
+	long long start = now_ms();
+	long timeout = hreq->timeout_ms > 0 ? hreq->timeout_ms : 60000;
+	int rc;
+
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK)
+		return -EIO;
+	sbx_error_clear(err);
+	h = xcalloc(1, sizeof(*h));
+	h->multi = curl_multi_init();
+	h->easy = curl_easy_init();
+	if (h->multi == NULL || h->easy == NULL)
+		fatalx("libcurl could not make a handle");
+	resp->body.max = hreq->max_body;
+	xfer_init(&x, h, &req, resp);
+	rc = xfer_setup(&x, NULL, NULL, hreq->url, hreq);
+	if (rc < 0) {
+		unanswered(err, &req, "the request could not be prepared");
+		goto out;
+	}
+	o = xfer_run(&x, start + timeout, 0);
+	if (o == XFER_OK) {
+		/* Any status is an answer; the body is read whole. */
+		xfer_resume_as(&x, XFER_BODY);
+		o = xfer_run(&x, start + timeout, 0);
+	}
+	switch (o) {
+	case XFER_OK:
+		rc = 0;
+		break;
+	case XFER_TOO_BIG:
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "the answer is larger than %zu bytes",
+			      hreq->max_body);
+		rc = -EFBIG;
+		break;
+	case XFER_TIMEOUT:
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "no answer before the deadline");
+		rc = -ETIMEDOUT;
+		break;
+	case XFER_CONNECT:
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "could not connect (%s)", x.errbuf);
+		rc = -ECONNREFUSED;
+		break;
+	default:
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "the exchange failed (%s)",
+			      x.errbuf[0] ? x.errbuf : "connection closed");
+		rc = -EIO;
+		break;
+	}
+out:
+	xfer_finish(&x);
+	handle_free(h);
+	return rc;
+}
+
+/* ---- test hooks ----------------------------------------------------------- */
+
+void transport_test_set_connection(struct transport *t, const char *id,
+				   const char *url, const char *token)
+{
+	struct slot *s = slot_get(t, id);
+	struct conn *old;
+
+	pthread_mutex_lock(&s->lock);
+	old = s->conn;
+	s->conn = conn_new(url, token, strlen(token));
+	pthread_mutex_unlock(&s->lock);
+	conn_unref(old);
+}
+
+bool transport_test_cached_url(struct transport *t, const char *id,
+			       char *url, size_t size)
+{
+	struct slot *s = slot_get(t, id);
+	bool have;
+
+	pthread_mutex_lock(&s->lock);
+	have = s->conn != NULL;
+	if (have)
+		snprintf(url, size, "%s", s->conn->url);
+	pthread_mutex_unlock(&s->lock);
+	return have;
+}

@@ -1,0 +1,1173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite agent_ext: the file extension. The "fsops" case calls the
+ * confined primitives in-process on a temporary root; the "wire" case
+ * talks to a real sandbox-agent over HTTP and checks exact statuses and
+ * bodies (attributes are compared with lstat of the file on disk). When
+ * the tests run as root the agent acts as nobody, so fixtures made here
+ * are handed to that user.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/fsops.h"
+#include "agent/resolve.h"
+#include "common/buf.h"
+#include "common/proto.h"
+#include "common/proto_files.h"
+#include "tests/check_suites.h"
+#include "tests/helpers.h"
+
+#define NOBODY 65534
+
+/* Hand a fixture to the user the agent acts as. */
+static void own(const char *path)
+{
+	if (geteuid() == 0)
+		ck_assert_msg(lchown(path, NOBODY, NOBODY) == 0, "chown %s",
+			      path);
+}
+
+static char *join(const char *dir, const char *rel)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", dir, rel) < 0)
+		ck_abort_msg("asprintf");
+	return p;
+}
+
+static void put_file(const char *dir, const char *rel, const char *text)
+{
+	char *p = join(dir, rel);
+
+	th_write_file(p, text, strlen(text));
+	own(p);
+	free(p);
+}
+
+static void make_dir(const char *dir, const char *rel)
+{
+	char *p = join(dir, rel);
+
+	ck_assert_msg(mkdir(p, 0755) == 0, "mkdir %s", p);
+	own(p);
+	free(p);
+}
+
+static void make_link(const char *dir, const char *rel, const char *target)
+{
+	char *p = join(dir, rel);
+
+	ck_assert_msg(symlink(target, p) == 0, "symlink %s", p);
+	own(p);
+	free(p);
+}
+
+static char *slurp(const char *dir, const char *rel, size_t *len)
+{
+	char *p = join(dir, rel), *text = th_read_file(p, len);
+
+	free(p);
+	return text;
+}
+
+static void lstat_at(const char *dir, const char *rel, struct stat *st)
+{
+	char *p = join(dir, rel);
+
+	ck_assert_msg(lstat(p, st) == 0, "lstat %s", p);
+	free(p);
+}
+
+/* ---- fsops in-process ---------------------------------------------------- */
+
+static struct agent fa;
+static char *froot;
+static mode_t fumask;
+static bool no_openat2;
+
+static void fsops_setup(void)
+{
+	int fd;
+
+	memset(&fa, 0, sizeof(fa));
+	froot = th_tmpdir("fsops");
+	fa.cfg.root = froot;
+	fa.root_fd = open(froot, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ck_assert(fa.root_fd >= 0);
+	fumask = umask(022);
+	/* valgrind (3.19) does not know openat2: these cases then have
+	 * nothing to test in-process (the wire case still runs them in the
+	 * agent, outside valgrind). */
+	fd = agent_resolve_open(&fa, "", O_PATH, 0, RESOLVE_EXT);
+	no_openat2 = fd == -ENOSYS;
+	if (fd >= 0)
+		close(fd);
+}
+
+static void fsops_teardown(void)
+{
+	umask(fumask);
+	close(fa.root_fd);
+	th_rmtree(froot);
+	free(froot);
+}
+
+#define NEED_OPENAT2()                                      \
+	do {                                                \
+		if (no_openat2) {                           \
+			fprintf(stderr,                     \
+				"%s: openat2 unavailable, " \
+				"skipped\n",                \
+				__func__);                  \
+			return;                             \
+		}                                           \
+	} while (0)
+
+START_TEST(fsops_confinement)
+{
+	struct stat st;
+	char *t = NULL;
+	int fd;
+
+	NEED_OPENAT2();
+	make_dir(froot, "sub");
+	put_file(froot, "sub/f", "inside");
+	make_link(froot, "in", "sub");
+	make_link(froot, "abs", "/etc");
+	make_link(froot, "up", "../..");
+	make_link(froot, "sub/back", "../sub/f");
+
+	/* a symlink that stays beneath is followed in the middle */
+	ck_assert_int_eq(fsops_stat(&fa, "in/f", &st, &t), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_ptr_null(t);
+	/* ... and at the end only by operations that act on the target */
+	ck_assert_int_eq(fsops_stat(&fa, "sub/back", &st, &t), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_str_eq(t, "../sub/f");
+	free(t);
+	fd = fsops_open_read(&fa, "sub/back", &st);
+	ck_assert_int_ge(fd, 0);
+	ck_assert(S_ISREG(st.st_mode));
+	ck_assert_int_eq(st.st_size, 6);
+	close(fd);
+
+	/* escapes, absolute or upward, are refused as escapes */
+	ck_assert_int_eq(fsops_stat(&fa, "abs/passwd", &st, NULL),
+			 -FSOPS_ESCAPED);
+	ck_assert_int_eq(fsops_stat(&fa, "up/etc", &st, NULL), -FSOPS_ESCAPED);
+	ck_assert_int_eq(fsops_open_read(&fa, "abs", &st), -FSOPS_ESCAPED);
+	ck_assert_int_eq(fsops_chmod(&fa, "abs", 0777, &st), -FSOPS_ESCAPED);
+	ck_assert_int_eq(fsops_mkdir(&fa, "up/x", 0755, &st), -FSOPS_ESCAPED);
+	/* but the link itself is an entry like any other */
+	ck_assert_int_eq(fsops_stat(&fa, "abs", &st, &t), 0);
+	ck_assert_str_eq(t, "/etc");
+	free(t);
+	ck_assert_int_eq(fsops_readlink(&fa, "up", &t), 0);
+	ck_assert_str_eq(t, "../..");
+	free(t);
+
+	/* the root itself */
+	ck_assert_int_eq(fsops_stat(&fa, "", &st, &t), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	ck_assert_ptr_null(t);
+	ck_assert_int_eq(fsops_rmdir(&fa, ""), -EBUSY);
+	ck_assert_int_eq(fsops_unlink(&fa, ""), -EISDIR);
+	ck_assert_int_eq(fsops_mkdir(&fa, "", 0755, &st), -EEXIST);
+	ck_assert_int_eq(fsops_rename(&fa, "", "x", 0), -EBUSY);
+	ck_assert_int_eq(fsops_readlink(&fa, "", &t), -EINVAL);
+}
+END_TEST
+
+START_TEST(fsops_create_mode_exact)
+{
+	struct stat st;
+
+	NEED_OPENAT2();
+	umask(077);
+	ck_assert_int_eq(fsops_create(&fa, "f", 0666, true, false, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0666);
+	ck_assert_int_eq(fsops_mkdir(&fa, "d", 0775, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0775);
+	ck_assert_int_eq(fsops_create(&fa, "f", 0600, true, false, &st),
+			 -EEXIST);
+	/* an existing file keeps its mode */
+	ck_assert_int_eq(fsops_create(&fa, "f", 0600, false, false, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0666);
+}
+END_TEST
+
+START_TEST(fsops_fifo_and_types)
+{
+	struct stat st;
+	long long t0;
+	char *p;
+
+	NEED_OPENAT2();
+	p = join(froot, "fifo");
+	t0 = th_now_ms();
+	ck_assert(mkfifo(p, 0644) == 0);
+	ck_assert_int_eq(fsops_open_read(&fa, "fifo", &st), -EINVAL);
+	ck_assert_int_eq(fsops_write(&fa, "fifo", 0, false, "x", 1, &st),
+			 -ENXIO);
+	ck_assert_int_lt(th_now_ms() - t0, 2000);
+	ck_assert_int_eq(fsops_open_read(&fa, "", &st), -EISDIR);
+	ck_assert_int_eq(fsops_truncate(&fa, "", 0, &st), -EISDIR);
+	free(p);
+}
+END_TEST
+
+struct collect {
+	char seen[64];
+	size_t n;
+};
+
+static int collect_entry(void *ud, const char *name, const struct stat *st,
+			 const char *target)
+{
+	struct collect *c = ud;
+	int i;
+
+	(void)target;
+	if (c->n >= 7)
+		return FSOPS_LIST_FULL;
+	ck_assert(S_ISREG(st->st_mode));
+	ck_assert_int_eq(sscanf(name, "n%d", &i), 1);
+	ck_assert(i >= 0 && i < 64);
+	c->seen[i]++;
+	c->n++;
+	return 0;
+}
+
+START_TEST(fsops_list_pages_by_cookie)
+{
+	struct collect c;
+	char name[16];
+	int64_t cursor = 0, next = -1;
+	bool more = true;
+	int i, pages = 0;
+
+	NEED_OPENAT2();
+	for (i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		put_file(froot, name, "");
+	}
+	memset(&c, 0, sizeof(c));
+	while (more) {
+		c.n = 0;
+		ck_assert_int_eq(fsops_list(&fa, "", cursor, collect_entry, &c,
+					    &more, &next),
+				 0);
+		pages++;
+		if (more) {
+			ck_assert_uint_eq(c.n, 7);
+			ck_assert(next != 0);
+		}
+		cursor = next;
+	}
+	ck_assert_int_eq(pages, 8);
+	for (i = 0; i < 50; i++)
+		ck_assert_msg(c.seen[i] == 1, "n%d seen %d times", i,
+			      c.seen[i]);
+	ck_assert_int_eq(
+		fsops_list(&fa, "n1", 0, collect_entry, &c, &more, &next),
+		-ENOTDIR);
+	ck_assert_int_eq(
+		fsops_list(&fa, "none", 0, collect_entry, &c, &more, &next),
+		-ENOENT);
+}
+END_TEST
+
+/* ---- the wire ------------------------------------------------------------ */
+
+static struct th_agent ag;
+
+static void wire_setup(void)
+{
+	th_agent_start(&ag, NULL, true);
+	own(ag.root);
+}
+
+static void wire_teardown(void)
+{
+	th_agent_stop(&ag);
+}
+
+/* Percent-encode a query value. */
+static char *qenc(const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = malloc(strlen(s) * 3 + 1), *o = out;
+
+	ck_assert_ptr_nonnull(out);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+		    c == '.' || c == '~' || c == '/') {
+			*o++ = (char)c;
+		} else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* One request to /sandboxfs/v1/<target> with the credential, an optional
+ * content type and an optional extra header. */
+static void ext_req(const char *method, const char *target, const char *ctype,
+		    const char *extra, const void *body, size_t len,
+		    struct th_resp *out)
+{
+	const char *h[4];
+	char url[8192 + 256], ct[128];
+	size_t n = 0;
+
+	h[n++] = ag.auth;
+	if (ctype != NULL) {
+		snprintf(ct, sizeof(ct), "Content-Type: %s", ctype);
+		h[n++] = ct;
+	}
+	if (extra != NULL)
+		h[n++] = extra;
+	h[n] = NULL;
+	snprintf(url, sizeof(url), "%s/sandboxfs/v1/%s", ag.base, target);
+	th_http(method, url, h, body, len, out);
+}
+
+/* GET op?path=<p><more> */
+static void ext_get(const char *op, const char *path, const char *more,
+		    const char *extra, struct th_resp *out)
+{
+	char target[8192];
+	char *e = qenc(path);
+
+	snprintf(target, sizeof(target), "%s?path=%s%s", op, e,
+		 more ? more : "");
+	free(e);
+	ext_req("GET", target, NULL, extra, NULL, 0, out);
+}
+
+static void ext_post(const char *op, const char *json, struct th_resp *out)
+{
+	ext_req("POST", op, "application/json", NULL, json, strlen(json), out);
+}
+
+static void ext_write(const char *path, const char *how, const void *data,
+		      size_t n, struct th_resp *out)
+{
+	char target[8192];
+	char *e = qenc(path);
+
+	snprintf(target, sizeof(target), "write?path=%s&%s", e, how);
+	free(e);
+	ext_req("PUT", target, "application/octet-stream", NULL, data, n, out);
+}
+
+static void assert_resp(const struct th_resp *r, long status, const char *body)
+{
+	ck_assert_msg(r->status == status, "status %ld, wanted %ld: %s",
+		      r->status, status, r->body.data ? r->body.data : "");
+	ck_assert_msg(strcmp(r->body.data ? r->body.data : "", body) == 0,
+		      "body '%s', wanted '%s'",
+		      r->body.data ? r->body.data : "", body);
+}
+
+static void expect(struct th_resp *r, long status, const char *body)
+{
+	assert_resp(r, status, body);
+	th_resp_cleanup(r);
+}
+
+/* A 200 attribute answer that matches lstat of rel on disk. */
+static struct proto_attr expect_attr(struct th_resp *r, const char *rel,
+				     const char *target)
+{
+	struct proto_attr a;
+	struct stat st;
+	char *t = NULL;
+
+	ck_assert_msg(r->status == 200, "status %ld: %s", r->status,
+		      r->body.data ? r->body.data : "");
+	ck_assert_int_eq(proto_attr_decode(r->body.data, r->body.len, &a, &t),
+			 0);
+	lstat_at(ag.root, rel, &st);
+	ck_assert_uint_eq(a.perm, st.st_mode & 07777);
+	ck_assert_uint_eq(a.size, (uint64_t)st.st_size);
+	ck_assert_uint_eq(a.ino, st.st_ino);
+	ck_assert_uint_eq(a.nlink, st.st_nlink);
+	ck_assert_uint_eq(a.uid, st.st_uid);
+	ck_assert_uint_eq(a.gid, st.st_gid);
+	ck_assert_int_eq(a.mtime, st.st_mtim.tv_sec);
+	ck_assert_uint_eq(a.mtime_ns, st.st_mtim.tv_nsec);
+	ck_assert_uint_eq(a.blocks, (uint64_t)st.st_blocks);
+	if (S_ISREG(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_FILE);
+	else if (S_ISDIR(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_DIR);
+	else if (S_ISLNK(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_SYMLINK);
+	else if (S_ISFIFO(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_FIFO);
+	if (target != NULL)
+		ck_assert_str_eq(t, target);
+	else
+		ck_assert_ptr_null(t);
+	free(t);
+	th_resp_cleanup(r);
+	return a;
+}
+
+START_TEST(wire_stat_and_errors)
+{
+	struct th_resp r;
+
+	make_dir(ag.root, "d");
+	put_file(ag.root, "d/f", "12345");
+
+	ext_get("stat", "d/f", NULL, NULL, &r);
+	expect_attr(&r, "d/f", NULL);
+	ext_get("stat", "/d//./f", NULL, NULL, &r);
+	expect_attr(&r, "d/f", NULL);
+	/* the root, as "" and as "/" */
+	ext_get("stat", "", NULL, NULL, &r);
+	expect_attr(&r, ".", NULL);
+	ext_get("stat", "/", NULL, NULL, &r);
+	expect_attr(&r, ".", NULL);
+
+	ext_get("stat", "d/nope", NULL, NULL, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: d/nope");
+	ext_get("stat", "d/f/x", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: d/f/x");
+	ext_get("stat", "d/../d/f", NULL, NULL, &r);
+	expect(&r, 400,
+	       "PATH_REFUSED: Path 'd/../d/f' refused: path traverses upward");
+	ext_get("stat", "..", NULL, NULL, &r);
+	expect(&r, 400,
+	       "PATH_REFUSED: Path '..' refused: path traverses upward");
+
+	/* no path at all: an untyped 400 like v1's query rejection */
+	ext_req("GET", "stat", NULL, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 400);
+	ck_assert_ptr_null(strstr(r.body.data ? r.body.data : "", "_"));
+	th_resp_cleanup(&r);
+
+	/* unknown operation: the empty 404 of an unknown route; a known
+	 * one with the wrong method: an empty 405 */
+	ext_req("GET", "frobnicate?path=x", NULL, NULL, NULL, 0, &r);
+	expect(&r, 404, "");
+	ext_req("GET", "mkdir?path=x", NULL, NULL, NULL, 0, &r);
+	expect(&r, 405, "");
+	ext_req("POST", "stat?path=x", "application/json", NULL, "{}", 2, &r);
+	expect(&r, 405, "");
+}
+END_TEST
+
+START_TEST(wire_symlinks)
+{
+	struct th_resp r;
+
+	make_dir(ag.root, "sub");
+	put_file(ag.root, "sub/f", "inside");
+	make_link(ag.root, "abs", "/etc");
+	make_link(ag.root, "up", "../../..");
+
+	/* made through the extension: the target is stored as given */
+	ext_post("symlink", "{\"path\":\"in\",\"target\":\"sub\"}", &r);
+	expect_attr(&r, "in", "sub");
+	ext_post("symlink", "{\"path\":\"lf\",\"target\":\"sub/f\"}", &r);
+	expect_attr(&r, "lf", "sub/f");
+	ext_post("symlink", "{\"path\":\"in\",\"target\":\"x\"}", &r);
+	expect(&r, 409, "FS_ERROR: EEXIST: File exists: in");
+	ext_post("symlink", "{\"path\":\"e\",\"target\":\"\"}", &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: a symlink target "
+	       "cannot be empty");
+
+	/* stat and readlink never follow the last component */
+	ext_get("stat", "in", NULL, NULL, &r);
+	expect_attr(&r, "in", "sub");
+	ext_get("stat", "abs", NULL, NULL, &r);
+	expect_attr(&r, "abs", "/etc");
+	ext_get("readlink", "up", NULL, NULL, &r);
+	expect(&r, 200, "{\"target\":\"../../..\"}");
+	ext_get("readlink", "sub/f", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: EINVAL: Invalid argument: sub/f");
+
+	/* inside: followed in the middle, and at the end by read */
+	ext_get("stat", "in/f", NULL, NULL, &r);
+	expect_attr(&r, "sub/f", NULL);
+	ext_get("read", "lf", NULL, NULL, &r);
+	expect(&r, 200, "inside");
+	ext_get("list", "in", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.body.data, "\"name\":\"f\""));
+	th_resp_cleanup(&r);
+
+	/* escaping: absolute or upward, refused wherever it is followed */
+	ext_get("stat", "abs/passwd", NULL, NULL, &r);
+	expect(&r, 409,
+	       "FS_ERROR: ELOOP: path leaves the session root: "
+	       "abs/passwd");
+	ext_get("stat", "up/etc", NULL, NULL, &r);
+	expect(&r, 409,
+	       "FS_ERROR: ELOOP: path leaves the session root: up/etc");
+	ext_get("read", "abs", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: abs");
+	ext_get("list", "up", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: up");
+	ext_post("chmod", "{\"path\":\"abs\",\"mode\":511}", &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: abs");
+	ext_post("create", "{\"path\":\"up/tmp/x\",\"mode\":420}", &r);
+	expect(&r, 409,
+	       "FS_ERROR: ELOOP: path leaves the session root: "
+	       "up/tmp/x");
+	ext_write("abs", "offset=0", "x", 1, &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: abs");
+	/* a link's own times can be set even when its target escapes */
+	ext_post("utimens",
+		 "{\"path\":\"abs\",\"mtime\":{\"sec\":1000000000,\"nsec\":7},"
+		 "\"nofollow\":true}",
+		 &r);
+	ck_assert_int_eq(expect_attr(&r, "abs", "/etc").mtime, 1000000000);
+	ext_post("utimens", "{\"path\":\"abs\",\"mtime\":\"now\"}", &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: abs");
+	/* unlinking the escaping link is fine: it is the link itself */
+	ext_post("unlink", "{\"path\":\"abs\"}", &r);
+	expect(&r, 204, "");
+}
+END_TEST
+
+START_TEST(wire_list_20000)
+{
+	char name[32], target[128];
+	char *seen = calloc(20000, 1);
+	struct proto_list l;
+	char *cursor = NULL;
+	struct th_resp r;
+	int i, pages = 0, total = 0;
+
+	ck_assert_ptr_nonnull(seen);
+	make_dir(ag.root, "big");
+	for (i = 0; i < 20000; i++) {
+		char *p;
+		int fd;
+
+		snprintf(name, sizeof(name), "big/f%05d", i);
+		p = join(ag.root, name);
+		fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+		ck_assert(fd >= 0);
+		ck_assert(fchmod(fd, 0644) == 0);
+		close(fd);
+		free(p);
+	}
+	for (;;) {
+		size_t k;
+
+		if (cursor == NULL) {
+			ext_get("list", "big", "&limit=1000", NULL, &r);
+		} else {
+			char *c = qenc(cursor);
+
+			snprintf(target, sizeof(target),
+				 "&limit=1000&cursor=%s", c);
+			free(c);
+			ext_get("list", "big", target, NULL, &r);
+		}
+		ck_assert_msg(r.status == 200, "page %d: %ld", pages, r.status);
+		ck_assert_int_eq(proto_list_decode(r.body.data, r.body.len, &l),
+				 0);
+		th_resp_cleanup(&r);
+		pages++;
+		ck_assert_uint_le(l.n, 1000);
+		for (k = 0; k < l.n; k++) {
+			ck_assert_int_eq(sscanf(l.entries[k].name, "f%d", &i),
+					 1);
+			ck_assert(i >= 0 && i < 20000);
+			ck_assert_msg(seen[i] == 0, "%s twice",
+				      l.entries[k].name);
+			seen[i] = 1;
+			ck_assert_int_eq(l.entries[k].attr.type, PROTO_FT_FILE);
+			ck_assert_uint_eq(l.entries[k].attr.perm, 0644);
+			total++;
+		}
+		free(cursor);
+		cursor = l.next;
+		l.next = NULL;
+		if (cursor != NULL)
+			ck_assert_uint_eq(l.n, 1000);
+		proto_list_cleanup(&l);
+		if (cursor == NULL)
+			break;
+		ck_assert_int_lt(pages, 30);
+	}
+	ck_assert_int_eq(total, 20000);
+	ck_assert_int_eq(pages, 20);
+	free(seen);
+
+	/* limits and cursors are checked */
+	ext_get("list", "big", "&limit=0", NULL, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: limit must be from "
+	       "1 to 8192");
+	ext_get("list", "big", "&limit=8193", NULL, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: limit must be from "
+	       "1 to 8192");
+	ext_get("list", "big", "&cursor=abc", NULL, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: cursor is not one "
+	       "this agent sent");
+	ext_get("list", "big/f00001", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: big/f00001");
+}
+END_TEST
+
+START_TEST(wire_list_attrs)
+{
+	struct proto_list l;
+	struct th_resp r;
+	size_t k;
+
+	make_dir(ag.root, "d");
+	put_file(ag.root, "d/a \"q\"", "xyz");
+	put_file(ag.root, "d/caf\xc3\xa9\n", "");
+	make_link(ag.root, "d/l", "a \"q\"");
+	make_dir(ag.root, "d/sub");
+	ext_get("list", "d", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(proto_list_decode(r.body.data, r.body.len, &l), 0);
+	th_resp_cleanup(&r);
+	ck_assert_uint_eq(l.n, 4);
+	ck_assert_ptr_null(l.next);
+	for (k = 0; k < l.n; k++) {
+		const struct proto_dirent *e = &l.entries[k];
+		struct stat st;
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "d/%s", e->name);
+		lstat_at(ag.root, rel, &st);
+		ck_assert_uint_eq(e->attr.ino, st.st_ino);
+		ck_assert_uint_eq(e->attr.size, (uint64_t)st.st_size);
+		ck_assert_uint_eq(e->attr.perm, st.st_mode & 07777);
+		if (strcmp(e->name, "l") == 0) {
+			ck_assert_int_eq(e->attr.type, PROTO_FT_SYMLINK);
+			ck_assert_str_eq(e->target, "a \"q\"");
+		} else {
+			ck_assert_ptr_null(e->target);
+		}
+	}
+	proto_list_cleanup(&l);
+	/* the root is listed too, without "." or ".." */
+	ext_get("list", "/", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(proto_list_decode(r.body.data, r.body.len, &l), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.entries[0].name, "d");
+	proto_list_cleanup(&l);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+START_TEST(wire_read_ranges)
+{
+	char data[10000], hdr[160], etag[PROTO_ETAG_MAX];
+	char *h, *old_etag;
+	struct proto_attr a;
+	struct th_resp r;
+	size_t i;
+
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	{
+		char *p = join(ag.root, "data");
+
+		th_write_file(p, data, sizeof(data));
+		own(p);
+		free(p);
+	}
+	ext_get("stat", "data", NULL, NULL, &r);
+	a = expect_attr(&r, "data", NULL);
+	proto_attr_etag(&a, etag);
+
+	/* whole file */
+	ext_get("read", "data", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_eq(r.body.len, sizeof(data));
+	ck_assert(memcmp(r.body.data, data, sizeof(data)) == 0);
+	h = th_resp_header(&r, "ETag");
+	ck_assert_str_eq(h, etag);
+	free(h);
+	h = th_resp_header(&r, "X-Sandboxfs-Size");
+	ck_assert_str_eq(h, "10000");
+	free(h);
+	h = th_resp_header(&r, "Content-Type");
+	ck_assert_str_eq(h, "application/octet-stream");
+	free(h);
+	h = th_resp_header(&r, "Last-Modified");
+	ck_assert_ptr_nonnull(h);
+	ck_assert_ptr_nonnull(strstr(h, " GMT"));
+	free(h);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_ptr_null(h);
+	th_resp_cleanup(&r);
+
+	/* ranges: a-b, a-, -n, past the end clipped */
+	ext_get("read", "data", NULL, "Range: bytes=10-19", &r);
+	ck_assert_int_eq(r.status, 206);
+	ck_assert_uint_eq(r.body.len, 10);
+	ck_assert(memcmp(r.body.data, data + 10, 10) == 0);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes 10-19/10000");
+	free(h);
+	h = th_resp_header(&r, "X-Sandboxfs-Size");
+	ck_assert_str_eq(h, "10000");
+	free(h);
+	th_resp_cleanup(&r);
+	ext_get("read", "data", NULL, "Range: bytes=9990-", &r);
+	ck_assert_int_eq(r.status, 206);
+	ck_assert_uint_eq(r.body.len, 10);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes 9990-9999/10000");
+	free(h);
+	th_resp_cleanup(&r);
+	ext_get("read", "data", NULL, "Range: bytes=-5", &r);
+	ck_assert_int_eq(r.status, 206);
+	ck_assert(r.body.len == 5 && memcmp(r.body.data, data + 9995, 5) == 0);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes 9995-9999/10000");
+	free(h);
+	th_resp_cleanup(&r);
+	ext_get("read", "data", NULL, "Range: bytes=9998-99999999", &r);
+	ck_assert_int_eq(r.status, 206);
+	ck_assert_uint_eq(r.body.len, 2);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes 9998-9999/10000");
+	free(h);
+	th_resp_cleanup(&r);
+
+	/* unsatisfiable, and not one range */
+	ext_get("read", "data", NULL, "Range: bytes=10000-", &r);
+	ck_assert_int_eq(r.status, 416);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes */10000");
+	free(h);
+	th_resp_cleanup(&r);
+	ext_get("read", "data", NULL, "Range: bytes=1-2,5-6", &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: Range is not a "
+	       "single byte range");
+	ext_get("read", "data", NULL, "Range: bytes=5-1", &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: Range is not a "
+	       "single byte range");
+
+	/* validators */
+	snprintf(hdr, sizeof(hdr), "If-Match: %s", etag);
+	ext_get("read", "data", NULL, hdr, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	ext_get("read", "data", NULL, "If-Match: \"0-0-0.0\"", &r);
+	expect(&r, 412, "FS_ERROR: ESTALE: the file changed: data");
+	ext_get("read", "data", NULL, "If-Range: \"0-0-0.0\"", &r);
+	expect(&r, 412, "FS_ERROR: ESTALE: the file changed: data");
+	ext_get("read", "data", NULL, "If-Match: *", &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+
+	/* a write changes the validator; the old one is then refused */
+	old_etag = strdup(etag);
+	ext_write("data", "append=1", "!!", 2, &r);
+	a = expect_attr(&r, "data", NULL);
+	ck_assert_uint_eq(a.size, 10002);
+	proto_attr_etag(&a, etag);
+	ck_assert_str_ne(etag, old_etag);
+	ext_get("read", "data", NULL, "Range: bytes=-2", &r);
+	ck_assert_int_eq(r.status, 206);
+	h = th_resp_header(&r, "ETag");
+	ck_assert_str_eq(h, etag);
+	free(h);
+	ck_assert(r.body.len == 2 && memcmp(r.body.data, "!!", 2) == 0);
+	th_resp_cleanup(&r);
+	snprintf(hdr, sizeof(hdr), "If-Match: %s", old_etag);
+	ext_get("read", "data", NULL, hdr, &r);
+	expect(&r, 412, "FS_ERROR: ESTALE: the file changed: data");
+	free(old_etag);
+
+	/* not regular files */
+	make_dir(ag.root, "dir");
+	ext_get("read", "dir", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+	ext_get("read", "missing", NULL, NULL, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: missing");
+
+	/* an empty file: the whole of it is empty, any range is past it */
+	put_file(ag.root, "empty", "");
+	ext_get("read", "empty", NULL, NULL, &r);
+	expect(&r, 200, "");
+	ext_get("read", "empty", NULL, "Range: bytes=0-", &r);
+	ck_assert_int_eq(r.status, 416);
+	h = th_resp_header(&r, "Content-Range");
+	ck_assert_str_eq(h, "bytes */0");
+	free(h);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+START_TEST(wire_fifo_read_does_not_hang)
+{
+	char *p = join(ag.root, "fifo");
+	long long t0;
+	struct th_resp r;
+	char url[256];
+	const char *h[] = {ag.auth, NULL};
+
+	ck_assert(mkfifo(p, 0666) == 0);
+	own(p);
+	free(p);
+	snprintf(url, sizeof(url), "%s/sandboxfs/v1/read?path=fifo", ag.base);
+	t0 = th_now_ms();
+	ck_assert_int_eq(th_http_timeout("GET", url, h, NULL, 0, 5000, &r), 0);
+	ck_assert_int_lt(th_now_ms() - t0, 5000);
+	expect(&r, 409, "FS_ERROR: EINVAL: Invalid argument: fifo");
+	ext_get("stat", "fifo", NULL, NULL, &r);
+	expect_attr(&r, "fifo", NULL);
+}
+END_TEST
+
+START_TEST(wire_write_and_create)
+{
+	struct proto_attr a;
+	struct th_resp r;
+	size_t len;
+	char *text;
+
+	/* write never creates */
+	ext_write("w", "offset=0", "hello", 5, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: w");
+	ext_post("create", "{\"path\":\"w\",\"mode\":438,\"exclusive\":true}",
+		 &r);
+	a = expect_attr(&r, "w", NULL);
+	/* the mode is exactly what was asked, whatever the agent's umask */
+	ck_assert_uint_eq(a.perm, 0666);
+	ck_assert_uint_eq(a.size, 0);
+	/* created as the user the agent acts as, never as root */
+	if (geteuid() == 0)
+		ck_assert_uint_eq(a.uid, NOBODY);
+	else
+		ck_assert_uint_eq(a.uid, geteuid());
+	ext_post("create", "{\"path\":\"w\",\"mode\":420,\"exclusive\":true}",
+		 &r);
+	expect(&r, 409, "FS_ERROR: EEXIST: File exists: w");
+
+	ext_write("w", "offset=0", "hello", 5, &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 5);
+	ext_write("w", "offset=10", "X", 1, &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 11);
+	ext_write("w", "append=1", "tail", 4, &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 15);
+	ext_write("w", "offset=1", "EL", 2, &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 15);
+	text = slurp(ag.root, "w", &len);
+	ck_assert_uint_eq(len, 15);
+	ck_assert(memcmp(text, "hELlo\0\0\0\0\0Xtail", 15) == 0);
+	free(text);
+
+	ext_write("w", "offset=x", "a", 1, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: offset is not a "
+	       "byte offset");
+	ext_write("w", "append=1&offset=0", "a", 1, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: offset and "
+	       "append=1 exclude each other");
+	ext_write("w", "nothing=1", "a", 1, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: a write needs "
+	       "offset=N or append=1");
+	make_dir(ag.root, "dir");
+	ext_write("dir", "offset=0", "a", 1, &r);
+	expect(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+
+	/* create without exclusive opens what is there; truncate empties */
+	ext_post("create", "{\"path\":\"w\",\"mode\":384}", &r);
+	a = expect_attr(&r, "w", NULL);
+	ck_assert_uint_eq(a.size, 15);
+	ck_assert_uint_eq(a.perm, 0666);
+	ext_post("create", "{\"path\":\"w\",\"mode\":384,\"truncate\":true}",
+		 &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 0);
+	ext_post("create", "{\"path\":\"nodir/w\",\"mode\":384}", &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: nodir/w");
+	ext_post("create", "{\"path\":\"dir\",\"mode\":384}", &r);
+	expect(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+
+	/* truncate, chmod, fsync */
+	ext_write("w", "offset=0", "0123456789", 10, &r);
+	th_resp_cleanup(&r);
+	ext_post("truncate", "{\"path\":\"w\",\"size\":3}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 3);
+	ext_post("truncate", "{\"path\":\"w\",\"size\":\"4096\"}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 4096);
+	ext_post("truncate", "{\"path\":\"dir\",\"size\":0}", &r);
+	expect(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+	ext_post("chmod", "{\"path\":\"w\",\"mode\":1536}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).perm, 03000);
+	ext_post("chmod", "{\"path\":\"w\",\"mode\":384}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).perm, 0600);
+	ext_post("fsync", "{\"path\":\"w\"}", &r);
+	expect(&r, 204, "");
+	ext_post("fsync", "{\"path\":\"gone\"}", &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: gone");
+}
+END_TEST
+
+START_TEST(wire_dirs_and_names)
+{
+	struct proto_attr a;
+	struct th_resp r;
+	size_t len;
+	char *text;
+
+	ext_post("mkdir", "{\"path\":\"d\",\"mode\":511}", &r);
+	a = expect_attr(&r, "d", NULL);
+	ck_assert_int_eq(a.type, PROTO_FT_DIR);
+	ck_assert_uint_eq(a.perm, 0777);
+	ext_post("mkdir", "{\"path\":\"d\",\"mode\":493}", &r);
+	expect(&r, 409, "FS_ERROR: EEXIST: File exists: d");
+	ext_post("mkdir", "{\"path\":\"x/y\",\"mode\":493}", &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: x/y");
+	put_file(ag.root, "d/f", "one");
+	put_file(ag.root, "g", "two");
+
+	ext_post("rmdir", "{\"path\":\"d\"}", &r);
+	expect(&r, 409, "FS_ERROR: ENOTEMPTY: Directory not empty: d");
+	ext_post("rmdir", "{\"path\":\"g\"}", &r);
+	expect(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: g");
+	ext_post("unlink", "{\"path\":\"d\"}", &r);
+	expect(&r, 409, "FS_ERROR: EISDIR: Is a directory: d");
+	ext_post("rmdir", "{\"path\":\"/\"}", &r);
+	expect(&r, 409, "FS_ERROR: EBUSY: Device or resource busy: /");
+
+	/* rename: replace by default, noreplace, exchange */
+	ext_post("rename", "{\"from\":\"g\",\"to\":\"d/f\",\"noreplace\":true}",
+		 &r);
+	expect(&r, 409, "FS_ERROR: EEXIST: File exists: g -> d/f");
+	put_file(ag.root, "h", "three");
+	ext_post("rename", "{\"from\":\"g\",\"to\":\"h\",\"exchange\":true}",
+		 &r);
+	expect(&r, 204, "");
+	text = slurp(ag.root, "g", &len);
+	ck_assert_str_eq(text, "three");
+	free(text);
+	ext_post("rename", "{\"from\":\"g\",\"to\":\"d/f\"}", &r);
+	expect(&r, 204, "");
+	text = slurp(ag.root, "d/f", &len);
+	ck_assert_str_eq(text, "three");
+	free(text);
+	ext_get("stat", "g", NULL, NULL, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: g");
+	ext_post("rename", "{\"from\":\"nope\",\"to\":\"n2\"}", &r);
+	expect(&r, 404,
+	       "PATH_NOT_FOUND: No such file in the sandbox: nope -> "
+	       "n2");
+	ext_post("rename",
+		 "{\"from\":\"h\",\"to\":\"n\",\"noreplace\":true,"
+		 "\"exchange\":true}",
+		 &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: noreplace and "
+	       "exchange exclude each other");
+	ext_post("rename", "{\"from\":\"h\",\"to\":\"../n\"}", &r);
+	expect(&r, 400,
+	       "PATH_REFUSED: Path '../n' refused: path traverses "
+	       "upward");
+
+	/* hard link */
+	ext_post("link", "{\"from\":\"h\",\"to\":\"h2\"}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "h2", NULL).nlink, 2);
+	ext_post("link", "{\"from\":\"d\",\"to\":\"d2\"}", &r);
+	expect(&r, 409, "FS_ERROR: EPERM: Operation not permitted: d -> d2");
+
+	ext_post("unlink", "{\"path\":\"h2\"}", &r);
+	expect(&r, 204, "");
+	ext_post("unlink", "{\"path\":\"h2\"}", &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: h2");
+	ext_post("unlink", "{\"path\":\"d/f\"}", &r);
+	expect(&r, 204, "");
+	ext_post("rmdir", "{\"path\":\"d\"}", &r);
+	expect(&r, 204, "");
+}
+END_TEST
+
+START_TEST(wire_times_and_statfs)
+{
+	struct proto_statfs s;
+	struct proto_attr a, b;
+	struct th_resp r;
+
+	put_file(ag.root, "t", "x");
+	ext_get("stat", "t", NULL, NULL, &r);
+	a = expect_attr(&r, "t", NULL);
+	ext_post("utimens",
+		 "{\"path\":\"t\",\"mtime\":{\"sec\":1000000000,\"nsec\":5},"
+		 "\"atime\":\"omit\"}",
+		 &r);
+	b = expect_attr(&r, "t", NULL);
+	ck_assert_int_eq(b.mtime, 1000000000);
+	ck_assert_uint_eq(b.mtime_ns, 5);
+	ck_assert_int_eq(b.atime, a.atime);
+	ck_assert_uint_eq(b.atime_ns, a.atime_ns);
+	ext_post("utimens", "{\"path\":\"t\",\"mtime\":\"now\"}", &r);
+	b = expect_attr(&r, "t", NULL);
+	ck_assert_int_gt(b.mtime, 1000000000);
+	ext_post("utimens", "{\"path\":\"t\",\"mtime\":\"soon\"}", &r);
+	ck_assert_int_eq(r.status, 422);
+	th_resp_cleanup(&r);
+
+	ext_req("GET", "statfs", NULL, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(proto_statfs_decode(r.body.data, r.body.len, &s), 0);
+	ck_assert_uint_gt(s.bsize, 0);
+	ck_assert_uint_gt(s.blocks, 0);
+	ck_assert_uint_eq(s.namemax, 255);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+START_TEST(wire_malformed_bodies)
+{
+	struct th_resp r;
+
+	ext_req("POST", "mkdir", "text/plain", NULL, "{\"path\":\"a\"}", 12,
+		&r);
+	ck_assert_int_eq(r.status, 415);
+	th_resp_cleanup(&r);
+	ext_post("mkdir", "{\"path\":", &r);
+	ck_assert_int_eq(r.status, 400);
+	ck_assert_ptr_null(strstr(r.body.data, "REQUEST_INVALID"));
+	th_resp_cleanup(&r);
+	ext_post("mkdir", "{\"path\":1,\"mode\":493}", &r);
+	ck_assert_int_eq(r.status, 422);
+	th_resp_cleanup(&r);
+	ext_post("chmod", "{\"path\":\"a\",\"mode\":4096}", &r);
+	ck_assert_int_eq(r.status, 422);
+	th_resp_cleanup(&r);
+	ext_post("unlink", "{\"path\":\"a\\u0000/../../etc/passwd\"}", &r);
+	ck_assert_int_eq(r.status, 422);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+START_TEST(wire_health_and_auth)
+{
+	struct proto_health h;
+	struct th_resp r;
+	char url[256];
+
+	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ck_assert_int_eq(h.ext_files, PROTO_EXT_FILES_VERSION);
+	ck_assert_uint_gt(h.ext_max_write, 0);
+	th_resp_cleanup(&r);
+
+	/* the extension needs the credential like v1 */
+	snprintf(url, sizeof(url), "%s/sandboxfs/v1/stat?path=", ag.base);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 401);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+START_TEST(wire_strict_v1)
+{
+	static const char *const ops[] = {
+		"stat?path=",	   "list?path=", "read?path=x",
+		"readlink?path=x", "statfs",	 "write?path=x&offset=0",
+		"create",	   "mkdir",	 "unlink",
+		"rmdir",	   "rename",	 "link",
+		"symlink",	   "chmod",	 "truncate",
+		"utimens",	   "fsync",
+	};
+	static const char *const methods[] = {"GET", "PUT", "POST"};
+	const char *args[] = {"--strict-v1", NULL};
+	struct th_agent strict;
+	struct proto_health h;
+	struct th_resp r;
+	char url[256], ct[] = "Content-Type: application/json";
+	size_t i, m;
+
+	th_agent_start(&strict, args, true);
+	snprintf(url, sizeof(url), "%s/v1/health", strict.base);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_null(strstr(r.body.data, "extensions"));
+	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ck_assert_int_eq(h.ext_files, 0);
+	th_resp_cleanup(&r);
+	for (i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		for (m = 0; m < 3; m++) {
+			const char *hd[] = {strict.auth, ct, NULL};
+
+			snprintf(url, sizeof(url), "%s/sandboxfs/v1/%s",
+				 strict.base, ops[i]);
+			th_http(methods[m], url, hd, "{\"path\":\"x\"}", 12,
+				&r);
+			ck_assert_msg(r.status == 404 && r.body.len == 0,
+				      "%s %s: %ld", methods[m], ops[i],
+				      r.status);
+			th_resp_cleanup(&r);
+		}
+	}
+	th_agent_stop(&strict);
+}
+END_TEST
+
+Suite *make_agent_ext_suite(void)
+{
+	Suite *s = suite_create("agent_ext");
+	TCase *tc = tcase_create("fsops");
+
+	tcase_add_checked_fixture(tc, fsops_setup, fsops_teardown);
+	tcase_add_test(tc, fsops_confinement);
+	tcase_add_test(tc, fsops_create_mode_exact);
+	tcase_add_test(tc, fsops_fifo_and_types);
+	tcase_add_test(tc, fsops_list_pages_by_cookie);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("wire");
+	tcase_add_checked_fixture(tc, wire_setup, wire_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, wire_stat_and_errors);
+	tcase_add_test(tc, wire_symlinks);
+	tcase_add_test(tc, wire_list_20000);
+	tcase_add_test(tc, wire_list_attrs);
+	tcase_add_test(tc, wire_read_ranges);
+	tcase_add_test(tc, wire_fifo_read_does_not_hang);
+	tcase_add_test(tc, wire_write_and_create);
+	tcase_add_test(tc, wire_dirs_and_names);
+	tcase_add_test(tc, wire_times_and_statfs);
+	tcase_add_test(tc, wire_malformed_bodies);
+	tcase_add_test(tc, wire_health_and_auth);
+	tcase_add_test(tc, wire_strict_v1);
+	suite_add_tcase(s, tc);
+	return s;
+}

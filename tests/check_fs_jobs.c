@@ -1,0 +1,877 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite fs_jobs: the FUSE-free parts of exec and jobs/ (fs_jobs_store.c):
+ * what a write to exec becomes (shell line or JSON request), the cmd file,
+ * the shell line a native exec gets, job ends and their status and exit
+ * files, the output store (memory, spill, bounds, reads at any offset) and
+ * the job table (ids, latest, eviction of the oldest finished jobs).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/proto_exec.h"
+#include "common/xalloc.h"
+#include "fs/fs_jobs_i.h"
+#include "tests/check_suites.h"
+#include "tests/helpers.h"
+
+#define TIMEOUT_MS 86400000ULL
+
+static int parse(const char *text, struct fs_cmd *c)
+{
+	return fs_cmd_parse(text, strlen(text), TIMEOUT_MS, c);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+START_TEST(cmd_shell_line)
+{
+	struct fs_cmd c;
+
+	ck_assert_int_eq(parse("  make test \n", &c), 0);
+	ck_assert_str_eq(c.line, "make test");
+	ck_assert_uint_eq(c.req.argc, 3);
+	ck_assert_str_eq(c.req.argv[0], "/bin/sh");
+	ck_assert_str_eq(c.req.argv[1], "-c");
+	ck_assert_str_eq(c.req.argv[2], "make test");
+	ck_assert_ptr_null(c.req.argv[3]);
+	ck_assert_uint_eq(c.req.timeout_ms, TIMEOUT_MS);
+	ck_assert_ptr_null(c.req.cwd);
+	ck_assert_uint_eq(c.req.envc, 0);
+	ck_assert_ptr_null(proto_exec_req_validate(&c.req));
+	fs_cmd_cleanup(&c);
+
+	/* Inner newlines stay: the text is one script for sh -c. */
+	ck_assert_int_eq(parse("\techo a\necho b\r\n\n", &c), 0);
+	ck_assert_str_eq(c.line, "echo a\necho b");
+	fs_cmd_cleanup(&c);
+}
+END_TEST
+
+START_TEST(cmd_json_request)
+{
+	struct fs_cmd c;
+
+	ck_assert_int_eq(parse(" {\"command\":[\"ls\",\"-l\",\"a b\"],"
+			       "\"cwd\":\"sub/dir\",\"env\":{\"A\":\"1\","
+			       "\"B\":\"x=y\"},\"timeoutMs\":1500}\n",
+			       &c),
+			 0);
+	ck_assert_ptr_null(c.line);
+	ck_assert_uint_eq(c.req.argc, 3);
+	ck_assert_str_eq(c.req.argv[0], "ls");
+	ck_assert_str_eq(c.req.argv[1], "-l");
+	ck_assert_str_eq(c.req.argv[2], "a b");
+	ck_assert_str_eq(c.req.cwd, "sub/dir");
+	ck_assert_uint_eq(c.req.envc, 2);
+	ck_assert_str_eq(c.req.env[0], "A=1");
+	ck_assert_str_eq(c.req.env[1], "B=x=y");
+	ck_assert_uint_eq(c.req.timeout_ms, 1500);
+	fs_cmd_cleanup(&c);
+}
+END_TEST
+
+START_TEST(cmd_json_timeout_default)
+{
+	struct fs_cmd c;
+
+	/* missing */
+	ck_assert_int_eq(parse("{\"command\":[\"true\"]}", &c), 0);
+	ck_assert_uint_eq(c.req.timeout_ms, TIMEOUT_MS);
+	fs_cmd_cleanup(&c);
+	/* null */
+	ck_assert_int_eq(
+		parse("{\"command\":[\"true\"],\"timeoutMs\":null}", &c), 0);
+	ck_assert_uint_eq(c.req.timeout_ms, TIMEOUT_MS);
+	fs_cmd_cleanup(&c);
+	/* the legacy spelling is the user's, not replaced */
+	ck_assert_int_eq(parse("{\"command\":[\"true\"],\"deadlineMs\":7}", &c),
+			 0);
+	ck_assert_uint_eq(c.req.timeout_ms, 7);
+	fs_cmd_cleanup(&c);
+	/* a bad timeout is not papered over by the default */
+	ck_assert_int_eq(
+		parse("{\"command\":[\"true\"],\"timeoutMs\":\"9\"}", &c),
+		-EINVAL);
+	ck_assert_int_eq(parse("{\"command\":[\"true\"],\"timeoutMs\":-1}", &c),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(cmd_refused)
+{
+	static const char *const bad[] = {
+		"",
+		"   \n",
+		"\n\n\t",
+		"{",
+		"{}",
+		"{\"command\":[]}",
+		"{\"command\":\"ls\"}",
+		"{\"command\":[\"ls\"],\"timeoutMs\":0}",
+		"{\"command\":[\"ls\"],\"env\":{\"\":\"v\"}}",
+		"{\"command\":[\"ls\"],\"env\":{\"A=B\":\"v\"}}",
+		"{\"command\":[\"ls\"],\"env\":{\"A\":\"v\\u0000w\"}}",
+		"{\"command\":[\"l\\u0000s\"]}",
+		"{\"command\":[\"ls\"],\"cwd\":\"a\\u0000\"}",
+		"{\"command\":[\"ls\"]} trailing",
+	};
+	struct fs_cmd c;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(parse(bad[i], &c) == -EINVAL, "accepted: %s",
+			      bad[i]);
+	/* a NUL byte in a shell line */
+	ck_assert_int_eq(fs_cmd_parse("echo a\0b\n", 9, TIMEOUT_MS, &c),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(cmd_too_long)
+{
+	size_t n = FS_CMD_MAX + 1;
+	char *text = malloc(n);
+	struct fs_cmd c;
+
+	ck_assert_ptr_nonnull(text);
+	memset(text, 'x', n);
+	ck_assert_int_eq(fs_cmd_parse(text, n, TIMEOUT_MS, &c), -EFBIG);
+	/* whitespace around does not count */
+	memset(text, ' ', n);
+	memcpy(text + 10, "true", 4);
+	ck_assert_int_eq(fs_cmd_parse(text, n, TIMEOUT_MS, &c), 0);
+	ck_assert_str_eq(c.line, "true");
+	fs_cmd_cleanup(&c);
+	free(text);
+}
+END_TEST
+
+START_TEST(cmd_file_json)
+{
+	struct timespec ts = {1700000000, 0};
+	struct buf b = BUF_INIT(0);
+	struct fs_cmd c;
+
+	ck_assert_int_eq(parse("{\"command\":[\"echo\",\"a\\\"b\"],"
+			       "\"env\":{\"SECRET\":\"hunter2\",\"K\":\"v\"},"
+			       "\"timeoutMs\":5000}",
+			       &c),
+			 0);
+	ck_assert_int_eq(fs_cmd_json(&c, &ts, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"command\":[\"echo\",\"a\\\"b\"],\"cwd\":null,"
+			 "\"env\":[\"SECRET\",\"K\"],\"timeoutMs\":5000,"
+			 "\"startedAt\":\"2023-11-14T22:13:20Z\"}\n");
+	ck_assert_ptr_null(strstr(b.data, "hunter2"));
+	fs_cmd_cleanup(&c);
+	buf_reset(&b);
+
+	ck_assert_int_eq(parse("make test\n", &c), 0);
+	ck_assert_int_eq(fs_cmd_json(&c, &ts, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"command\":[\"/bin/sh\",\"-c\",\"make test\"],"
+			 "\"cwd\":null,\"env\":[],\"timeoutMs\":86400000,"
+			 "\"startedAt\":\"2023-11-14T22:13:20Z\"}\n");
+	fs_cmd_cleanup(&c);
+	buf_reset(&b);
+
+	ck_assert_int_eq(parse("{\"command\":[\"pwd\"],\"cwd\":\"src\"}", &c),
+			 0);
+	ck_assert_int_eq(fs_cmd_json(&c, &ts, &b), 0);
+	ck_assert_str_eq(b.data, "{\"command\":[\"pwd\"],\"cwd\":\"src\","
+				 "\"env\":[],\"timeoutMs\":86400000,"
+				 "\"startedAt\":\"2023-11-14T22:13:20Z\"}\n");
+	fs_cmd_cleanup(&c);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(cmd_native_shell_line)
+{
+	struct buf b = BUF_INIT(0);
+	struct fs_cmd c;
+
+	ck_assert_int_eq(parse("  ls -l | wc -l\n", &c), 0);
+	ck_assert_int_eq(fs_cmd_shell(&c, &b), 0);
+	ck_assert_str_eq(b.data, "ls -l | wc -l");
+	fs_cmd_cleanup(&c);
+	buf_reset(&b);
+
+	ck_assert_int_eq(parse("{\"command\":[\"echo\",\"it's\",\"$HOME\","
+			       "\"\"],\"env\":{\"A_1\":\"x y\"}}",
+			       &c),
+			 0);
+	ck_assert_int_eq(fs_cmd_shell(&c, &b), 0);
+	ck_assert_str_eq(b.data, "A_1='x y' 'echo' 'it'\\''s' '$HOME' ''");
+	fs_cmd_cleanup(&c);
+	buf_reset(&b);
+
+	/* a name the shell cannot assign */
+	ck_assert_int_eq(
+		parse("{\"command\":[\"env\"],\"env\":{\"1A\":\"x\"}}", &c), 0);
+	ck_assert_int_eq(fs_cmd_shell(&c, &b), -EINVAL);
+	fs_cmd_cleanup(&c);
+	ck_assert_int_eq(
+		parse("{\"command\":[\"env\"],\"env\":{\"A-B\":\"x\"}}", &c),
+		0);
+	ck_assert_int_eq(fs_cmd_shell(&c, &b), -EINVAL);
+	fs_cmd_cleanup(&c);
+	buf_cleanup(&b);
+}
+END_TEST
+
+/* ---- job ends, status and exit files ------------------------------------- */
+
+static struct fs_job *job(const char *name)
+{
+	return fs_job_new(name, name, "{}\n", 3, 1000, "/nonexistent", 1024);
+}
+
+static const char *status(struct fs_job *j)
+{
+	static char line[FS_JOB_MSG_MAX + 128];
+	size_t n;
+
+	pthread_mutex_lock(&j->lock);
+	n = fs_job_status_line(j, line, sizeof(line));
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_uint_eq(n, strlen(line));
+	return line;
+}
+
+static int exit_text(struct fs_job *j, char *buf, size_t size)
+{
+	int rc;
+
+	pthread_mutex_lock(&j->lock);
+	rc = fs_job_exit_text(j, buf, size);
+	pthread_mutex_unlock(&j->lock);
+	return rc;
+}
+
+START_TEST(status_each_outcome)
+{
+	struct fs_job *j;
+	char text[32];
+
+	j = job("a");
+	ck_assert_str_eq(status(j), "running\n");
+	ck_assert_int_eq(exit_text(j, text, sizeof(text)), -EAGAIN);
+	fs_job_end(j, FS_JOB_ST_EXITED, 3, NULL, NULL);
+	ck_assert_str_eq(status(j), "exited 3\n");
+	ck_assert_int_eq(exit_text(j, text, sizeof(text)), 2);
+	ck_assert_str_eq(text, "3\n");
+	/* the first end stays */
+	fs_job_end(j, FS_JOB_ST_CANCELLED, 0, NULL, NULL);
+	ck_assert_str_eq(status(j), "exited 3\n");
+	fs_job_unref(j);
+
+	j = job("b");
+	fs_job_end(j, FS_JOB_ST_EXITED, -1, NULL, NULL);
+	ck_assert_str_eq(status(j), "exited -1\n");
+	ck_assert_int_eq(exit_text(j, text, sizeof(text)), 3);
+	ck_assert_str_eq(text, "-1\n");
+	fs_job_unref(j);
+
+	j = job("c");
+	fs_job_end(j, FS_JOB_ST_FAILED, 0, "timeoutExceeded",
+		   "exceeded its 300ms timeout");
+	ck_assert_str_eq(
+		status(j),
+		"failed timeoutExceeded: exceeded its 300ms timeout\n");
+	ck_assert_int_eq(exit_text(j, text, sizeof(text)), -EIO);
+	fs_job_unref(j);
+
+	j = job("d");
+	fs_job_end(j, FS_JOB_ST_CANCELLED, 0, NULL, NULL);
+	ck_assert_str_eq(status(j), "cancelled\n");
+	ck_assert_int_eq(exit_text(j, text, sizeof(text)), -ECANCELED);
+	fs_job_unref(j);
+
+	j = job("e");
+	fs_job_end(j, FS_JOB_ST_UNKNOWN, 0, NULL, NULL);
+	ck_assert_str_eq(status(j), "unknown\n");
+	ck_assert_int_eq(exit_text(j, text, sizeof(text)), -EIO);
+	fs_job_unref(j);
+}
+END_TEST
+
+START_TEST(status_failed_one_line)
+{
+	char msg[2 * FS_JOB_MSG_MAX];
+	struct fs_job *j;
+	const char *line;
+
+	j = job("a");
+	fs_job_end(j, FS_JOB_ST_FAILED, 0, "spawnFailed",
+		   "no such\nfile\r\tor directory\n");
+	ck_assert_str_eq(status(j),
+			 "failed spawnFailed: no such file  or directory\n");
+	fs_job_unref(j);
+
+	/* an empty code still reads as a code */
+	j = job("b");
+	fs_job_end(j, FS_JOB_ST_FAILED, 0, "", "gone");
+	ck_assert_str_eq(status(j), "failed error: gone\n");
+	fs_job_unref(j);
+
+	/* a long message is cut, the line still ends once */
+	memset(msg, 'm', sizeof(msg) - 1);
+	msg[sizeof(msg) - 1] = '\0';
+	j = job("c");
+	fs_job_end(j, FS_JOB_ST_FAILED, 0, "waitFailed", msg);
+	line = status(j);
+	ck_assert_uint_eq(strlen(line),
+			  strlen("failed waitFailed: ") + FS_JOB_MSG_MAX + 1);
+	ck_assert_ptr_eq(strchr(line, '\n'), line + strlen(line) - 1);
+	fs_job_unref(j);
+}
+END_TEST
+
+static void frame(struct proto_frame *f, enum proto_frame_type t, uint64_t seq,
+		  const char *data)
+{
+	memset(f, 0, sizeof(*f));
+	f->type = t;
+	f->seq = seq;
+	f->data = (unsigned char *)data;
+	f->len = strlen(data);
+}
+
+static char *read_all(struct fs_store *s)
+{
+	char *p = calloc(1, s->size + 1);
+	size_t got = 0;
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_int_eq(fs_store_read(s, p, s->size, 0, &got), 0);
+	ck_assert_uint_eq(got, s->size);
+	return p;
+}
+
+START_TEST(poll_frames_in_order)
+{
+	struct proto_frame fr[4];
+	struct proto_job_poll p;
+	struct fs_job *j = job("a");
+	char *out, *err;
+
+	memset(&p, 0, sizeof(p));
+	p.running = true;
+	p.frames = fr;
+	frame(&fr[0], PROTO_FRAME_STDOUT, 0, "one\n");
+	frame(&fr[1], PROTO_FRAME_STDERR, 1, "warn\n");
+	/* seq 2..4 were dropped by the agent's output cap: a gap */
+	frame(&fr[2], PROTO_FRAME_STDOUT, 5, "two\n");
+	p.nframes = 3;
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, &p));
+	ck_assert_uint_eq(j->last_seq, 5);
+	ck_assert_int_eq(j->state, FS_JOB_ST_RUNNING);
+	pthread_mutex_unlock(&j->lock);
+
+	/* An answer that repeats frames (a replayed sinceSeq) adds only the
+	 * new ones. */
+	frame(&fr[0], PROTO_FRAME_STDOUT, 5, "two\n");
+	frame(&fr[1], PROTO_FRAME_STDOUT, 6, "three\n");
+	p.nframes = 2;
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, &p));
+	pthread_mutex_unlock(&j->lock);
+
+	/* nothing new, still running: no change */
+	p.nframes = 0;
+	pthread_mutex_lock(&j->lock);
+	ck_assert(!fs_job_apply_poll(j, &p));
+	pthread_mutex_unlock(&j->lock);
+
+	p.running = false;
+	p.has_exit = true;
+	p.exit_code = 2;
+	p.truncated = true;
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, &p));
+	ck_assert(j->truncated);
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), "exited 2\n");
+
+	out = read_all(&j->out);
+	err = read_all(&j->err);
+	ck_assert_str_eq(out, "one\ntwo\nthree\n");
+	ck_assert_str_eq(err, "warn\n");
+	free(out);
+	free(err);
+	fs_job_unref(j);
+}
+END_TEST
+
+START_TEST(poll_ends)
+{
+	struct proto_job_poll p;
+	struct fs_job *j;
+
+	memset(&p, 0, sizeof(p));
+	p.running = false;
+	p.has_error = true;
+	p.err_code = (char *)"cancelled";
+	p.err_message = (char *)"the job was cancelled";
+	j = job("a");
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, &p));
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), "cancelled\n");
+	fs_job_unref(j);
+
+	p.err_code = (char *)"timeoutExceeded";
+	p.err_message = (char *)"exceeded its 300ms timeout";
+	j = job("b");
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, &p));
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(
+		status(j),
+		"failed timeoutExceeded: exceeded its 300ms timeout\n");
+	fs_job_unref(j);
+
+	/* not running, but neither an exit nor an error: unknown */
+	memset(&p, 0, sizeof(p));
+	j = job("c");
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, &p));
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), "unknown\n");
+	fs_job_unref(j);
+}
+END_TEST
+
+/* ---- the output store ---------------------------------------------------- */
+
+static char *spool;
+
+static void spool_setup(void)
+{
+	spool = th_tmpdir("fs-jobs");
+}
+
+static void spool_teardown(void)
+{
+	th_rmtree(spool);
+	free(spool);
+	spool = NULL;
+}
+
+/* Entries in the spool directory besides . and .. */
+static int spool_entries(void)
+{
+	DIR *d = opendir(spool);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Byte i of the test pattern. */
+static char pat(uint64_t i)
+{
+	return (char)('a' + (i * 7 + i / 251) % 26);
+}
+
+static void fill(struct fs_store *s, uint64_t total, size_t chunk)
+{
+	char *b = malloc(chunk);
+	uint64_t at = 0;
+
+	ck_assert_ptr_nonnull(b);
+	while (at < total) {
+		size_t n = total - at < chunk ? (size_t)(total - at) : chunk;
+		size_t i;
+
+		for (i = 0; i < n; i++)
+			b[i] = pat(at + i);
+		ck_assert_int_eq(fs_store_append(s, b, n), 0);
+		at += n;
+	}
+	free(b);
+}
+
+static void check_range(struct fs_store *s, uint64_t off, size_t n)
+{
+	char *b = malloc(n + 1);
+	size_t got = 99, want, i;
+
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(fs_store_read(s, b, n, off, &got), 0);
+	want = off >= s->size	   ? 0
+	       : s->size - off < n ? (size_t)(s->size - off)
+				   : n;
+	ck_assert_uint_eq(got, want);
+	for (i = 0; i < got; i++)
+		ck_assert_msg(b[i] == pat(off + i), "byte %llu differs",
+			      (unsigned long long)(off + i));
+	free(b);
+}
+
+START_TEST(store_memory_only)
+{
+	struct fs_store s;
+
+	fs_store_init(&s, spool, 4096, FS_STORE_MAX);
+	fill(&s, 1000, 33);
+	ck_assert_uint_eq(s.size, 1000);
+	ck_assert_int_eq(s.fd, -1);
+	ck_assert_uint_le(s.mem_cap, 4096);
+	check_range(&s, 0, 1000);
+	check_range(&s, 999, 10);
+	check_range(&s, 500, 7);
+	check_range(&s, 1000, 10);
+	check_range(&s, 5000, 10);
+	ck_assert_int_eq(spool_entries(), 0);
+	fs_store_cleanup(&s);
+}
+END_TEST
+
+START_TEST(store_spills_past_threshold)
+{
+	struct fs_store s;
+	uint64_t off;
+
+	fs_store_init(&s, spool, 16, FS_STORE_MAX);
+	fill(&s, 100, 7);
+	ck_assert_uint_eq(s.size, 100);
+	ck_assert_uint_eq(s.mem_len, 16);
+	ck_assert_int_ge(s.fd, 0);
+	/* every offset and a few lengths, across the boundary */
+	for (off = 0; off <= 101; off++) {
+		check_range(&s, off, 1);
+		check_range(&s, off, 5);
+		check_range(&s, off, 40);
+	}
+	/* the spill file is unlinked: nothing is left in the directory */
+	ck_assert_int_eq(spool_entries(), 0);
+	fs_store_cleanup(&s);
+	ck_assert_int_eq(s.fd, -1);
+	ck_assert_uint_eq(s.size, 0);
+}
+END_TEST
+
+START_TEST(store_memory_bounded)
+{
+	const uint64_t total = 6ULL * 1024 * 1024 + 123;
+	struct fs_store s;
+
+	fs_store_init(&s, spool, 64 * 1024, FS_STORE_MAX);
+	fill(&s, total, 65536);
+	ck_assert_uint_eq(s.size, total);
+	ck_assert_uint_le(s.mem_cap, 64 * 1024);
+	ck_assert_uint_eq(s.mem_len, 64 * 1024);
+	check_range(&s, 0, 100);
+	check_range(&s, 64 * 1024 - 50, 100);
+	check_range(&s, 3 * 1024 * 1024 + 17, 131072);
+	check_range(&s, total - 10, 131072);
+	check_range(&s, total, 10);
+	ck_assert_int_eq(spool_entries(), 0);
+	fs_store_cleanup(&s);
+}
+END_TEST
+
+START_TEST(store_total_bound)
+{
+	struct fs_store s;
+	size_t got;
+	char b[32];
+
+	fs_store_init(&s, spool, 4, 10);
+	ck_assert_int_eq(fs_store_append(&s, "0123456", 7), 0);
+	/* only what fits under the bound is kept */
+	ck_assert_int_eq(fs_store_append(&s, "789abc", 6), -EFBIG);
+	ck_assert_uint_eq(s.size, 10);
+	ck_assert(s.dropped);
+	/* and nothing after it, so the stream has no hole */
+	ck_assert_int_eq(fs_store_append(&s, "x", 1), -EFBIG);
+	ck_assert_uint_eq(s.size, 10);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 0, &got), 0);
+	ck_assert_uint_eq(got, 10);
+	ck_assert_int_eq(memcmp(b, "0123456789", 10), 0);
+	fs_store_cleanup(&s);
+}
+END_TEST
+
+START_TEST(store_spill_failure)
+{
+	char *missing = xasprintf("%s/missing", spool);
+	struct fs_store s;
+	size_t got;
+	char b[16];
+
+	fs_store_init(&s, missing, 4, FS_STORE_MAX);
+	ck_assert_int_eq(fs_store_append(&s, "ab", 2), 0);
+	/* the memory part is kept, the part to spill cannot be */
+	ck_assert_int_eq(fs_store_append(&s, "cdef", 4), -ENOENT);
+	ck_assert(s.dropped);
+	ck_assert_uint_eq(s.size, 4);
+	ck_assert_int_eq(fs_store_append(&s, "g", 1), -EFBIG);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 0, &got), 0);
+	ck_assert_uint_eq(got, 4);
+	ck_assert_int_eq(memcmp(b, "abcd", 4), 0);
+	fs_store_cleanup(&s);
+	free(missing);
+}
+END_TEST
+
+/* ---- the job table ------------------------------------------------------- */
+
+static struct fs_job *add(struct fs_jobs *js, const char *name,
+			  const char *prefix, bool ended)
+{
+	struct fs_job *j = fs_job_new(name, "", "{}\n", 3, 1000, js->spool_dir,
+				      js->mem_max);
+
+	if (ended)
+		fs_job_end(j, FS_JOB_ST_EXITED, 0, NULL, NULL);
+	ck_assert_int_eq(fs_jobs_add(js, j, prefix), 0);
+	fs_job_unref(j);
+	return j;
+}
+
+static void end(struct fs_jobs *js, const char *name)
+{
+	struct fs_job *j = fs_jobs_find(js, name);
+
+	ck_assert_ptr_nonnull(j);
+	pthread_mutex_lock(&j->lock);
+	fs_job_end(j, FS_JOB_ST_EXITED, 0, NULL, NULL);
+	pthread_mutex_unlock(&j->lock);
+	fs_job_unref(j);
+}
+
+/* The names, oldest first, joined with spaces. */
+static char *names(struct fs_jobs *js)
+{
+	struct buf b = BUF_INIT(0);
+	char **v;
+	size_t n, i;
+
+	fs_jobs_names(js, &v, &n);
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(buf_printf(&b, "%s%s", i ? " " : "", v[i]), 0);
+		free(v[i]);
+	}
+	free(v);
+	return buf_take(&b, NULL);
+}
+
+static void assert_names(struct fs_jobs *js, const char *want)
+{
+	char *got = names(js);
+
+	ck_assert_str_eq(got, want);
+	free(got);
+}
+
+static void assert_latest(struct fs_jobs *js, const char *want)
+{
+	char name[FS_JOB_NAME_MAX + 1];
+	struct fs_job *j;
+
+	ck_assert(fs_jobs_latest(js, name, sizeof(name)));
+	ck_assert_str_eq(name, want);
+	j = fs_jobs_find(js, "latest");
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(j->name, want);
+	fs_job_unref(j);
+}
+
+START_TEST(table_ids_and_latest)
+{
+	struct fs_jobs *js = fs_jobs_new(spool, FS_JOBS_MAX, 1024);
+	char name[FS_JOB_NAME_MAX + 1];
+	struct fs_job *j;
+
+	ck_assert(!fs_jobs_latest(js, name, sizeof(name)));
+	ck_assert_ptr_null(fs_jobs_find(js, "latest"));
+	assert_names(js, "");
+
+	add(js, "0b7c6f8e-2a7d-4c55-9a0e-1f7b0e1c2d3e", "job", false);
+	assert_latest(js, "0b7c6f8e-2a7d-4c55-9a0e-1f7b0e1c2d3e");
+	add(js, "", "unknown", true);
+	assert_latest(js, "unknown-1");
+	add(js, "", "native", true);
+	assert_latest(js, "native-2");
+	/* an id that is taken, or cannot be a directory name */
+	add(js, "native-2", "job", false);
+	add(js, "../etc", "job", false);
+	add(js, "latest", "job", false);
+	add(js, "a/b", "job", false);
+	assert_names(js, "0b7c6f8e-2a7d-4c55-9a0e-1f7b0e1c2d3e unknown-1 "
+			 "native-2 job-3 job-4 job-5 job-6");
+	assert_latest(js, "job-6");
+
+	j = fs_jobs_find(js, "unknown-1");
+	ck_assert_ptr_nonnull(j);
+	ck_assert_str_eq(j->name, "unknown-1");
+	fs_job_unref(j);
+	ck_assert_ptr_null(fs_jobs_find(js, "unknown-9"));
+	ck_assert_ptr_null(fs_jobs_find(js, ""));
+
+	/* a short buffer gets a cut name, never an overflow */
+	ck_assert(fs_jobs_latest(js, name, 4));
+	ck_assert_str_eq(name, "job");
+	fs_jobs_destroy(js);
+}
+END_TEST
+
+START_TEST(table_name_rules)
+{
+	char longname[FS_JOB_NAME_MAX + 2];
+
+	ck_assert(fs_job_name_ok("abc-DEF_0.9"));
+	ck_assert(fs_job_name_ok("unknown-1"));
+	ck_assert(!fs_job_name_ok(""));
+	ck_assert(!fs_job_name_ok("."));
+	ck_assert(!fs_job_name_ok(".."));
+	ck_assert(!fs_job_name_ok("latest"));
+	ck_assert(!fs_job_name_ok("a/b"));
+	ck_assert(!fs_job_name_ok("a b"));
+	ck_assert(!fs_job_name_ok("a\nb"));
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	ck_assert(!fs_job_name_ok(longname));
+	longname[FS_JOB_NAME_MAX] = '\0';
+	ck_assert(fs_job_name_ok(longname));
+}
+END_TEST
+
+START_TEST(table_evicts_oldest_finished)
+{
+	struct fs_jobs *js = fs_jobs_new(spool, 3, 1024);
+
+	add(js, "a", "job", true);
+	add(js, "b", "job", false);
+	add(js, "c", "job", true);
+	assert_names(js, "a b c");
+	/* a fourth job: the oldest finished one (a) goes */
+	add(js, "d", "job", true);
+	assert_names(js, "b c d");
+	/* b still runs: c is the oldest finished one */
+	add(js, "e", "job", false);
+	assert_names(js, "b d e");
+	add(js, "f", "job", false);
+	assert_names(js, "b e f");
+	/* only running jobs are older: nothing can go, the table grows */
+	add(js, "g", "job", true);
+	assert_names(js, "b e f g");
+	assert_latest(js, "g");
+	/* once one ends, the next addition trims back to the bound */
+	end(js, "e");
+	add(js, "h", "job", false);
+	assert_names(js, "b f h");
+	end(js, "b");
+	add(js, "i", "job", false);
+	assert_names(js, "f h i");
+	assert_latest(js, "i");
+	fs_jobs_destroy(js);
+}
+END_TEST
+
+START_TEST(table_bound_256)
+{
+	struct fs_jobs *js = fs_jobs_new(spool, FS_JOBS_MAX, 1024);
+	char **v;
+	size_t n, i;
+
+	for (i = 0; i < 300; i++)
+		add(js, "", "native", true);
+	fs_jobs_names(js, &v, &n);
+	ck_assert_uint_eq(n, FS_JOBS_MAX);
+	/* the 44 oldest went; the rest keep their order */
+	ck_assert_str_eq(v[0], "native-45");
+	ck_assert_str_eq(v[n - 1], "native-300");
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	assert_latest(js, "native-300");
+	ck_assert_ptr_null(fs_jobs_find(js, "native-44"));
+	fs_jobs_destroy(js);
+}
+END_TEST
+
+START_TEST(table_evicted_job_stays_readable)
+{
+	struct fs_jobs *js = fs_jobs_new(spool, 1, 4);
+	struct fs_job *j, *held;
+	char *out;
+
+	j = add(js, "a", "job", false);
+	pthread_mutex_lock(&j->lock);
+	ck_assert_int_eq(fs_store_append(&j->out, "spilled output", 14), 0);
+	fs_job_end(j, FS_JOB_ST_EXITED, 0, NULL, NULL);
+	pthread_mutex_unlock(&j->lock);
+	/* an open file holds it */
+	held = fs_jobs_find(js, "a");
+	ck_assert_ptr_eq(held, j);
+	add(js, "b", "job", true);
+	assert_names(js, "b");
+	ck_assert_ptr_null(fs_jobs_find(js, "a"));
+	out = read_all(&held->out);
+	ck_assert_str_eq(out, "spilled output");
+	free(out);
+	fs_job_unref(held);
+	fs_jobs_destroy(js);
+	ck_assert_int_eq(spool_entries(), 0);
+}
+END_TEST
+
+Suite *make_fs_jobs_suite(void)
+{
+	Suite *s = suite_create("fs_jobs");
+	TCase *tc;
+
+	tc = tcase_create("cmd");
+	tcase_add_test(tc, cmd_shell_line);
+	tcase_add_test(tc, cmd_json_request);
+	tcase_add_test(tc, cmd_json_timeout_default);
+	tcase_add_test(tc, cmd_refused);
+	tcase_add_test(tc, cmd_too_long);
+	tcase_add_test(tc, cmd_file_json);
+	tcase_add_test(tc, cmd_native_shell_line);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("status");
+	tcase_add_test(tc, status_each_outcome);
+	tcase_add_test(tc, status_failed_one_line);
+	tcase_add_test(tc, poll_frames_in_order);
+	tcase_add_test(tc, poll_ends);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("store");
+	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
+	tcase_add_test(tc, store_memory_only);
+	tcase_add_test(tc, store_spills_past_threshold);
+	tcase_add_test(tc, store_memory_bounded);
+	tcase_add_test(tc, store_total_bound);
+	tcase_add_test(tc, store_spill_failure);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("table");
+	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
+	tcase_add_test(tc, table_ids_and_latest);
+	tcase_add_test(tc, table_name_rules);
+	tcase_add_test(tc, table_evicts_oldest_finished);
+	tcase_add_test(tc, table_bound_256);
+	tcase_add_test(tc, table_evicted_job_stays_readable);
+	suite_add_tcase(s, tc);
+	return s;
+}

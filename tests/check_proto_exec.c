@@ -1,0 +1,744 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite proto_exec: the exec and job bodies (protocol.md 3.3, 3.7) as pure
+ * functions: request decoding in both spellings and its validation, the
+ * four frame types, the NDJSON splitter, and the job poll bodies.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/proto.h"
+#include "common/proto_exec.h"
+#include "tests/check_suites.h"
+
+static int decode(const char *json, struct proto_exec_req *r)
+{
+	return proto_exec_req_decode(json, strlen(json), r);
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+START_TEST(req_newest_spelling)
+{
+	struct proto_exec_req r;
+
+	ck_assert_int_eq(decode("{\"command\":[\"echo\",\"a; $(false)\"],"
+				"\"timeoutMs\":5000,\"cwd\":null,\"env\":{}}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.argc, 2);
+	ck_assert_str_eq(r.argv[0], "echo");
+	ck_assert_str_eq(r.argv[1], "a; $(false)");
+	ck_assert_ptr_null(r.argv[2]);
+	ck_assert_uint_eq(r.timeout_ms, 5000);
+	ck_assert_ptr_null(r.cwd);
+	ck_assert_uint_eq(r.envc, 0);
+	ck_assert_ptr_null(r.env[0]);
+	ck_assert_uint_eq(r.flags, 0);
+	ck_assert_ptr_null(proto_exec_req_validate(&r));
+	proto_exec_req_cleanup(&r);
+}
+END_TEST
+
+START_TEST(req_legacy_spelling)
+{
+	struct proto_exec_req r;
+
+	ck_assert_int_eq(decode("{\"command\":[\"/bin/pwd\"],\"deadlineMs\":7,"
+				"\"workingDirectory\":\"/work\","
+				"\"env\":{\"A\":\"1\",\"B\":\"x=y\"}}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.timeout_ms, 7);
+	ck_assert_str_eq(r.cwd, "/work");
+	ck_assert_uint_eq(r.envc, 2);
+	ck_assert_str_eq(r.env[0], "A=1");
+	ck_assert_str_eq(r.env[1], "B=x=y");
+	ck_assert_ptr_null(r.env[2]);
+	proto_exec_req_cleanup(&r);
+
+	/* The newer spelling wins when both are present. */
+	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"deadlineMs\":7,"
+				"\"timeoutMs\":9,\"workingDirectory\":\"a\","
+				"\"cwd\":\"b\"}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.timeout_ms, 9);
+	ck_assert_str_eq(r.cwd, "b");
+	proto_exec_req_cleanup(&r);
+
+	/* A null cwd falls back to the other spelling, absent env is {}. */
+	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
+				"\"cwd\":null,\"workingDirectory\":\"w\"}",
+				&r),
+			 0);
+	ck_assert_str_eq(r.cwd, "w");
+	ck_assert_uint_eq(r.envc, 0);
+	proto_exec_req_cleanup(&r);
+}
+END_TEST
+
+START_TEST(req_unknown_fields_ignored)
+{
+	struct proto_exec_req r;
+
+	ck_assert_int_eq(decode("{\"v\":1,\"op\":\"exec\",\"command\":[\"x\"],"
+				"\"timeoutMs\":18446744073709551615,"
+				"\"extra\":{\"deep\":[1,{\"cwd\":5}]}}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.argc, 1);
+	ck_assert_uint_eq(r.timeout_ms, UINT64_MAX);
+	ck_assert_ptr_null(r.cwd);
+	proto_exec_req_cleanup(&r);
+}
+END_TEST
+
+START_TEST(req_shape_errors)
+{
+	static const char *const shape[] = {
+		"[]",
+		"{}",
+		"{\"timeoutMs\":1}",
+		"{\"command\":\"ls\",\"timeoutMs\":1}",
+		"{\"command\":null,\"timeoutMs\":1}",
+		"{\"command\":[\"a\",1],\"timeoutMs\":1}",
+		"{\"command\":[\"a\"]}",
+		"{\"command\":[\"a\"],\"timeoutMs\":\"5\"}",
+		"{\"command\":[\"a\"],\"timeoutMs\":-1}",
+		"{\"command\":[\"a\"],\"timeoutMs\":1.5}",
+		"{\"command\":[\"a\"],\"timeoutMs\":1,\"cwd\":5}",
+		"{\"command\":[\"a\"],\"timeoutMs\":1,\"env\":[]}",
+		"{\"command\":[\"a\"],\"timeoutMs\":1,\"env\":{\"A\":1}}",
+		"{\"command\":[\"a\"],\"timeoutMs\":1,\"env\":{\"A\":null}}",
+	};
+	static const char *const notjson[] = {
+		"", "{", "{\"command\":[\"a\"],}", "nope", "{} {}",
+	};
+	struct proto_exec_req r;
+	size_t i;
+
+	for (i = 0; i < sizeof(shape) / sizeof(shape[0]); i++)
+		ck_assert_msg(decode(shape[i], &r) == -EINVAL, "%s", shape[i]);
+	for (i = 0; i < sizeof(notjson) / sizeof(notjson[0]); i++)
+		ck_assert_msg(decode(notjson[i], &r) == -EBADMSG, "%s",
+			      notjson[i]);
+}
+END_TEST
+
+static const char *reason_of(const char *json)
+{
+	struct proto_exec_req r;
+	const char *reason;
+
+	ck_assert_msg(decode(json, &r) == 0, "%s", json);
+	reason = proto_exec_req_validate(&r);
+	proto_exec_req_cleanup(&r);
+	return reason ? reason : "(valid)";
+}
+
+START_TEST(req_validation_reasons)
+{
+	ck_assert_str_eq(reason_of("{\"command\":[],\"timeoutMs\":1}"),
+			 "command is empty");
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":0}"),
+			 "a command must carry a non-zero deadline");
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				   "\"env\":{\"A\":\"x\\u0000y\"}}"),
+			 "an environment entry contains a NUL byte");
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				   "\"env\":{\"A\\u0000\":\"x\"}}"),
+			 "an environment entry contains a NUL byte");
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				   "\"env\":{\"\":\"x\"}}"),
+			 "an environment name must be non-empty and contain "
+			 "no '='");
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				   "\"env\":{\"A=B\":\"x\"}}"),
+			 "an environment name must be non-empty and contain "
+			 "no '='");
+	/* An escaped backslash before "u0000" is not a NUL. */
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				   "\"env\":{\"A\":\"\\\\u0000\"}}"),
+			 "(valid)");
+	/* A NUL outside env is not a validation failure. */
+	ck_assert_str_eq(reason_of("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				   "\"other\":\"\\u0000\"}"),
+			 "(valid)");
+}
+END_TEST
+
+START_TEST(req_nul_flags)
+{
+	struct proto_exec_req r;
+
+	ck_assert_int_eq(decode("{\"command\":[\"a\",\"b\\u0000c\"],"
+				"\"timeoutMs\":1,\"cwd\":\"w\"}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.flags, PROTO_EXEC_ARG_NUL);
+	ck_assert_str_eq(r.argv[1], "b");
+	proto_exec_req_cleanup(&r);
+
+	ck_assert_int_eq(decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				"\"workingDirectory\":\"w\\u0000x\"}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.flags, PROTO_EXEC_CWD_NUL);
+	proto_exec_req_cleanup(&r);
+
+	/* The NUL is in the spelling that is not used. */
+	ck_assert_int_eq(decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				"\"workingDirectory\":\"w\\u0000x\","
+				"\"cwd\":\"ok\"}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.flags, 0);
+	ck_assert_str_eq(r.cwd, "ok");
+	proto_exec_req_cleanup(&r);
+
+	/* Only the first "env" member counts, as for cJSON lookups. */
+	ck_assert_int_eq(decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				"\"env\":{\"A\":\"1\"},"
+				"\"env\":{\"B\":\"\\u0000\"}}",
+				&r),
+			 0);
+	ck_assert_uint_eq(r.flags, 0);
+	proto_exec_req_cleanup(&r);
+}
+END_TEST
+
+START_TEST(req_env_last_key_wins)
+{
+	struct proto_exec_req r;
+
+	ck_assert_int_eq(
+		decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+		       "\"env\":{\"A\":\"1\",\"B\":\"2\",\"A\":\"3\"}}",
+		       &r),
+		0);
+	ck_assert_uint_eq(r.envc, 2);
+	ck_assert_str_eq(r.env[0], "A=3");
+	ck_assert_str_eq(r.env[1], "B=2");
+	proto_exec_req_cleanup(&r);
+}
+END_TEST
+
+START_TEST(req_bounds)
+{
+	struct buf b = BUF_INIT(0);
+	struct proto_exec_req r;
+	int i;
+
+	ck_assert_int_eq(buf_append_str(&b, "{\"timeoutMs\":1,\"command\":["),
+			 0);
+	for (i = 0; i <= PROTO_EXEC_MAX_ARGS; i++)
+		ck_assert_int_eq(buf_append_str(&b, i ? ",\"a\"" : "\"a\""), 0);
+	ck_assert_int_eq(buf_append_str(&b, "]}"), 0);
+	ck_assert_int_eq(proto_exec_req_decode(b.data, b.len, &r), -EFBIG);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(req_encode_newest)
+{
+	static char a0[] = "sh", a1[] = "-c", a2[] = "echo \"hi\"";
+	static char e0[] = "A=1", e1[] = "Q=x=\"y\"", w[] = "w";
+	char *argv[] = {a0, a1, a2, NULL};
+	char *env[] = {e0, e1, NULL};
+	struct proto_exec_req r = {argv, 3, 5000, NULL, env, 2, 0};
+	struct proto_exec_req back;
+	struct buf b = BUF_INIT(0);
+
+	ck_assert_int_eq(proto_exec_req_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"command\":[\"sh\",\"-c\",\"echo "
+			 "\\\"hi\\\"\"],\"timeoutMs\":5000,\"cwd\":null,"
+			 "\"env\":{\"A\":\"1\",\"Q\":\"x=\\\"y\\\"\"}}");
+	ck_assert_int_eq(proto_exec_req_decode(b.data, b.len, &back), 0);
+	ck_assert_str_eq(back.argv[2], "echo \"hi\"");
+	ck_assert_str_eq(back.env[1], "Q=x=\"y\"");
+	proto_exec_req_cleanup(&back);
+	buf_cleanup(&b);
+
+	r.cwd = w;
+	r.envc = 0;
+	r.env = NULL;
+	ck_assert_int_eq(proto_exec_req_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"command\":[\"sh\",\"-c\",\"echo "
+			 "\\\"hi\\\"\"],\"timeoutMs\":5000,\"cwd\":\"w\","
+			 "\"env\":{}}");
+	buf_cleanup(&b);
+}
+END_TEST
+
+/* ---- frames ------------------------------------------------------------- */
+
+static char *encode_frame(const struct proto_frame *f)
+{
+	struct buf b = BUF_INIT(0);
+
+	ck_assert_int_eq(proto_frame_encode(f, &b), 0);
+	return buf_take(&b, NULL);
+}
+
+START_TEST(frame_encode_all_types)
+{
+	struct proto_frame f;
+	char *s;
+
+	memset(&f, 0, sizeof(f));
+	f.type = PROTO_FRAME_STDOUT;
+	f.seq = 0;
+	f.data = (unsigned char *)"hello\n";
+	f.len = 6;
+	s = encode_frame(&f);
+	ck_assert_str_eq(
+		s, "{\"t\":\"stdout\",\"seq\":0,\"data\":\"aGVsbG8K\"}\n");
+	ck_assert_uint_eq(strlen(s) - 1, proto_frame_output_len(0, 6));
+	free(s);
+
+	f.type = PROTO_FRAME_STDERR;
+	f.seq = 18446744073709551615ULL;
+	f.len = 0;
+	s = encode_frame(&f);
+	ck_assert_str_eq(s, "{\"t\":\"stderr\",\"seq\":18446744073709551615,"
+			    "\"data\":\"\"}\n");
+	ck_assert_uint_eq(strlen(s) - 1, proto_frame_output_len(f.seq, 0));
+	free(s);
+
+	memset(&f, 0, sizeof(f));
+	f.type = PROTO_FRAME_EXIT;
+	f.code = -1;
+	f.truncated = true;
+	s = encode_frame(&f);
+	ck_assert_str_eq(s,
+			 "{\"t\":\"exit\",\"code\":-1,\"truncated\":true}\n");
+	free(s);
+
+	f.type = PROTO_FRAME_ERROR;
+	f.err_code = (char *)"timeoutExceeded";
+	f.err_message = (char *)"exceeded its \"300\"ms\ntimeout";
+	s = encode_frame(&f);
+	ck_assert_str_eq(s, "{\"t\":\"error\",\"code\":\"timeoutExceeded\","
+			    "\"message\":\"exceeded its \\\"300\\\"ms\\n"
+			    "timeout\"}\n");
+	free(s);
+}
+END_TEST
+
+static int fdecode(const char *line, struct proto_frame *f)
+{
+	return proto_frame_decode(line, strlen(line), f);
+}
+
+START_TEST(frame_decode_all_types)
+{
+	struct proto_frame f;
+
+	ck_assert_int_eq(fdecode("{\"t\":\"stdout\",\"seq\":7,\"data\":"
+				 "\"aGVsbG8K\",\"extra\":1}",
+				 &f),
+			 0);
+	ck_assert_int_eq(f.type, PROTO_FRAME_STDOUT);
+	ck_assert_uint_eq(f.seq, 7);
+	ck_assert_uint_eq(f.len, 6);
+	ck_assert_mem_eq(f.data, "hello\n", 6);
+	proto_frame_cleanup(&f);
+
+	ck_assert_int_eq(
+		fdecode("{\"data\":\"\",\"seq\":0,\"t\":\"stderr\"}", &f), 0);
+	ck_assert_int_eq(f.type, PROTO_FRAME_STDERR);
+	ck_assert_uint_eq(f.len, 0);
+	proto_frame_cleanup(&f);
+
+	ck_assert_int_eq(fdecode("{\"t\":\"exit\",\"code\":137,"
+				 "\"truncated\":true}",
+				 &f),
+			 0);
+	ck_assert_int_eq(f.type, PROTO_FRAME_EXIT);
+	ck_assert_int_eq(f.code, 137);
+	ck_assert(f.truncated);
+	proto_frame_cleanup(&f);
+
+	/* A missing truncated flag reads as false. */
+	ck_assert_int_eq(fdecode("{\"t\":\"exit\",\"code\":-1}", &f), 0);
+	ck_assert_int_eq(f.code, -1);
+	ck_assert(!f.truncated);
+	proto_frame_cleanup(&f);
+
+	ck_assert_int_eq(fdecode("{\"t\":\"error\",\"code\":\"spawnFailed\","
+				 "\"message\":\"No such file\"}",
+				 &f),
+			 0);
+	ck_assert_int_eq(f.type, PROTO_FRAME_ERROR);
+	ck_assert_str_eq(f.err_code, "spawnFailed");
+	ck_assert_str_eq(f.err_message, "No such file");
+	proto_frame_cleanup(&f);
+}
+END_TEST
+
+START_TEST(frame_decode_refusals)
+{
+	static const char *const bad[] = {
+		"{\"t\":\"progress\",\"seq\":1,\"data\":\"\"}",
+		"{\"t\":\"STDOUT\",\"seq\":1,\"data\":\"\"}",
+		"{\"seq\":1,\"data\":\"\"}",
+		"{\"t\":\"stdout\",\"data\":\"\"}",
+		"{\"t\":\"stdout\",\"seq\":1}",
+		"{\"t\":\"stdout\",\"seq\":-1,\"data\":\"\"}",
+		"{\"t\":\"stdout\",\"seq\":1,\"data\":\"aGVsbG8\"}",
+		"{\"t\":\"stdout\",\"seq\":1,\"data\":\"aGV sbG8=\"}",
+		"{\"t\":\"stdout\",\"seq\":1,\"data\":\"-_8=\"}",
+		"{\"t\":\"exit\"}",
+		"{\"t\":\"exit\",\"code\":4294967296}",
+		"{\"t\":\"exit\",\"code\":1,\"truncated\":1}",
+		"{\"t\":\"error\",\"code\":\"x\"}",
+		"{\"t\":\"error\",\"message\":\"x\"}",
+		"[\"t\",\"exit\"]",
+		"{\"t\":\"exit\",\"code\":0",
+		"",
+	};
+	struct proto_frame f;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(fdecode(bad[i], &f) == -EBADMSG, "%s", bad[i]);
+}
+END_TEST
+
+/* ---- the NDJSON splitter -------------------------------------------------- */
+
+START_TEST(ndjson_split_across_feeds)
+{
+	static const char body[] = "{\"a\":1}\n\n{\"b\":2}\r\n\r\n{\"c\":3}\n";
+	struct proto_ndjson s;
+	const char *line;
+	size_t len, i, got = 0;
+	char seen[3][16];
+
+	proto_ndjson_init(&s);
+	/* One byte at a time: every line boundary falls inside a feed. */
+	for (i = 0; i < sizeof(body) - 1; i++) {
+		ck_assert_int_eq(proto_ndjson_feed(&s, body + i, 1), 0);
+		while (proto_ndjson_next(&s, &line, &len) == 1) {
+			ck_assert_uint_lt(got, 3);
+			ck_assert_uint_lt(len, sizeof(seen[0]));
+			memcpy(seen[got], line, len);
+			seen[got][len] = '\0';
+			got++;
+		}
+	}
+	ck_assert_uint_eq(got, 3);
+	ck_assert_str_eq(seen[0], "{\"a\":1}");
+	ck_assert_str_eq(seen[1], "{\"b\":2}");
+	ck_assert_str_eq(seen[2], "{\"c\":3}");
+	ck_assert(!proto_ndjson_partial(&s));
+	ck_assert_int_eq(proto_ndjson_feed(&s, "{\"d\"", 4), 0);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 0);
+	ck_assert(proto_ndjson_partial(&s));
+	proto_ndjson_cleanup(&s);
+}
+END_TEST
+
+START_TEST(ndjson_many_lines_one_feed)
+{
+	static const char body[] = "1\n22\n\n333\n4444";
+	struct proto_ndjson s;
+	const char *line;
+	size_t len;
+
+	proto_ndjson_init(&s);
+	ck_assert_int_eq(proto_ndjson_feed(&s, body, sizeof(body) - 1), 0);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 1);
+	ck_assert_uint_eq(len, 1);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 1);
+	ck_assert_uint_eq(len, 2);
+	ck_assert_mem_eq(line, "22", 2);
+	/* A feed while lines are still waiting keeps them. */
+	ck_assert_int_eq(proto_ndjson_feed(&s, "4\n", 2), 0);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 1);
+	ck_assert_mem_eq(line, "333", 3);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 1);
+	ck_assert_uint_eq(len, 5);
+	ck_assert_mem_eq(line, "44444", 5);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 0);
+	ck_assert(!proto_ndjson_partial(&s));
+	proto_ndjson_cleanup(&s);
+}
+END_TEST
+
+START_TEST(ndjson_line_over_limit)
+{
+	size_t big = PROTO_MAX_LINE_BYTES + 1;
+	char *p = malloc(big + 1);
+	struct proto_ndjson s;
+	const char *line;
+	size_t len;
+
+	ck_assert_ptr_nonnull(p);
+	memset(p, 'x', big);
+	p[big] = '\n';
+
+	/* A complete line over the limit in one feed. */
+	proto_ndjson_init(&s);
+	ck_assert_int_eq(proto_ndjson_feed(&s, p, big + 1), -EFBIG);
+	ck_assert_int_eq(proto_ndjson_feed(&s, "\n", 1), -EFBIG);
+	proto_ndjson_cleanup(&s);
+
+	/* The same line arriving in pieces fails before it is whole. */
+	proto_ndjson_init(&s);
+	ck_assert_int_eq(proto_ndjson_feed(&s, "ok\n", 3), 0);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 1);
+	ck_assert_int_eq(proto_ndjson_feed(&s, p, big / 2), 0);
+	ck_assert_int_eq(proto_ndjson_feed(&s, p, big - big / 2), -EFBIG);
+	proto_ndjson_cleanup(&s);
+
+	/* Exactly at the limit is accepted. */
+	proto_ndjson_init(&s);
+	ck_assert_int_eq(proto_ndjson_feed(&s, p + 1, big), 0);
+	ck_assert_int_eq(proto_ndjson_next(&s, &line, &len), 1);
+	ck_assert_uint_eq(len, PROTO_MAX_LINE_BYTES);
+	proto_ndjson_cleanup(&s);
+	free(p);
+}
+END_TEST
+
+/* ---- job bodies ----------------------------------------------------------- */
+
+START_TEST(job_id_bodies)
+{
+	char id[PROTO_JOB_ID_MAX + 1];
+	struct buf b = BUF_INIT(0);
+	char longer[PROTO_JOB_ID_MAX + 20];
+
+	ck_assert_int_eq(proto_job_id_encode("0b7c", &b), 0);
+	ck_assert_str_eq(b.data, "{\"jobId\":\"0b7c\"}");
+	ck_assert_int_eq(proto_job_id_decode(b.data, b.len, id), 0);
+	ck_assert_str_eq(id, "0b7c");
+	buf_cleanup(&b);
+
+	ck_assert_int_eq(proto_job_id_decode("{}", 2, id), -EINVAL);
+	ck_assert_int_eq(proto_job_id_decode("{\"jobId\":3}", 11, id), -EINVAL);
+	ck_assert_int_eq(proto_job_id_decode("{\"jobId\"", 8, id), -EBADMSG);
+	memset(longer, 'a', sizeof(longer));
+	memcpy(longer, "{\"jobId\":\"", 10);
+	memcpy(longer + sizeof(longer) - 2, "\"}", 2);
+	ck_assert_int_eq(proto_job_id_decode(longer, sizeof(longer), id),
+			 -EFBIG);
+}
+END_TEST
+
+static int pdecode(const char *json, struct proto_job_poll_req *r)
+{
+	return proto_job_poll_req_decode(json, strlen(json), r);
+}
+
+START_TEST(poll_request_bodies)
+{
+	struct proto_job_poll_req r;
+	struct buf b = BUF_INIT(0);
+
+	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":null}", &r), 0);
+	ck_assert_str_eq(r.job_id, "j");
+	ck_assert(!r.has_since);
+	ck_assert_uint_eq(r.wait_ms, 0);
+	ck_assert_int_eq(pdecode("{\"jobId\":\"j\"}", &r), 0);
+	ck_assert(!r.has_since);
+	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":0,"
+				 "\"waitMs\":2500,\"x\":[]}",
+				 &r),
+			 0);
+	ck_assert(r.has_since);
+	ck_assert_uint_eq(r.since_seq, 0);
+	ck_assert_uint_eq(r.wait_ms, 2500);
+	ck_assert_int_eq(pdecode("{\"sinceSeq\":1}", &r), -EINVAL);
+	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":\"1\"}", &r),
+			 -EINVAL);
+	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":-1}", &r),
+			 -EINVAL);
+	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"waitMs\":true}", &r),
+			 -EINVAL);
+	ck_assert_int_eq(pdecode("{\"jobId\":", &r), -EBADMSG);
+
+	memset(&r, 0, sizeof(r));
+	strcpy(r.job_id, "j1");
+	ck_assert_int_eq(proto_job_poll_req_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data, "{\"jobId\":\"j1\",\"sinceSeq\":null}");
+	buf_reset(&b);
+	r.has_since = true;
+	r.since_seq = 41;
+	r.wait_ms = 5000;
+	ck_assert_int_eq(proto_job_poll_req_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data, "{\"jobId\":\"j1\",\"sinceSeq\":41,"
+				 "\"waitMs\":5000}");
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(poll_answer_encode_omits_fields)
+{
+	struct proto_frame frames[2];
+	struct proto_job_poll p;
+	struct buf b = BUF_INIT(0), inc = BUF_INIT(0);
+
+	memset(frames, 0, sizeof(frames));
+	frames[0].type = PROTO_FRAME_STDOUT;
+	frames[0].seq = 0;
+	frames[0].data = (unsigned char *)"a\n";
+	frames[0].len = 2;
+	frames[1].type = PROTO_FRAME_STDERR;
+	frames[1].seq = 2;
+	frames[1].data = (unsigned char *)"b\n";
+	frames[1].len = 2;
+
+	memset(&p, 0, sizeof(p));
+	p.running = true;
+	p.frames = frames;
+	p.nframes = 2;
+	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"running\":true,\"frames\":["
+			 "{\"t\":\"stdout\",\"seq\":0,\"data\":\"YQo=\"},"
+			 "{\"t\":\"stderr\",\"seq\":2,\"data\":\"Ygo=\"}"
+			 "]}");
+	/* Piece by piece gives the same bytes. */
+	ck_assert_int_eq(proto_job_poll_encode_head(true, &inc), 0);
+	ck_assert_int_eq(proto_job_poll_encode_frame(&frames[0], true, &inc),
+			 0);
+	ck_assert_int_eq(proto_job_poll_encode_frame(&frames[1], false, &inc),
+			 0);
+	ck_assert_int_eq(proto_job_poll_encode_tail(&p, &inc), 0);
+	ck_assert_str_eq(inc.data, b.data);
+	buf_reset(&b);
+
+	memset(&p, 0, sizeof(p));
+	p.has_exit = true;
+	p.exit_code = 3;
+	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
+	ck_assert_str_eq(b.data, "{\"running\":false,\"frames\":[],"
+				 "\"exitCode\":3,\"truncated\":false}");
+	buf_reset(&b);
+
+	memset(&p, 0, sizeof(p));
+	p.has_error = true;
+	p.err_code = (char *)"cancelled";
+	p.err_message = (char *)"the job was cancelled";
+	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
+	ck_assert_str_eq(b.data, "{\"running\":false,\"frames\":[],"
+				 "\"error\":{\"code\":\"cancelled\","
+				 "\"message\":\"the job was cancelled\"}}");
+
+	/* Only output frames belong in a poll answer. */
+	frames[0].type = PROTO_FRAME_EXIT;
+	ck_assert_int_eq(proto_job_poll_encode_frame(&frames[0], true, &b),
+			 -EINVAL);
+	buf_cleanup(&b);
+	buf_cleanup(&inc);
+}
+END_TEST
+
+static int adecode(const char *json, struct proto_job_poll *p)
+{
+	return proto_job_poll_decode(json, strlen(json), p);
+}
+
+START_TEST(poll_answer_decode)
+{
+	struct proto_job_poll p;
+
+	ck_assert_int_eq(
+		adecode("{\"running\":true,\"frames\":["
+			"{\"t\":\"stdout\",\"seq\":4,\"data\":\"YQo=\"}"
+			"]}",
+			&p),
+		0);
+	ck_assert(p.running);
+	ck_assert_uint_eq(p.nframes, 1);
+	ck_assert_uint_eq(p.frames[0].seq, 4);
+	ck_assert_mem_eq(p.frames[0].data, "a\n", 2);
+	ck_assert(!p.has_exit);
+	ck_assert(!p.has_error);
+	proto_job_poll_cleanup(&p);
+
+	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":[],"
+				 "\"exitCode\":-1,\"truncated\":true}",
+				 &p),
+			 0);
+	ck_assert(!p.running);
+	ck_assert(p.has_exit);
+	ck_assert_int_eq(p.exit_code, -1);
+	ck_assert(p.truncated);
+	proto_job_poll_cleanup(&p);
+
+	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":[],"
+				 "\"error\":{\"code\":\"timeoutExceeded\","
+				 "\"message\":\"m\"}}",
+				 &p),
+			 0);
+	ck_assert(p.has_error);
+	ck_assert_str_eq(p.err_code, "timeoutExceeded");
+	ck_assert_str_eq(p.err_message, "m");
+	proto_job_poll_cleanup(&p);
+
+	ck_assert_int_eq(adecode("{\"frames\":[]}", &p), -EINVAL);
+	ck_assert_int_eq(adecode("{\"running\":true}", &p), -EINVAL);
+	ck_assert_int_eq(adecode("{\"running\":true,\"frames\":["
+				 "{\"t\":\"exit\",\"code\":0}]}",
+				 &p),
+			 -EINVAL);
+	ck_assert_int_eq(adecode("{\"running\":true,\"frames\":["
+				 "{\"t\":\"nope\"}]}",
+				 &p),
+			 -EINVAL);
+	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":[],"
+				 "\"error\":{\"code\":1,\"message\":\"m\"}}",
+				 &p),
+			 -EINVAL);
+	ck_assert_int_eq(adecode("{\"running\":", &p), -EBADMSG);
+}
+END_TEST
+
+Suite *make_proto_exec_suite(void)
+{
+	Suite *s = suite_create("proto_exec");
+	TCase *tc;
+
+	tc = tcase_create("request");
+	tcase_add_test(tc, req_newest_spelling);
+	tcase_add_test(tc, req_legacy_spelling);
+	tcase_add_test(tc, req_unknown_fields_ignored);
+	tcase_add_test(tc, req_shape_errors);
+	tcase_add_test(tc, req_validation_reasons);
+	tcase_add_test(tc, req_nul_flags);
+	tcase_add_test(tc, req_env_last_key_wins);
+	tcase_add_test(tc, req_bounds);
+	tcase_add_test(tc, req_encode_newest);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("frame");
+	tcase_add_test(tc, frame_encode_all_types);
+	tcase_add_test(tc, frame_decode_all_types);
+	tcase_add_test(tc, frame_decode_refusals);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ndjson");
+	tcase_add_test(tc, ndjson_split_across_feeds);
+	tcase_add_test(tc, ndjson_many_lines_one_feed);
+	tcase_add_test(tc, ndjson_line_over_limit);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("jobs");
+	tcase_add_test(tc, job_id_bodies);
+	tcase_add_test(tc, poll_request_bodies);
+	tcase_add_test(tc, poll_answer_encode_omits_fields);
+	tcase_add_test(tc, poll_answer_decode);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,762 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite proto_ext: the JSON of the file extension (proto_ext.c): exact
+ * encodings, round trips of attributes, listing pages, operation bodies,
+ * readlink and statfs answers, and refusal of malformed input.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/proto.h"
+#include "common/proto_files.h"
+#include "tests/check_suites.h"
+
+#define S(lit) lit, sizeof(lit) - 1
+/* The request struct holds heap strings; the encoder only reads them. */
+#define CS(lit) ((char *)(lit))
+
+static struct proto_attr sample_attr(void)
+{
+	struct proto_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.type = PROTO_FT_FILE;
+	a.perm = 04755;
+	a.size = 1234;
+	a.nlink = 2;
+	a.uid = 65534;
+	a.gid = 100;
+	a.ino = 987654321;
+	a.blocks = 8;
+	a.rdev = 0;
+	a.atime = 1700000000;
+	a.atime_ns = 1;
+	a.mtime = 1700000001;
+	a.mtime_ns = 999999999;
+	a.ctime = 1700000002;
+	a.ctime_ns = 500;
+	return a;
+}
+
+static const char sample_json[] =
+	"{\"type\":\"file\",\"mode\":2541,\"size\":1234,\"nlink\":2,"
+	"\"uid\":65534,\"gid\":100,\"ino\":987654321,\"blocks\":8,\"rdev\":0,"
+	"\"atime\":1700000000,\"atimeNsec\":1,\"mtime\":1700000001,"
+	"\"mtimeNsec\":999999999,\"ctime\":1700000002,\"ctimeNsec\":500}";
+
+static void assert_attr_eq(const struct proto_attr *x,
+			   const struct proto_attr *y)
+{
+	ck_assert_int_eq(x->type, y->type);
+	ck_assert_uint_eq(x->perm, y->perm);
+	ck_assert_uint_eq(x->size, y->size);
+	ck_assert_uint_eq(x->nlink, y->nlink);
+	ck_assert_uint_eq(x->uid, y->uid);
+	ck_assert_uint_eq(x->gid, y->gid);
+	ck_assert_uint_eq(x->ino, y->ino);
+	ck_assert_uint_eq(x->blocks, y->blocks);
+	ck_assert_uint_eq(x->rdev, y->rdev);
+	ck_assert_int_eq(x->atime, y->atime);
+	ck_assert_int_eq(x->mtime, y->mtime);
+	ck_assert_int_eq(x->ctime, y->ctime);
+	ck_assert_uint_eq(x->atime_ns, y->atime_ns);
+	ck_assert_uint_eq(x->mtime_ns, y->mtime_ns);
+	ck_assert_uint_eq(x->ctime_ns, y->ctime_ns);
+}
+
+/* ---- types and validators ------------------------------------------------ */
+
+START_TEST(ftype_names)
+{
+	static const char *const names[] = {"file",   "dir",  "symlink", "fifo",
+					    "socket", "char", "block"};
+	size_t i;
+
+	for (i = 0; i < 7; i++) {
+		enum proto_ftype t = proto_ftype_from_name(names[i]);
+
+		ck_assert_int_eq(t, (int)(PROTO_FT_FILE + i));
+		ck_assert_str_eq(proto_ftype_name(t), names[i]);
+	}
+	ck_assert_int_eq(proto_ftype_from_name("door"), PROTO_FT_UNKNOWN);
+	ck_assert_int_eq(proto_ftype_from_name(NULL), PROTO_FT_UNKNOWN);
+	ck_assert_str_eq(proto_ftype_name(PROTO_FT_UNKNOWN), "unknown");
+	ck_assert_str_eq(proto_ftype_name((enum proto_ftype)99), "unknown");
+}
+END_TEST
+
+START_TEST(etag_format)
+{
+	struct proto_attr a = sample_attr();
+	char e[PROTO_ETAG_MAX], e2[PROTO_ETAG_MAX];
+
+	proto_attr_etag(&a, e);
+	ck_assert_str_eq(e, "\"3ade68b1-4d2-6553f101.3b9ac9ff\"");
+	a.mtime = -1;
+	a.ino = UINT64_MAX;
+	a.size = UINT64_MAX;
+	a.mtime_ns = 999999999;
+	proto_attr_etag(&a, e);
+	ck_assert_str_eq(e, "\"ffffffffffffffff-ffffffffffffffff-"
+			    "ffffffffffffffff.3b9ac9ff\"");
+	ck_assert_uint_lt(strlen(e), PROTO_ETAG_MAX);
+	/* any field of the validator changes it */
+	a = sample_attr();
+	proto_attr_etag(&a, e);
+	a.size++;
+	proto_attr_etag(&a, e2);
+	ck_assert_str_ne(e, e2);
+	a = sample_attr();
+	a.mtime_ns--;
+	proto_attr_etag(&a, e2);
+	ck_assert_str_ne(e, e2);
+}
+END_TEST
+
+/* ---- attributes ---------------------------------------------------------- */
+
+START_TEST(attr_exact_and_round_trip)
+{
+	struct proto_attr a = sample_attr(), d;
+	struct buf b = BUF_INIT(0);
+	char *target = (char *)1;
+
+	ck_assert_int_eq(proto_attr_encode(&a, NULL, NULL, &b), 0);
+	ck_assert_str_eq(b.data, sample_json);
+	ck_assert_int_eq(proto_attr_decode(b.data, b.len, &d, &target), 0);
+	assert_attr_eq(&a, &d);
+	ck_assert_ptr_null(target);
+	buf_cleanup(&b);
+
+	/* a symlink with its target, and a name (listing form) */
+	a.type = PROTO_FT_SYMLINK;
+	a.perm = 0777;
+	ck_assert_int_eq(proto_attr_encode(&a, "l", "../x \"y\"", &b), 0);
+	ck_assert(strncmp(b.data, "{\"name\":\"l\",\"type\":\"symlink\",",
+			  28) == 0);
+	ck_assert_ptr_nonnull(
+		strstr(b.data, ",\"target\":\"../x \\\"y\\\"\"}"));
+	ck_assert_int_eq(proto_attr_decode(b.data, b.len, &d, &target), 0);
+	assert_attr_eq(&a, &d);
+	ck_assert_str_eq(target, "../x \"y\"");
+	free(target);
+	/* target not wanted */
+	ck_assert_int_eq(proto_attr_decode(b.data, b.len, &d, NULL), 0);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(attr_integers_exact)
+{
+	struct proto_attr a = sample_attr(), d;
+	struct buf b = BUF_INIT(0);
+
+	/* overlayfs with xino puts the layer in the high bits */
+	a.ino = 0x8000000000000123ULL;
+	a.size = 9007199254740993ULL; /* 2^53 + 1: a double cannot hold it */
+	a.rdev = 9007199254740991ULL; /* 2^53 - 1: still a number */
+	a.mtime = -5;
+	a.atime = -9007199254740993LL;
+	ck_assert_int_eq(proto_attr_encode(&a, NULL, NULL, &b), 0);
+	ck_assert_ptr_nonnull(
+		strstr(b.data, "\"ino\":\"9223372036854776099\""));
+	ck_assert_ptr_nonnull(strstr(b.data, "\"size\":\"9007199254740993\""));
+	ck_assert_ptr_nonnull(strstr(b.data, "\"rdev\":9007199254740991,"));
+	ck_assert_ptr_nonnull(strstr(b.data, "\"mtime\":-5,"));
+	ck_assert_ptr_nonnull(
+		strstr(b.data, "\"atime\":\"-9007199254740993\""));
+	ck_assert_int_eq(proto_attr_decode(b.data, b.len, &d, NULL), 0);
+	assert_attr_eq(&a, &d);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(attr_bad_input)
+{
+	struct proto_attr d;
+	char *t = NULL;
+	char *j;
+
+	ck_assert_int_eq(proto_attr_decode(S("not json"), &d, NULL), -EBADMSG);
+	ck_assert_int_eq(proto_attr_decode(S(""), &d, NULL), -EBADMSG);
+	ck_assert_int_eq(
+		proto_attr_decode(S("{\"type\":\"file\"} x"), &d, NULL),
+		-EBADMSG);
+	ck_assert_int_eq(proto_attr_decode(S("[1,2]"), &d, NULL), -EINVAL);
+	ck_assert_int_eq(proto_attr_decode(S("{}"), &d, NULL), -EINVAL);
+
+	/* each field with a wrong type, in turn */
+	j = strdup(sample_json);
+	memcpy(strstr(j, "\"file\""), "12345 ", 6);
+	ck_assert_int_eq(proto_attr_decode(j, strlen(j), &d, NULL), -EINVAL);
+	free(j);
+	j = strdup(sample_json);
+	memcpy(strstr(j, "2541"), "true", 4);
+	ck_assert_int_eq(proto_attr_decode(j, strlen(j), &d, NULL), -EINVAL);
+	free(j);
+	j = strdup(sample_json);
+	memcpy(strstr(j, "1234,"), "\"x\", ", 5);
+	ck_assert_int_eq(proto_attr_decode(j, strlen(j), &d, NULL), -EINVAL);
+	free(j);
+
+	/* mode beyond the permission bits, nsec beyond a second, negative
+	 * size, fractions, a string that is not digits */
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"file\",\"mode\":4096,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
+			  "\"ctime\":0,\"ctimeNsec\":0}"),
+			&d, NULL),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"file\",\"mode\":0,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":1000000000,\"mtime\":0,"
+			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
+			&d, NULL),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"file\",\"mode\":0,\"size\":-1,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,"
+			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
+			&d, NULL),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"file\",\"mode\":0,\"size\":1.5,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,"
+			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
+			&d, NULL),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"file\",\"mode\":0,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":\"1x\","
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,"
+			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
+			&d, NULL),
+		-EINVAL);
+	/* a u64 that does not fit */
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"file\",\"mode\":0,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,"
+			  "\"ino\":\"18446744073709551616\","
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,"
+			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
+			&d, NULL),
+		-EINVAL);
+	/* a NUL in the target would cut it */
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"symlink\",\"mode\":511,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
+			  "\"ctime\":0,\"ctimeNsec\":0,"
+			  "\"target\":\"a\\u0000/../../x\"}"),
+			&d, &t),
+		-EINVAL);
+	ck_assert_ptr_null(t);
+	/* an escaped backslash followed by u0000 is just text */
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"symlink\",\"mode\":511,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
+			  "\"ctime\":0,\"ctimeNsec\":0,"
+			  "\"target\":\"a\\\\u0000\"}"),
+			&d, &t),
+		0);
+	ck_assert_str_eq(t, "a\\u0000");
+	free(t);
+	/* a type a newer agent might add decodes as unknown */
+	ck_assert_int_eq(
+		proto_attr_decode(
+			S("{\"type\":\"door\",\"mode\":0,\"size\":0,"
+			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
+			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
+			  "\"ctime\":0,\"ctimeNsec\":0,\"extra\":[1]}"),
+			&d, NULL),
+		0);
+	ck_assert_int_eq(d.type, PROTO_FT_UNKNOWN);
+}
+END_TEST
+
+/* ---- listing pages ------------------------------------------------------- */
+
+static const char *const odd_names[] = {
+	"plain",
+	"with \"quotes\" and \\backslash",
+	"caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac", /* UTF-8 */
+	"ctl\x01\x1f\n\t\x7f", /* control characters */
+	"raw\xff\xfe", /* not UTF-8 */
+	"...",
+	".hidden",
+};
+
+#define NODD (sizeof(odd_names) / sizeof(odd_names[0]))
+
+START_TEST(list_round_trip)
+{
+	struct buf b = BUF_INIT(0);
+	struct proto_list l;
+	struct proto_attr a = sample_attr();
+	size_t i;
+
+	ck_assert_int_eq(proto_list_begin(&b), 0);
+	for (i = 0; i < NODD; i++) {
+		a.ino = 100 + i;
+		ck_assert_int_eq(proto_list_add(&b, i == 0, odd_names[i], &a,
+						i == 1 ? "t\"\n" : NULL),
+				 0);
+	}
+	ck_assert_int_eq(proto_list_end(&b, "123456789012345678"), 0);
+	/* control characters are escaped, never raw */
+	ck_assert_ptr_nonnull(strstr(b.data, "ctl\\u0001\\u001f\\n\\t"));
+	ck_assert_ptr_null(memchr(b.data, '\n', b.len));
+	ck_assert(strcmp(b.data + b.len - 30,
+			 "],\"next\":\"123456789012345678\"}") == 0);
+
+	ck_assert_int_eq(proto_list_decode(b.data, b.len, &l), 0);
+	ck_assert_uint_eq(l.n, NODD);
+	for (i = 0; i < NODD; i++) {
+		ck_assert_str_eq(l.entries[i].name, odd_names[i]);
+		ck_assert_uint_eq(l.entries[i].attr.ino, 100 + i);
+		ck_assert_uint_eq(l.entries[i].attr.size, 1234);
+		if (i == 1)
+			ck_assert_str_eq(l.entries[i].target, "t\"\n");
+		else
+			ck_assert_ptr_null(l.entries[i].target);
+	}
+	ck_assert_str_eq(l.next, "123456789012345678");
+	proto_list_cleanup(&l);
+	proto_list_cleanup(&l); /* idempotent */
+	buf_cleanup(&b);
+
+	/* the last page: no "next"; an empty directory */
+	ck_assert_int_eq(proto_list_begin(&b), 0);
+	ck_assert_int_eq(proto_list_end(&b, NULL), 0);
+	ck_assert_str_eq(b.data, "{\"entries\":[]}");
+	ck_assert_int_eq(proto_list_decode(b.data, b.len, &l), 0);
+	ck_assert_uint_eq(l.n, 0);
+	ck_assert_ptr_null(l.next);
+	ck_assert_ptr_null(l.entries);
+	proto_list_cleanup(&l);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(list_add_rolls_back)
+{
+	struct proto_attr a = sample_attr();
+	struct buf b = BUF_INIT(420);
+	struct proto_list l;
+	size_t before;
+
+	ck_assert_int_eq(proto_list_begin(&b), 0);
+	ck_assert_int_eq(proto_list_add(&b, true, "one", &a, NULL), 0);
+	before = b.len;
+	/* the second entry does not fit: the page is left as it was */
+	ck_assert_int_eq(proto_list_add(&b, false, "two", &a, NULL), -EFBIG);
+	ck_assert_uint_eq(b.len, before);
+	ck_assert_uint_eq(strlen(b.data), before);
+	ck_assert_int_eq(proto_list_end(&b, "7"), 0);
+	ck_assert_int_eq(proto_list_decode(b.data, b.len, &l), 0);
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.entries[0].name, "one");
+	ck_assert_str_eq(l.next, "7");
+	proto_list_cleanup(&l);
+	buf_cleanup(&b);
+}
+END_TEST
+
+static int decode_one_name(const char *name_json)
+{
+	struct proto_list l;
+	char *j;
+	int rc;
+
+	if (asprintf(&j,
+		     "{\"entries\":[{\"name\":%s,\"type\":\"file\",\"mode\":0,"
+		     "\"size\":0,\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
+		     "\"blocks\":0,\"rdev\":0,\"atime\":0,\"atimeNsec\":0,"
+		     "\"mtime\":0,\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}]"
+		     "}",
+		     name_json) < 0)
+		ck_abort();
+	rc = proto_list_decode(j, strlen(j), &l);
+	if (rc == 0)
+		proto_list_cleanup(&l);
+	free(j);
+	return rc;
+}
+
+START_TEST(list_bad_input)
+{
+	struct proto_list l;
+	struct buf b = BUF_INIT(0);
+	struct proto_attr a = sample_attr();
+	char name[16];
+	int i;
+
+	ck_assert_int_eq(decode_one_name("\"ok\""), 0);
+	/* names that would walk out of the directory */
+	ck_assert_int_eq(decode_one_name("\"..\""), -EINVAL);
+	ck_assert_int_eq(decode_one_name("\".\""), -EINVAL);
+	ck_assert_int_eq(decode_one_name("\"a/b\""), -EINVAL);
+	ck_assert_int_eq(decode_one_name("\"\""), -EINVAL);
+	ck_assert_int_eq(decode_one_name("\"a\\u0000b\""), -EINVAL);
+	ck_assert_int_eq(decode_one_name("7"), -EINVAL);
+	ck_assert_int_eq(decode_one_name("null"), -EINVAL);
+
+	ck_assert_int_eq(proto_list_decode(S("{\"entries\":{}}"), &l), -EINVAL);
+	ck_assert_int_eq(proto_list_decode(S("{\"entries\":[1]}"), &l),
+			 -EINVAL);
+	ck_assert_int_eq(proto_list_decode(S("{}"), &l), -EINVAL);
+	ck_assert_int_eq(
+		proto_list_decode(S("{\"entries\":[],\"next\":7}"), &l),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_list_decode(S("{\"entries\":[],\"next\":\"\"}"), &l),
+		-EINVAL);
+	ck_assert_int_eq(proto_list_decode(S("{\"entries\":["), &l), -EBADMSG);
+
+	/* more entries than any page may hold */
+	ck_assert_int_eq(proto_list_begin(&b), 0);
+	for (i = 0; i <= PROTO_EXT_LIST_MAX; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(proto_list_add(&b, i == 0, name, &a, NULL), 0);
+	}
+	ck_assert_int_eq(proto_list_end(&b, NULL), 0);
+	ck_assert_int_eq(proto_list_decode(b.data, b.len, &l), -EFBIG);
+	buf_cleanup(&b);
+}
+END_TEST
+
+/* ---- operation bodies ---------------------------------------------------- */
+
+struct req_case {
+	const char *op;
+	struct proto_ext_req req;
+	const char *json;
+};
+
+static void assert_req_eq(const struct proto_ext_req *x,
+			  const struct proto_ext_req *y)
+{
+	ck_assert_str_eq(x->path, y->path);
+	if (y->to != NULL)
+		ck_assert_str_eq(x->to, y->to);
+	else
+		ck_assert_ptr_null(x->to);
+	if (y->target != NULL)
+		ck_assert_str_eq(x->target, y->target);
+	else
+		ck_assert_ptr_null(x->target);
+	ck_assert_int_eq(x->has_mode, y->has_mode);
+	ck_assert_uint_eq(x->mode, y->mode);
+	ck_assert_int_eq(x->has_size, y->has_size);
+	ck_assert_uint_eq(x->size, y->size);
+	ck_assert_int_eq(x->exclusive, y->exclusive);
+	ck_assert_int_eq(x->truncate, y->truncate);
+	ck_assert_int_eq(x->noreplace, y->noreplace);
+	ck_assert_int_eq(x->exchange, y->exchange);
+	ck_assert_int_eq(x->nofollow, y->nofollow);
+	ck_assert_int_eq(x->atime.how, y->atime.how);
+	ck_assert_int_eq(x->atime.sec, y->atime.sec);
+	ck_assert_uint_eq(x->atime.nsec, y->atime.nsec);
+	ck_assert_int_eq(x->mtime.how, y->mtime.how);
+	ck_assert_int_eq(x->mtime.sec, y->mtime.sec);
+	ck_assert_uint_eq(x->mtime.nsec, y->mtime.nsec);
+}
+
+START_TEST(req_every_op_round_trip)
+{
+	static const struct req_case cases[] = {
+		{"create",
+		 {.path = CS("a/b"),
+		  .has_mode = true,
+		  .mode = 0640,
+		  .exclusive = true,
+		  .truncate = true},
+		 "{\"path\":\"a/b\",\"mode\":416,\"exclusive\":true,"
+		 "\"truncate\":true}"},
+		{"create",
+		 {.path = CS("c"), .has_mode = true, .mode = 0},
+		 "{\"path\":\"c\",\"mode\":0}"},
+		{"mkdir",
+		 {.path = CS("/d"), .has_mode = true, .mode = 01777},
+		 "{\"path\":\"/d\",\"mode\":1023}"},
+		{"unlink", {.path = CS("x")}, "{\"path\":\"x\"}"},
+		{"rmdir", {.path = CS("y")}, "{\"path\":\"y\"}"},
+		{"fsync", {.path = CS("z")}, "{\"path\":\"z\"}"},
+		{"rename",
+		 {.path = CS("f"), .to = CS("g"), .noreplace = true},
+		 "{\"from\":\"f\",\"to\":\"g\",\"noreplace\":true}"},
+		{"rename",
+		 {.path = CS("f"), .to = CS("g"), .exchange = true},
+		 "{\"from\":\"f\",\"to\":\"g\",\"exchange\":true}"},
+		{"rename",
+		 {.path = CS("f"), .to = CS("g")},
+		 "{\"from\":\"f\",\"to\":\"g\"}"},
+		{"link",
+		 {.path = CS("h"), .to = CS("i")},
+		 "{\"from\":\"h\",\"to\":\"i\"}"},
+		{"symlink",
+		 {.path = CS("l"), .target = CS("/etc/passwd")},
+		 "{\"path\":\"l\",\"target\":\"/etc/passwd\"}"},
+		{"chmod",
+		 {.path = CS("m"), .has_mode = true, .mode = 0755},
+		 "{\"path\":\"m\",\"mode\":493}"},
+		{"truncate",
+		 {.path = CS("t"), .has_size = true, .size = 0},
+		 "{\"path\":\"t\",\"size\":0}"},
+		{"truncate",
+		 {.path = CS("t"),
+		  .has_size = true,
+		  .size = 18446744073709551615ULL},
+		 "{\"path\":\"t\",\"size\":\"18446744073709551615\"}"},
+		{"utimens",
+		 {.path = CS("u"),
+		  .atime = {PROTO_TIME_NOW, 0, 0},
+		  .mtime = {PROTO_TIME_SET, -12, 999999999}},
+		 "{\"path\":\"u\",\"atime\":\"now\",\"mtime\":{\"sec\":-12,"
+		 "\"nsec\":999999999}}"},
+		{"utimens",
+		 {.path = CS("v"),
+		  .nofollow = true,
+		  .atime = {PROTO_TIME_SET, 1700000000, 0}},
+		 "{\"path\":\"v\",\"atime\":{\"sec\":1700000000,\"nsec\":0},"
+		 "\"nofollow\":true}"},
+		{"utimens", {.path = CS("w")}, "{\"path\":\"w\"}"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct buf b = BUF_INIT(0);
+		struct proto_ext_req d;
+
+		ck_assert_msg(proto_ext_req_encode(cases[i].op, &cases[i].req,
+						   &b) == 0,
+			      "encode %s", cases[i].op);
+		ck_assert_msg(strcmp(b.data, cases[i].json) == 0, "%s: %s",
+			      cases[i].op, b.data);
+		ck_assert_int_eq(
+			proto_ext_req_decode(cases[i].op, b.data, b.len, &d),
+			0);
+		assert_req_eq(&d, &cases[i].req);
+		proto_ext_req_cleanup(&d);
+		proto_ext_req_cleanup(&d);
+		buf_cleanup(&b);
+	}
+}
+END_TEST
+
+START_TEST(req_decode_forms)
+{
+	struct proto_ext_req d;
+
+	/* "omit", null and absence are the same; nsec may be left out;
+	 * unknown fields and fields of other operations are ignored */
+	ck_assert_int_eq(proto_ext_req_decode(
+				 "utimens",
+				 S("{\"path\":\"u\",\"atime\":\"omit\","
+				   "\"mtime\":{\"sec\":\"5\"},\"mode\":\"zz\","
+				   "\"future\":{}}"),
+				 &d),
+			 0);
+	ck_assert_int_eq(d.atime.how, PROTO_TIME_OMIT);
+	ck_assert_int_eq(d.mtime.how, PROTO_TIME_SET);
+	ck_assert_int_eq(d.mtime.sec, 5);
+	ck_assert_uint_eq(d.mtime.nsec, 0);
+	ck_assert(!d.has_mode);
+	proto_ext_req_cleanup(&d);
+	ck_assert_int_eq(
+		proto_ext_req_decode("utimens",
+				     S("{\"path\":\"u\",\"atime\":null}"), &d),
+		0);
+	ck_assert_int_eq(d.atime.how, PROTO_TIME_OMIT);
+	proto_ext_req_cleanup(&d);
+	/* flags default to false */
+	ck_assert_int_eq(proto_ext_req_decode("create",
+					      S("{\"path\":\"\",\"mode\":420}"),
+					      &d),
+			 0);
+	ck_assert_str_eq(d.path, "");
+	ck_assert(!d.exclusive && !d.truncate);
+	proto_ext_req_cleanup(&d);
+}
+END_TEST
+
+START_TEST(req_bad_input)
+{
+	static const struct {
+		const char *op;
+		const char *json;
+		int rc;
+	} bad[] = {
+		{"unlink", "nope", -EBADMSG},
+		{"unlink", "", -EBADMSG},
+		{"unlink", "{\"path\":\"x\"", -EBADMSG},
+		{"unlink", "[\"x\"]", -EINVAL},
+		{"unlink", "{}", -EINVAL},
+		{"unlink", "{\"path\":7}", -EINVAL},
+		{"unlink", "{\"path\":null}", -EINVAL},
+		{"unlink", "{\"path\":\"a\\u0000b\"}", -EINVAL},
+		{"create", "{\"path\":\"x\"}", -EINVAL},
+		{"create", "{\"path\":\"x\",\"mode\":\"420\"x}", -EBADMSG},
+		{"create", "{\"path\":\"x\",\"mode\":4096}", -EINVAL},
+		{"create", "{\"path\":\"x\",\"mode\":-1}", -EINVAL},
+		{"create", "{\"path\":\"x\",\"mode\":1.5}", -EINVAL},
+		{"create", "{\"path\":\"x\",\"mode\":420,\"exclusive\":1}",
+		 -EINVAL},
+		{"create", "{\"path\":\"x\",\"mode\":420,\"truncate\":\"y\"}",
+		 -EINVAL},
+		{"mkdir", "{\"mode\":493}", -EINVAL},
+		{"rename", "{\"path\":\"a\",\"to\":\"b\"}", -EINVAL},
+		{"rename", "{\"from\":\"a\"}", -EINVAL},
+		{"rename", "{\"from\":\"a\",\"to\":\"b\",\"noreplace\":0}",
+		 -EINVAL},
+		{"link", "{\"from\":\"a\",\"to\":[]}", -EINVAL},
+		{"symlink", "{\"path\":\"a\"}", -EINVAL},
+		{"symlink", "{\"path\":\"a\",\"target\":false}", -EINVAL},
+		{"chmod", "{\"path\":\"a\",\"mode\":null}", -EINVAL},
+		{"truncate", "{\"path\":\"a\"}", -EINVAL},
+		{"truncate", "{\"path\":\"a\",\"size\":\"-1\"}", -EINVAL},
+		{"truncate", "{\"path\":\"a\",\"size\":\"1e3\"}", -EINVAL},
+		{"utimens", "{\"path\":\"a\",\"atime\":\"later\"}", -EINVAL},
+		{"utimens", "{\"path\":\"a\",\"atime\":5}", -EINVAL},
+		{"utimens", "{\"path\":\"a\",\"atime\":{\"nsec\":1}}", -EINVAL},
+		{"utimens",
+		 "{\"path\":\"a\",\"mtime\":{\"sec\":1,\"nsec\":1000000000}}",
+		 -EINVAL},
+		{"utimens", "{\"path\":\"a\",\"mtime\":{\"sec\":1.5}}",
+		 -EINVAL},
+		{"utimens", "{\"path\":\"a\",\"nofollow\":\"yes\"}", -EINVAL},
+		{"frobnicate", "{\"path\":\"a\"}", -EINVAL},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct proto_ext_req d;
+		int rc = proto_ext_req_decode(bad[i].op, bad[i].json,
+					      strlen(bad[i].json), &d);
+
+		ck_assert_msg(rc == bad[i].rc, "%s %s: %d", bad[i].op,
+			      bad[i].json, rc);
+	}
+}
+END_TEST
+
+START_TEST(req_encode_refuses)
+{
+	struct proto_ext_req q;
+	struct buf b = BUF_INIT(0);
+
+	memset(&q, 0, sizeof(q));
+	ck_assert_int_eq(proto_ext_req_encode("unlink", &q, &b), -EINVAL);
+	q.path = CS("x");
+	ck_assert_int_eq(proto_ext_req_encode("frobnicate", &q, &b), -EINVAL);
+	ck_assert_int_eq(proto_ext_req_encode("create", &q, &b), -EINVAL);
+	ck_assert_int_eq(proto_ext_req_encode("rename", &q, &b), -EINVAL);
+	ck_assert_int_eq(proto_ext_req_encode("symlink", &q, &b), -EINVAL);
+	ck_assert_int_eq(proto_ext_req_encode("truncate", &q, &b), -EINVAL);
+	q.has_mode = true;
+	q.mode = 010000;
+	ck_assert_int_eq(proto_ext_req_encode("chmod", &q, &b), -EINVAL);
+	q.mtime.how = PROTO_TIME_SET;
+	q.mtime.nsec = 1000000000;
+	ck_assert_int_eq(proto_ext_req_encode("utimens", &q, &b), -EINVAL);
+	ck_assert_uint_eq(b.len, 0);
+	buf_cleanup(&b);
+}
+END_TEST
+
+/* ---- readlink and statfs ------------------------------------------------- */
+
+START_TEST(target_and_statfs)
+{
+	struct proto_statfs s = {4096, 4096, 1000, 500, 400, 65536, 60000, 255},
+			    d;
+	struct buf b = BUF_INIT(0);
+	char *t = NULL;
+
+	ck_assert_int_eq(proto_target_encode("../a \"b\"\x01", &b), 0);
+	ck_assert_str_eq(b.data, "{\"target\":\"../a \\\"b\\\"\\u0001\"}");
+	ck_assert_int_eq(proto_target_decode(b.data, b.len, &t), 0);
+	ck_assert_str_eq(t, "../a \"b\"\x01");
+	free(t);
+	buf_cleanup(&b);
+	ck_assert_int_eq(proto_target_decode(S("{}"), &t), -EINVAL);
+	ck_assert_int_eq(proto_target_decode(S("{\"target\":1}"), &t), -EINVAL);
+	ck_assert_int_eq(proto_target_decode(S("{\"target\""), &t), -EBADMSG);
+
+	ck_assert_int_eq(proto_statfs_encode(&s, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"bsize\":4096,\"frsize\":4096,\"blocks\":1000,"
+			 "\"bfree\":500,\"bavail\":400,\"files\":65536,"
+			 "\"ffree\":60000,\"namemax\":255}");
+	ck_assert_int_eq(proto_statfs_decode(b.data, b.len, &d), 0);
+	ck_assert(memcmp(&s, &d, sizeof(s)) == 0);
+	buf_cleanup(&b);
+	/* a filesystem reporting "unlimited" inodes: exact too */
+	s.files = UINT64_MAX;
+	s.ffree = UINT64_MAX - 1;
+	ck_assert_int_eq(proto_statfs_encode(&s, &b), 0);
+	ck_assert_ptr_nonnull(
+		strstr(b.data, "\"files\":\"18446744073709551615\""));
+	ck_assert_int_eq(proto_statfs_decode(b.data, b.len, &d), 0);
+	ck_assert(memcmp(&s, &d, sizeof(s)) == 0);
+	buf_cleanup(&b);
+	ck_assert_int_eq(proto_statfs_decode(S("{\"bsize\":1}"), &d), -EINVAL);
+	ck_assert_int_eq(proto_statfs_decode(S("statfs"), &d), -EBADMSG);
+}
+END_TEST
+
+Suite *make_proto_ext_suite(void)
+{
+	Suite *s = suite_create("proto_ext");
+	TCase *tc = tcase_create("attr");
+
+	tcase_add_test(tc, ftype_names);
+	tcase_add_test(tc, etag_format);
+	tcase_add_test(tc, attr_exact_and_round_trip);
+	tcase_add_test(tc, attr_integers_exact);
+	tcase_add_test(tc, attr_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("list");
+	tcase_add_test(tc, list_round_trip);
+	tcase_add_test(tc, list_add_rolls_back);
+	tcase_add_test(tc, list_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("requests");
+	tcase_add_test(tc, req_every_op_round_trip);
+	tcase_add_test(tc, req_decode_forms);
+	tcase_add_test(tc, req_bad_input);
+	tcase_add_test(tc, req_encode_refuses);
+	tcase_add_test(tc, target_and_statfs);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,7 @@
+## tests: exec and jobs/ of the mount, their FUSE-free parts (command
+## parsing, the output store, status lines, the job table).
+check_sandboxfs_SOURCES += %reldir%/check_fs_jobs.c
+## files/ without the file extension (fs_files_v1.c): the find record
+## parser, the errno table, native quoting, the per-open buffer, and the
+## operations against a strict v1 agent and native sessions.
+check_sandboxfs_SOURCES += %reldir%/check_fs_v1.c

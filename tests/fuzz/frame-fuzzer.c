@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * frame-fuzzer: the decoders a client runs on what an agent sends back for
+ * commands (the NDJSON splitter, output frames, job poll answers), and the
+ * ones the agent runs on command requests and poll requests. Besides not
+ * crashing, every input must give the same lines however it is cut into
+ * reads, and whatever decodes must survive encode-then-decode unchanged.
+ *
+ * Built as a libFuzzer target with --enable-fuzzing. Otherwise the same
+ * file gets a main() (FUZZ_REPLAY) that runs every file of the corpus, as
+ * a `make check` test.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/proto.h"
+#include "common/proto_exec.h"
+
+#define FAIL(what)                                                          \
+	do {                                                                \
+		fprintf(stderr, "frame-fuzzer: %s (line %d)\n", what,       \
+			__LINE__);                                          \
+		abort();                                                    \
+	} while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool str_same(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) ||
+	       (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+static bool frame_same(const struct proto_frame *a,
+		       const struct proto_frame *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case PROTO_FRAME_STDOUT:
+	case PROTO_FRAME_STDERR:
+		return a->seq == b->seq && a->len == b->len &&
+		       (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+	case PROTO_FRAME_EXIT:
+		return a->code == b->code && a->truncated == b->truncated;
+	case PROTO_FRAME_ERROR:
+		return str_same(a->err_code, b->err_code) &&
+		       str_same(a->err_message, b->err_message);
+	}
+	return false;
+}
+
+/* A decoded frame, encoded and decoded again, is the same frame. */
+static void frame_roundtrip(const struct proto_frame *f)
+{
+	struct buf b = BUF_INIT(0);
+	struct proto_frame g;
+
+	if (proto_frame_encode(f, &b) < 0)
+		FAIL("a decoded frame does not encode");
+	if (b.len == 0 || b.data[b.len - 1] != '\n')
+		FAIL("an encoded frame is not one line");
+	if (memchr(b.data, '\n', b.len - 1) != NULL)
+		FAIL("an encoded frame holds a newline");
+	if (proto_frame_decode(b.data, b.len - 1, &g) < 0)
+		FAIL("an encoded frame does not decode");
+	if (!frame_same(f, &g))
+		FAIL("a frame changed on the way round");
+	proto_frame_cleanup(&g);
+	buf_cleanup(&b);
+}
+
+/* Split data into lines, fed in pieces of the given sizes (0: all at
+ * once); the lines, each followed by '\n', go to out. */
+static int split(const uint8_t *data, size_t size, unsigned step,
+		 struct buf *out)
+{
+	struct proto_ndjson s;
+	const char *line;
+	size_t off = 0, len, n = 1;
+	int rc = 0;
+
+	proto_ndjson_init(&s);
+	while (off < size && rc == 0) {
+		size_t take = step ? n : size - off;
+
+		if (take > size - off)
+			take = size - off;
+		rc = proto_ndjson_feed(&s, data + off, take);
+		off += take;
+		if (step)
+			n = n % step + 1;
+		while (rc == 0 && proto_ndjson_next(&s, &line, &len) == 1) {
+			if (len == 0 || memchr(line, '\n', len) != NULL)
+				FAIL("the splitter gave a bad line");
+			if (buf_append(out, line, len) < 0 ||
+			    buf_append(out, "\n", 1) < 0)
+				FAIL("out of memory");
+		}
+	}
+	proto_ndjson_cleanup(&s);
+	return rc;
+}
+
+static void fuzz_ndjson(const uint8_t *data, size_t size)
+{
+	struct buf whole = BUF_INIT(0), pieces = BUF_INIT(0);
+	int a = split(data, size, 0, &whole);
+	int b = split(data, size, 7, &pieces);
+	size_t off = 0;
+
+	if ((a < 0) != (b < 0))
+		FAIL("cutting the input changed the splitter's verdict");
+	if (a == 0 && (whole.len != pieces.len ||
+		       (whole.len && memcmp(whole.data, pieces.data,
+					    whole.len) != 0)))
+		FAIL("cutting the input changed the lines");
+	while (a == 0 && off < whole.len) {
+		char *nl = memchr(whole.data + off, '\n', whole.len - off);
+		size_t len = (size_t)(nl - (whole.data + off));
+		struct proto_frame f;
+
+		if (proto_frame_decode(whole.data + off, len, &f) == 0) {
+			frame_roundtrip(&f);
+			proto_frame_cleanup(&f);
+		}
+		off += len + 1;
+	}
+	buf_cleanup(&whole);
+	buf_cleanup(&pieces);
+}
+
+static void fuzz_poll_answer(const uint8_t *data, size_t size)
+{
+	struct proto_job_poll p, q;
+	struct buf b = BUF_INIT(0);
+	size_t i;
+
+	if (proto_job_poll_decode((const char *)data, size, &p) < 0)
+		return;
+	if (proto_job_poll_encode(&p, &b) < 0)
+		FAIL("a decoded poll answer does not encode");
+	if (proto_job_poll_decode(b.data, b.len, &q) < 0)
+		FAIL("an encoded poll answer does not decode");
+	if (p.running != q.running || p.nframes != q.nframes ||
+	    p.has_exit != q.has_exit || p.has_error != q.has_error)
+		FAIL("a poll answer changed on the way round");
+	/* truncated is written only with an exit code. */
+	if (p.has_exit &&
+	    (p.exit_code != q.exit_code || p.truncated != q.truncated))
+		FAIL("a poll answer's ending changed");
+	if (p.has_error && (!str_same(p.err_code, q.err_code) ||
+			    !str_same(p.err_message, q.err_message)))
+		FAIL("a poll answer's error changed");
+	for (i = 0; i < p.nframes; i++)
+		if (!frame_same(&p.frames[i], &q.frames[i]))
+			FAIL("a poll answer's frame changed");
+	proto_job_poll_cleanup(&p);
+	proto_job_poll_cleanup(&q);
+	buf_cleanup(&b);
+}
+
+static void fuzz_requests(const uint8_t *data, size_t size)
+{
+	char id[PROTO_JOB_ID_MAX + 1];
+	struct proto_exec_req r, s;
+	struct proto_job_poll_req pr, ps;
+	struct buf b = BUF_INIT(0);
+	size_t i;
+
+	if (proto_job_id_decode((const char *)data, size, id) == 0 &&
+	    strlen(id) > PROTO_JOB_ID_MAX)
+		FAIL("a job id passed its bound");
+	if (proto_job_poll_req_decode((const char *)data, size, &pr) == 0) {
+		if (proto_job_poll_req_encode(&pr, &b) < 0 ||
+		    proto_job_poll_req_decode(b.data, b.len, &ps) < 0)
+			FAIL("a poll request does not go round");
+		if (strcmp(pr.job_id, ps.job_id) != 0 ||
+		    pr.has_since != ps.has_since ||
+		    (pr.has_since && pr.since_seq != ps.since_seq) ||
+		    pr.wait_ms != ps.wait_ms)
+			FAIL("a poll request changed on the way round");
+		buf_reset(&b);
+	}
+	if (proto_exec_req_decode((const char *)data, size, &r) < 0) {
+		buf_cleanup(&b);
+		return;
+	}
+	(void)proto_exec_req_validate(&r);
+	/* Strings cut at a NUL, and keys with '=', cannot go round. */
+	if (r.flags == 0) {
+		if (proto_exec_req_encode(&r, &b) < 0 ||
+		    proto_exec_req_decode(b.data, b.len, &s) < 0)
+			FAIL("a command request does not go round");
+		if (r.argc != s.argc || r.envc != s.envc ||
+		    r.timeout_ms != s.timeout_ms || !str_same(r.cwd, s.cwd))
+			FAIL("a command request changed on the way round");
+		for (i = 0; i < r.argc; i++)
+			if (strcmp(r.argv[i], s.argv[i]) != 0)
+				FAIL("an argument changed on the way round");
+		for (i = 0; i < r.envc; i++)
+			if (strcmp(r.env[i], s.env[i]) != 0)
+				FAIL("an env entry changed on the way round");
+		proto_exec_req_cleanup(&s);
+	}
+	proto_exec_req_cleanup(&r);
+	buf_cleanup(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_ndjson(data, size);
+	fuzz_poll_answer(data, size);
+	fuzz_requests(data, size);
+	return 0;
+}
+
+#ifdef FUZZ_REPLAY
+/* Largest corpus file replayed. */
+#define REPLAY_MAX (1024 * 1024)
+
+static int replay_file(const char *path)
+{
+	struct buf b = BUF_INIT(REPLAY_MAX);
+	char chunk[8192];
+	size_t n;
+	FILE *f = fopen(path, "rb");
+
+	if (f == NULL) {
+		fprintf(stderr, "frame-fuzzer: %s: %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (buf_append(&b, chunk, n) < 0) {
+			fprintf(stderr, "frame-fuzzer: %s: too large\n", path);
+			fclose(f);
+			buf_cleanup(&b);
+			return -1;
+		}
+	}
+	fclose(f);
+	LLVMFuzzerTestOneInput((const uint8_t *)(b.data ? b.data : ""), b.len);
+	buf_cleanup(&b);
+	return 0;
+}
+
+/* Replay every regular file of dir; the count, or -1. */
+static int replay_dir(const char *dir)
+{
+	struct dirent **names;
+	int n, i, count = 0;
+
+	n = scandir(dir, &names, NULL, alphasort);
+	if (n < 0) {
+		fprintf(stderr, "frame-fuzzer: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		char path[4096];
+
+		if (names[i]->d_name[0] != '.') {
+			snprintf(path, sizeof(path), "%s/%s", dir,
+				 names[i]->d_name);
+			if (replay_file(path) < 0)
+				count = -1;
+			else if (count >= 0)
+				count++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return count;
+}
+
+int main(int argc, char **argv)
+{
+	const char *src = getenv("SBFS_SRCDIR");
+	char dir[4096];
+	int i, n, total = 0;
+
+	if (argc > 1) {
+		for (i = 1; i < argc; i++) {
+			n = replay_dir(argv[i]);
+			if (n < 0)
+				return 1;
+			total += n;
+		}
+	} else {
+		snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/frame",
+			 src && *src ? src : ".");
+		total = replay_dir(dir);
+		if (total < 0)
+			return 1;
+	}
+	printf("frame-fuzzer: %d inputs replayed\n", total);
+	return total > 0 ? 0 : 1;
+}
+#endif

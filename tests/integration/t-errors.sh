@@ -1,0 +1,112 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# t-errors: the errors a user sees (design.md 6, SEMANTICS.md). A missing
+# file is ENOENT, and costs one agent request, no credential refresh and
+# no replay; a symbolic link in the sandbox that leads out of it (to
+# /etc/passwd, or up with ../) cannot be read through the mount (ELOOP or
+# EACCES) and never shows the host's file; the synthetic files refuse to
+# be written or removed; nothing can be made above files/ (EPERM); a
+# directory read as a file is EISDIR, a file used as a directory ENOTDIR.
+
+. "$(dirname "$0")/lib.sh"
+
+need_fuse
+
+# The agent's request log tells how often it was asked.
+agent_wrapper --log-level debug
+sbx_create a
+sbx_start a
+B=$(sbx_root a)
+F=$MNT/a/files
+ALOG=$(sbx_agent_log a)
+# Caches off: each stat below reaches the mount.
+mount_fs -d attr_timeout=0,entry_timeout=0,negative_timeout=0
+
+# Requests the agent served, by method and route.
+requests() {
+	grep -c "http: $1 " "$ALOG"
+}
+activations() {
+	grep -c 'http: POST /v1/activate ' "$ALOG"
+}
+
+# ---- ENOENT, asked once, no refresh --------------------------------------------------
+printf 'here\n' | with_timeout 30 tee "$F/present" >/dev/null || fail "write present"
+assert_content "$F/present" here "a file that exists"
+act0=$(activations)
+assert_eq 1 "$act0" "activations before the test"
+stats0=$(requests 'GET /sandboxfs/v1/stat')
+assert_errno "No such file or directory" stat "$F/missing"
+stats1=$(requests 'GET /sandboxfs/v1/stat')
+assert_eq 1 "$((stats1 - stats0))" "agent stat requests for one missing file"
+for i in 1 2 3 4 5; do
+	assert_errno "No such file or directory" cat "$F/missing-$i"
+done
+assert_errno "No such file or directory" ls "$F/no/such/dir"
+assert_errno "No such file or directory" rm "$F/missing"
+assert_eq "$act0" "$(activations)" "activations after ENOENTs (a refresh activates)"
+assert_eq 1 "$(grep -c 'boot 1 of' "$ALOG")" "agent boots"
+assert_eq 0 "$(grep -ci 'refresh' "$LOG")" "refreshes in the daemon's log"
+# Still working afterwards, without a new activation.
+assert_content "$F/present" here "a file after the ENOENTs"
+assert_eq "$act0" "$(activations)" "activations at the end"
+
+# ---- refused traversal -------------------------------------------------------------
+# Links made inside the sandbox (as its own user would) that lead out.
+ln -s /etc/passwd "$B/abs-passwd"
+ln -s ../../../../../../../../../../../../etc/passwd "$B/up-passwd"
+ln -s ../../../../../../../../../../../.. "$B/up-root"
+mkdir "$B/sub"
+ln -s ../../../../../../../../../../../../etc "$B/sub/up-etc"
+host_line=$(head -n 1 /etc/passwd)
+for l in abs-passwd up-passwd up-root/etc/passwd sub/up-etc/passwd; do
+	with_timeout 30 cat "$F/$l" >"$TMP/leak.out" 2>"$TMP/leak.err"
+	rc=$?
+	if [ "$rc" -eq 0 ] || grep -qF "$host_line" "$TMP/leak.out"; then
+		fail "cat files/$l showed the host's /etc/passwd"
+	elif ! grep -Eq 'Too many levels of symbolic links|Permission denied' "$TMP/leak.err"; then
+		fail "cat files/$l: wanted ELOOP or EACCES, got: $(cat "$TMP/leak.err")"
+	fi
+done
+# The link itself is still listed (it is the sandbox's file).
+with_timeout 30 ls -l "$F" >"$TMP/ls" 2>&1
+grep -q 'abs-passwd' "$TMP/ls" || fail "ls does not list the link: $(cat "$TMP/ls")"
+# A link that stays inside works.
+ln -s present "$B/inside"
+assert_content "$F/inside" here "a link inside the sandbox"
+
+# ---- the synthetic files ---------------------------------------------------------------
+assert_errno 'Permission denied|Operation not permitted' sh -c "echo x >'$MNT/a/info'"
+assert_errno 'Permission denied|Operation not permitted' sh -c "echo x >>'$MNT/a/info'"
+assert_errno 'Permission denied|Operation not permitted' truncate -s 0 "$MNT/a/info"
+assert_errno 'Permission denied|Operation not permitted' rm -f "$MNT/a/info"
+assert_errno 'Permission denied|Operation not permitted' rm -f "$MNT/a/exec"
+assert_errno 'Permission denied|Operation not permitted|Device or resource busy' \
+	rmdir "$MNT/a/files"
+assert_errno 'Permission denied|Operation not permitted' chmod 777 "$MNT/a/info"
+grep -q '"id": *"a"' "$MNT/a/info" || fail "info changed after the refused writes"
+
+# ---- nothing is made above files/ --------------------------------------------------------
+assert_errno 'Operation not permitted' mkdir "$MNT/a/newdir"
+assert_errno 'Operation not permitted' mkdir "$MNT/newsandbox"
+assert_errno 'Operation not permitted' touch "$MNT/a/newfile"
+assert_errno 'Operation not permitted' touch "$MNT/newfile"
+assert_errno 'Operation not permitted' ln -s x "$MNT/a/newlink"
+assert_errno 'Operation not permitted|Invalid cross-device link' \
+	mv "$F/present" "$MNT/a/present"
+[ -e "$STATE/sandboxes/newsandbox" ] && fail "mkdir MOUNT/newsandbox made a sandbox"
+[ -e "$B/present" ] || fail "a refused mv lost the file"
+
+# ---- directories and files mixed up --------------------------------------------------------
+assert_errno 'Is a directory' cat "$F/sub"
+assert_errno 'Not a directory' ls "$F/present/x"
+assert_errno 'Not a directory' cat "$F/present/x"
+assert_errno 'Is a directory' cat "$MNT/a/jobs"
+assert_errno 'No such file or directory' cat "$MNT/nosuchsandbox/info"
+assert_errno 'No such file or directory' ls "$MNT/a/nosuchentry"
+
+# The errors above are expected; the debug log names them, never as
+# warnings.
+allow_log 'PATH_NOT_FOUND|ENOENT|No such file'
+finish
