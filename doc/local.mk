@@ -1,1 +1,2 @@
 ## doc
+EXTRA_DIST += %reldir%/protocol-v1.md

@@ -478,7 +478,7 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 		     const struct local_create_opts *opts,
 		     struct local_err *err)
 {
-	static const struct local_create_opts none = {NULL, false, NULL};
+	static const struct local_create_opts none = {NULL, false, NULL, false};
 	bool root_user = geteuid() == 0;
 	char *dir = NULL, *root = NULL, *boot = NULL;
 	struct proto_record rec;
@@ -548,6 +548,7 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 	}
 	rec.created_at = utc_now();
 	rec.state = PROTO_RECORD_CREATING;
+	rec.strict_v1 = opts->strict_v1 && !opts->native;
 	rc = local_state_write(c->state_dir, &rec, err);
 	if (rc < 0)
 		goto out;
@@ -1214,6 +1215,8 @@ static int boot_once(struct local_ctl *c, struct proto_record *rec,
 		argv[argc++] = "--exec-user";
 		argv[argc++] = userarg;
 	}
+	if (rec->strict_v1)
+		argv[argc++] = "--strict-v1";
 	argv[argc] = NULL;
 
 	boot_clear(c, rec->id);

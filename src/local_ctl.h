@@ -67,6 +67,7 @@ struct local_create_opts {
 	const char *from; /* copy this tree into root/ (NULL: empty) */
 	bool native; /* a native session: no label, no agent */
 	const char *user; /* exec user NAME or UID:GID (root only) */
+	bool strict_v1; /* the agent speaks protocol v1 only (recorded) */
 };
 
 /*

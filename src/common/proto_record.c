@@ -296,6 +296,12 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	rc = pj_u64(root, "bootCount", false, &r.boot_count);
 	if (rc == -ENOENT)
 		rc = 0;
+	if (rc < 0)
+		goto out;
+	reason = "\"strictV1\" is not a boolean";
+	rc = pj_bool(root, "strictV1", false, &r.strict_v1);
+	if (rc == -ENOENT)
+		rc = 0;
 out:
 	cJSON_Delete(root);
 out_noroot:
@@ -357,6 +363,8 @@ static cJSON *record_json(const struct proto_record *r)
 	if (ok)
 		ok = cJSON_AddNumberToObject(root, "bootCount",
 					     (double)r->boot_count) != NULL;
+	if (ok && r->strict_v1)
+		ok = cJSON_AddBoolToObject(root, "strictV1", true) != NULL;
 	if (!ok) {
 		cJSON_Delete(root);
 		return NULL;

@@ -30,7 +30,7 @@ static const char usage_text[] =
 	"usage: sandboxctl [-v] [--state-dir DIR] COMMAND [ARGS]\n"
 	"\n"
 	"commands:\n"
-	"  create NAME [--from DIR] [--native] [--user USER]\n"
+	"  create NAME [--from DIR] [--native] [--user USER] [--strict-v1]\n"
 	"  start NAME\n"
 	"  stop NAME\n"
 	"  restart NAME\n"
@@ -133,9 +133,10 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 		{"from", required_argument, NULL, 'f'},
 		{"native", no_argument, NULL, 'n'},
 		{"user", required_argument, NULL, 'u'},
+		{"strict-v1", no_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
-	struct local_create_opts o = {NULL, false, NULL};
+	struct local_create_opts o = {NULL, false, NULL, false};
 	struct local_err err = {""};
 	const char *name;
 	int ch, rc = 0;
@@ -151,6 +152,9 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 			break;
 		case 'u':
 			o.user = optarg;
+			break;
+		case 's':
+			o.strict_v1 = true;
 			break;
 		default:
 			return usage_error("%s: bad option", argv[0]);
