@@ -21,6 +21,9 @@
 #include "common/log.h"
 #include "fs/fs.h"
 
+/* Kernel readahead for a sequential reader of a mount (KiB). */
+#define SBFS_READAHEAD_KB 4096
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -69,6 +72,7 @@ int main(int argc, char *argv[])
 		goto out;
 	if (fuse_mount(fuse, cmd.mountpoint) != 0)
 		goto out;
+	sbfs_tune_mount(cmd.mountpoint, SBFS_READAHEAD_KB);
 	if (fuse_daemonize(cmd.foreground) != 0)
 		goto unmount;
 	if (!cmd.foreground)

@@ -390,6 +390,9 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	/* Large receive buffers: a ranged read of megabytes should take a
+	 * few hundred recv() calls, not tens of thousands. */
+	curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
 	/* Reuse a pooled connection only while the agent surely keeps it
 	 * open (its idle timeout is longer), so a reused connection is never

@@ -26,9 +26,11 @@
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
+#include "common/xalloc.h"
 
 #define MAX_BYTES PROTO_MAX_TRANSFER_BYTES
-#define READ_STEP (1024UL * 1024)
+/* Read and encoded a piece at a time: a multiple of 3, about 1 MiB. */
+#define READ_CHUNK (3UL * 349525)
 
 /* An OS error as the original agent words one (Rust's io::Error). */
 static const char *os_error(int err, char *buf, size_t sz)
@@ -107,55 +109,59 @@ static int reply_open_error(struct agent_req *r, const char *p, int err)
 }
 
 /*
- * Read fd to its end into b (max MAX_BYTES), starting from its size
- * (st_size is only a hint: the file may grow or shrink while it is read).
- * Returns 0, -EFBIG when the file holds more than the limit, or a
- * negative errno.
+ * Read fd to its end and append its base64 answer to out, a piece at a
+ * time: no copy of the whole file is held besides the answer itself.
+ * st_size is only a hint (the file may grow or shrink while it is read);
+ * what counts is what the reads return. Returns 0, -EFBIG when the file
+ * holds more than the limit, or a negative errno.
  */
-static int read_all(int fd, size_t hint, struct buf *b)
+static int encode_file(int fd, size_t hint, struct buf *out)
 {
-	int err = 0;
+	unsigned char *chunk = xmalloc(READ_CHUNK);
+	size_t total = 0;
+	int err = 0, rc;
 
-	if (hint > 0 && buf_reserve(b, hint, &err) == NULL)
-		return err;
-	for (;;) {
-		size_t room = b->max - b->len;
-		ssize_t n;
-		char *p;
-
-		if (room == 0) {
-			char probe;
-
-			/* At the limit: the file is within it only if it
-			 * ends here. */
-			n = read(fd, &probe, 1);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				return -errno;
-			return n == 0 ? 0 : -EFBIG;
-		}
-		if (room > READ_STEP)
-			room = READ_STEP;
-		p = buf_reserve(b, room, &err);
-		if (p == NULL)
-			return err;
-		n = read(fd, p, room);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return 0;
-		buf_commit(b, (size_t)n);
+	if (buf_reserve(out, proto_file_contents_size(hint), &err) == NULL) {
+		rc = err;
+		goto out;
 	}
+	rc = proto_file_contents_begin(out);
+	while (rc == 0) {
+		size_t fill = 0;
+		ssize_t n = 1;
+
+		/* A whole chunk (a multiple of 3) unless the file ends. */
+		while (fill < READ_CHUNK && n > 0) {
+			n = read(fd, chunk + fill, READ_CHUNK - fill);
+			if (n < 0 && errno == EINTR)
+				n = 1;
+			else if (n < 0)
+				rc = -errno;
+			else
+				fill += (size_t)n;
+		}
+		if (rc < 0)
+			break;
+		total += fill;
+		if (total > MAX_BYTES) {
+			rc = -EFBIG;
+			break;
+		}
+		rc = proto_file_contents_add(out, chunk, fill);
+		if (fill < READ_CHUNK)
+			break;
+	}
+	if (rc == 0)
+		rc = proto_file_contents_end(out);
+out:
+	free(chunk);
+	return rc;
 }
 
 int agent_route_files_get(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
-	struct buf data = BUF_INIT(MAX_BYTES);
-	struct buf out = BUF_INIT(0);
+	struct buf out = BUF_INIT(proto_file_contents_size(MAX_BYTES));
 	char rel[PATH_MAX_BYTES + 1];
 	struct stat st;
 	const char *p;
@@ -190,7 +196,7 @@ int agent_route_files_get(struct agent_req *r)
 				   p);
 		goto out;
 	}
-	rc = read_all(fd, (size_t)st.st_size, &data);
+	rc = encode_file(fd, (size_t)st.st_size, &out);
 	if (rc == -EFBIG) {
 		rc = reply_invalid(r, "is over the 33554432 byte transfer limit",
 				   p);
@@ -200,15 +206,10 @@ int agent_route_files_get(struct agent_req *r)
 		rc = reply_failed(r, "readFile", -rc);
 		goto out;
 	}
-	rc = proto_file_contents_encode(data.data, data.len, &out);
-	/* The base64 copy is all that is needed from here. */
-	buf_cleanup(&data);
-	if (rc == 0)
-		rc = agent_reply_json(r, 200, &out);
+	rc = agent_reply_json(r, 200, &out);
 out:
 	if (fd >= 0)
 		close(fd);
-	buf_cleanup(&data);
 	buf_cleanup(&out);
 	return rc;
 }

@@ -105,21 +105,40 @@ static int append_b64(struct buf *out, const void *data, size_t n)
 	return 0;
 }
 
+size_t proto_file_contents_size(size_t n)
+{
+	return sizeof(contents_head) - 1 + b64_encoded_len(n) +
+	       sizeof(contents_tail) - 1;
+}
+
+int proto_file_contents_begin(struct buf *out)
+{
+	return buf_append_str(out, contents_head);
+}
+
+int proto_file_contents_add(struct buf *out, const void *data, size_t n)
+{
+	return n == 0 ? 0 : append_b64(out, data, n);
+}
+
+int proto_file_contents_end(struct buf *out)
+{
+	return buf_append_str(out, contents_tail);
+}
+
 int proto_file_contents_encode(const void *data, size_t n, struct buf *out)
 {
-	size_t total = sizeof(contents_head) - 1 + b64_encoded_len(n) +
-		       sizeof(contents_tail) - 1;
 	size_t mark = out->len;
 	int err = 0, rc;
 
 	/* One allocation for the whole answer. */
-	if (buf_reserve(out, total, &err) == NULL)
+	if (buf_reserve(out, proto_file_contents_size(n), &err) == NULL)
 		return err;
-	rc = buf_append_str(out, contents_head);
+	rc = proto_file_contents_begin(out);
 	if (rc == 0)
-		rc = append_b64(out, data, n);
+		rc = proto_file_contents_add(out, data, n);
 	if (rc == 0)
-		rc = buf_append_str(out, contents_tail);
+		rc = proto_file_contents_end(out);
 	if (rc < 0) {
 		out->len = mark;
 		if (out->data != NULL)

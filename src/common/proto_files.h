@@ -24,6 +24,19 @@ int proto_file_contents_encode(const void *data, size_t n, struct buf *out)
 	__attribute__((warn_unused_result));
 int proto_file_contents_decode(const char *p, size_t n, struct buf *content)
 	__attribute__((warn_unused_result));
+/*
+ * The same answer built in pieces, so a file can be encoded as it is read
+ * without a copy of the whole of it: begin, then add pieces (every piece
+ * but the last a multiple of 3 bytes long), then end. size() is the length
+ * of the whole answer for n bytes of contents, for reserving it.
+ */
+size_t proto_file_contents_size(size_t n);
+int proto_file_contents_begin(struct buf *out)
+	__attribute__((warn_unused_result));
+int proto_file_contents_add(struct buf *out, const void *data, size_t n)
+	__attribute__((warn_unused_result));
+int proto_file_contents_end(struct buf *out)
+	__attribute__((warn_unused_result));
 
 /* PUT /v1/files body {"path","contentsBase64"}. decode: data is heap
  * (NULL when empty); a decoded size over PROTO_MAX_TRANSFER_BYTES is

@@ -26,6 +26,10 @@
 #include "fs/fs.h"
 #include "fs/fs_i.h"
 
+/* The most the kernel may read ahead for a sequential reader; it also
+ * caps what tune.c can set for the mount's device. */
+#define SBFS_MAX_READAHEAD (4 * 1024 * 1024)
+
 enum node_kind {
 	N_ROOT,
 	N_SBX,
@@ -637,7 +641,7 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->nullpath_ok = 0;
 	/* Large requests: 1 MiB reads and writes, deep readahead. */
 	conn->max_write = 1024 * 1024;
-	conn->max_readahead = 1024 * 1024;
+	conn->max_readahead = SBFS_MAX_READAHEAD;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)

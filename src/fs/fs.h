@@ -23,6 +23,10 @@ const struct fuse_operations *fs_operations(void);
  */
 int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o);
 void sbfs_opts_cleanup(struct sbfs_opts *o);
+
+/* Best effort, after the mount exists and before it serves: raise the
+ * kernel's readahead for this mount to readahead_kb (needs root). */
+void sbfs_tune_mount(const char *mountpoint, unsigned readahead_kb);
 void sbfs_usage(const char *prog);
 
 #endif

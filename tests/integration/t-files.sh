@@ -73,6 +73,7 @@ for p in tree tree/sub; do
 	same_stat "$p"
 done
 # ls -l: modes, links, owners, sizes, times and link targets alike.
+# shellcheck disable=SC2012 # ls -l output is what is compared
 assert_eq "$(ls -ln --time-style=+%s "$B/tree" | sed 1d)" \
 	"$(w ls -ln --time-style=+%s "$F/tree" | sed 1d)" "ls -ln tree"
 w ls -l "$F/tree/link" | grep -q -- '-> f1$' || fail "ls -l does not show the link target"

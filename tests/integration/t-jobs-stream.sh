@@ -7,6 +7,7 @@
 # cancel written to jobs/<id>/ctl stops the job (status cancelled, exit
 # ECANCELED, its processes gone).
 
+# shellcheck disable=SC2016 # job command lines are expanded in the sandbox
 . "$(dirname "$0")/lib.sh"
 
 need_fuse
@@ -77,6 +78,7 @@ marker="sleep 61.$$"
 start "echo started; $marker; echo not-cancelled"
 wait_for 10 grep -q started "$S/jobs/$job/stdout" 2>/dev/null ||
 	fail "the job to cancel did not start"
+# shellcheck disable=SC2009,SC2317 # exact argv match; called by wait_for
 running() {
 	ps -eo args | grep -v grep | grep -qx "$marker"
 }
@@ -102,7 +104,7 @@ assert_errno 'Invalid argument' sh -c "echo bogus | dd of='$S/jobs/$job/ctl' sta
 start 'sleep 3; echo done'
 timeout -s INT 1 cat "$S/jobs/$job/exit" >/dev/null 2>&1
 assert_content "$S/jobs/$job/exit" 0 "exit after an interrupted waiter"
-assert_content "$S/jobs/$job/stdout" done "output after an interrupted waiter"
+assert_content "$S/jobs/$job/stdout" "done" "output after an interrupted waiter"
 assert_content "$S/jobs/$job/status" "exited 0" "status after an interrupted waiter"
 
 allow_log 'INVALID|Invalid|invalid'

@@ -12,6 +12,7 @@
 # The timing cases (streaming, tail -f, blocking exit, cancel) are in
 # t-jobs-stream.sh.
 
+# shellcheck disable=SC2016 # job command lines are expanded in the sandbox
 . "$(dirname "$0")/lib.sh"
 
 need_fuse

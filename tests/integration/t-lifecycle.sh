@@ -67,7 +67,9 @@ sbx_stop blocker
 
 # ---- SIGKILL ----------------------------------------------------------------------------
 pid=$(sbx_agent_pid a)
-[ -n "$pid" ] && alive "$pid" || die "no agent pid for a"
+if [ -z "$pid" ] || ! alive "$pid"; then
+	die "no agent pid for a"
+fi
 kill -KILL "$pid"
 wait_gone "$pid" 5 || fail "the agent did not die"
 elapsed cat "$F/f"

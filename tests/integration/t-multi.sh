@@ -42,6 +42,7 @@ w ls "$MNT/two/jobs" | grep -qx "$(w readlink "$MNT/one/jobs/latest")" &&
 
 # Nothing moves between sandboxes by rename or link.
 # (rename(2) itself: mv would fall back to a copy.)
+# shellcheck disable=SC2016 # perl code
 assert_errno 'Invalid cross-device link' perl -e 'rename($ARGV[0], $ARGV[1]) or die "rename: $!\n"' \
 	"$MNT/one/files/who" "$MNT/two/files/moved"
 [ -e "$(sbx_root one)/who" ] || fail "a refused rename lost the file"

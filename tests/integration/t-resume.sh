@@ -30,7 +30,9 @@ note "the first read, with a resume, took $(($(now_ms) - t0)) ms"
 assert_eq Running "$(sbx_field a state)" "state after the first read"
 assert_eq $((${boots0:-0} + 1)) "$(sbx_field a bootCount)" "boots after the first read"
 pid=$(sbx_agent_pid a)
-[ -n "$pid" ] && alive "$pid" || fail "no agent runs after the resume"
+if [ -z "$pid" ] || ! alive "$pid"; then
+	fail "no agent runs after the resume"
+fi
 assert_eq Stopped "$(sbx_field b state)" "the other sandbox was not resumed"
 # A second operation uses the same boot.
 assert_ok ls "$MNT/a/files"

@@ -112,14 +112,14 @@ g() {
 }
 with_timeout 60 git init -q "$repo" || fail "git init"
 [ -f "$B/repo/.git/HEAD" ] || fail "git init: no .git/HEAD on disk"
-mkdir -p "$TMP/work"
-printf 'first\n' >"$repo/a.txt" || fail "write a.txt"
-mkdir -p "$repo/src" && printf 'int main(void) { return 0; }\n' >"$repo/src/main.c" ||
+with_timeout 30 sh -c "printf 'first\n' >'$repo/a.txt'" || fail "write a.txt"
+with_timeout 30 mkdir -p "$repo/src" || fail "mkdir src"
+with_timeout 30 sh -c "printf 'int main(void) { return 0; }\n' >'$repo/src/main.c'" ||
 	fail "write src/main.c"
-cp "$TMP/proj.tar" "$repo/blob.tar" || fail "cp blob.tar"
+with_timeout 60 cp "$TMP/proj.tar" "$repo/blob.tar" || fail "cp blob.tar"
 g add -A || fail "git add"
 g commit -q -m "first commit" || fail "git commit"
-printf 'second\n' >>"$repo/a.txt"
+with_timeout 30 sh -c "printf 'second\n' >>'$repo/a.txt'" || fail "append to a.txt"
 g mv src/main.c src/prog.c || fail "git mv"
 g commit -q -a -m "second commit" || fail "git commit -a"
 assert_eq "second commit
