@@ -1,2 +1,4 @@
 ## doc
 EXTRA_DIST += %reldir%/protocol-v1.md
+EXTRA_DIST += %reldir%/commands.md
+EXTRA_DIST += %reldir%/azure.md

@@ -209,8 +209,8 @@ struct exec_stream {
 	void *arg;
 	struct ac_exit *exit;
 	bool terminal;
-	bool bad;            /* a frame could not be decoded */
-	int cb_err;          /* the caller's callback stopped us */
+	bool bad; /* a frame could not be decoded */
+	int cb_err; /* the caller's callback stopped us */
 	struct proto_frame error_frame;
 	bool have_error_frame;
 };
@@ -310,10 +310,10 @@ int ac_exec(struct transport *t, const char *id,
 	limit = ereq->timeout_ms > (uint64_t)(INT64_MAX / 2)
 			? (uint64_t)(INT64_MAX / 2)
 			: ereq->timeout_ms;
-	req.deadline_ms = (long)(limit + TERMINAL_FRAME_GRACE_MS >
-						 (uint64_t)LONG_MAX
-					 ? LONG_MAX
-					 : limit + TERMINAL_FRAME_GRACE_MS);
+	req.deadline_ms =
+		(long)(limit + TERMINAL_FRAME_GRACE_MS > (uint64_t)LONG_MAX
+			       ? LONG_MAX
+			       : limit + TERMINAL_FRAME_GRACE_MS);
 	req.body = body.data;
 	req.body_len = body.len;
 	req.sink_arg = &s;
@@ -322,8 +322,9 @@ int ac_exec(struct transport *t, const char *id,
 		if (s.cb_err != 0) {
 			rc = s.cb_err;
 		} else if (s.bad) {
-			outcome_unknown(err, TRANSPORT_OP_EXEC,
-					"the output stream could not be decoded");
+			outcome_unknown(
+				err, TRANSPORT_OP_EXEC,
+				"the output stream could not be decoded");
 			rc = -EIO;
 		}
 		goto out;
@@ -339,9 +340,10 @@ int ac_exec(struct transport *t, const char *id,
 		sbx_error_set(err, SBX_COMMAND_FAILED,
 			      s.error_frame.err_code ? s.error_frame.err_code
 						     : "error",
-			      "%s", s.error_frame.err_message
-					    ? s.error_frame.err_message
-					    : "the command failed");
+			      "%s",
+			      s.error_frame.err_message
+				      ? s.error_frame.err_message
+				      : "the command failed");
 		err->err = EIO;
 		rc = -EIO;
 	}
@@ -398,8 +400,8 @@ int ac_job_poll(struct transport *t, const char *id,
 		local_failure(err, TRANSPORT_OP_JOB_POLL, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_POLL, true, "POST",
-		    "/v1/jobs/poll", &body, POLL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_JOB_POLL, true, "POST", "/v1/jobs/poll",
+		    &body, POLL_ANSWER, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_job_poll_decode(resp.body.data, resp.body.len, out);
@@ -521,11 +523,11 @@ int ac_read_range(struct transport *t, const char *id, const char *path,
 		  size_t *got, char *etag, uint64_t *size,
 		  struct sbx_error *err)
 {
-	struct range_sink sink = { dst, len, 0 };
+	struct range_sink sink = {dst, len, 0};
 	struct transport_resp resp;
 	struct buf q = BUF_INIT(0);
 	char range[80], match[PROTO_ETAG_MAX + 16];
-	const char *headers[3] = { NULL, NULL, NULL };
+	const char *headers[3] = {NULL, NULL, NULL};
 	struct transport_req req = {
 		.op = TRANSPORT_OP_READ,
 		.idempotent = true,
@@ -546,8 +548,8 @@ int ac_read_range(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_READ, rc);
 		goto out;
 	}
-	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64,
-		 off, off + len - 1);
+	snprintf(range, sizeof(range), "Range: bytes=%" PRIu64 "-%" PRIu64, off,
+		 off + len - 1);
 	headers[0] = range;
 	if (if_match != NULL && *if_match != '\0') {
 		snprintf(match, sizeof(match), "If-Match: %s", if_match);

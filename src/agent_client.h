@@ -51,7 +51,7 @@ int ac_mkdir_p(struct transport *t, const char *id, const char *path,
 typedef int ac_frame_fn(void *arg, const struct proto_frame *f);
 
 struct ac_exit {
-	bool exited;        /* an exit frame came: code/truncated are set */
+	bool exited; /* an exit frame came: code/truncated are set */
 	int32_t code;
 	bool truncated;
 };

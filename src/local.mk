@@ -12,3 +12,10 @@ libsandboxfs_a_SOURCES += \
 libsandboxfs_a_SOURCES += \
 	%reldir%/local_state.c %reldir%/local_state.h \
 	%reldir%/local_ctl.c %reldir%/local_ctl.h
+
+## The Azure provider: the data plane (provider_azure), the Entra ID
+## credential chain (azure_auth) and the data plane's JSON (proto_azure).
+libsandboxfs_a_SOURCES += \
+	%reldir%/provider_azure.c %reldir%/provider_azure.h \
+	%reldir%/azure_auth.c %reldir%/azure_auth.h \
+	%reldir%/common/proto_azure.c %reldir%/common/proto_azure.h

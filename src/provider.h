@@ -52,7 +52,7 @@ struct provider_record {
 	enum provider_state state;
 	struct provider_label *labels;
 	size_t nlabels;
-	char *route_hint;    /* informational (e.g. the recorded agentUrl) */
+	char *route_hint; /* informational (e.g. the recorded agentUrl) */
 };
 
 void provider_record_cleanup(struct provider_record *r);
@@ -103,15 +103,15 @@ struct provider_ops {
 		     struct sbx_error *err);
 	/* Ask for a stopped sandbox to run again, or to stop. They may return
 	 * before the state changes: the core polls record(). */
-	int (*resume)(struct provider *p, const char *id, struct sbx_error *err);
+	int (*resume)(struct provider *p, const char *id,
+		      struct sbx_error *err);
 	int (*stop)(struct provider *p, const char *id, struct sbx_error *err);
 
 	/* Native (legacy) sessions, optional (NULL when the provider has
 	 * none). native_read appends the file's bytes to out (whose max
 	 * bounds them); native_exec runs a shell command line. */
-	int (*native_read)(struct provider *p, const char *id,
-			   const char *path, struct buf *out,
-			   struct sbx_error *err);
+	int (*native_read)(struct provider *p, const char *id, const char *path,
+			   struct buf *out, struct sbx_error *err);
 	int (*native_exec)(struct provider *p, const char *id,
 			   const char *command, const char *cwd,
 			   struct provider_exec_result *out,

@@ -20,7 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -29,7 +28,6 @@
 #include "local_ctl.h"
 #include "local_state.h"
 #include "provider_local.h"
-
 
 /* A parsed record and the identity of the file it came from. */
 struct cached {
@@ -54,11 +52,11 @@ static struct local_priv *priv_of(struct provider *p)
 	return (struct local_priv *)p;
 }
 
-static void fail(struct sbx_error *err, int rc, const char *op,
-		 const char *id, const struct local_err *le)
+static void fail(struct sbx_error *err, int rc, const char *op, const char *id,
+		 const struct local_err *le)
 {
-	enum sbx_code code = rc == -ENOENT ? SBX_COMMAND_FAILED
-					   : SBX_UNREACHABLE;
+	enum sbx_code code =
+		rc == -ENOENT ? SBX_COMMAND_FAILED : SBX_UNREACHABLE;
 
 	sbx_error_set(err, code, rc == -ENOENT ? SBX_FAIL_GONE : NULL,
 		      "local.%s: sandbox '%s': %s", op, id,
@@ -113,7 +111,7 @@ static int with_record(struct local_priv *lp, const char *id,
 		       int (*fn)(const struct proto_record *, void *),
 		       void *arg, struct sbx_error *err)
 {
-	struct local_err le = { "" };
+	struct local_err le = {""};
 	struct cached *c, **pp;
 	struct stat st;
 	char *path;
@@ -144,8 +142,7 @@ static int with_record(struct local_priv *lp, const char *id,
 			break;
 	if (c != NULL &&
 	    (c->dev != st.st_dev || c->ino != st.st_ino ||
-	     c->size != st.st_size ||
-	     c->mtime.tv_sec != st.st_mtim.tv_sec ||
+	     c->size != st.st_size || c->mtime.tv_sec != st.st_mtim.tv_sec ||
 	     c->mtime.tv_nsec != st.st_mtim.tv_nsec)) {
 		*pp = c->next;
 		cached_free(c);
@@ -278,7 +275,7 @@ static int local_credential(struct provider *p, const char *id, char **bytes,
 static int local_resume(struct provider *p, const char *id,
 			struct sbx_error *err)
 {
-	struct local_err le = { "" };
+	struct local_err le = {""};
 	int rc = local_ctl_start(&priv_of(p)->ctl, id, &le);
 
 	if (rc < 0) {
@@ -289,10 +286,9 @@ static int local_resume(struct provider *p, const char *id,
 	return rc;
 }
 
-static int local_stop(struct provider *p, const char *id,
-		      struct sbx_error *err)
+static int local_stop(struct provider *p, const char *id, struct sbx_error *err)
 {
-	struct local_err le = { "" };
+	struct local_err le = {""};
 	int rc = local_ctl_stop(&priv_of(p)->ctl, id, &le);
 
 	if (rc < 0) {
@@ -504,7 +500,7 @@ static long long mono_ms(void)
 static int drain(int outfd, int errfd, struct provider_exec_result *res,
 		 long long deadline)
 {
-	struct pollfd pfd[2] = { { outfd, POLLIN, 0 }, { errfd, POLLIN, 0 } };
+	struct pollfd pfd[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
 	int open_fds = 2;
 
 	while (open_fds > 0) {
@@ -531,7 +527,8 @@ static int drain(int outfd, int errfd, struct provider_exec_result *res,
 			}
 			/* Output past the bound is dropped, as the agent's
 			 * output cap drops it. */
-			if (b->len + (size_t)got <= PROVIDER_LOCAL_EXEC_OUTPUT_MAX)
+			if (b->len + (size_t)got <=
+			    PROVIDER_LOCAL_EXEC_OUTPUT_MAX)
 				(void)!buf_append(b, chunk, (size_t)got);
 		}
 	}
@@ -544,8 +541,8 @@ static int local_native_exec(struct provider *p, const char *id,
 			     struct sbx_error *err)
 {
 	struct local_priv *lp = priv_of(p);
-	struct exec_ids ids = { -1, -1 };
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 };
+	struct exec_ids ids = {-1, -1};
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	long long deadline = mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
 	char *root, *dir;
 	pid_t pid;
@@ -580,7 +577,7 @@ static int local_native_exec(struct provider *p, const char *id,
 		static char path_env[] =
 			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
 			"/usr/bin:/sbin:/bin";
-		char *envp[] = { path_env, NULL };
+		char *envp[] = {path_env, NULL};
 		int devnull = open("/dev/null", O_RDONLY);
 
 		setpgid(0, 0);
@@ -674,7 +671,7 @@ static const struct provider_ops local_ops = {
 int provider_local_new(const char *state_dir, struct provider **out,
 		       struct sbx_error *err)
 {
-	struct local_err le = { "" };
+	struct local_err le = {""};
 	struct local_priv *lp = xcalloc(1, sizeof(*lp));
 	struct stat st;
 	int rc;
@@ -691,8 +688,8 @@ int provider_local_new(const char *state_dir, struct provider **out,
 	if (stat(lp->ctl.state_dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
 	    access(lp->ctl.state_dir, R_OK | X_OK) < 0) {
 		rc = errno ? -errno : -ENOTDIR;
-		if (rc == 0 || (stat(lp->ctl.state_dir, &st) == 0 &&
-				!S_ISDIR(st.st_mode)))
+		if (rc == 0 ||
+		    (stat(lp->ctl.state_dir, &st) == 0 && !S_ISDIR(st.st_mode)))
 			rc = -ENOTDIR;
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "the local state directory %s is unusable: %s",

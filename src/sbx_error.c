@@ -68,8 +68,8 @@ static int default_errno(enum sbx_code code, const char *failure)
 	return EIO;
 }
 
-void sbx_error_set(struct sbx_error *e, enum sbx_code code,
-		   const char *failure, const char *fmt, ...)
+void sbx_error_set(struct sbx_error *e, enum sbx_code code, const char *failure,
+		   const char *fmt, ...)
 {
 	va_list ap;
 
@@ -108,7 +108,7 @@ int sbx_errno_for_refusal(long status, const char *body, size_t len)
 		return fs;
 	if (has_prefix(body, len, PROTO_ERR_PATH_REFUSED ":"))
 		return contains(body, len, "leaves the session root") ? ELOOP
-								       : EACCES;
+								      : EACCES;
 	if (has_prefix(body, len, PROTO_ERR_REQUEST_INVALID ":")) {
 		if (contains(body, len, "not a regular file"))
 			return EISDIR;

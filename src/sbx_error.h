@@ -19,12 +19,12 @@
 
 enum sbx_code {
 	SBX_OK = 0,
-	SBX_COMMAND_FAILED,      /* SANDBOX_COMMAND_FAILED, not retryable */
-	SBX_OUTCOME_UNKNOWN,     /* SANDBOX_OUTCOME_UNKNOWN, not retryable */
-	SBX_UNREACHABLE,         /* SANDBOX_UNREACHABLE, retryable */
-	SBX_NOT_SUPPORTED,       /* OPERATION_NOT_SUPPORTED */
-	SBX_UNEXPECTED_FORMAT,   /* UNEXPECTED_RESPONSE_FORMAT */
-	SBX_INVALID_INPUT,       /* INVALID_INPUT */
+	SBX_COMMAND_FAILED, /* SANDBOX_COMMAND_FAILED, not retryable */
+	SBX_OUTCOME_UNKNOWN, /* SANDBOX_OUTCOME_UNKNOWN, not retryable */
+	SBX_UNREACHABLE, /* SANDBOX_UNREACHABLE, retryable */
+	SBX_NOT_SUPPORTED, /* OPERATION_NOT_SUPPORTED */
+	SBX_UNEXPECTED_FORMAT, /* UNEXPECTED_RESPONSE_FORMAT */
+	SBX_INVALID_INPUT, /* INVALID_INPUT */
 };
 
 /* failure kinds of SBX_COMMAND_FAILED (protocol.md 7) */
@@ -36,10 +36,10 @@ enum sbx_code {
 struct sbx_error {
 	enum sbx_code code;
 	bool retryable;
-	char failure[48];     /* a SBX_FAIL_* kind or an error frame's code */
-	char reason[768];     /* human text, safe to log */
-	long status;          /* the HTTP status when an agent answered, else 0 */
-	int err;              /* positive errno for the user (design.md 6) */
+	char failure[48]; /* a SBX_FAIL_* kind or an error frame's code */
+	char reason[768]; /* human text, safe to log */
+	long status; /* the HTTP status when an agent answered, else 0 */
+	int err; /* positive errno for the user (design.md 6) */
 };
 
 /* "SANDBOX_COMMAND_FAILED" ... */
@@ -49,9 +49,8 @@ void sbx_error_clear(struct sbx_error *e);
 /* Set code, failure (may be NULL) and a formatted reason; retryable
  * follows the code (only SBX_UNREACHABLE is retryable); err defaults to the
  * code's errno (see sbx_error_errno). */
-void sbx_error_set(struct sbx_error *e, enum sbx_code code,
-		   const char *failure, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+void sbx_error_set(struct sbx_error *e, enum sbx_code code, const char *failure,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /*
  * The errno for an agent's refusal with this HTTP status and (bounded)

@@ -42,10 +42,10 @@
  * requests that took it. */
 struct conn {
 	atomic_int refs;
-	char *url;    /* as the provider gave it: "http://127.0.0.1:4000/" */
+	char *url; /* as the provider gave it: "http://127.0.0.1:4000/" */
 	char *origin; /* url without its final '/', to join request paths */
-	char *token;  /* 44 characters */
-	char *auth;   /* "Authorization: Bearer <token>" */
+	char *token; /* 44 characters */
+	char *auth; /* "Authorization: Bearer <token>" */
 };
 
 /* A pooled libcurl handle pair. The multi owns the connection cache, so a
@@ -60,7 +60,7 @@ struct slot {
 	char *id;
 	pthread_mutex_t lock;
 	struct conn *conn; /* NULL when empty */
-	unsigned gen;      /* activations so far */
+	unsigned gen; /* activations so far */
 	pthread_mutex_t pool_lock;
 	struct handle *idle;
 	unsigned nidle;
@@ -217,18 +217,18 @@ static void slot_invalidate(struct slot *s, const struct conn *used)
 /* ---- one HTTP exchange -------------------------------------------------- */
 
 enum xfer_phase {
-	XFER_HOLD,    /* headers wanted; body bytes pause the transfer */
+	XFER_HOLD, /* headers wanted; body bytes pause the transfer */
 	XFER_ERRBODY, /* reading an error body, bounded at 4096 */
-	XFER_BODY,    /* reading a success body into the sink or buffer */
+	XFER_BODY, /* reading a success body into the sink or buffer */
 };
 
 enum xfer_outcome {
-	XFER_OK = 0,       /* the phase completed */
-	XFER_CONNECT,      /* never connected: the request was not delivered */
-	XFER_BROKEN,       /* failed after connecting */
-	XFER_TIMEOUT,      /* a deadline passed */
-	XFER_TOO_BIG,      /* an error body over 4096 / a body over max_body */
-	XFER_SINK,         /* the sink refused (sink_err) */
+	XFER_OK = 0, /* the phase completed */
+	XFER_CONNECT, /* never connected: the request was not delivered */
+	XFER_BROKEN, /* failed after connecting */
+	XFER_TIMEOUT, /* a deadline passed */
+	XFER_TOO_BIG, /* an error body over 4096 / a body over max_body */
+	XFER_SINK, /* the sink refused (sink_err) */
 };
 
 struct xfer {
@@ -239,10 +239,10 @@ struct xfer {
 	struct curl_slist *pins;
 	char errbuf[CURL_ERROR_SIZE];
 	enum xfer_phase phase;
-	long cur_status;   /* status of the header block being read */
+	long cur_status; /* status of the header block being read */
 	bool headers_done;
 	bool paused;
-	bool done;         /* libcurl finished the transfer */
+	bool done; /* libcurl finished the transfer */
 	CURLcode result;
 	struct buf errbody;
 	bool errbody_over;
@@ -357,8 +357,8 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 	const char *method = http ? http->method : req->method;
 	const void *body = http ? http->body : req->body;
 	size_t body_len = http ? http->body_len : req->body_len;
-	long connect_ms = http ? http->connect_timeout_ms
-			       : t->cfg.connect_timeout_ms;
+	long connect_ms =
+		http ? http->connect_timeout_ms : t->cfg.connect_timeout_ms;
 	const char *ca_file = NULL;
 	const char *const *resolve = NULL;
 	struct curl_slist *pins = NULL;
@@ -452,7 +452,8 @@ static void xfer_init(struct xfer *x, struct handle *h,
 	buf_init(&x->errbody, ERROR_BODY_MAX + 1);
 	resp->status = 0;
 	resp->full_size = UINT64_MAX;
-	resp->body.max = req->max_body ? req->max_body : TRANSPORT_DEFAULT_MAX_BODY;
+	resp->body.max =
+		req->max_body ? req->max_body : TRANSPORT_DEFAULT_MAX_BODY;
 }
 
 /* Detach the easy handle from its multi. An unfinished transfer closes its
@@ -523,7 +524,8 @@ static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
 				return XFER_TOO_BIG;
 			if (x->sink_err != 0)
 				return XFER_SINK;
-			if (!x->headers_done && curl_is_connect_error(x->result))
+			if (!x->headers_done &&
+			    curl_is_connect_error(x->result))
 				return XFER_CONNECT;
 			return XFER_BROKEN;
 		}
@@ -626,8 +628,9 @@ static void body_reason(enum xfer_outcome o, char *out, size_t size)
 			 ERROR_BODY_MAX);
 		break;
 	case XFER_TIMEOUT:
-		snprintf(out, size, "its error body did not arrive before "
-				    "the response deadline");
+		snprintf(out, size,
+			 "its error body did not arrive before "
+			 "the response deadline");
 		break;
 	default:
 		snprintf(out, size, "its error body was cut off");
@@ -643,16 +646,16 @@ static void body_text(const struct buf *b, char *out, size_t size)
 	for (i = 0; i < b->len && o + 1 < size; i++) {
 		unsigned char c = (unsigned char)b->data[i];
 
-		out[o++] = (c >= 0x20 && c != 0x7f) || c == '\n' ? (char)c
-								  : '?';
+		out[o++] =
+			(c >= 0x20 && c != 0x7f) || c == '\n' ? (char)c : '?';
 	}
 	out[o] = '\0';
 }
 
 static bool body_typed_not_found(const struct buf *b)
 {
-	static const char *const prefixes[] = { PROTO_ERR_PATH_NOT_FOUND ":",
-						PROTO_ERR_JOB_NOT_FOUND ":" };
+	static const char *const prefixes[] = {PROTO_ERR_PATH_NOT_FOUND ":",
+					       PROTO_ERR_JOB_NOT_FOUND ":"};
 	size_t i;
 
 	for (i = 0; i < 2; i++) {
@@ -686,8 +689,8 @@ static bool read_error_body(struct transport *t, struct xfer *x,
 	if (o == XFER_OK)
 		return true;
 	body_reason(o, why, sizeof(why));
-	unanswered(err, x->req, "the agent returned %ld but %s", x->resp->status,
-		   why);
+	unanswered(err, x->req, "the agent returned %ld but %s",
+		   x->resp->status, why);
 	err->status = x->resp->status;
 	return false;
 }
@@ -836,9 +839,8 @@ out:
 
 /* The seed's request(): the cached connection, fetched and activated when
  * the slot is empty. Returns a reference. */
-static int slot_connection(struct transport *t, struct slot *s,
-			   const char *id, struct conn **out,
-			   struct sbx_error *err)
+static int slot_connection(struct transport *t, struct slot *s, const char *id,
+			   struct conn **out, struct sbx_error *err)
 {
 	struct conn *c = NULL;
 	int rc = 0;
@@ -942,8 +944,9 @@ static int send_plain(struct transport *t, struct slot *s,
 	}
 	o = xfer_run(&x, request_deadline(t, req, start), 0);
 	if (o == XFER_TIMEOUT) {
-		unanswered(err, req, "the agent did not answer before the "
-				     "response deadline");
+		unanswered(err, req,
+			   "the agent did not answer before the "
+			   "response deadline");
 		rc = -EIO;
 	} else if (o != XFER_OK) {
 		unanswered(err, req, "the agent connection failed (%s)",
@@ -1000,8 +1003,9 @@ static int replay(struct transport *t, struct slot *s, const char *id,
 	}
 	o = xfer_run(&x, request_deadline(t, req, start), 0);
 	if (o == XFER_TIMEOUT) {
-		unanswered(err, req, "the agent did not answer before the "
-				     "response deadline");
+		unanswered(err, req,
+			   "the agent did not answer before the "
+			   "response deadline");
 	} else if (o != XFER_OK) {
 		unanswered(err, req, "the agent connection failed (%s)",
 			   x.errbuf[0] ? x.errbuf : "no answer");
@@ -1071,16 +1075,18 @@ int transport_send(struct transport *t, const char *id,
 		goto refresh;
 	case XFER_TIMEOUT:
 		slot_invalidate(s, used);
-		unanswered(err, req, "the agent did not answer before the "
-				     "response deadline");
+		unanswered(err, req,
+			   "the agent did not answer before the "
+			   "response deadline");
 		rc = -EIO;
 		goto out;
 	case XFER_OK:
 		break;
 	default:
 		slot_invalidate(s, used);
-		unanswered(err, req, "the agent connection failed after "
-				     "connecting (%s)",
+		unanswered(err, req,
+			   "the agent connection failed after "
+			   "connecting (%s)",
 			   x.errbuf[0] ? x.errbuf : "no answer");
 		rc = -EIO;
 		goto out;
@@ -1279,12 +1285,15 @@ int transport_kind_of(const struct provider_record *rec,
 		*kind = TRANSPORT_AGENT;
 		return 0;
 	}
-	invalid_route(err);
+	sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_TRANSPORT_INVALID,
+		      "the sandbox's %s label is '%.64s', a transport this "
+		      "client does not know (refused)",
+		      PROTO_TRANSPORT_LABEL, label);
 	return -EPROTO;
 }
 
-int transport_session_kind(struct transport *t, const char *id,
-			   const char *op, enum transport_kind *kind,
+int transport_session_kind(struct transport *t, const char *id, const char *op,
+			   enum transport_kind *kind,
 			   struct provider_record *rec_out,
 			   struct sbx_error *err)
 {
@@ -1347,7 +1356,7 @@ void transport_resp_cleanup(struct transport_resp *r)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
@@ -1406,8 +1415,7 @@ out:
 }
 
 int transport_wait_ready(struct transport *t, const char *id,
-			 struct proto_health *health_out,
-			 struct sbx_error *err)
+			 struct proto_health *health_out, struct sbx_error *err)
 {
 	struct slot *s = slot_get(t, id);
 	long long deadline = now_ms() + t->cfg.ready_timeout_ms;
@@ -1525,8 +1533,9 @@ fail:
 		if (p->ops->stop(p, id, &stop_err) < 0)
 			log_warn("sandbox %s: could not stop it again after a "
 				 "failed resume: %s",
-				 id, sbx_error_describe(&stop_err, text,
-							sizeof(text)));
+				 id,
+				 sbx_error_describe(&stop_err, text,
+						    sizeof(text)));
 	}
 	sbx_error_describe(err, text, sizeof(text));
 	if (err->code != SBX_COMMAND_FAILED || err->retryable) {
@@ -1535,8 +1544,8 @@ fail:
 
 		snprintf(failure, sizeof(failure), "%s", err->failure);
 		sbx_error_set(err, SBX_COMMAND_FAILED,
-			      failure[0] ? failure : NULL,
-			      "sandbox.resume: %s", text);
+			      failure[0] ? failure : NULL, "sandbox.resume: %s",
+			      text);
 		err->err = e ? e : EIO;
 	}
 	return rc < 0 ? rc : -EIO;
@@ -1654,8 +1663,8 @@ void transport_test_set_connection(struct transport *t, const char *id,
 	conn_unref(old);
 }
 
-bool transport_test_cached_url(struct transport *t, const char *id,
-			       char *url, size_t size)
+bool transport_test_cached_url(struct transport *t, const char *id, char *url,
+			       size_t size)
 {
 	struct slot *s = slot_get(t, id);
 	bool have;

@@ -60,14 +60,14 @@
 #define TRANSPORT_OP_FILES "sandbox.files" /* file extension operations */
 
 struct transport_config {
-	long connect_timeout_ms;   /* default 10000 */
-	long response_timeout_ms;  /* until response headers; also bounds
+	long connect_timeout_ms; /* default 10000 */
+	long response_timeout_ms; /* until response headers; also bounds
 				      error bodies. Default 60000 */
 	long body_idle_timeout_ms; /* longest silence inside a success body;
 				      default response_timeout_ms */
-	long ready_timeout_ms;     /* readiness wait, default 60000 */
-	long ready_interval_ms;    /* between health polls, default 500 */
-	long running_timeout_ms;   /* wait for Running after a resume,
+	long ready_timeout_ms; /* readiness wait, default 60000 */
+	long ready_interval_ms; /* between health polls, default 500 */
+	long running_timeout_ms; /* wait for Running after a resume,
 				      default 120000 */
 	unsigned max_idle_handles; /* pooled connections per sandbox, 16 */
 	/* Whether sessions created through this binding use the agent
@@ -93,7 +93,7 @@ long transport_response_timeout_ms(const struct transport *t);
 
 enum transport_kind {
 	TRANSPORT_NATIVE = 0, /* no label: the provider's native routes */
-	TRANSPORT_AGENT,      /* the agent label */
+	TRANSPORT_AGENT, /* the agent label */
 };
 
 /* Pure: the decision for a record. -EPROTO (agentTransportInvalid) for
@@ -104,8 +104,8 @@ int transport_kind_of(const struct provider_record *rec,
 /* Read the record (one provider read) and decide. A missing sandbox is
  * SBX_COMMAND_FAILED sandboxGone (-ENOENT). rec_out may be NULL; when not,
  * it receives the record (caller cleans up). */
-int transport_session_kind(struct transport *t, const char *id,
-			   const char *op, enum transport_kind *kind,
+int transport_session_kind(struct transport *t, const char *id, const char *op,
+			   enum transport_kind *kind,
 			   struct provider_record *rec_out,
 			   struct sbx_error *err)
 	__attribute__((warn_unused_result));
@@ -129,11 +129,11 @@ int transport_session_caps(struct transport *t, const char *id,
 typedef int transport_sink_fn(void *arg, const void *data, size_t len);
 
 struct transport_req {
-	const char *op;           /* TRANSPORT_OP_*: classification, logs */
-	bool idempotent;          /* false: exec, job start (outcome unknown
+	const char *op; /* TRANSPORT_OP_*: classification, logs */
+	bool idempotent; /* false: exec, job start (outcome unknown
 				     when unanswered) */
-	const char *method;       /* "GET", "POST", "PUT" */
-	const char *path;         /* path and query, starting with '/' */
+	const char *method; /* "GET", "POST", "PUT" */
+	const char *path; /* path and query, starting with '/' */
 	const char *content_type; /* of the body; NULL with no body */
 	const void *body;
 	size_t body_len;
@@ -143,9 +143,9 @@ struct transport_req {
 	transport_sink_fn *sink;
 	void *sink_arg;
 	size_t max_body;
-	long deadline_ms;         /* overall limit for the whole exchange
+	long deadline_ms; /* overall limit for the whole exchange
 				     (0: only the idle and header deadlines) */
-	long idle_timeout_ms;     /* longest silence in the success body:
+	long idle_timeout_ms; /* longest silence in the success body:
 				     0 = the configured default, < 0 = none
 				     (a command's quiet output) */
 };
@@ -155,12 +155,12 @@ struct transport_req {
 
 struct transport_resp {
 	long status;
-	struct buf body;                /* buffered success body */
-	char etag[PROTO_ETAG_MAX];      /* ETag header, "" when absent */
+	struct buf body; /* buffered success body */
+	char etag[PROTO_ETAG_MAX]; /* ETag header, "" when absent */
 	char content_type[96];
-	bool has_range;                 /* Content-Range was present */
-	uint64_t range_start;           /* from Content-Range */
-	uint64_t full_size;             /* X-Sandboxfs-Size or the range's
+	bool has_range; /* Content-Range was present */
+	uint64_t range_start; /* from Content-Range */
+	uint64_t full_size; /* X-Sandboxfs-Size or the range's
 					   total; UINT64_MAX when unknown */
 };
 
@@ -192,8 +192,7 @@ int transport_send(struct transport *t, const char *id,
  * final answer (the extension advertisement lives there).
  */
 int transport_wait_ready(struct transport *t, const char *id,
-			 struct proto_health *health_out,
-			 struct sbx_error *err)
+			 struct proto_health *health_out, struct sbx_error *err)
 	__attribute__((warn_unused_result));
 
 /*
@@ -234,10 +233,10 @@ struct transport_http_req {
 	const void *body;
 	size_t body_len;
 	size_t max_body;
-	const char *ca_file;            /* extra trust, or NULL */
-	const char *const *resolve;     /* pinned resolution, or NULL */
+	const char *ca_file; /* extra trust, or NULL */
+	const char *const *resolve; /* pinned resolution, or NULL */
 	long connect_timeout_ms;
-	long timeout_ms;                /* whole exchange */
+	long timeout_ms; /* whole exchange */
 };
 
 int transport_http(const struct transport_http_req *req,
@@ -252,7 +251,7 @@ void transport_test_set_connection(struct transport *t, const char *id,
 				   const char *url, const char *token);
 /* Copy the cached connection's URL into url[size]; false when the slot is
  * empty. */
-bool transport_test_cached_url(struct transport *t, const char *id,
-			       char *url, size_t size);
+bool transport_test_cached_url(struct transport *t, const char *id, char *url,
+			       size_t size);
 
 #endif

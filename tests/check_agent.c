@@ -27,20 +27,21 @@
 #include "common/b64.h"
 #include "common/buf.h"
 #include "common/proto.h"
+#include "common/proto_files.h"
 #include "common/token.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 
 #define JSON "Content-Type: application/json"
 #define TEXT "text/plain; charset=utf-8"
-#define NOT_ACTIVATED                                                   \
+#define NOT_ACTIVATED                                                     \
 	"AGENT_NOT_ACTIVATED: the agent has not been activated for this " \
 	"boot"
 #define TOO_LARGE "Failed to buffer the request body: length limit exceeded"
 
 static struct th_agent ag;
 
-/* ---- helpers ------------------------------------------------------------- */
+/* ---- plumbing ------------------------------------------------------------ */
 
 /*
  * One request; checks status, Content-Type (NULL: there must be none) and
@@ -68,8 +69,7 @@ static void expect(const char *method, const char *path,
 			      "%s %s: Content-Type %s, want %s", method, path,
 			      ct ? ct : "(none)", ctype);
 	if (want != NULL)
-		ck_assert_msg(strcmp(r.body.data ? r.body.data : "", want) ==
-				      0,
+		ck_assert_msg(strcmp(r.body.data ? r.body.data : "", want) == 0,
 			      "%s %s: body '%s', want '%s'", method, path,
 			      r.body.data ? r.body.data : "", want);
 	free(ct);
@@ -77,11 +77,10 @@ static void expect(const char *method, const char *path,
 }
 
 /* The same with the credential and (when body) a JSON content type. */
-static void expect_auth(const char *method, const char *path,
-			const char *body, long status, const char *ctype,
-			const char *want)
+static void expect_auth(const char *method, const char *path, const char *body,
+			long status, const char *ctype, const char *want)
 {
-	const char *h[] = { ag.auth, JSON, NULL };
+	const char *h[] = {ag.auth, JSON, NULL};
 
 	expect(method, path, h, body, status, ctype, want);
 }
@@ -231,15 +230,15 @@ START_TEST(health_before_activation)
 			 "\"status\":\"none\"},\"extensions\":{\"files\":1,"
 			 "\"maxWrite\":16777216}}",
 			 h.boot_id);
-		expect("GET", "/v1/health", NULL, NULL, 200,
-		       "application/json", want);
+		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",
+		       want);
 	}
 }
 END_TEST
 
 START_TEST(health_after_activation)
 {
-	const char *h[] = { ag.auth, NULL };
+	const char *h[] = {ag.auth, NULL};
 	struct proto_health before, after;
 	struct th_resp r;
 	char url[128];
@@ -304,7 +303,7 @@ END_TEST
 
 START_TEST(health_strict_v1)
 {
-	const char *args[] = { "--strict-v1", NULL };
+	const char *args[] = {"--strict-v1", NULL};
 	struct th_agent strict;
 	struct th_resp r;
 	char url[128];
@@ -319,7 +318,7 @@ START_TEST(health_strict_v1)
 	/* No extension route: the router's empty 404. */
 	snprintf(url, sizeof(url), "%s/sandboxfs/v1/stat?path=x", strict.base);
 	{
-		const char *h[] = { strict.auth, NULL };
+		const char *h[] = {strict.auth, NULL};
 
 		th_http("GET", url, h, NULL, 0, &r);
 	}
@@ -332,7 +331,7 @@ END_TEST
 
 START_TEST(health_max_write_option)
 {
-	const char *args[] = { "--ext-max-write", "1M", NULL };
+	const char *args[] = {"--ext-max-write", "1M", NULL};
 	struct th_agent other;
 	struct proto_health h;
 	struct th_resp r;
@@ -354,26 +353,26 @@ END_TEST
 static const struct {
 	const char *method, *path, *body;
 } authed[] = {
-	{ "POST", "/v1/activate", NULL },
-	{ "POST", "/v1/exec", "{\"command\":[\"true\"],\"timeoutMs\":1000}" },
-	{ "GET", "/v1/files?path=a", NULL },
-	{ "PUT", "/v1/files", "{\"path\":\"a\",\"contentsBase64\":\"\"}" },
-	{ "POST", "/v1/mkdir", "{\"path\":\"a\"}" },
-	{ "POST", "/v1/jobs/start", "{\"command\":[\"true\"],\"timeoutMs\":1}" },
-	{ "POST", "/v1/jobs/poll", "{\"jobId\":\"x\",\"sinceSeq\":null}" },
-	{ "POST", "/v1/jobs/cancel", "{\"jobId\":\"x\"}" },
-	{ "GET", "/sandboxfs/v1/stat?path=a", NULL },
-	{ "GET", "/sandboxfs/v1/list?path=", NULL },
-	{ "GET", "/sandboxfs/v1/read?path=a", NULL },
-	{ "PUT", "/sandboxfs/v1/write?path=a&offset=0", "x" },
-	{ "POST", "/sandboxfs/v1/unlink", "{\"path\":\"a\"}" },
+	{"POST", "/v1/activate", NULL},
+	{"POST", "/v1/exec", "{\"command\":[\"true\"],\"timeoutMs\":1000}"},
+	{"GET", "/v1/files?path=a", NULL},
+	{"PUT", "/v1/files", "{\"path\":\"a\",\"contentsBase64\":\"\"}"},
+	{"POST", "/v1/mkdir", "{\"path\":\"a\"}"},
+	{"POST", "/v1/jobs/start", "{\"command\":[\"true\"],\"timeoutMs\":1}"},
+	{"POST", "/v1/jobs/poll", "{\"jobId\":\"x\",\"sinceSeq\":null}"},
+	{"POST", "/v1/jobs/cancel", "{\"jobId\":\"x\"}"},
+	{"GET", "/sandboxfs/v1/stat?path=a", NULL},
+	{"GET", "/sandboxfs/v1/list?path=", NULL},
+	{"GET", "/sandboxfs/v1/read?path=a", NULL},
+	{"PUT", "/sandboxfs/v1/write?path=a&offset=0", "x"},
+	{"POST", "/sandboxfs/v1/unlink", "{\"path\":\"a\"}"},
 };
 
 START_TEST(auth_missing_credential)
 {
 	char basic[] = "Authorization: Basic dXNlcjpwYXNz";
-	const char *none[] = { JSON, NULL };
-	const char *wrong_scheme[] = { basic, JSON, NULL };
+	const char *none[] = {JSON, NULL};
+	const char *wrong_scheme[] = {basic, JSON, NULL};
 	size_t i;
 
 	for (i = 0; i < sizeof(authed) / sizeof(authed[0]); i++) {
@@ -388,12 +387,12 @@ END_TEST
 
 START_TEST(auth_wrong_credential)
 {
-	char other[TOKEN_CHARS + 1], wrong[96], empty[] =
-						    "Authorization: Bearer ";
+	char other[TOKEN_CHARS + 1], wrong[96],
+		empty[] = "Authorization: Bearer ";
 	char prefix[96];
-	const char *w[] = { wrong, JSON, NULL };
-	const char *e[] = { empty, JSON, NULL };
-	const char *p[] = { prefix, JSON, NULL };
+	const char *w[] = {wrong, JSON, NULL};
+	const char *e[] = {empty, JSON, NULL};
+	const char *p[] = {prefix, JSON, NULL};
 	size_t i;
 
 	ck_assert_int_eq(token_generate(other), 0);
@@ -402,16 +401,15 @@ START_TEST(auth_wrong_credential)
 	snprintf(prefix, sizeof(prefix), "Authorization: Bearer %.43s",
 		 ag.token);
 	for (i = 0; i < sizeof(authed) / sizeof(authed[0]); i++) {
-		expect(authed[i].method, authed[i].path, w, authed[i].body,
-		       401, TEXT, "the credential was refused");
-		expect(authed[i].method, authed[i].path, e, authed[i].body,
-		       401, TEXT, "the credential was refused");
-		expect(authed[i].method, authed[i].path, p, authed[i].body,
-		       401, TEXT, "the credential was refused");
+		expect(authed[i].method, authed[i].path, w, authed[i].body, 401,
+		       TEXT, "the credential was refused");
+		expect(authed[i].method, authed[i].path, e, authed[i].body, 401,
+		       TEXT, "the credential was refused");
+		expect(authed[i].method, authed[i].path, p, authed[i].body, 401,
+		       TEXT, "the credential was refused");
 	}
 	/* The refusal does not activate, and the right one still works. */
-	expect("GET", "/v1/health", NULL, NULL, 200, "application/json",
-	       NULL);
+	expect("GET", "/v1/health", NULL, NULL, 200, "application/json", NULL);
 	expect_auth("POST", "/v1/activate", NULL, 204, NULL, "");
 }
 END_TEST
@@ -428,7 +426,7 @@ START_TEST(gate_before_activation)
 			    503, TEXT, NOT_ACTIVATED);
 	/* The credential is checked first. */
 	{
-		const char *none[] = { JSON, NULL };
+		const char *none[] = {JSON, NULL};
 
 		expect("GET", "/v1/files?path=a", none, NULL, 401, TEXT,
 		       "a credential is required");
@@ -441,7 +439,7 @@ START_TEST(gate_before_activation)
 	ck_assert_int_eq(access(url, F_OK), 0);
 	snprintf(url, sizeof(url), "%s/v1/files?path=a", ag.base);
 	{
-		const char *h[] = { ag.auth, NULL };
+		const char *h[] = {ag.auth, NULL};
 
 		th_http("GET", url, h, NULL, 0, &r);
 	}
@@ -452,8 +450,8 @@ END_TEST
 
 START_TEST(public_routes)
 {
-	static const char *const hooks[] = { "ready",  "validate", "run",
-					     "resume", "suspend",  "terminate" };
+	static const char *const hooks[] = {"ready",  "validate", "run",
+					    "resume", "suspend",  "terminate"};
 	char path[128];
 	size_t i;
 
@@ -463,8 +461,7 @@ START_TEST(public_routes)
 		expect("GET", path, NULL, NULL, 200, NULL, "");
 		expect("POST", path, NULL, "{}", 200, NULL, "");
 	}
-	expect("GET", "/v1/health", NULL, NULL, 200, "application/json",
-	       NULL);
+	expect("GET", "/v1/health", NULL, NULL, 200, "application/json", NULL);
 }
 END_TEST
 
@@ -473,11 +470,18 @@ END_TEST
 START_TEST(unknown_route_is_empty_404)
 {
 	static const char *const paths[] = {
-		"/",	      "/v1",	     "/v1/",	"/v1/health/",
-		"/v1/files/x", "/v2/health", "/v1/FILES", "/sandboxfs/v1/nope",
-		"/sandboxfs/v1", "/aws/lambda-microvms/runtime/v1/other",
+		"/",
+		"/v1",
+		"/v1/",
+		"/v1/health/",
+		"/v1/files/x",
+		"/v2/health",
+		"/v1/FILES",
+		"/sandboxfs/v1/nope",
+		"/sandboxfs/v1",
+		"/aws/lambda-microvms/runtime/v1/other",
 	};
-	const char *none[] = { NULL };
+	const char *none[] = {NULL};
 	size_t i;
 
 	for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
@@ -519,6 +523,33 @@ END_TEST
 
 START_TEST(files_read)
 {
+	/* More than one read chunk, not a multiple of 3: the answer is
+	 * built a piece at a time. */
+	{
+		size_t n = 3 * 1024 * 1024 + 7, i, got;
+		unsigned char *data = malloc(n);
+		struct buf content = BUF_INIT(0);
+		struct th_resp r;
+		char url[256];
+		const char *h[] = {ag.auth, NULL};
+
+		for (i = 0; i < n; i++)
+			data[i] = (unsigned char)(i * 7919 + (i >> 11));
+		fixture("pieces.bin", data, n);
+		snprintf(url, sizeof(url), "%s/v1/files?path=pieces.bin",
+			 ag.base);
+		th_http("GET", url, h, NULL, 0, &r);
+		ck_assert_int_eq(r.status, 200);
+		ck_assert_int_eq(proto_file_contents_decode(
+					 r.body.data, r.body.len, &content),
+				 0);
+		got = content.len;
+		ck_assert_uint_eq(got, n);
+		ck_assert(memcmp(content.data, data, n) == 0);
+		buf_cleanup(&content);
+		th_resp_cleanup(&r);
+		free(data);
+	}
 	fixture("hello.txt", "hello\n", 6);
 	fixture("empty", "", 0);
 	fixture("dir/sub/deep.bin", "\0\1\2\3", 4);
@@ -533,8 +564,8 @@ START_TEST(files_read)
 	expect_auth("GET", "/v1/files?path=/dir//sub/./deep.bin", NULL, 200,
 		    "application/json", "{\"contentsBase64\":\"AAECAw==\"}");
 	/* Form decoding: '+' and %20 are a space. */
-	expect_auth("GET", "/v1/files?path=a+b", NULL, 200,
-		    "application/json", "{\"contentsBase64\":\"c3BhY2U=\"}");
+	expect_auth("GET", "/v1/files?path=a+b", NULL, 200, "application/json",
+		    "{\"contentsBase64\":\"c3BhY2U=\"}");
 	expect_auth("GET", "/v1/files?path=a%20b", NULL, 200,
 		    "application/json", "{\"contentsBase64\":\"c3BhY2U=\"}");
 	expect_alive();
@@ -576,8 +607,7 @@ START_TEST(files_read_bad_paths)
 	expect_auth("GET", "/v1/files?path=/../x", NULL, 400, TEXT,
 		    "PATH_REFUSED: Path '/../x' refused: path traverses "
 		    "upward");
-	expect_auth("GET", "/v1/files?path=a/../../etc/passwd", NULL, 400,
-		    TEXT,
+	expect_auth("GET", "/v1/files?path=a/../../etc/passwd", NULL, 400, TEXT,
 		    "PATH_REFUSED: Path 'a/../../etc/passwd' refused: path "
 		    "traverses upward");
 	expect_auth("GET", "/v1/files?path=a%2F..%2Fb", NULL, 400, TEXT,
@@ -695,11 +725,10 @@ START_TEST(files_not_regular)
 	snprintf(url, sizeof(url), "%s/v1/files?path=fifo", ag.base);
 	t0 = th_now_ms();
 	{
-		const char *h[] = { ag.auth, NULL };
+		const char *h[] = {ag.auth, NULL};
 
-		ck_assert_int_eq(th_http_timeout("GET", url, h, NULL, 0, 5000,
-						 &r),
-				 0);
+		ck_assert_int_eq(
+			th_http_timeout("GET", url, h, NULL, 0, 5000, &r), 0);
 	}
 	ck_assert_int_eq(r.status, 400);
 	ck_assert_str_eq(r.body.data, "REQUEST_INVALID: Request invalid: "
@@ -764,7 +793,7 @@ START_TEST(files_read_limit)
 	ck_assert_int_eq(truncate(p, 33554432), 0);
 	snprintf(url, sizeof(url), "%s/v1/files?path=big", ag.base);
 	{
-		const char *h[] = { ag.auth, NULL };
+		const char *h[] = {ag.auth, NULL};
 
 		th_http("GET", url, h, NULL, 0, &r);
 	}
@@ -864,8 +893,8 @@ END_TEST
 
 START_TEST(files_write_bad_bodies)
 {
-	const char *h_text[] = { ag.auth, "Content-Type: text/plain", NULL };
-	const char *h_none[] = { ag.auth, NULL };
+	const char *h_text[] = {ag.auth, "Content-Type: text/plain", NULL};
+	const char *h_none[] = {ag.auth, NULL};
 
 	expect_auth("PUT", "/v1/files",
 		    "{\"path\":\"f\",\"contentsBase64\":\"aGV!bG8=\"}", 400,
@@ -873,7 +902,8 @@ START_TEST(files_write_bad_bodies)
 		    "REQUEST_INVALID: Request invalid: contents are not valid "
 		    "base64: Invalid symbol 33, offset 3.");
 	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"f\",\"contentsBase64\":\"aGVsbG8\"}", 400, TEXT,
+		    "{\"path\":\"f\",\"contentsBase64\":\"aGVsbG8\"}", 400,
+		    TEXT,
 		    "REQUEST_INVALID: Request invalid: contents are not valid "
 		    "base64: Invalid padding");
 	expect_auth("PUT", "/v1/files",
@@ -895,8 +925,8 @@ START_TEST(files_write_bad_bodies)
 		    "Failed to deserialize the JSON body into the target type");
 	expect_auth("PUT", "/v1/files", "{\"contentsBase64\":\"\"}", 422, TEXT,
 		    "Failed to deserialize the JSON body into the target type");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":7,\"contentsBase64\":\"\"}", 422, TEXT,
+	expect_auth("PUT", "/v1/files", "{\"path\":7,\"contentsBase64\":\"\"}",
+		    422, TEXT,
 		    "Failed to deserialize the JSON body into the target type");
 	expect_auth("PUT", "/v1/files", "[]", 422, TEXT,
 		    "Failed to deserialize the JSON body into the target type");
@@ -915,8 +945,9 @@ START_TEST(files_write_bad_bodies)
 	expect_auth("PUT", "/v1/files",
 		    "{\"path\":\"../f\",\"contentsBase64\":\"\"}", 400, TEXT,
 		    "PATH_REFUSED: Path '../f' refused: path traverses upward");
-	expect_auth("PUT", "/v1/files", "{\"path\":\"\",\"contentsBase64\":\"\"}",
-		    400, TEXT, "PATH_REFUSED: Path '' refused: path is empty");
+	expect_auth("PUT", "/v1/files",
+		    "{\"path\":\"\",\"contentsBase64\":\"\"}", 400, TEXT,
+		    "PATH_REFUSED: Path '' refused: path is empty");
 	{
 		char *p = root_path("f");
 
@@ -999,10 +1030,11 @@ START_TEST(files_mkdir)
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"a\\u0000\"}", 422, TEXT,
 		    "Failed to deserialize the JSON body into the target type");
 	{
-		const char *h[] = { ag.auth, NULL };
+		const char *h[] = {ag.auth, NULL};
 
 		expect("POST", "/v1/mkdir", h, "{\"path\":\"a\"}", 415, TEXT,
-		       "Expected request with `Content-Type: application/json`");
+		       "Expected request with `Content-Type: "
+		       "application/json`");
 	}
 	expect_alive();
 }
@@ -1035,8 +1067,8 @@ START_TEST(http_declared_length_over_limit)
 	ck_assert(th_now_ms() - t0 < 4000);
 	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
 		      out.data);
-	ck_assert_ptr_nonnull(
-		strstr(out.data, "Content-Type: text/plain; charset=utf-8\r\n"));
+	ck_assert_ptr_nonnull(strstr(
+		out.data, "Content-Type: text/plain; charset=utf-8\r\n"));
 	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\n" TOO_LARGE));
 	buf_cleanup(&out);
 	/* A small route's limit is 64 KiB; a GET route takes no body. */
@@ -1147,8 +1179,9 @@ START_TEST(http_keep_alive)
 		     ag.auth);
 	raw(req, (size_t)n, &out, 5000);
 	ck_assert_int_eq(count(out.data, "HTTP/1.1 200 OK\r\n"), 2);
-	ck_assert_ptr_nonnull(strstr(out.data, "{\"contentsBase64\":\"a2VlcA==\"}"
-					       "HTTP/1.1 200"));
+	ck_assert_ptr_nonnull(strstr(out.data,
+				     "{\"contentsBase64\":\"a2VlcA==\"}"
+				     "HTTP/1.1 200"));
 	buf_cleanup(&out);
 	/* A refusal with a small body keeps the connection too. */
 	n = snprintf(req, sizeof(req),
@@ -1188,7 +1221,7 @@ END_TEST
 
 START_TEST(credential_never_shown)
 {
-	const char *args[] = { "--log-level", "debug", NULL };
+	const char *args[] = {"--log-level", "debug", NULL};
 	char *dir = th_tmpdir("agent-log"), *log, *text, path[128];
 	struct th_agent a2;
 	size_t n;
@@ -1197,7 +1230,7 @@ START_TEST(credential_never_shown)
 	th_agent_start_logged(&a2, args, true, log);
 	/* Traffic that a careless log would echo the header of. */
 	{
-		const char *h[] = { a2.auth, NULL };
+		const char *h[] = {a2.auth, NULL};
 		struct th_resp r;
 		char url[128];
 
@@ -1292,7 +1325,7 @@ END_TEST
 START_TEST(config_errors)
 {
 	char *dir = th_tmpdir("agent-cfg"), *root, *file, *tok, *err, want[64];
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t sl = sizeof(sa);
 	int status, s;
 
@@ -1304,7 +1337,7 @@ START_TEST(config_errors)
 	unsetenv("ALIEN_SANDBOX_ROOT");
 
 	{
-		const char *args[] = { "--token-file", tok, NULL };
+		const char *args[] = {"--token-file", tok, NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
@@ -1313,8 +1346,8 @@ START_TEST(config_errors)
 		free(err);
 	}
 	{
-		const char *args[] = { "--root", file, "--token-file", tok,
-				       NULL };
+		const char *args[] = {"--root", file, "--token-file", tok,
+				      NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
@@ -1322,15 +1355,15 @@ START_TEST(config_errors)
 		free(err);
 	}
 	{
-		const char *args[] = { "--root", root, "--bogus", NULL };
+		const char *args[] = {"--root", root, "--bogus", NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
 		free(err);
 	}
 	{
-		const char *args[] = { "--root", root, "--port", "70000",
-				       "--token-file", tok, NULL };
+		const char *args[] = {"--root",	      root, "--port", "70000",
+				      "--token-file", tok,  NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
@@ -1347,10 +1380,11 @@ START_TEST(config_errors)
 	snprintf(want, sizeof(want), "%u", ntohs(sa.sin_port));
 	{
 		/* Exactly one line: nothing else is logged at warn. */
-		const char *args[] = { "--root",      root, "--listen",
-				       "127.0.0.1",   "--port", want,
-				       "--token-file", tok, "--confine",
-				       "none", "--log-level", "warn", NULL };
+		const char *args[] = {
+			"--root",    root,   "--listen",     "127.0.0.1",
+			"--port",    want,   "--token-file", tok,
+			"--confine", "none", "--log-level",  "warn",
+			NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
@@ -1362,8 +1396,9 @@ START_TEST(config_errors)
 	}
 	close(s);
 	if (geteuid() == 0) {
-		const char *args[] = { "--root", root, "--exec-user", "0:0",
-				       "--token-file", tok, NULL };
+		const char *args[] = {"--root", root,		"--exec-user",
+				      "0:0",	"--token-file", tok,
+				      NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
@@ -1372,7 +1407,7 @@ START_TEST(config_errors)
 		free(err);
 	}
 	{
-		const char *args[] = { "--help", NULL };
+		const char *args[] = {"--help", NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1380,7 +1415,7 @@ START_TEST(config_errors)
 		free(err);
 	}
 	{
-		const char *args[] = { "--version", NULL };
+		const char *args[] = {"--version", NULL};
 
 		status = run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -1399,7 +1434,7 @@ END_TEST
 START_TEST(config_files_and_exit)
 {
 	char *portf, *pidf, *text;
-	const char *args[] = { "--pid-file", NULL, NULL };
+	const char *args[] = {"--pid-file", NULL, NULL};
 	struct th_agent a2;
 	int status;
 

@@ -68,13 +68,19 @@ static void box_start(struct box *b, const char *const *extra)
 	th_agent_start(&b->a, args, true);
 }
 
+/* Stop the agent, which must exit cleanly: its shutdown kills and waits
+ * for every command, answers held polls and frees the registry. */
 static void box_stop(struct box *b)
 {
+	int status = th_agent_terminate(&b->a);
+
 	th_agent_stop(&b->a);
 	th_rmtree(b->parent);
 	free(b->parent);
 	free(b->root);
 	b->parent = b->root = NULL;
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "sandbox-agent ended with status %d", status);
 }
 
 static void setup_none(void)
@@ -126,7 +132,7 @@ static void expect(const char *path, const char *json, long status,
 	expect_to(&fixture, path, json, status, want);
 }
 
-/* ---- frames ---------------------------------------------------------------- */
+/* ---- frames -------------------------------------------------------------- */
 
 struct frames {
 	struct proto_frame *f;
@@ -224,7 +230,7 @@ static void expect_output(struct box *b, const char *json, const char *want,
 	frames_free(&fr);
 }
 
-/* ---- processes ------------------------------------------------------------- */
+/* ---- processes ----------------------------------------------------------- */
 
 /* A string no other process on the machine has in its command line, used
  * as a sleep duration. */
@@ -309,7 +315,7 @@ static uid_t exec_uid(void)
 	return geteuid() == 0 ? NOBODY : geteuid();
 }
 
-/* ---- exec ------------------------------------------------------------------ */
+/* ---- exec ---------------------------------------------------------------- */
 
 START_TEST(exec_echo_exact)
 {
@@ -426,6 +432,33 @@ START_TEST(exec_spawn_failed)
 	       "\"No such file or directory (os error 2)\"}\n");
 	/* A directory on PATH is not a program. */
 	expect("/v1/exec", "{\"command\":[\"/tmp\"],\"timeoutMs\":5000}", 200,
+	       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
+	       "\"Permission denied (os error 13)\"}\n");
+}
+END_TEST
+
+START_TEST(exec_program_lookup)
+{
+	char path[PATH_MAX];
+
+	/* No #! line: run by /bin/sh, as execvp does. */
+	snprintf(path, sizeof(path), "%s/bin/tool", fixture.root);
+	th_write_file(path, "echo from \"$0\" $1\n", 18);
+	ck_assert(chmod(path, 0755) == 0);
+	expect_output(&fixture,
+		      "{\"command\":[\"bin/tool\",\"x\"],\"timeoutMs\":5000}",
+		      "from bin/tool x\n", 0);
+	/* A relative PATH entry is taken from the working directory. */
+	expect_output(&fixture,
+		      "{\"command\":[\"tool\",\"y\"],\"timeoutMs\":5000,"
+		      "\"env\":{\"PATH\":\"/nonexistent:bin\"}}",
+		      "from bin/tool y\n", 0);
+	/* Not executable: found but refused. */
+	ck_assert(chmod(path, 0644) == 0);
+	expect("/v1/exec",
+	       "{\"command\":[\"tool\"],\"timeoutMs\":5000,"
+	       "\"env\":{\"PATH\":\"bin\"}}",
+	       200,
 	       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
 	       "\"Permission denied (os error 13)\"}\n");
 }
@@ -776,7 +809,7 @@ START_TEST(exec_output_cap)
 }
 END_TEST
 
-/* ---- bubblewrap ------------------------------------------------------------ */
+/* ---- bubblewrap ---------------------------------------------------------- */
 
 /* Can this machine run bubblewrap as the exec user? */
 static bool bwrap_usable(void)
@@ -951,7 +984,7 @@ START_TEST(bwrap_timeout_kills_everything)
 }
 END_TEST
 
-/* ---- jobs ------------------------------------------------------------------- */
+/* ---- jobs ---------------------------------------------------------------- */
 
 /* Start a job; its id (36 characters of a version 4 UUID) into id. */
 static void start_job(const char *json, char id[64])
@@ -1388,6 +1421,7 @@ Suite *make_agent_exec_suite(void)
 	tcase_add_test(tc, exec_long_line_cut);
 	tcase_add_test(tc, exec_exit_code_and_signal);
 	tcase_add_test(tc, exec_spawn_failed);
+	tcase_add_test(tc, exec_program_lookup);
 	tcase_add_test(tc, exec_request_invalid_is_a_frame);
 	tcase_add_test(tc, exec_environment_cleared);
 	tcase_add_test(tc, exec_stdin_and_identity);

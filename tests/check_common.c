@@ -90,11 +90,10 @@ Suite *make_buf_suite(void)
 
 START_TEST(b64_rfc4648_vectors)
 {
-	static const char *const in[] = { "", "f", "fo", "foo", "foob",
-					   "fooba", "foobar" };
-	static const char *const out[] = { "", "Zg==", "Zm8=", "Zm9v",
-					    "Zm9vYg==", "Zm9vYmE=",
-					    "Zm9vYmFy" };
+	static const char *const in[] = {"",	 "f",	  "fo",	   "foo",
+					 "foob", "fooba", "foobar"};
+	static const char *const out[] = {
+		"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
 	char enc[16], dec[16];
 	size_t i;
 
@@ -152,6 +151,8 @@ START_TEST(path_normalize_rules)
 	ck_assert_int_eq(norm("data//./x/", false, out), PATH_OK);
 	ck_assert_str_eq(out, "data/x");
 	ck_assert_int_eq(norm("", false, out), PATH_EMPTY);
+	ck_assert_int_eq(norm("", true, out), PATH_OK);
+	ck_assert_str_eq(out, "");
 	ck_assert_int_eq(norm("/", false, out), PATH_EMPTY);
 	ck_assert_int_eq(norm("/", true, out), PATH_OK);
 	ck_assert_str_eq(out, "");
@@ -263,7 +264,7 @@ Suite *make_token_suite(void)
 
 START_TEST(proto_health_round_trip)
 {
-	struct proto_health h = { .protocol_version = 1, .ext_files = 1 }, d;
+	struct proto_health h = {.protocol_version = 1, .ext_files = 1}, d;
 	struct buf b = BUF_INIT(0);
 
 	strcpy(h.status, "ready");
@@ -282,10 +283,12 @@ END_TEST
 
 START_TEST(proto_health_seed_shapes)
 {
-	static const char ready[] = "{\"protocolVersion\":1,\"status\":\"ready\","
-				    "\"imageCommand\":{\"status\":\"running\"}}";
-	static const char failed[] = "{\"protocolVersion\":1,\"status\":\"ready\","
-				     "\"imageCommand\":{\"status\":\"failed\"}}";
+	static const char ready[] =
+		"{\"protocolVersion\":1,\"status\":\"ready\","
+		"\"imageCommand\":{\"status\":\"running\"}}";
+	static const char failed[] =
+		"{\"protocolVersion\":1,\"status\":\"ready\","
+		"\"imageCommand\":{\"status\":\"failed\"}}";
 	static const char waiting[] = "{\"protocolVersion\":1,\"status\":"
 				      "\"awaiting-network-verification\"}";
 	struct proto_health h;
@@ -306,7 +309,8 @@ END_TEST
 
 START_TEST(proto_typed_error_bodies)
 {
-	static const char nf[] = "PATH_NOT_FOUND: No such file in the sandbox: x";
+	static const char nf[] =
+		"PATH_NOT_FOUND: No such file in the sandbox: x";
 	static const char fs[] = "FS_ERROR: ENOTEMPTY: Directory not empty: d";
 	char code[32];
 

@@ -18,8 +18,8 @@ int main(void)
 
 	/* A peer that closes early must fail a test, not kill the runner. */
 	signal(SIGPIPE, SIG_IGN);
-	log_init("check_sandboxfs", getenv("SBFS_TEST_DEBUG") ? LOG_LEVEL_DEBUG
-							     : LOG_LEVEL_ERROR);
+	log_init("check_sandboxfs",
+		 getenv("SBFS_TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
 	sr = srunner_create(NULL);
 #define SUITE(fn) srunner_add_suite(sr, fn());
 #include "tests/suites.def"

@@ -413,7 +413,7 @@ START_TEST(frame_decode_refusals)
 }
 END_TEST
 
-/* ---- the NDJSON splitter -------------------------------------------------- */
+/* ---- the NDJSON splitter ------------------------------------------------- */
 
 START_TEST(ndjson_split_across_feeds)
 {
@@ -510,7 +510,7 @@ START_TEST(ndjson_line_over_limit)
 }
 END_TEST
 
-/* ---- job bodies ----------------------------------------------------------- */
+/* ---- job bodies ---------------------------------------------------------- */
 
 START_TEST(job_id_bodies)
 {

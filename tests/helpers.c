@@ -176,8 +176,8 @@ void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 	ck_assert(a->pid >= 0);
 	if (a->pid == 0) {
 		if (log_path != NULL) {
-			int lfd = open(log_path,
-				       O_WRONLY | O_CREAT | O_APPEND, 0600);
+			int lfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND,
+				       0600);
 
 			if (lfd < 0 || dup2(lfd, 2) < 0)
 				_exit(126);
@@ -210,7 +210,7 @@ void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
 		 a->token);
 	if (activate) {
-		const char *h[] = { a->auth, NULL };
+		const char *h[] = {a->auth, NULL};
 		struct th_resp r;
 		char url[128];
 
@@ -358,7 +358,7 @@ void th_resp_cleanup(struct th_resp *r)
 ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 	       int timeout_ms)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sockaddr_in sa = {.sin_family = AF_INET};
 	long long deadline = th_now_ms() + timeout_ms;
 	ssize_t total = 0;
 	int fd;
@@ -376,7 +376,7 @@ ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 		return total;
 	}
 	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		long long left = deadline - th_now_ms();
 		char chunk[8192];
 		ssize_t got;

@@ -30,12 +30,12 @@ const char *th_program(const char *name);
 struct th_agent {
 	pid_t pid;
 	unsigned port;
-	char *dir;        /* private directory: root/, token, port */
-	char *root;       /* the session root */
+	char *dir; /* private directory: root/, token, port */
+	char *root; /* the session root */
 	char *token_file;
 	char token[45];
-	char base[64];    /* "http://127.0.0.1:PORT" */
-	char auth[80];    /* "Authorization: Bearer <token>" */
+	char base[64]; /* "http://127.0.0.1:PORT" */
+	char auth[80]; /* "Authorization: Bearer <token>" */
 };
 
 /*
@@ -64,7 +64,7 @@ void th_give_to_exec_user(const char *path);
 struct th_resp {
 	long status;
 	struct buf body;
-	struct buf headers;   /* raw header block */
+	struct buf headers; /* raw header block */
 };
 
 /*

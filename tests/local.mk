@@ -24,3 +24,4 @@ include %reldir%/exec.mk
 include %reldir%/transport.mk
 include %reldir%/ctl.mk
 include %reldir%/fs.mk
+include %reldir%/azure.mk

@@ -33,33 +33,33 @@ struct agent_http;
 
 enum agent_confine {
 	AGENT_CONFINE_AUTO = 0, /* bubblewrap when usable, else none (logged) */
-	AGENT_CONFINE_BWRAP,    /* bubblewrap or refuse to start */
-	AGENT_CONFINE_NONE,     /* run commands unconfined (tests, images) */
+	AGENT_CONFINE_BWRAP, /* bubblewrap or refuse to start */
+	AGENT_CONFINE_NONE, /* run commands unconfined (tests, images) */
 };
 
 struct agent_config {
-	const char *root;          /* session root (made absolute) */
-	const char *listen_host;   /* default "127.0.0.1" */
-	unsigned port;             /* 0 = let the kernel choose */
-	const char *token_file;    /* where the per-boot credential goes */
-	const char *port_file;     /* optional: write the bound port here */
-	uid_t exec_uid;            /* commands (and file access when root) */
+	const char *root; /* session root (made absolute) */
+	const char *listen_host; /* default "127.0.0.1" */
+	unsigned port; /* 0 = let the kernel choose */
+	const char *token_file; /* where the per-boot credential goes */
+	const char *port_file; /* optional: write the bound port here */
+	uid_t exec_uid; /* commands (and file access when root) */
 	gid_t exec_gid;
-	bool drop_privileges;      /* agent runs as root: use exec_uid/gid */
+	bool drop_privileges; /* agent runs as root: use exec_uid/gid */
 	enum agent_confine confine;
-	const char *bwrap;         /* bubblewrap binary */
-	size_t output_cap;         /* per stream, default 4 MiB */
-	bool strict_v1;            /* do not serve or advertise the extension */
-	unsigned threads;          /* HTTP worker threads */
-	size_t ext_max_write;      /* largest extension write body */
-	bool activated_at_start;   /* test aid: start already activated */
+	const char *bwrap; /* bubblewrap binary */
+	size_t output_cap; /* per stream, default 4 MiB */
+	bool strict_v1; /* do not serve or advertise the extension */
+	unsigned threads; /* HTTP worker threads */
+	size_t ext_max_write; /* largest extension write body */
+	bool activated_at_start; /* test aid: start already activated */
 };
 
 struct agent {
 	struct agent_config cfg;
-	int root_fd;                     /* O_PATH|O_DIRECTORY of the root */
-	char token[TOKEN_CHARS + 1];     /* the per-boot credential */
-	char boot_id[40];                /* a fresh UUID per start */
+	int root_fd; /* O_PATH|O_DIRECTORY of the root */
+	char token[TOKEN_CHARS + 1]; /* the per-boot credential */
+	char boot_id[40]; /* a fresh UUID per start */
 	atomic_bool activated;
 	struct agent_jobs *jobs;
 	struct agent_http *http;

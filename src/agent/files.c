@@ -39,15 +39,13 @@ static const char *os_error(int err, char *buf, size_t sz)
 	return buf;
 }
 
-static int reply_refused(struct agent_req *r, const char *p,
-			 const char *reason)
+static int reply_refused(struct agent_req *r, const char *p, const char *reason)
 {
 	return agent_reply_error(r, 400, PROTO_ERR_PATH_REFUSED,
 				 "Path '%s' refused: %s", p, reason);
 }
 
-static int reply_invalid(struct agent_req *r, const char *what,
-			 const char *p)
+static int reply_invalid(struct agent_req *r, const char *what, const char *p)
 {
 	return agent_reply_error(r, 400, PROTO_ERR_REQUEST_INVALID,
 				 "Request invalid: '%s' %s", p, what);
@@ -72,8 +70,8 @@ static int reply_failed(struct agent_req *r, const char *op, int err)
  * Normalise p[n] into rel. Returns 0, or a negative value after queueing
  * the refusal (the reply's own result when that failed, else -EACCES).
  */
-static int check_path(struct agent_req *r, const char *p, size_t n,
-		      char *rel, size_t relsz)
+static int check_path(struct agent_req *r, const char *p, size_t n, char *rel,
+		      size_t relsz)
 {
 	enum path_verdict v = path_normalize(p, n, false, rel, relsz);
 	int rc;
@@ -192,14 +190,14 @@ int agent_route_files_get(struct agent_req *r)
 		goto out;
 	}
 	if ((unsigned long long)st.st_size > MAX_BYTES) {
-		rc = reply_invalid(r, "is over the 33554432 byte transfer limit",
-				   p);
+		rc = reply_invalid(
+			r, "is over the 33554432 byte transfer limit", p);
 		goto out;
 	}
 	rc = encode_file(fd, (size_t)st.st_size, &out);
 	if (rc == -EFBIG) {
-		rc = reply_invalid(r, "is over the 33554432 byte transfer limit",
-				   p);
+		rc = reply_invalid(
+			r, "is over the 33554432 byte transfer limit", p);
 		goto out;
 	}
 	if (rc < 0) {
@@ -303,7 +301,7 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 int agent_route_files_put(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
-	struct proto_file_write w = { NULL, NULL, 0 };
+	struct proto_file_write w = {NULL, NULL, 0};
 	char rel[PATH_MAX_BYTES + 1], why[96] = "";
 	const char *body, *slash;
 	struct stat st;
@@ -350,10 +348,9 @@ int agent_route_files_put(struct agent_req *r)
 				0666, RESOLVE_V1);
 	if (fd == -EEXIST) {
 		created = false;
-		fd = agent_resolve_open(a, rel,
-					O_WRONLY | O_NOFOLLOW | O_NONBLOCK |
-						O_NOCTTY,
-					0, RESOLVE_V1);
+		fd = agent_resolve_open(
+			a, rel, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+			0, RESOLVE_V1);
 	}
 	if (fd < 0) {
 		rc = reply_open_error(r, w.path, -fd);

@@ -77,17 +77,17 @@
 /* ---- routes --------------------------------------------------------------- */
 
 enum {
-	RT_PUBLIC = 1 << 0,  /* no credential: health, the AWS hooks */
+	RT_PUBLIC = 1 << 0, /* no credential: health, the AWS hooks */
 	RT_UNGATED = 1 << 1, /* served before activation */
-	RT_JSON = 1 << 2,    /* the body must be application/json */
-	RT_EXT = 1 << 3,     /* the file extension; absent with strict_v1 */
+	RT_JSON = 1 << 2, /* the body must be application/json */
+	RT_EXT = 1 << 3, /* the file extension; absent with strict_v1 */
 };
 
 enum rt_limit {
-	LIM_NONE,      /* no body */
-	LIM_SMALL,     /* HTTP_SMALL_BODY */
-	LIM_FILES,     /* PROTO_HTTP_BODY_LIMIT */
-	LIM_EXEC,      /* PROTO_EXEC_MAX_BODY */
+	LIM_NONE, /* no body */
+	LIM_SMALL, /* HTTP_SMALL_BODY */
+	LIM_FILES, /* PROTO_HTTP_BODY_LIMIT */
+	LIM_EXEC, /* PROTO_EXEC_MAX_BODY */
 	LIM_EXT_WRITE, /* cfg.ext_max_write */
 };
 
@@ -98,47 +98,37 @@ struct route {
 	const char *path;
 	unsigned flags;
 	enum rt_limit limit;
-	route_fn *fn;       /* NULL: agent_route_ext(r, ext_op) */
+	route_fn *fn; /* NULL: agent_route_ext(r, ext_op) */
 	const char *ext_op;
 };
 
 static int route_aws_hook(struct agent_req *r);
 
+/* clang-format off */
 #define AWS "/aws/lambda-microvms/runtime/v1/"
-#define AWS_HOOK(method, name)                                   \
-	{ method, AWS name, RT_PUBLIC | RT_UNGATED, LIM_SMALL, route_aws_hook, \
-	  NULL }
-#define EXT_GET(op) { "GET", "/sandboxfs/v1/" op, RT_EXT, LIM_NONE, NULL, op }
-#define EXT_POST(op)                                                   \
+#define AWS_HOOK(method, name) \
+	{ method, AWS name, RT_PUBLIC | RT_UNGATED, LIM_SMALL, route_aws_hook, NULL }
+#define EXT_GET(op) \
+	{ "GET", "/sandboxfs/v1/" op, RT_EXT, LIM_NONE, NULL, op }
+#define EXT_POST(op) \
 	{ "POST", "/sandboxfs/v1/" op, RT_EXT | RT_JSON, LIM_SMALL, NULL, op }
 
 static const struct route routes[] = {
-	{ "GET", "/v1/health", RT_PUBLIC | RT_UNGATED, LIM_NONE,
-	  agent_route_health, NULL },
-	{ "POST", "/v1/activate", RT_UNGATED, LIM_SMALL, agent_route_activate,
-	  NULL },
+	{ "GET", "/v1/health", RT_PUBLIC | RT_UNGATED, LIM_NONE, agent_route_health, NULL },
+	{ "POST", "/v1/activate", RT_UNGATED, LIM_SMALL, agent_route_activate, NULL },
 	{ "POST", "/v1/exec", RT_JSON, LIM_EXEC, agent_route_exec, NULL },
 	{ "GET", "/v1/files", 0, LIM_NONE, agent_route_files_get, NULL },
 	{ "PUT", "/v1/files", RT_JSON, LIM_FILES, agent_route_files_put, NULL },
 	{ "POST", "/v1/mkdir", RT_JSON, LIM_SMALL, agent_route_mkdir, NULL },
-	{ "POST", "/v1/jobs/start", RT_JSON, LIM_EXEC, agent_route_jobs_start,
-	  NULL },
-	{ "POST", "/v1/jobs/poll", RT_JSON, LIM_EXEC, agent_route_jobs_poll,
-	  NULL },
-	{ "POST", "/v1/jobs/cancel", RT_JSON, LIM_EXEC,
-	  agent_route_jobs_cancel, NULL },
-	AWS_HOOK("GET", "ready"),
-	AWS_HOOK("POST", "ready"),
-	AWS_HOOK("GET", "validate"),
-	AWS_HOOK("POST", "validate"),
-	AWS_HOOK("GET", "run"),
-	AWS_HOOK("POST", "run"),
-	AWS_HOOK("GET", "resume"),
-	AWS_HOOK("POST", "resume"),
-	AWS_HOOK("GET", "suspend"),
-	AWS_HOOK("POST", "suspend"),
-	AWS_HOOK("GET", "terminate"),
-	AWS_HOOK("POST", "terminate"),
+	{ "POST", "/v1/jobs/start", RT_JSON, LIM_EXEC, agent_route_jobs_start, NULL },
+	{ "POST", "/v1/jobs/poll", RT_JSON, LIM_EXEC, agent_route_jobs_poll, NULL },
+	{ "POST", "/v1/jobs/cancel", RT_JSON, LIM_EXEC, agent_route_jobs_cancel, NULL },
+	AWS_HOOK("GET", "ready"),	AWS_HOOK("POST", "ready"),
+	AWS_HOOK("GET", "validate"),	AWS_HOOK("POST", "validate"),
+	AWS_HOOK("GET", "run"),		AWS_HOOK("POST", "run"),
+	AWS_HOOK("GET", "resume"),	AWS_HOOK("POST", "resume"),
+	AWS_HOOK("GET", "suspend"),	AWS_HOOK("POST", "suspend"),
+	AWS_HOOK("GET", "terminate"),	AWS_HOOK("POST", "terminate"),
 	EXT_GET("stat"),
 	EXT_GET("list"),
 	EXT_GET("read"),
@@ -157,6 +147,7 @@ static const struct route routes[] = {
 	EXT_POST("utimens"),
 	EXT_POST("fsync"),
 };
+/* clang-format on */
 
 /* ---- server and request state --------------------------------------------- */
 
@@ -204,8 +195,8 @@ struct agent_req {
 	size_t limit;
 	uint64_t discarded;
 	bool over_limit; /* a chunked body passed the limit */
-	bool no_memory;  /* the body could not be stored */
-	bool replied;    /* a response was queued, or a park took over */
+	bool no_memory; /* the body could not be stored */
+	bool replied; /* a response was queued, or a park took over */
 	unsigned status;
 	struct park *park; /* a deferred reply waiting for its completion */
 };
@@ -543,14 +534,13 @@ static int queue(struct agent_req *r, unsigned status,
 	return 0;
 }
 
-static struct MHD_Response *text_response(const char *text, size_t n,
-					  bool copy)
+static struct MHD_Response *text_response(const char *text, size_t n, bool copy)
 {
 	struct MHD_Response *resp;
 
-	resp = MHD_create_response_from_buffer(
-		n, (void *)text,
-		copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_MUST_FREE);
+	resp = MHD_create_response_from_buffer(n, (void *)text,
+					       copy ? MHD_RESPMEM_MUST_COPY
+						    : MHD_RESPMEM_MUST_FREE);
 	if (resp != NULL)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 					"text/plain; charset=utf-8");
@@ -686,8 +676,8 @@ int agent_reply_fd(struct agent_req *r, unsigned status, int fd, off_t off,
 		close(fd);
 		resp = empty_response();
 	} else {
-		resp = MHD_create_response_from_fd_at_offset64(
-			len, fd, (uint64_t)off);
+		resp = MHD_create_response_from_fd_at_offset64(len, fd,
+							       (uint64_t)off);
 		if (resp == NULL)
 			close(fd);
 	}
@@ -765,9 +755,8 @@ int agent_reply_stream(struct agent_req *r, unsigned status,
 	s = (struct agent_stream *)park_new(r->h, PARK_STREAM, sizeof(*s),
 					    r->conn, depth);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN,
-						 HTTP_STREAM_BLOCK,
-						 stream_read, &s->pk,
-						 stream_free);
+						 HTTP_STREAM_BLOCK, stream_read,
+						 &s->pk, stream_free);
 	if (resp == NULL) {
 		atomic_store(&s->pk.refs, 1);
 		park_unref(&s->pk);
@@ -1269,7 +1258,8 @@ static enum MHD_Result dispatch(struct agent_req *r)
 	}
 	rc = agent_resolve_thread_creds(a);
 	if (rc == 0)
-		rc = rt->fn != NULL ? rt->fn(r) : agent_route_ext(r, rt->ext_op);
+		rc = rt->fn != NULL ? rt->fn(r)
+				    : agent_route_ext(r, rt->ext_op);
 	if (!r->replied) {
 		if (rc == 0) {
 			log_error("http: %s %s: the handler gave no answer",
@@ -1313,7 +1303,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		r->conn = conn;
 		strlcpy_s(r->method, method, sizeof(r->method));
 		r->path = xstrdup(url);
-		buf_init(&r->body, 1);
 		*con_cls = r;
 		return first_call(r, method, url);
 	}
@@ -1328,8 +1317,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 	return dispatch(r);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn,
-			 void **con_cls, enum MHD_RequestTerminationCode toe)
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
 {
 	struct agent_req *r = *con_cls;
 
@@ -1445,8 +1434,9 @@ int agent_http_start(struct agent *a, unsigned *port_out)
 			MHD_USE_TURBO,
 		0, NULL, NULL, on_request, h,
 		/* First, so the library's own start-up messages use it. */
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_LISTEN_SOCKET,
-		h->listen_fd, MHD_OPTION_THREAD_POOL_SIZE,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+		MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+		MHD_OPTION_THREAD_POOL_SIZE,
 		(unsigned)(a->cfg.threads > 0 ? a->cfg.threads : 4),
 		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,

@@ -34,6 +34,8 @@
 #define EXEC_DRAIN_MS 5000
 /* Bytes of bookkeeping per stored frame: seq, length, stream. */
 #define REC_HEAD 13
+/* The timer's longest sleep. */
+#define TIMER_MAX_SLEEP_MS 3600000
 /* A job id: a UUID in text, with its terminator. */
 #define JOB_ID_SIZE 37
 
@@ -98,7 +100,7 @@ struct agent_jobs {
 	unsigned execs;
 };
 
-/* ---- job output and answers (under the mutex) ------------------------------ */
+/* ---- job output and answers (under the mutex) ---------------------------- */
 
 static size_t stream_index(enum proto_frame_type t)
 {
@@ -427,7 +429,7 @@ static int new_job_id(char id[JOB_ID_SIZE])
 	return 0;
 }
 
-/* ---- the timer ------------------------------------------------------------- */
+/* ---- the timer ----------------------------------------------------------- */
 
 static void *timer_main(void *arg)
 {
@@ -467,6 +469,10 @@ static void *timer_main(void *arg)
 			pthread_cond_wait(&j->wake, &j->lock);
 			continue;
 		}
+		/* Far deadlines are looked at again within the hour, which
+		 * keeps the absolute time in the range every clock takes. */
+		if (next - now > TIMER_MAX_SLEEP_MS)
+			next = now + TIMER_MAX_SLEEP_MS;
 		ts.tv_sec = (time_t)(next / 1000);
 		ts.tv_nsec = (long)(next % 1000) * 1000000;
 		pthread_cond_timedwait(&j->wake, &j->lock, &ts);
@@ -626,7 +632,7 @@ void agent_jobs_watch_del(struct agent_jobs *j, struct agent_watch *w)
 	pthread_mutex_unlock(&j->lock);
 }
 
-/* ---- routes ---------------------------------------------------------------- */
+/* ---- routes -------------------------------------------------------------- */
 
 /* The job id of a poll or cancel that names none we could hold. */
 static int not_found(struct agent_req *r, const char *id)

@@ -62,25 +62,25 @@ enum {
 };
 
 static const struct option options[] = {
-	{ "root", required_argument, NULL, OPT_ROOT },
-	{ "listen", required_argument, NULL, OPT_LISTEN },
-	{ "port", required_argument, NULL, OPT_PORT },
-	{ "port-file", required_argument, NULL, OPT_PORT_FILE },
-	{ "pid-file", required_argument, NULL, OPT_PID_FILE },
-	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
-	{ "exec-user", required_argument, NULL, OPT_EXEC_USER },
-	{ "confine", required_argument, NULL, OPT_CONFINE },
-	{ "bwrap", required_argument, NULL, OPT_BWRAP },
-	{ "output-cap", required_argument, NULL, OPT_OUTPUT_CAP },
-	{ "strict-v1", no_argument, NULL, OPT_STRICT_V1 },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "ext-max-write", required_argument, NULL, OPT_EXT_MAX_WRITE },
-	{ "activated", no_argument, NULL, OPT_ACTIVATED },
-	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-	{ "syslog", no_argument, NULL, OPT_SYSLOG },
-	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 },
+	{"root", required_argument, NULL, OPT_ROOT},
+	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"port", required_argument, NULL, OPT_PORT},
+	{"port-file", required_argument, NULL, OPT_PORT_FILE},
+	{"pid-file", required_argument, NULL, OPT_PID_FILE},
+	{"token-file", required_argument, NULL, OPT_TOKEN_FILE},
+	{"exec-user", required_argument, NULL, OPT_EXEC_USER},
+	{"confine", required_argument, NULL, OPT_CONFINE},
+	{"bwrap", required_argument, NULL, OPT_BWRAP},
+	{"output-cap", required_argument, NULL, OPT_OUTPUT_CAP},
+	{"strict-v1", no_argument, NULL, OPT_STRICT_V1},
+	{"threads", required_argument, NULL, OPT_THREADS},
+	{"ext-max-write", required_argument, NULL, OPT_EXT_MAX_WRITE},
+	{"activated", no_argument, NULL, OPT_ACTIVATED},
+	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	{"syslog", no_argument, NULL, OPT_SYSLOG},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, 'V'},
+	{NULL, 0, NULL, 0},
 };
 
 static void usage(FILE *f)
@@ -481,13 +481,13 @@ static void resolve_exec_user(struct agent_config *cfg,
 		   (env_gid != NULL && *env_gid != '\0')) {
 		unsigned long long v;
 
-		if (env_uid == NULL || parse_uint(env_uid, 0, 0xfffffffeULL,
-						  &v) < 0)
+		if (env_uid == NULL ||
+		    parse_uint(env_uid, 0, 0xfffffffeULL, &v) < 0)
 			die_usage("ALIEN_SANDBOX_EXEC_UID: bad uid '%s'",
 				  env_uid ? env_uid : "");
 		uid = (uid_t)v;
-		if (env_gid == NULL || parse_uint(env_gid, 0, 0xfffffffeULL,
-						  &v) < 0)
+		if (env_gid == NULL ||
+		    parse_uint(env_gid, 0, 0xfffffffeULL, &v) < 0)
 			die_usage("ALIEN_SANDBOX_EXEC_GID: bad gid '%s'",
 				  env_gid ? env_gid : "");
 		gid = (gid_t)v;
@@ -554,8 +554,9 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		rc = token_write_file(cfg->token_file, a->token);
 	if (rc < 0) {
-		fprintf(stderr, "sandbox-agent: cannot write the credential "
-				"file '%s': %s\n",
+		fprintf(stderr,
+			"sandbox-agent: cannot write the credential "
+			"file '%s': %s\n",
 			cfg->token_file, strerror(-rc));
 		exit(1);
 	}
@@ -572,8 +573,9 @@ int main(int argc, char **argv)
 
 	rc = agent_jobs_new(a, &a->jobs);
 	if (rc < 0) {
-		fprintf(stderr, "sandbox-agent: cannot start the job registry: "
-				"%s\n",
+		fprintf(stderr,
+			"sandbox-agent: cannot start the job registry: "
+			"%s\n",
 			strerror(-rc));
 		exit(1);
 	}
@@ -584,8 +586,9 @@ int main(int argc, char **argv)
 		exit(1);
 	}
 	if (rc < 0) {
-		fprintf(stderr, "sandbox-agent: cannot listen on %s port %u: "
-				"%s\n",
+		fprintf(stderr,
+			"sandbox-agent: cannot listen on %s port %u: "
+			"%s\n",
 			cfg->listen_host, cfg->port, strerror(-rc));
 		exit(1);
 	}
@@ -598,20 +601,21 @@ int main(int argc, char **argv)
 		snprintf(num, sizeof(num), "%u\n", port);
 		rc = write_atomic(cfg->port_file, num);
 		if (rc < 0) {
-			fprintf(stderr, "sandbox-agent: cannot write the port "
-					"file '%s': %s\n",
+			fprintf(stderr,
+				"sandbox-agent: cannot write the port "
+				"file '%s': %s\n",
 				cfg->port_file, strerror(-rc));
 			agent_http_stop(a);
 			agent_jobs_free(a->jobs);
 			exit(1);
 		}
 	}
-	log_info("listening on %s port %u, root %s, boot %s%s", cfg->listen_host,
-		 port, root, a->boot_id,
+	log_info("listening on %s port %u, root %s, boot %s%s",
+		 cfg->listen_host, port, root, a->boot_id,
 		 cfg->strict_v1 ? ", protocol v1 only" : "");
 
 	for (;;) {
-		struct timespec ts = { 60, 0 };
+		struct timespec ts = {60, 0};
 
 		sig = sigtimedwait(&sigs, NULL, &ts);
 		if (sig == SIGTERM || sig == SIGINT)

@@ -24,8 +24,8 @@
 #include "agent/agent.h"
 
 enum resolve_mode {
-	RESOLVE_V1 = 0,   /* no symlink in any component */
-	RESOLVE_EXT,      /* symlinks followed while they stay beneath */
+	RESOLVE_V1 = 0, /* no symlink in any component */
+	RESOLVE_EXT, /* symlinks followed while they stay beneath */
 };
 
 /*

@@ -55,7 +55,7 @@ struct agent_spawner {
 	size_t bwrap_headc;
 };
 
-/* ---- small helpers -------------------------------------------------------- */
+/* ---- small helpers ------------------------------------------------------- */
 
 int64_t agent_now_ms(void)
 {
@@ -82,7 +82,7 @@ void agent_errno_text(int err, char *out, size_t outsz)
 	snprintf(out, outsz, "%s (os error %d)", s, err);
 }
 
-/* ---- the working directory -------------------------------------------------- */
+/* ---- the working directory ----------------------------------------------- */
 
 int agent_spawn_cwd(const struct agent_spawner *sp, const char *cwd,
 		    bool has_nul, char **rel, char *reason, size_t reasonsz)
@@ -100,6 +100,12 @@ int agent_spawn_cwd(const struct agent_spawner *sp, const char *cwd,
 		return 0;
 	}
 	n = strlen(cwd);
+	if (n == 0) {
+		/* "" is not the root here, whatever the file routes say. */
+		snprintf(reason, reasonsz, "%s",
+			 path_verdict_reason(PATH_EMPTY));
+		return -EACCES;
+	}
 	norm = xmalloc(n + 1);
 	v = path_normalize(cwd, n, true, norm, n + 1);
 	if (v != PATH_OK) {
@@ -854,7 +860,7 @@ void agent_run(struct agent_cmd *c, uint64_t timeout_ms, size_t cap,
 	}
 }
 
-/* ---- start-up ------------------------------------------------------------- */
+/* ---- start-up ------------------------------------------------------------ */
 
 static void push(struct agent_spawner *sp, const char *s)
 {

@@ -17,13 +17,16 @@
 #include <stddef.h>
 
 struct buf {
-	char *data;   /* NULL until the first append */
-	size_t len;   /* bytes in use */
-	size_t cap;   /* bytes allocated, excluding the terminator */
-	size_t max;   /* most bytes this buffer may hold; 0 = SIZE_MAX */
+	char *data; /* NULL until the first append */
+	size_t len; /* bytes in use */
+	size_t cap; /* bytes allocated, excluding the terminator */
+	size_t max; /* most bytes this buffer may hold; 0 = SIZE_MAX */
 };
 
-#define BUF_INIT(maxbytes) { NULL, 0, 0, (maxbytes) }
+#define BUF_INIT(maxbytes)             \
+	{                              \
+		NULL, 0, 0, (maxbytes) \
+	}
 
 void buf_init(struct buf *b, size_t max);
 /* Free the storage and reset to empty; max is kept. NULL-safe. */

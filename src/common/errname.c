@@ -11,21 +11,22 @@
 
 #include "common/errname.h"
 
-#define E(x) { x, #x }
+#define E(x)          \
+	{             \
+		x, #x \
+	}
 static const struct {
 	int err;
 	const char *name;
 } errtab[] = {
-	E(EPERM),     E(ENOENT),    E(EIO),          E(ENXIO),
-	E(E2BIG),     E(EBADF),     E(EAGAIN),       E(ENOMEM),
-	E(EACCES),    E(EBUSY),     E(EEXIST),       E(EXDEV),
-	E(ENODEV),    E(ENOTDIR),   E(EISDIR),       E(EINVAL),
-	E(ENFILE),    E(EMFILE),    E(ETXTBSY),      E(EFBIG),
-	E(ENOSPC),    E(ESPIPE),    E(EROFS),        E(EMLINK),
-	E(ERANGE),    E(ENAMETOOLONG), E(ENOSYS),    E(ENOTEMPTY),
-	E(ELOOP),     E(ENODATA),   E(EOVERFLOW),    E(EOPNOTSUPP),
-	E(ETIMEDOUT), E(EDQUOT),    E(ESTALE),       E(ECANCELED),
-	E(EPROTO),    E(ENOTSUP),
+	E(EPERM),	 E(ENOENT),	E(EIO),	      E(ENXIO),	  E(E2BIG),
+	E(EBADF),	 E(EAGAIN),	E(ENOMEM),    E(EACCES),  E(EBUSY),
+	E(EEXIST),	 E(EXDEV),	E(ENODEV),    E(ENOTDIR), E(EISDIR),
+	E(EINVAL),	 E(ENFILE),	E(EMFILE),    E(ETXTBSY), E(EFBIG),
+	E(ENOSPC),	 E(ESPIPE),	E(EROFS),     E(EMLINK),  E(ERANGE),
+	E(ENAMETOOLONG), E(ENOSYS),	E(ENOTEMPTY), E(ELOOP),	  E(ENODATA),
+	E(EOVERFLOW),	 E(EOPNOTSUPP), E(ETIMEDOUT), E(EDQUOT),  E(ESTALE),
+	E(ECANCELED),	 E(EPROTO),	E(ENOTSUP),
 };
 #undef E
 

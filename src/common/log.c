@@ -19,8 +19,7 @@ static const char *log_progname = "sandboxfs";
 static volatile int log_level_cur = LOG_LEVEL_WARN;
 static volatile bool log_syslog;
 
-static const char *const level_names[] = { "error", "warning", "info",
-					   "debug" };
+static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
 void log_init(const char *progname, enum log_level level)
 {
@@ -48,8 +47,7 @@ void log_use_syslog(bool on)
 
 void log_vlog(enum log_level level, const char *fmt, va_list ap)
 {
-	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO,
-				    LOG_DEBUG };
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
 	char line[2048];
 	int n, m;
 
@@ -75,13 +73,13 @@ void log_vlog(enum log_level level, const char *fmt, va_list ap)
 		return;
 }
 
-#define LOG_FN(name, lvl)                              \
-	void name(const char *fmt, ...)                \
-	{                                              \
-		va_list ap;                            \
-		va_start(ap, fmt);                     \
-		log_vlog(lvl, fmt, ap);                \
-		va_end(ap);                            \
+#define LOG_FN(name, lvl)               \
+	void name(const char *fmt, ...) \
+	{                               \
+		va_list ap;             \
+		va_start(ap, fmt);      \
+		log_vlog(lvl, fmt, ap); \
+		va_end(ap);             \
 	}
 LOG_FN(log_error, LOG_LEVEL_ERROR)
 LOG_FN(log_warn, LOG_LEVEL_WARN)

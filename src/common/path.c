@@ -37,7 +37,7 @@ enum path_verdict path_normalize(const char *in, size_t n, bool allow_root,
 	if (n > PATH_MAX_BYTES)
 		return PATH_TOO_LONG;
 	if (n == 0)
-		return PATH_EMPTY;
+		return allow_root ? PATH_OK : PATH_EMPTY;
 	if (memchr(in, '\0', n) != NULL)
 		return PATH_BAD_BYTE;
 	while (i < n) {

@@ -19,10 +19,10 @@
 
 enum path_verdict {
 	PATH_OK = 0,
-	PATH_EMPTY,       /* "path is empty" */
-	PATH_UPWARD,      /* "path traverses upward" */
-	PATH_BAD_BYTE,    /* NUL or another byte no path may hold */
-	PATH_TOO_LONG,    /* longer than PATH_MAX_BYTES */
+	PATH_EMPTY, /* "path is empty" */
+	PATH_UPWARD, /* "path traverses upward" */
+	PATH_BAD_BYTE, /* NUL or another byte no path may hold */
+	PATH_TOO_LONG, /* longer than PATH_MAX_BYTES */
 };
 
 /* The protocol's reason text for a verdict ("path traverses upward"...). */

@@ -62,8 +62,7 @@ static const cJSON *field(const cJSON *obj, const char *key)
 	return cJSON_IsNull(it) ? NULL : it;
 }
 
-int pj_str(const cJSON *obj, const char *key, bool required,
-	   const char **out)
+int pj_str(const cJSON *obj, const char *key, bool required, const char **out)
 {
 	const cJSON *it = field(obj, key);
 

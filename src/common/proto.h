@@ -32,10 +32,10 @@
 #define PROTO_VERSION 1
 
 /* protocol.md 6 */
-#define PROTO_MAX_TRANSFER_BYTES 33554432UL          /* 32 MiB per file */
-#define PROTO_HTTP_BODY_LIMIT 44743336UL             /* (32Mi/3)*4 + 4096 */
+#define PROTO_MAX_TRANSFER_BYTES 33554432UL /* 32 MiB per file */
+#define PROTO_HTTP_BODY_LIMIT 44743336UL /* (32Mi/3)*4 + 4096 */
 #define PROTO_DEFAULT_OUTPUT_CAP (4UL * 1024 * 1024) /* per stream */
-#define PROTO_MAX_FRAME_BYTES 65536UL                /* per output frame */
+#define PROTO_MAX_FRAME_BYTES 65536UL /* per output frame */
 #define PROTO_FRAME_CHANNEL_DEPTH 16
 #define PROTO_MAX_JOBS 16
 #define PROTO_ERROR_BODY_MAX 4096
@@ -58,12 +58,12 @@
 /* GET /v1/health answer. Strings are bounded copies; a field the agent
  * did not send is "" (or 0 for the numbers). */
 struct proto_health {
-	long protocol_version;        /* 0 when absent or not a number */
-	char status[48];              /* "ready", "awaiting-network-verification" */
-	char image_status[32];        /* imageCommand.status */
+	long protocol_version; /* 0 when absent or not a number */
+	char status[48]; /* "ready", "awaiting-network-verification" */
+	char image_status[32]; /* imageCommand.status */
 	char boot_id[80];
-	long ext_files;               /* extensions.files version; 0 = none */
-	uint64_t ext_max_write;       /* extensions.maxWrite (bytes); 0 = unset */
+	long ext_files; /* extensions.files version; 0 = none */
+	uint64_t ext_max_write; /* extensions.maxWrite (bytes); 0 = unset */
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)

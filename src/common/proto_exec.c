@@ -11,7 +11,6 @@
  */
 #include "config.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -41,9 +40,11 @@ struct jscan {
 
 #define JS_KEY_MAX 32
 
+/* What cJSON skips between tokens: every byte up to and including space,
+ * not only JSON's four. The walk must see the same tokens cJSON saw. */
 static void js_ws(struct jscan *s)
 {
-	while (s->p < s->end && isspace((unsigned char)*s->p))
+	while (s->p < s->end && (unsigned char)*s->p <= ' ')
 		s->p++;
 }
 
@@ -169,7 +170,11 @@ static void js_skip(struct jscan *s, unsigned depth)
 		js_skip_container(s, depth, false);
 		return;
 	default:
-		while (s->p < s->end && !strchr(",]} \t\r\n", *s->p))
+		/* A number or a literal. Every call moves on at least one
+		 * byte, so no input can hold a walk in place. */
+		s->p++;
+		while (s->p < s->end && (unsigned char)*s->p > ' ' &&
+		       !strchr(",]}", *s->p))
 			s->p++;
 	}
 }
@@ -492,7 +497,7 @@ int proto_exec_req_encode(const struct proto_exec_req *r, struct buf *out)
 	return rc;
 }
 
-/* ---- frames --------------------------------------------------------------- */
+/* ---- frames -------------------------------------------------------------- */
 
 static const char *frame_name(enum proto_frame_type t)
 {
@@ -665,7 +670,7 @@ int proto_frame_decode(const char *line, size_t n, struct proto_frame *out)
 	return rc;
 }
 
-/* ---- NDJSON splitting ------------------------------------------------------ */
+/* ---- NDJSON splitting ---------------------------------------------------- */
 
 void proto_ndjson_init(struct proto_ndjson *s)
 {
@@ -743,7 +748,7 @@ bool proto_ndjson_partial(const struct proto_ndjson *s)
 	return s->pending.len > s->off;
 }
 
-/* ---- job ids -------------------------------------------------------------- */
+/* ---- job ids ------------------------------------------------------------- */
 
 int proto_job_id_encode(const char *job_id, struct buf *out)
 {
@@ -786,7 +791,7 @@ int proto_job_id_decode(const char *p, size_t n,
 	return rc;
 }
 
-/* ---- poll requests -------------------------------------------------------- */
+/* ---- poll requests ------------------------------------------------------- */
 
 int proto_job_poll_req_encode(const struct proto_job_poll_req *r,
 			      struct buf *out)
@@ -835,7 +840,7 @@ out:
 	return rc;
 }
 
-/* ---- poll answers --------------------------------------------------------- */
+/* ---- poll answers -------------------------------------------------------- */
 
 int proto_job_poll_encode_head(bool running, struct buf *out)
 {

@@ -228,7 +228,7 @@ int proto_file_write_decode_why(const char *p, size_t n,
 				struct proto_file_write *out, char *why,
 				size_t whysz)
 {
-	struct proto_file_write w = { NULL, NULL, 0 };
+	struct proto_file_write w = {NULL, NULL, 0};
 	const char *path, *s;
 	size_t slen;
 	cJSON *root;

@@ -59,7 +59,8 @@ int proto_file_write_decode(const char *p, size_t n,
  * what is wrong with the base64 ("Invalid symbol 33, offset 4."). */
 int proto_file_write_decode_why(const char *p, size_t n,
 				struct proto_file_write *out, char *why,
-				size_t whysz) __attribute__((warn_unused_result));
+				size_t whysz)
+	__attribute__((warn_unused_result));
 void proto_file_write_cleanup(struct proto_file_write *w);
 
 /* {"path":"..."}: POST /v1/mkdir, and extension bodies with only a path. */
@@ -96,13 +97,13 @@ int proto_path_decode(const char *p, size_t n, char **path)
 
 enum proto_ftype {
 	PROTO_FT_UNKNOWN = 0,
-	PROTO_FT_FILE,    /* "file" */
-	PROTO_FT_DIR,     /* "dir" */
+	PROTO_FT_FILE, /* "file" */
+	PROTO_FT_DIR, /* "dir" */
 	PROTO_FT_SYMLINK, /* "symlink" */
-	PROTO_FT_FIFO,    /* "fifo" */
-	PROTO_FT_SOCKET,  /* "socket" */
-	PROTO_FT_CHAR,    /* "char" */
-	PROTO_FT_BLOCK,   /* "block" */
+	PROTO_FT_FIFO, /* "fifo" */
+	PROTO_FT_SOCKET, /* "socket" */
+	PROTO_FT_CHAR, /* "char" */
+	PROTO_FT_BLOCK, /* "block" */
 };
 
 /* The wire name ("file"...); "unknown" for PROTO_FT_UNKNOWN. */
@@ -118,7 +119,7 @@ struct proto_attr {
 	uint64_t nlink;
 	uint32_t uid, gid;
 	uint64_t ino;
-	uint64_t blocks;   /* 512-byte units */
+	uint64_t blocks; /* 512-byte units */
 	uint64_t rdev;
 	int64_t atime, mtime, ctime;
 	uint32_t atime_ns, mtime_ns, ctime_ns;
@@ -140,21 +141,20 @@ int proto_attr_encode(const struct proto_attr *a, const char *name,
  * target is not NULL. Every attribute field is required; "type" names
  * outside the list decode as PROTO_FT_UNKNOWN; "mode" must be <= 07777. */
 int proto_attr_decode(const char *p, size_t n, struct proto_attr *out,
-		      char **target)
-	__attribute__((warn_unused_result));
+		      char **target) __attribute__((warn_unused_result));
 
 /* A directory page: {"entries":[attr objects with "name"],"next":"C"}.
  * "next" is absent on the last page. */
 struct proto_dirent {
 	char *name;
-	char *target;      /* symlinks: the link's contents, else NULL */
+	char *target; /* symlinks: the link's contents, else NULL */
 	struct proto_attr attr;
 };
 
 struct proto_list {
 	struct proto_dirent *entries;
 	size_t n;
-	char *next;        /* NULL on the last page */
+	char *next; /* NULL on the last page */
 };
 
 /* Incremental encoding, so a page is built without a tree. A failed add
@@ -176,8 +176,8 @@ void proto_list_cleanup(struct proto_list *l);
 /* A timestamp for utimens. */
 enum proto_time_how {
 	PROTO_TIME_OMIT = 0, /* "omit" or absent: leave unchanged */
-	PROTO_TIME_NOW,      /* "now" */
-	PROTO_TIME_SET,      /* {"sec":N,"nsec":N}, nsec < 10^9 */
+	PROTO_TIME_NOW, /* "now" */
+	PROTO_TIME_SET, /* {"sec":N,"nsec":N}, nsec < 10^9 */
 };
 
 struct proto_time {
@@ -205,7 +205,7 @@ struct proto_time {
  * list is -EINVAL.
  */
 struct proto_ext_req {
-	char *path;       /* "path", or "from" for rename and link */
+	char *path; /* "path", or "from" for rename and link */
 	char *to;
 	char *target;
 	bool has_mode;
@@ -213,7 +213,7 @@ struct proto_ext_req {
 	bool has_size;
 	uint64_t size;
 	bool exclusive, truncate, noreplace, exchange;
-	bool nofollow;    /* utimens: act on a symlink itself (lutimes) */
+	bool nofollow; /* utimens: act on a symlink itself (lutimes) */
 	struct proto_time atime, mtime;
 };
 

@@ -23,8 +23,7 @@ cJSON *pj_parse_object(const char *p, size_t n, int *err);
 /* Field readers. A field that is absent (or JSON null where nullable) is
  * -ENOENT when !required, -EINVAL when required; a field of the wrong type
  * is -EINVAL. String results are borrowed from the tree. */
-int pj_str(const cJSON *obj, const char *key, bool required,
-	   const char **out);
+int pj_str(const cJSON *obj, const char *key, bool required, const char **out);
 int pj_u64(const cJSON *obj, const char *key, bool required, uint64_t *out);
 int pj_i64(const cJSON *obj, const char *key, bool required, int64_t *out);
 int pj_bool(const cJSON *obj, const char *key, bool required, bool *out);

@@ -81,7 +81,7 @@ struct proto_record {
 	char *created_at; /* "createdAt", RFC 3339 UTC */
 	char *started_at; /* "startedAt", the last boot */
 	uint64_t boot_count; /* "bootCount": boots so far */
-	bool strict_v1;      /* "strictV1": run the agent with --strict-v1 */
+	bool strict_v1; /* "strictV1": run the agent with --strict-v1 */
 };
 
 /* An empty record (state UNKNOWN, uid/gid -1). */

@@ -12,10 +12,12 @@
 #include <stddef.h>
 
 void *xmalloc(size_t n) __attribute__((malloc, returns_nonnull));
-void *xcalloc(size_t nmemb, size_t size) __attribute__((malloc, returns_nonnull));
+void *xcalloc(size_t nmemb, size_t size)
+	__attribute__((malloc, returns_nonnull));
 void *xrealloc(void *p, size_t n) __attribute__((returns_nonnull));
 char *xstrdup(const char *s) __attribute__((malloc, returns_nonnull));
-char *xstrndup(const char *s, size_t n) __attribute__((malloc, returns_nonnull));
+char *xstrndup(const char *s, size_t n)
+	__attribute__((malloc, returns_nonnull));
 char *xasprintf(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2), malloc, returns_nonnull));
 

@@ -17,10 +17,10 @@
 #include "fs/cache.h"
 
 struct entry {
-	char *key;           /* "<sbx>/<rel>" */
-	size_t sbxlen;       /* length of the sandbox part */
+	char *key; /* "<sbx>/<rel>" */
+	size_t sbxlen; /* length of the sandbox part */
 	uint32_t hash;
-	long long stamp_ms;  /* when stored */
+	long long stamp_ms; /* when stored */
 	struct proto_attr attr;
 	char *target;
 	char etag[PROTO_ETAG_MAX];

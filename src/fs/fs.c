@@ -45,7 +45,7 @@ enum node_kind {
 struct node {
 	enum node_kind kind;
 	char id[PROVIDER_ID_MAX + 1];
-	const char *rel;           /* N_FILES: "" or the relative path */
+	const char *rel; /* N_FILES: "" or the relative path */
 	char job[PROTO_JOB_ID_MAX + 1];
 	enum fs_job_file jf;
 };
@@ -78,9 +78,9 @@ static int job_file(const char *name, enum fs_job_file *jf)
 		const char *name;
 		enum fs_job_file f;
 	} files[] = {
-		{ "cmd", FS_JOB_CMD },	     { "stdout", FS_JOB_STDOUT },
-		{ "stderr", FS_JOB_STDERR }, { "status", FS_JOB_STATUS },
-		{ "exit", FS_JOB_EXIT },     { "ctl", FS_JOB_CTL },
+		{"cmd", FS_JOB_CMD},	   {"stdout", FS_JOB_STDOUT},
+		{"stderr", FS_JOB_STDERR}, {"status", FS_JOB_STATUS},
+		{"exit", FS_JOB_EXIT},	   {"ctl", FS_JOB_CTL},
 	};
 	size_t i;
 
@@ -147,6 +147,33 @@ static int fs_parse(const char *path, struct node *n)
 		return -ENOENT;
 	}
 	return 0;
+}
+
+/* How many components a path has ("/a/b" -> 2). */
+static int depth(const char *path)
+{
+	int d = 0;
+
+	while (*path != '\0') {
+		while (*path == '/')
+			path++;
+		if (*path == '\0')
+			break;
+		d++;
+		path += strcspn(path, "/");
+	}
+	return d;
+}
+
+/* Parse a path that an operation wants to create: above files/ the layout
+ * is fixed, so a new name there is refused (EPERM), not missing. */
+static int parse_new(const char *path, struct node *n)
+{
+	int rc = fs_parse(path, n);
+
+	if (rc == -ENOENT && depth(path) <= 2)
+		return -EPERM;
+	return rc;
 }
 
 /* Enter the node's sandbox: the synthetic entries only look; files/ and
@@ -233,8 +260,8 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		      off_t off, struct fuse_file_info *fi,
 		      enum fuse_readdir_flags fl)
 {
-	static const char *const entries[] = { "files", "exec", "jobs", "info",
-						"ctl" };
+	static const char *const entries[] = {"files", "exec", "jobs", "info",
+					      "ctl"};
 	struct sbfs *fs = ctx_fs();
 	struct sbx *sb = NULL;
 	struct node n;
@@ -280,8 +307,9 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		rc = fs_jobs_readdir(sb, NULL, buf, filler);
 		break;
 	case N_JOB:
-		rc = n.jf == FS_JOB_DIR ? fs_jobs_readdir(sb, n.job, buf, filler)
-					: -ENOTDIR;
+		rc = n.jf == FS_JOB_DIR
+			     ? fs_jobs_readdir(sb, n.job, buf, filler)
+			     : -ENOTDIR;
 		break;
 	default:
 		rc = -ENOTDIR;
@@ -316,22 +344,22 @@ static int fs_readlink(const char *path, char *buf, size_t size)
 /* ---- files/ only ---------------------------------------------------------- */
 
 /* Run a files/ operation on one path. */
-#define FILES_OP(opname, call)                                               \
-	do {                                                                 \
-		struct sbfs *fs = ctx_fs();                                  \
-		struct sbx *sb = NULL;                                       \
-		struct node n;                                               \
-		int rc = fs_parse(path, &n);                                 \
-		if (rc < 0)                                                  \
-			return rc;                                           \
-		if (n.kind != N_FILES || *n.rel == '\0')                     \
-			return not_files(&n);                                \
-		rc = enter(fs, &n, opname, true, &sb);                       \
-		if (rc < 0)                                                  \
-			return rc;                                           \
-		rc = sbfs_tree_ops(sb)->call;                                \
-		sbfs_leave(sb);                                              \
-		return rc;                                                   \
+#define FILES_OP(opname, call)                           \
+	do {                                             \
+		struct sbfs *fs = ctx_fs();              \
+		struct sbx *sb = NULL;                   \
+		struct node n;                           \
+		int rc = parse_new(path, &n);            \
+		if (rc < 0)                              \
+			return rc;                       \
+		if (n.kind != N_FILES || *n.rel == '\0') \
+			return not_files(&n);            \
+		rc = enter(fs, &n, opname, true, &sb);   \
+		if (rc < 0)                              \
+			return rc;                       \
+		rc = sbfs_tree_ops(sb)->call;            \
+		sbfs_leave(sb);                          \
+		return rc;                               \
 	} while (0)
 
 static int fs_mkdir(const char *path, mode_t mode)
@@ -354,8 +382,7 @@ static int fs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 	FILES_OP("chmod", chmod(sb, n.rel, mode, fi));
 }
 
-static int fs_truncate(const char *path, off_t size,
-		       struct fuse_file_info *fi)
+static int fs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
 	FILES_OP("truncate", truncate(sb, n.rel, size, fi));
 }
@@ -394,14 +421,18 @@ static int two_paths(const char *from, const char *to, struct node *a,
 {
 	int rc = fs_parse(from, a);
 
-	if (rc == 0)
+	if (rc == 0) {
 		rc = fs_parse(to, b);
+		/* A target above files/ is another file system, in effect. */
+		if (rc == -ENOENT && depth(to) <= 2)
+			rc = -EXDEV;
+	}
 	if (rc < 0)
 		return rc;
 	if (a->kind != N_FILES || b->kind != N_FILES || *a->rel == '\0' ||
 	    *b->rel == '\0')
 		return a->kind == N_FILES && b->kind == N_FILES ? -EBUSY
-								  : -EXDEV;
+								: -EXDEV;
 	if (strcmp(a->id, b->id) != 0)
 		return -EXDEV;
 	return 0;
@@ -521,38 +552,38 @@ static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 }
 
 /* Dispatch an operation on an open file by its path's node. */
-#define OPEN_OP(opname, files_call, exec_call, job_call, info_call)         \
-	do {                                                                 \
-		struct sbfs *fs = ctx_fs();                                  \
-		struct sbx *sb = NULL;                                       \
-		struct node n;                                               \
-		int rc = fs_parse(path, &n);                                 \
-		if (rc < 0)                                                  \
-			return rc;                                           \
-		rc = enter(fs, &n, opname,                                   \
-			   n.kind != N_INFO && n.kind != N_CTL, &sb);        \
-		if (rc < 0)                                                  \
-			return rc;                                           \
-		switch (n.kind) {                                            \
-		case N_FILES:                                                \
-			rc = sbfs_tree_ops(sb)->files_call;                  \
-			break;                                               \
-		case N_EXEC:                                                 \
-			rc = exec_call;                                      \
-			break;                                               \
-		case N_JOB:                                                  \
-			rc = job_call;                                       \
-			break;                                               \
-		case N_INFO:                                                 \
-		case N_CTL:                                                  \
-			rc = info_call;                                      \
-			break;                                               \
-		default:                                                     \
-			rc = -EBADF;                                         \
-			break;                                               \
-		}                                                            \
-		sbfs_leave(sb);                                              \
-		return rc;                                                   \
+#define OPEN_OP(opname, files_call, exec_call, job_call, info_call)   \
+	do {                                                          \
+		struct sbfs *fs = ctx_fs();                           \
+		struct sbx *sb = NULL;                                \
+		struct node n;                                        \
+		int rc = fs_parse(path, &n);                          \
+		if (rc < 0)                                           \
+			return rc;                                    \
+		rc = enter(fs, &n, opname,                            \
+			   n.kind != N_INFO && n.kind != N_CTL, &sb); \
+		if (rc < 0)                                           \
+			return rc;                                    \
+		switch (n.kind) {                                     \
+		case N_FILES:                                         \
+			rc = sbfs_tree_ops(sb)->files_call;           \
+			break;                                        \
+		case N_EXEC:                                          \
+			rc = exec_call;                               \
+			break;                                        \
+		case N_JOB:                                           \
+			rc = job_call;                                \
+			break;                                        \
+		case N_INFO:                                          \
+		case N_CTL:                                           \
+			rc = info_call;                               \
+			break;                                        \
+		default:                                              \
+			rc = -EBADF;                                  \
+			break;                                        \
+		}                                                     \
+		sbfs_leave(sb);                                       \
+		return rc;                                            \
 	} while (0)
 
 static int fs_read(const char *path, char *buf, size_t size, off_t off,
@@ -564,8 +595,8 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		fs_info_read(sb, n.kind == N_CTL, buf, size, off, fi));
 }
 
-static int fs_write(const char *path, const char *buf, size_t size,
-		    off_t off, struct fuse_file_info *fi)
+static int fs_write(const char *path, const char *buf, size_t size, off_t off,
+		    struct fuse_file_info *fi)
 {
 	OPEN_OP("write", write(sb, n.rel, buf, size, off, fi),
 		fs_exec_write(sb, buf, size, off, fi),

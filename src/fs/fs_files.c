@@ -40,7 +40,7 @@
 #define LIST_PAGE 4096
 #define WRITE_EXTENT_MAX (8UL * 1024 * 1024)
 #define RA_CHUNK (4UL * 1024 * 1024)
-#define RA_WINDOW_MAX 16           /* chunks ahead: 64 MiB */
+#define RA_WINDOW_MAX 16 /* chunks ahead: 64 MiB */
 #define RA_WORKERS 8
 #define RA_GLOBAL_MAX (512UL * 1024 * 1024)
 
@@ -53,12 +53,19 @@
 struct wnode {
 	char *sbx;
 	char *rel;
-	unsigned refs;          /* open handles; guarded by wnodes_lock */
-	pthread_mutex_t lock;   /* guards the extent */
+	unsigned refs; /* open handles; guarded by wnodes_lock */
+	pthread_mutex_t lock; /* guards the extent */
 	struct buf data;
 	uint64_t off;
 	bool dirty;
-	bool append;            /* the extent goes to the end of the file */
+	bool append; /* the extent goes to the end of the file */
+	/* A mode that forbids the owner to write, asked for while the file
+	 * is open: the agent opens the path for each write, so it is applied
+	 * when the last descriptor closes (POSIX lets an open descriptor
+	 * keep writing). Guarded by lock. */
+	bool has_final_mode;
+	uint32_t final_mode;
+	unsigned opens; /* open descriptors; guarded by lock */
 	struct wnode *next;
 };
 
@@ -107,6 +114,21 @@ static void wnode_put(struct wnode *w)
 	free(w);
 }
 
+/* The open node of a path, with a reference, or NULL. */
+static struct wnode *wnode_find(const char *sbx, const char *rel)
+{
+	struct wnode *w;
+
+	pthread_mutex_lock(&wnodes_lock);
+	for (w = wnodes; w != NULL; w = w->next)
+		if (strcmp(w->sbx, sbx) == 0 && strcmp(w->rel, rel) == 0)
+			break;
+	if (w != NULL)
+		w->refs++;
+	pthread_mutex_unlock(&wnodes_lock);
+	return w;
+}
+
 /* Send w's extent (w->lock held). */
 static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
 {
@@ -133,16 +155,9 @@ static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
 /* Flush the pending extent of a path, if a descriptor holds one. */
 static int flush_path(struct sbx *sb, const char *rel)
 {
-	struct wnode *w;
-	int rc = 0;
+	struct wnode *w = wnode_find(sb->id, rel);
+	int rc;
 
-	pthread_mutex_lock(&wnodes_lock);
-	for (w = wnodes; w != NULL; w = w->next)
-		if (strcmp(w->sbx, sb->id) == 0 && strcmp(w->rel, rel) == 0)
-			break;
-	if (w != NULL)
-		w->refs++;
-	pthread_mutex_unlock(&wnodes_lock);
 	if (w == NULL)
 		return 0;
 	pthread_mutex_lock(&w->lock);
@@ -167,8 +182,9 @@ static int flush_tree(struct sbx *sb, const char *rel)
 		for (w = wnodes; w != NULL; w = w->next) {
 			if (strcmp(w->sbx, sb->id) != 0 || !w->dirty)
 				continue;
-			if (n == 0 || (strncmp(w->rel, rel, n) == 0 &&
-				       (w->rel[n] == '\0' || w->rel[n] == '/'))) {
+			if (n == 0 ||
+			    (strncmp(w->rel, rel, n) == 0 &&
+			     (w->rel[n] == '\0' || w->rel[n] == '/'))) {
 				found = w;
 				found->refs++;
 				break;
@@ -216,8 +232,8 @@ enum chunk_state {
 
 struct chunk {
 	uint64_t off;
-	size_t len;           /* bytes asked for */
-	size_t got;           /* bytes that came (short at end of file) */
+	size_t len; /* bytes asked for */
+	size_t got; /* bytes that came (short at end of file) */
 	unsigned char *data;
 	enum chunk_state state;
 	int err;
@@ -242,17 +258,17 @@ struct handle {
 	struct sbx *sb;
 	struct wnode *w;
 	int flags;
-	char etag[PROTO_ETAG_MAX];   /* the contents this handle reads */
-	uint64_t size;               /* known size (for readahead bounds) */
+	char etag[PROTO_ETAG_MAX]; /* the contents this handle reads */
+	uint64_t size; /* known size (for readahead bounds) */
 	bool size_known;
-	pthread_mutex_t lock;        /* guards everything below */
+	pthread_mutex_t lock; /* guards everything below */
 	pthread_cond_t cond;
-	unsigned refs;               /* the handle + queued chunk jobs */
+	unsigned refs; /* the handle + queued chunk jobs */
 	struct chunk ring[RA_WINDOW_MAX];
-	unsigned window;             /* chunks to keep ahead */
-	uint64_t next_off;           /* where a sequential reader is */
+	unsigned window; /* chunks to keep ahead */
+	uint64_t next_off; /* where a sequential reader is */
 	unsigned seq_hits;
-	bool ra_off;                 /* readahead given up (changes) */
+	bool ra_off; /* readahead given up (changes) */
 };
 
 static void handle_unref(struct handle *h)
@@ -549,12 +565,49 @@ static struct handle *handle_new(struct sbx *sb, const char *rel, int flags)
 
 	h->sb = sb;
 	h->w = wnode_get(sb->id, rel);
+	pthread_mutex_lock(&h->w->lock);
+	h->w->opens++;
+	pthread_mutex_unlock(&h->w->lock);
 	h->flags = flags;
 	h->refs = 1;
 	h->window = 1;
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_cond_init(&h->cond, NULL);
 	return h;
+}
+
+/* Show a mode that waits for the last close as the file's mode. */
+static void pending_mode(struct sbx *sb, const char *rel, struct proto_attr *a)
+{
+	struct wnode *w = wnode_find(sb->id, rel);
+
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (w->has_final_mode)
+		a->perm = w->final_mode;
+	pthread_mutex_unlock(&w->lock);
+	wnode_put(w);
+}
+
+/* Apply a deferred mode (w->lock held, after the last flush). */
+static int apply_final_mode(struct sbx *sb, struct wnode *w)
+{
+	struct proto_ext_req req;
+	struct proto_attr a;
+	int rc;
+
+	if (!w->has_final_mode)
+		return 0;
+	w->has_final_mode = false;
+	memset(&req, 0, sizeof(req));
+	req.path = w->rel;
+	req.has_mode = true;
+	req.mode = w->final_mode;
+	rc = ext_op(sb, "chmod", w->rel, &req, &a);
+	if (rc == 0)
+		cache_put(sb->fs->cache, sb->id, w->rel, &a, NULL);
+	return rc;
 }
 
 /* ---- the operations -------------------------------------------------------- */
@@ -574,14 +627,14 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 		if (rc < 0)
 			return rc;
 	}
+	pending_mode(sb, rel, &a);
 	sbfs_attr_to_stat(&a, st);
 	return 0;
 }
 
 static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 			 fuse_fill_dir_t filler, off_t off,
-			 struct fuse_file_info *fi,
-			 enum fuse_readdir_flags fl)
+			 struct fuse_file_info *fi, enum fuse_readdir_flags fl)
 {
 	struct proto_list page;
 	struct sbx_error err;
@@ -663,6 +716,16 @@ static int files_open(struct sbx *sb, const char *rel,
 
 	if (sb->fs->o.ro && (acc != O_RDONLY || (fi->flags & O_TRUNC)))
 		return -EROFS;
+	if (acc != O_RDONLY) {
+		struct proto_attr a;
+
+		/* Writes go to the agent later, by path: refuse now what
+		 * they would be refused then (no write bit for anyone), as
+		 * open(2) would. */
+		if (cache_get(sb->fs->cache, sb->id, rel, &a, NULL) &&
+		    (a.perm & 0222) == 0)
+			return -EACCES;
+	}
 	h = handle_new(sb, rel, fi->flags);
 	if (fi->flags & O_TRUNC) {
 		struct proto_ext_req req;
@@ -704,18 +767,30 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 	struct handle *h;
 	int rc;
 
+	bool deferred = (mode & 0200) == 0;
+
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	req.has_mode = true;
-	req.mode = mode & 07777;
+	/* The agent opens the path for every write: a file created without
+	 * owner write (git's objects, cp of read-only files) is created
+	 * writable and gets its mode when the last descriptor closes. */
+	req.mode = (mode & 07777) | (deferred ? 0600 : 0);
 	req.exclusive = (fi->flags & O_EXCL) != 0;
 	req.truncate = (fi->flags & O_TRUNC) != 0;
 	rc = ext_op(sb, "create", rel, &req, &a);
 	if (rc < 0)
 		return rc;
+	h = handle_new(sb, rel, fi->flags);
+	if (deferred) {
+		pthread_mutex_lock(&h->w->lock);
+		h->w->has_final_mode = true;
+		h->w->final_mode = mode & 07777;
+		pthread_mutex_unlock(&h->w->lock);
+		a.perm = mode & 07777;
+	}
 	cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
-	h = handle_new(sb, rel, fi->flags);
 	h->size = a.size;
 	h->size_known = true;
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -723,8 +798,8 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 	return 0;
 }
 
-static int read_direct(struct sbx *sb, struct handle *h, char *buf,
-		       size_t size, off_t off)
+static int read_direct(struct sbx *sb, struct handle *h, char *buf, size_t size,
+		       off_t off)
 {
 	char etag[PROTO_ETAG_MAX];
 	struct sbx_error err;
@@ -855,7 +930,16 @@ static int files_release(struct sbx *sb, const char *rel,
 
 	if (h == NULL)
 		return 0;
-	rc = flush_path(sb, rel);
+	(void)rel;
+	pthread_mutex_lock(&h->w->lock);
+	rc = wnode_flush_locked(sb, h->w);
+	if (--h->w->opens == 0) {
+		int mrc = apply_final_mode(sb, h->w);
+
+		if (rc == 0)
+			rc = mrc;
+	}
+	pthread_mutex_unlock(&h->w->lock);
 	pthread_mutex_lock(&h->lock);
 	h->ra_off = true;
 	pthread_mutex_unlock(&h->lock);
@@ -1001,6 +1085,13 @@ static int files_readlink(struct sbx *sb, const char *rel, char *buf,
 		if (rc < 0)
 			return fail(sb, "readlink", rel, &err);
 	}
+	if (sbfs_link_escapes(rel, target)) {
+		log_debug("sandbox %s: %s leads out of the sandbox (%s): not "
+			  "followed",
+			  sb->id, rel, target);
+		free(target);
+		return -ELOOP;
+	}
 	snprintf(buf, size, "%s", target);
 	free(target);
 	return 0;
@@ -1013,12 +1104,37 @@ static int files_chmod(struct sbx *sb, const char *rel, mode_t mode,
 	struct proto_attr a;
 	int rc;
 
+	struct wnode *w;
+
 	(void)fi;
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	req.has_mode = true;
 	req.mode = mode & 07777;
-	rc = ext_op(sb, "chmod", rel, &req, &a);
+	w = wnode_find(sb->id, rel);
+	if (w != NULL) {
+		pthread_mutex_lock(&w->lock);
+		if (w->opens > 0) {
+			/* Open descriptors keep writing after a chmod that
+			 * takes write away: send their bytes, and keep the
+			 * owner's write bit until the last close. */
+			rc = wnode_flush_locked(sb, w);
+			if (rc < 0)
+				goto unlock;
+			w->has_final_mode = (mode & 0200) == 0;
+			w->final_mode = mode & 07777;
+			if (w->has_final_mode)
+				req.mode |= 0600;
+		}
+		rc = ext_op(sb, "chmod", rel, &req, &a);
+		if (rc == 0 && w->has_final_mode)
+			a.perm = mode & 07777;
+	unlock:
+		pthread_mutex_unlock(&w->lock);
+		wnode_put(w);
+	} else {
+		rc = ext_op(sb, "chmod", rel, &req, &a);
+	}
 	if (rc == 0)
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 	else
@@ -1066,8 +1182,7 @@ static void to_proto_time(const struct timespec *ts, struct proto_time *t)
 }
 
 static int files_utimens(struct sbx *sb, const char *rel,
-			 const struct timespec tv[2],
-			 struct fuse_file_info *fi)
+			 const struct timespec tv[2], struct fuse_file_info *fi)
 {
 	struct proto_ext_req req;
 	struct proto_attr a;
@@ -1080,6 +1195,9 @@ static int files_utimens(struct sbx *sb, const char *rel,
 		return rc;
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
+	/* The kernel already followed the caller's symlinks: the path names
+	 * the object itself, which may be a symlink (lutimes). */
+	req.nofollow = true;
 	if (tv == NULL) {
 		req.atime.how = PROTO_TIME_NOW;
 		req.mtime.how = PROTO_TIME_NOW;

@@ -1598,6 +1598,10 @@ static int v1_readlink(struct sbx *sb, const char *rel, char *buf, size_t size)
 		free(target);
 		return -EINVAL;
 	}
+	if (sbfs_link_escapes(rel, target)) {
+		free(target);
+		return -ELOOP;
+	}
 	n = strlen(target);
 	if (n >= size)
 		n = size - 1;

@@ -44,18 +44,18 @@ struct fs_jobs;
 
 /* Mount options (sandboxfs(1)); filled by main.c, read-only afterwards. */
 struct sbfs_opts {
-	char *provider;          /* "local" (default) or "azure" */
-	char *state_dir;         /* local provider: the state directory */
-	long timeout_s;          /* an agent's answer (response deadline), 60 */
-	long connect_timeout_s;  /* 10 */
-	double attr_timeout;     /* seconds, for files/ attributes */
+	char *provider; /* "local" (default) or "azure" */
+	char *state_dir; /* local provider: the state directory */
+	long timeout_s; /* an agent's answer (response deadline), 60 */
+	long connect_timeout_s; /* 10 */
+	double attr_timeout; /* seconds, for files/ attributes */
 	double entry_timeout;
 	double negative_timeout;
-	long job_timeout_s;      /* a job's timeoutMs when the command sets
+	long job_timeout_s; /* a job's timeoutMs when the command sets
 				    none, default 86400 */
-	long list_cache_ms;      /* how long the provider's list is reused */
-	bool noautoresume;       /* do not resume a stopped sandbox */
-	bool ro;                 /* refuse every change with EROFS */
+	long list_cache_ms; /* how long the provider's list is reused */
+	bool noautoresume; /* do not resume a stopped sandbox */
+	bool ro; /* refuse every change with EROFS */
 	bool foreground;
 	bool debug;
 	/* provider=azure */
@@ -63,27 +63,28 @@ struct sbfs_opts {
 	char *azure_resource_group;
 	char *azure_group;
 	char *azure_region;
-	char *azure_endpoint;     /* override of the data-plane base URL */
-	char *azure_token_path;   /* the agent's credential file */
-	char *azure_config;       /* a config file with the above */
-	char *azure_ca_file;      /* extra trusted CA (tests) */
-	char *azure_resolve;      /* host:port:addr pins, comma separated */
+	char *azure_endpoint; /* override of the data-plane base URL */
+	char *azure_token_path; /* the agent's credential file */
+	char *azure_config; /* a config file with the above */
+	char *azure_ca_file; /* extra trusted CA (tests) */
+	char *azure_resolve; /* host:port:addr pins, comma separated */
+	char *azure_record_cache; /* seconds a record is reused (2) */
 };
 
 /* One sandbox as this mount sees it. */
 struct sbx {
 	struct sbfs *fs;
 	char id[PROVIDER_ID_MAX + 1];
-	unsigned refs;              /* guarded by fs->lock */
-	pthread_mutex_t lock;       /* guards the fields below */
-	enum transport_kind kind;   /* from the last record read */
-	bool health_known;          /* health below is from the current boot */
-	unsigned health_gen;        /* transport_generation() when read */
+	unsigned refs; /* guarded by fs->lock */
+	pthread_mutex_t lock; /* guards the fields below */
+	enum transport_kind kind; /* from the last record read */
+	bool health_known; /* health below is from the current boot */
+	unsigned health_gen; /* transport_generation() when read */
 	struct proto_health health;
-	bool ext;                   /* the file extension is advertised */
-	uint64_t ext_max_write;     /* the agent's largest extension write */
-	struct fs_jobs *jobs;       /* fs_jobs.c's state, created lazily */
-	struct sbx *next;           /* fs->sandboxes, guarded by fs->lock */
+	bool ext; /* the file extension is advertised */
+	uint64_t ext_max_write; /* the agent's largest extension write */
+	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
+	struct sbx *next; /* fs->sandboxes, guarded by fs->lock */
 };
 
 /* The mount. */
@@ -91,16 +92,16 @@ struct sbfs {
 	struct sbfs_opts o;
 	struct provider *prov;
 	struct transport *t;
-	uid_t uid;                 /* owner of the synthetic entries */
+	uid_t uid; /* owner of the synthetic entries */
 	gid_t gid;
-	struct timespec start;     /* times of the synthetic entries */
+	struct timespec start; /* times of the synthetic entries */
 	pthread_mutex_t lock;
 	struct sbx *sandboxes;
-	char **ids;                /* the provider's last list */
+	char **ids; /* the provider's last list */
 	size_t nids;
-	long long ids_ms;          /* when it was read (monotonic ms) */
+	long long ids_ms; /* when it was read (monotonic ms) */
 	struct cache *cache;
-	char *spool_dir;           /* where large job output spills */
+	char *spool_dir; /* where large job output spills */
 };
 
 /* ---- the mount (sandbox.c) ----------------------------------------------- */
@@ -150,8 +151,8 @@ void sbfs_leave(struct sbx *sb);
  * once with the sandbox, operation and path (never a credential). Expected
  * outcomes (ENOENT, EEXIST, ENOTEMPTY, ...) are logged at debug level only.
  */
-int sbfs_fail(struct sbfs *fs, const char *id, const char *op,
-	      const char *path, const struct sbx_error *err);
+int sbfs_fail(struct sbfs *fs, const char *id, const char *op, const char *path,
+	      const struct sbx_error *err);
 
 /* Forget what the mount knows about a sandbox's agent (route, health):
  * the next operation fetches, activates and asks again. */
@@ -161,6 +162,15 @@ void sbfs_refresh(struct sbfs *fs, struct sbx *sb);
  * the given mode and size, owned by the mounting user. */
 void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
 		     mode_t perm, off_t size);
+
+/*
+ * Whether a symlink at rel (relative to the session root) whose text is
+ * target would lead out of the sandbox when the kernel follows it: an
+ * absolute target, or a relative one that climbs above the root. Such a
+ * link is shown (lstat) but not followed: readlink answers ELOOP
+ * (design.md 6), so the host's files never appear through a sandbox.
+ */
+bool sbfs_link_escapes(const char *rel, const char *target);
 
 /* Convert extension attributes to struct stat. */
 void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st);
@@ -210,7 +220,7 @@ struct fs_tree_ops {
 	int (*statfs)(struct sbx *sb, const char *rel, struct statvfs *st);
 };
 
-extern const struct fs_tree_ops fs_files_ops;    /* the extension */
+extern const struct fs_tree_ops fs_files_ops; /* the extension */
 extern const struct fs_tree_ops fs_files_v1_ops; /* v1 and native */
 
 /* The table for a sandbox entered with health (ext, v1 or native). */
@@ -251,8 +261,8 @@ int fs_jobs_readdir(struct sbx *sb, const char *job, void *buf,
 int fs_jobs_readlink(struct sbx *sb, char *buf, size_t size);
 int fs_jobs_open(struct sbx *sb, const char *job, enum fs_job_file f,
 		 struct fuse_file_info *fi);
-int fs_jobs_read(struct sbx *sb, const char *job, enum fs_job_file f,
-		 char *buf, size_t size, off_t off, struct fuse_file_info *fi);
+int fs_jobs_read(struct sbx *sb, const char *job, enum fs_job_file f, char *buf,
+		 size_t size, off_t off, struct fuse_file_info *fi);
 int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
 		  const char *buf, size_t size, off_t off,
 		  struct fuse_file_info *fi);

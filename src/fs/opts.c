@@ -41,8 +41,14 @@ struct raw {
 	char *positional[2];
 };
 
-#define SOPT(t, p) { t, offsetof(struct sbfs_opts, p), 1 }
-#define ROPT(t, p) { t, offsetof(struct raw, p), 1 }
+#define SOPT(t, p)                                  \
+	{                                           \
+		t, offsetof(struct sbfs_opts, p), 1 \
+	}
+#define ROPT(t, p)                            \
+	{                                     \
+		t, offsetof(struct raw, p), 1 \
+	}
 
 static const struct fuse_opt sbfs_opt_spec[] = {
 	SOPT("provider=%s", provider),
@@ -56,8 +62,8 @@ static const struct fuse_opt sbfs_opt_spec[] = {
 	SOPT("azure_config=%s", azure_config),
 	SOPT("azure_ca_file=%s", azure_ca_file),
 	SOPT("azure_resolve=%s", azure_resolve),
-	FUSE_OPT_END
-};
+	SOPT("azure_record_cache=%s", azure_record_cache),
+	FUSE_OPT_END};
 
 static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("timeout=%s", timeout),
@@ -65,25 +71,17 @@ static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("attr_timeout=%s", attr_timeout),
 	ROPT("entry_timeout=%s", entry_timeout),
 	ROPT("negative_timeout=%s", negative_timeout),
-	ROPT("job_timeout=%s", job_timeout),
-	ROPT("list_cache=%s", list_cache),
-	ROPT("noautoresume", noautoresume),
-	FUSE_OPT_KEY("ro", KEY_RO),
-	FUSE_OPT_KEY("-h", KEY_HELP),
-	FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION),
-	FUSE_OPT_KEY("--version", KEY_VERSION),
+	ROPT("job_timeout=%s", job_timeout), ROPT("list_cache=%s", list_cache),
+	ROPT("noautoresume", noautoresume), FUSE_OPT_KEY("ro", KEY_RO),
+	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
+	FUSE_OPT_KEY("-V", KEY_VERSION), FUSE_OPT_KEY("--version", KEY_VERSION),
 	/* fstab options that mean nothing to a FUSE file system */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
 	FUSE_OPT_KEY("nofail", KEY_DISCARD),
-	FUSE_OPT_KEY("noauto", KEY_DISCARD),
-	FUSE_OPT_KEY("auto", KEY_DISCARD),
-	FUSE_OPT_KEY("user", KEY_DISCARD),
-	FUSE_OPT_KEY("users", KEY_DISCARD),
-	FUSE_OPT_KEY("defaults", KEY_DISCARD),
-	FUSE_OPT_KEY("x-", KEY_DISCARD),
-	FUSE_OPT_END
-};
+	FUSE_OPT_KEY("noauto", KEY_DISCARD), FUSE_OPT_KEY("auto", KEY_DISCARD),
+	FUSE_OPT_KEY("user", KEY_DISCARD), FUSE_OPT_KEY("users", KEY_DISCARD),
+	FUSE_OPT_KEY("defaults", KEY_DISCARD), FUSE_OPT_KEY("x-", KEY_DISCARD),
+	FUSE_OPT_END};
 
 static int raw_proc(void *data, const char *arg, int key,
 		    struct fuse_args *outargs)
@@ -130,8 +128,9 @@ static int seconds(const char *name, const char *v, double *out, bool integer)
 	d = strtod(v, &end);
 	if (errno != 0 || end == v || *end != '\0' || d < 0 || d > 1e9 ||
 	    (integer && d != (double)(long)d)) {
-		fprintf(stderr, "sandboxfs: -o %s=%s: not a number of seconds\n",
-			name, v);
+		fprintf(stderr,
+			"sandboxfs: -o %s=%s: not a number of seconds\n", name,
+			v);
 		return -1;
 	}
 	*out = d;
@@ -142,7 +141,8 @@ void sbfs_usage(const char *prog)
 {
 	printf("usage: %s [-f] [-d] [-o OPTION[,OPTION...]] MOUNTPOINT\n"
 	       "\n"
-	       "Mounts a provider's sandboxes: MOUNTPOINT/<sandbox>/files/ is a\n"
+	       "Mounts a provider's sandboxes: MOUNTPOINT/<sandbox>/files/ is "
+	       "a\n"
 	       "sandbox's file tree; write a command to "
 	       "MOUNTPOINT/<sandbox>/exec\n"
 	       "to start a job (see sandboxfs(1)).\n"
@@ -176,6 +176,8 @@ void sbfs_usage(const char *prog)
 	       "    -o azure_ca_file=FILE   extra trusted CA certificates\n"
 	       "    -o azure_resolve=HOST:PORT:ADDR[,...]  pin name "
 	       "resolution\n"
+	       "    -o azure_record_cache=SECONDS  reuse a sandbox's record "
+	       "(default 2)\n"
 	       "\n"
 	       "FUSE options:\n",
 	       prog);
@@ -215,13 +217,22 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	o->noautoresume = r.noautoresume != 0;
 	o->ro = r.ro != 0;
 	d = (double)o->timeout_s;
-	if (seconds("timeout", r.timeout, &d, true) < 0 || d < 1)
+	if (seconds("timeout", r.timeout, &d, true) < 0)
 		goto bad;
+	if (d < 1) {
+		fprintf(stderr, "sandboxfs: -o timeout must be at least 1 "
+				"second\n");
+		goto bad;
+	}
 	o->timeout_s = (long)d;
 	d = (double)o->connect_timeout_s;
-	if (seconds("connect_timeout", r.connect_timeout, &d, true) < 0 ||
-	    d < 1)
+	if (seconds("connect_timeout", r.connect_timeout, &d, true) < 0)
 		goto bad;
+	if (d < 1) {
+		fprintf(stderr, "sandboxfs: -o connect_timeout must be at "
+				"least 1 second\n");
+		goto bad;
+	}
 	o->connect_timeout_s = (long)d;
 	if (seconds("attr_timeout", r.attr_timeout, &o->attr_timeout, false) <
 		    0 ||
@@ -231,8 +242,13 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 		    &o->negative_timeout, false) < 0)
 		goto bad;
 	d = (double)o->job_timeout_s;
-	if (seconds("job_timeout", r.job_timeout, &d, true) < 0 || d < 1)
+	if (seconds("job_timeout", r.job_timeout, &d, true) < 0)
 		goto bad;
+	if (d < 1) {
+		fprintf(stderr, "sandboxfs: -o job_timeout must be at least 1 "
+				"second\n");
+		goto bad;
+	}
 	o->job_timeout_s = (long)d;
 	d = (double)o->list_cache_ms / 1000.0;
 	if (seconds("list_cache", r.list_cache, &d, false) < 0)
@@ -277,5 +293,6 @@ void sbfs_opts_cleanup(struct sbfs_opts *o)
 	free(o->azure_config);
 	free(o->azure_ca_file);
 	free(o->azure_resolve);
+	free(o->azure_record_cache);
 	memset(o, 0, sizeof(*o));
 }

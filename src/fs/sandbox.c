@@ -406,8 +406,8 @@ static bool expected_errno(int e)
 	}
 }
 
-int sbfs_fail(struct sbfs *fs, const char *id, const char *op,
-	      const char *path, const struct sbx_error *err)
+int sbfs_fail(struct sbfs *fs, const char *id, const char *op, const char *path,
+	      const struct sbx_error *err)
 {
 	int rc = sbx_error_errno(err);
 	char text[1024];
@@ -420,6 +420,33 @@ int sbfs_fail(struct sbfs *fs, const char *id, const char *op,
 		log_warn("sandbox %s: %s%s%s: %s", id, op, *path ? " " : "",
 			 path, text);
 	return rc;
+}
+
+bool sbfs_link_escapes(const char *rel, const char *target)
+{
+	const char *p;
+	long depth = 0;
+
+	if (target[0] == '/' || target[0] == '\0')
+		return target[0] == '/';
+	/* The link's own directory is depth components below the root. */
+	for (p = rel; *p != '\0'; p++)
+		if (*p == '/')
+			depth++;
+	for (p = target; *p != '\0';) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (--depth < 0)
+				return true;
+		} else if (n > 0 && !(n == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	return false;
 }
 
 void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,

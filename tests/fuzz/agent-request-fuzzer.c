@@ -28,18 +28,18 @@
 #include "common/proto_exec.h"
 #include "common/proto_files.h"
 
-#define FAIL(what)                                                        \
-	do {                                                              \
-		fprintf(stderr, "agent-request-fuzzer: %s (line %d)\n",   \
-			what, __LINE__);                                  \
-		abort();                                                  \
+#define FAIL(what)                                                            \
+	do {                                                                  \
+		fprintf(stderr, "agent-request-fuzzer: %s (line %d)\n", what, \
+			__LINE__);                                            \
+		abort();                                                      \
 	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const ext_ops[] = {
-	"truncate", "create", "mkdir",	 "unlink",  "rmdir",
-	"rename",   "link",   "symlink", "chmod", "utimens", "fsync",
+	"truncate", "create",  "mkdir", "unlink",  "rmdir", "rename",
+	"link",	    "symlink", "chmod", "utimens", "fsync",
 };
 
 /* What the resolver assumes of a normalised path: relative, no empty,
@@ -74,10 +74,9 @@ static void check_path(const char *in, size_t n, bool allow_root)
 	/* (An empty input is refused even where the root is allowed: the
 	 * root is spelt "/" or "."; so only a non-empty result is fed
 	 * back.) */
-	if (len > 0 &&
-	    (path_normalize(out, len, allow_root, again, sizeof(again)) !=
-		     PATH_OK ||
-	     strcmp(out, again) != 0))
+	if (len > 0 && (path_normalize(out, len, allow_root, again,
+				       sizeof(again)) != PATH_OK ||
+			strcmp(out, again) != 0))
 		FAIL("normalising twice changes the path");
 }
 
@@ -135,8 +134,8 @@ static void check_contents(const char *p, size_t n)
 	if (proto_file_contents_encode(content.data, content.len, &enc) < 0 ||
 	    proto_file_contents_decode(enc.data, enc.len, &again) < 0 ||
 	    again.len != content.len ||
-	    (content.len > 0 && memcmp(again.data, content.data,
-				       content.len) != 0))
+	    (content.len > 0 &&
+	     memcmp(again.data, content.data, content.len) != 0))
 		FAIL("contents changed through encode and decode");
 out:
 	buf_cleanup(&content);

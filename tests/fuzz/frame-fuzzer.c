@@ -23,11 +23,11 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 
-#define FAIL(what)                                                          \
-	do {                                                                \
-		fprintf(stderr, "frame-fuzzer: %s (line %d)\n", what,       \
-			__LINE__);                                          \
-		abort();                                                    \
+#define FAIL(what)                                                    \
+	do {                                                          \
+		fprintf(stderr, "frame-fuzzer: %s (line %d)\n", what, \
+			__LINE__);                                    \
+		abort();                                              \
 	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -38,8 +38,7 @@ static bool str_same(const char *a, const char *b)
 	       (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
-static bool frame_same(const struct proto_frame *a,
-		       const struct proto_frame *b)
+static bool frame_same(const struct proto_frame *a, const struct proto_frame *b)
 {
 	if (a->type != b->type)
 		return false;
@@ -118,9 +117,9 @@ static void fuzz_ndjson(const uint8_t *data, size_t size)
 
 	if ((a < 0) != (b < 0))
 		FAIL("cutting the input changed the splitter's verdict");
-	if (a == 0 && (whole.len != pieces.len ||
-		       (whole.len && memcmp(whole.data, pieces.data,
-					    whole.len) != 0)))
+	if (a == 0 &&
+	    (whole.len != pieces.len ||
+	     (whole.len && memcmp(whole.data, pieces.data, whole.len) != 0)))
 		FAIL("cutting the input changed the lines");
 	while (a == 0 && off < whole.len) {
 		char *nl = memchr(whole.data + off, '\n', whole.len - off);

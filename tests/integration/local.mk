@@ -14,6 +14,30 @@ check_PROGRAMS += %reldir%/syscalls
 %canon_reldir%_syscalls_SOURCES = %reldir%/syscalls.c
 %canon_reldir%_syscalls_CFLAGS = $(AM_CFLAGS)
 SBFS_MOUNT_TESTS = \
-	%reldir%/t-syscalls.sh
+	%reldir%/t-files.sh \
+	%reldir%/t-syscalls.sh \
+	%reldir%/t-tree.sh \
+	%reldir%/t-errors.sh \
+	%reldir%/t-strict-v1.sh \
+	%reldir%/t-jobs.sh \
+	%reldir%/t-jobs-stream.sh \
+	%reldir%/t-lifecycle.sh \
+	%reldir%/t-resume.sh \
+	%reldir%/t-multi.sh \
+	%reldir%/t-native.sh \
+	%reldir%/t-mount.sh \
+	%reldir%/t-memory.sh \
+	%reldir%/t-example-backup.sh \
+	%reldir%/t-example-sync.sh \
+	%reldir%/t-example-grep.sh
 TESTS += $(SBFS_MOUNT_TESTS)
 EXTRA_DIST += %reldir%/lib.sh $(SBFS_MOUNT_TESTS)
+
+## The benchmark's small variant (bench/smoke): every row gets a number.
+TESTS += %reldir%/t-bench-smoke.sh
+EXTRA_DIST += %reldir%/t-bench-smoke.sh
+
+## The Azure provider through a full mount against the fake Azure
+## (tests/azure-fake).
+TESTS += %reldir%/t-azure.sh
+EXTRA_DIST += %reldir%/t-azure.sh

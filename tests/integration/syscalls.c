@@ -725,7 +725,8 @@ static void tree(const char *path, int depth)
 		n++;
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), cmp_names);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_names);
 	for (i = 0; i < n; i++) {
 		snprintf(child, sizeof(child), "%s/%s", path, v[i]);
 		snprintf(name, sizeof(name), "tree %s", esc(child));

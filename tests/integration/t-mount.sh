@@ -6,7 +6,8 @@
 # directory, an unknown provider, a bad option value, no mountpoint);
 # --help and --version; without -f sandboxfs daemonizes and
 # fusermount3 -u stops it; the /etc/fstab way, mount -t fuse.sandboxfs,
-# works through mount.fuse3 with fstab-only options.
+# works through mount.fuse3 with fstab-only options; -o ro refuses every
+# change with EROFS.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -61,12 +62,22 @@ grep -q '^sandboxfs [0-9]' "$TMP/version" || fail "--version: $(cat "$TMP/versio
 is_mounted "$MNT" && fail "--help or --version mounted something"
 
 # ---- the state directory from the environment -------------------------------------------
-SANDBOXFS_STATE_DIR=$STATE with_timeout 20 "$SBFS_MOUNT" "$MNT" 2>"$TMP/err" ||
+with_timeout 20 env SANDBOXFS_STATE_DIR="$STATE" "$SBFS_MOUNT" "$MNT" 2>"$TMP/err" ||
 	fail "mount with SANDBOXFS_STATE_DIR: $(cat "$TMP/err")"
 if is_mounted "$MNT"; then
 	assert_content "$MNT/a/files/hello" hello "a file, state from the environment"
 	with_timeout 10 fusermount3 -u "$MNT" || fail "fusermount3 -u"
 fi
+
+# ---- -o ro ---------------------------------------------------------------------------------
+mount_fs ro
+assert_content "$MNT/a/files/hello" hello "a read on a read-only mount"
+assert_errno 'Read-only file system' sh -c "echo x >'$MNT/a/files/new'"
+assert_errno 'Read-only file system' sh -c "echo x >>'$MNT/a/files/hello'"
+assert_errno 'Read-only file system' rm "$MNT/a/files/hello"
+assert_errno 'Read-only file system' mkdir "$MNT/a/files/d"
+assert_content "$(sbx_root a)/hello" hello "the file after refused writes"
+umount_fs
 
 # ---- daemonized ---------------------------------------------------------------------------
 # Without -f the command returns once the mount is up.
@@ -127,7 +138,7 @@ else
 	# it, with a PATH that finds the build's sandboxfs.
 	mkdir "$TMP/bin"
 	ln -s "$SBFS_MOUNT" "$TMP/bin/sandboxfs"
-	PATH=$TMP/bin:$PATH with_timeout 30 "$m3" sandboxfs "$MNT" \
+	with_timeout 30 env PATH="$TMP/bin:$PATH" "$m3" sandboxfs "$MNT" \
 		-o "rw,$fstab_opts" -t fuse.sandboxfs >"$TMP/out" 2>&1 ||
 		fail "mount.fuse3 -t fuse.sandboxfs: $(cat "$TMP/out")"
 	fstab_check "mount.fuse3 -t fuse.sandboxfs" fuse.sandboxfs

@@ -6,16 +6,18 @@
 # The mount falls back to v1: listings and attributes through exec, whole
 # files read at open and written at close. ls, stat, cat, cp, a write, mv,
 # rm, mkdir and rmdir must work, and a file over the 32 MiB transfer limit
-# gives EFBIG, reading and writing.
+# gives EFBIG, reading and writing; a resume by the mount boots a strict
+# agent again.
 
 . "$(dirname "$0")/lib.sh"
 
 need_fuse
 
-# sandboxctl starts "sandbox-agent" from SANDBOXFS_AGENT: a wrapper adds
-# the flag, and the mount's own resumes use it too.
-agent_wrapper --strict-v1
-sbx_create v1
+# The record says so, and every boot (sandboxctl's or the mount's resume)
+# starts the agent with --strict-v1.
+sbx_create v1 --strict-v1
+grep -q '"strictV1": *true' "$STATE/sandboxes/v1/sandbox.json" ||
+	fail "the record does not say strictV1"
 sbx_start v1
 B=$(sbx_root v1)
 F=$MNT/v1/files
@@ -107,6 +109,13 @@ if [ -e "$B/toobig" ] && [ "$(stat -c %s "$B/toobig")" -gt $((32 * 1024 * 1024))
 fi
 assert_errno "File too large" truncate -s 40M "$F/big-ok"
 assert_eq 2000000 "$(stat -c %s "$B/big-ok")" "the size after a refused truncate"
+
+# ---- a resume by the mount keeps the agent strict ------------------------------------
+sbx_stop v1
+assert_content "$F/dir/a.txt" alp "a read that resumes the sandbox"
+assert_eq Running "$(sbx_field v1 state)" "state after the resume"
+tr '\0' ' ' <"/proc/$(sbx_agent_pid v1)/cmdline" | grep -q -- '--strict-v1' ||
+	fail "the resumed agent is not strict: $(tr '\0' ' ' <"/proc/$(sbx_agent_pid v1)/cmdline")"
 
 # Expected failures, logged once each.
 allow_log 'EFBIG|File too large|too large|32 MiB|transfer limit|TRANSFER'

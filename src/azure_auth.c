@@ -1,0 +1,975 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * azure_auth: the Entra ID credential chain (see azure_auth.h). HTTP goes
+ * through transport_http (no redirects, bounded answers, deadlines); the
+ * CLI runs as a child process with a bounded output and a deadline.
+ *
+ * Secrets (the client secret, the federated assertion, tokens) live in
+ * heap strings that are wiped before they are freed; the request bodies
+ * that carry them are wiped too. Error reasons are built from the source's
+ * name, HTTP statuses and the endpoint's own error code and description,
+ * scrubbed of the secret in case an endpoint ever echoed it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "azure_auth.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/proto_azure.h"
+#include "common/token.h"
+#include "common/xalloc.h"
+#include "transport.h"
+
+extern char **environ;
+
+#define FAIL_REFUSED "azureAuthRefused"
+#define MI_API_VERSION "2019-08-01"
+#define IMDS_API_VERSION "2018-02-01"
+#define IMDS_CONNECT_MS 1000L
+#define CLI_STDERR_MAX 4096
+#define JWT_BEARER "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+struct azure_auth {
+	pthread_mutex_t lock;
+	char *scope;
+	char *resource; /* the scope without "/.default", for identities */
+	char **env; /* the environment snapshot (az runs with it) */
+	char *tenant;
+	char *client_id;
+	char *client_secret;
+	char *authority;
+	char *federated_file;
+	char *identity_endpoint;
+	char *identity_header;
+	char *imds;
+	char *ca_file;
+	char **resolve;
+	long connect_ms;
+	long timeout_ms;
+	long cli_ms;
+	enum azure_auth_source kept; /* the source that worked */
+	bool imds_unavailable;
+	/* The cached token. */
+	char *token;
+	int64_t expires_on;
+	unsigned gen;
+	unsigned fetches;
+};
+
+const char *azure_auth_source_name(enum azure_auth_source s)
+{
+	switch (s) {
+	case AZURE_AUTH_CLIENT_SECRET:
+		return "client secret";
+	case AZURE_AUTH_WORKLOAD_IDENTITY:
+		return "workload identity";
+	case AZURE_AUTH_MANAGED_IDENTITY:
+		return "managed identity";
+	case AZURE_AUTH_IMDS_IDENTITY:
+		return "managed identity (instance metadata)";
+	case AZURE_AUTH_CLI:
+		return "Azure CLI";
+	case AZURE_AUTH_NONE:
+		break;
+	}
+	return "none";
+}
+
+static int64_t now_s(void)
+{
+	return (int64_t)time(NULL);
+}
+
+/* ---- the environment -------------------------------------------------- */
+
+static const char *env_get(char *const *env, const char *name)
+{
+	size_t n = strlen(name), i;
+
+	for (i = 0; env != NULL && env[i] != NULL; i++)
+		if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
+			return env[i][n + 1] != '\0' ? env[i] + n + 1 : NULL;
+	return NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s != NULL ? xstrdup(s) : NULL;
+}
+
+static char **strv_dup(const char *const *v)
+{
+	size_t n = 0, i;
+	char **out;
+
+	while (v != NULL && v[n] != NULL)
+		n++;
+	out = xcalloc(n + 1, sizeof(*out));
+	for (i = 0; i < n; i++)
+		out[i] = xstrdup(v[i]);
+	return out;
+}
+
+static void strv_free(char **v, bool secret)
+{
+	size_t i;
+
+	for (i = 0; v != NULL && v[i] != NULL; i++) {
+		if (secret)
+			token_free(v[i]);
+		else
+			free(v[i]);
+	}
+	free(v);
+}
+
+/* Tenant and client ids go into URL paths and form fields: GUIDs or
+ * domain names only. */
+static bool plain_name(const char *s)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+
+	return n > 0 && n <= 128 &&
+	       strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			 "0123456789.-_") == n;
+}
+
+/* An http(s) URL without user, query or fragment; a copy without a
+ * trailing '/'. */
+static char *endpoint_url(const char *s, bool https_only)
+{
+	size_t n;
+
+	if (s == NULL)
+		return NULL;
+	if (strncmp(s, "https://", 8) != 0 &&
+	    (https_only || strncmp(s, "http://", 7) != 0))
+		return NULL;
+	if (strpbrk(s, "@?# \t\r\n\\") != NULL)
+		return NULL;
+	n = strlen(s);
+	while (n > 0 && s[n - 1] == '/')
+		n--;
+	return xstrndup(s, n);
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+
+int azure_auth_new(const struct azure_auth_config *cfg, struct azure_auth **out,
+		   struct sbx_error *err)
+{
+	struct azure_auth *a = xcalloc(1, sizeof(*a));
+	const char *authority, *identity, *imds, *v;
+	size_t n;
+
+	pthread_mutex_init(&a->lock, NULL);
+	a->scope = xstrdup(cfg->scope != NULL ? cfg->scope : AZURE_AUTH_SCOPE);
+	n = strlen(a->scope);
+	if (n > 9 && strcmp(a->scope + n - 9, "/.default") == 0)
+		n -= 9;
+	a->resource = xstrndup(a->scope, n);
+	a->env = strv_dup(cfg->env != NULL ? cfg->env
+					   : (const char *const *)environ);
+	a->ca_file = dup_or_null(cfg->ca_file);
+	a->resolve = cfg->resolve != NULL ? strv_dup(cfg->resolve) : NULL;
+	a->connect_ms =
+		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
+	a->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
+	a->cli_ms = cfg->cli_timeout_ms > 0 ? cfg->cli_timeout_ms : 60000;
+
+	a->tenant = dup_or_null(env_get(a->env, "AZURE_TENANT_ID"));
+	a->client_id = dup_or_null(env_get(a->env, "AZURE_CLIENT_ID"));
+	a->client_secret = dup_or_null(env_get(a->env, "AZURE_CLIENT_SECRET"));
+	a->federated_file =
+		dup_or_null(env_get(a->env, "AZURE_FEDERATED_TOKEN_FILE"));
+	a->identity_header = dup_or_null(env_get(a->env, "IDENTITY_HEADER"));
+
+	authority = env_get(a->env, "AZURE_AUTHORITY_HOST");
+	a->authority = endpoint_url(
+		authority ? authority : AZURE_AUTH_AUTHORITY, true);
+	if (a->authority == NULL) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: AZURE_AUTHORITY_HOST is not an https URL "
+			      "without user, query or fragment");
+		goto bad;
+	}
+	identity = env_get(a->env, "IDENTITY_ENDPOINT");
+	if (identity != NULL) {
+		/* The endpoint may carry its own query in some hosts; only
+		 * the scheme and the absence of a user matter here. */
+		if ((strncmp(identity, "http://", 7) != 0 &&
+		     strncmp(identity, "https://", 8) != 0) ||
+		    strpbrk(identity, "@# \t\r\n\\") != NULL) {
+			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+				      "azure: IDENTITY_ENDPOINT is not an "
+				      "http(s) URL");
+			goto bad;
+		}
+		a->identity_endpoint = xstrdup(identity);
+	}
+	imds = env_get(a->env, "AZURE_POD_IDENTITY_AUTHORITY_HOST");
+	a->imds = endpoint_url(imds ? imds : AZURE_AUTH_IMDS, false);
+	if (a->imds == NULL) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: AZURE_POD_IDENTITY_AUTHORITY_HOST is not "
+			      "an http(s) URL");
+		goto bad;
+	}
+	v = NULL;
+	if (a->tenant != NULL && !plain_name(a->tenant))
+		v = "AZURE_TENANT_ID";
+	else if (a->client_id != NULL && !plain_name(a->client_id))
+		v = "AZURE_CLIENT_ID";
+	if (v != NULL) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: %s is not a tenant or client id", v);
+		goto bad;
+	}
+	*out = a;
+	return 0;
+bad:
+	err->err = EINVAL;
+	azure_auth_free(a);
+	return -EINVAL;
+}
+
+void azure_auth_free(struct azure_auth *a)
+{
+	if (a == NULL)
+		return;
+	token_free(a->token);
+	token_free(a->client_secret);
+	strv_free(a->env, true);
+	strv_free(a->resolve, false);
+	free(a->scope);
+	free(a->resource);
+	free(a->tenant);
+	free(a->client_id);
+	free(a->authority);
+	free(a->federated_file);
+	free(a->identity_endpoint);
+	token_free(a->identity_header);
+	free(a->imds);
+	free(a->ca_file);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+}
+
+/* ---- answers ------------------------------------------------------------ */
+
+/* Form encoding (application/x-www-form-urlencoded, also used for URL
+ * queries), unreserved bytes as they are. A member follows an '&' unless
+ * it starts the buffer or a query. */
+static int form_add(struct buf *b, const char *key, const char *value)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *p = (const unsigned char *)value;
+	int rc = 0;
+
+	if (b->len > 0 && b->data[b->len - 1] != '?' &&
+	    b->data[b->len - 1] != '&')
+		rc = buf_append(b, "&", 1);
+	if (rc == 0)
+		rc = buf_append_str(b, key);
+	if (rc == 0)
+		rc = buf_append(b, "=", 1);
+	for (; rc == 0 && *p != '\0'; p++) {
+		char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+		    *p == '_' || *p == '~')
+			rc = buf_append(b, p, 1);
+		else
+			rc = buf_append(b, enc, 3);
+	}
+	return rc;
+}
+
+/* Replace every occurrence of secret in text (an endpoint must never be
+ * able to make us log it). */
+static void scrub(char *text, const char *secret)
+{
+	size_t n = secret != NULL ? strlen(secret) : 0;
+	char *hit;
+
+	if (n < 4)
+		return;
+	while ((hit = strstr(text, secret)) != NULL)
+		memset(hit, '*', n);
+}
+
+static bool json_type(const char *ctype)
+{
+	return strncasecmp(ctype, "application/json", 16) == 0 &&
+	       (ctype[16] == '\0' || ctype[16] == ';' || ctype[16] == ' ');
+}
+
+/*
+ * Turn a token endpoint's answer into a token: 200 with a JSON token, or
+ * one clear error naming the source, the status and the endpoint's error.
+ */
+static int take_answer(struct azure_auth *a, enum azure_auth_source src,
+		       const struct transport_resp *resp,
+		       struct proto_azure_token *tok, struct sbx_error *err)
+{
+	const char *name = azure_auth_source_name(src);
+	char code[96], msg[320];
+	const char *why = "";
+	int rc;
+
+	if (resp->status == 200) {
+		if (!json_type(resp->content_type)) {
+			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+				      "azure: the %s token endpoint answered "
+				      "with content type '%s', not JSON",
+				      name, resp->content_type);
+			return -EIO;
+		}
+		rc = proto_azure_token_decode(resp->body.data, resp->body.len,
+					      now_s(), tok, &why);
+		if (rc < 0) {
+			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+				      "azure: the %s token answer is "
+				      "malformed: %s",
+				      name, why);
+			return -EIO;
+		}
+		return 0;
+	}
+	proto_azure_error_decode(resp->body.data, resp->body.len, code,
+				 sizeof(code), msg, sizeof(msg));
+	scrub(msg, a->client_secret);
+	scrub(code, a->client_secret);
+	if (resp->status >= 300 && resp->status < 400) {
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "azure: the %s token endpoint answered with a "
+			      "redirect (%ld), which is refused",
+			      name, resp->status);
+		return -EIO;
+	}
+	if (resp->status >= 500 || resp->status == 429) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: the %s token endpoint failed: HTTP "
+			      "%ld%s%s%s%s",
+			      name, resp->status, code[0] ? " " : "", code,
+			      msg[0] ? ": " : "", msg);
+		return -EIO;
+	}
+	sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+		      "azure: the %s credential was refused: HTTP %ld%s%s%s%s",
+		      name, resp->status, code[0] ? " " : "", code,
+		      msg[0] ? ": " : "", msg);
+	err->err = EACCES;
+	return -EACCES;
+}
+
+static void http_failed(struct sbx_error *err, enum azure_auth_source src,
+			const struct sbx_error *why)
+{
+	char reason[sizeof(why->reason)];
+
+	snprintf(reason, sizeof(reason), "%s", why->reason);
+	sbx_error_set(err, SBX_UNREACHABLE, NULL,
+		      "azure: the %s token endpoint could not be reached: %s",
+		      azure_auth_source_name(src), reason);
+}
+
+/* ---- the sources ------------------------------------------------------- */
+
+static int post_token(struct azure_auth *a, enum azure_auth_source src,
+		      struct buf *form, struct proto_azure_token *tok,
+		      struct sbx_error *err)
+{
+	static const char *const headers[] = {"Accept: application/json", NULL};
+	struct transport_http_req req;
+	struct transport_resp resp;
+	struct sbx_error herr;
+	char *url;
+	int rc;
+
+	url = xasprintf("%s/%s/oauth2/v2.0/token", a->authority, a->tenant);
+	memset(&req, 0, sizeof(req));
+	req.method = "POST";
+	req.url = url;
+	req.headers = headers;
+	req.content_type = "application/x-www-form-urlencoded";
+	req.body = form->data;
+	req.body_len = form->len;
+	req.max_body = AZURE_AUTH_MAX_ANSWER;
+	req.ca_file = a->ca_file;
+	req.resolve = (const char *const *)a->resolve;
+	req.connect_timeout_ms = a->connect_ms;
+	req.timeout_ms = a->timeout_ms;
+	transport_resp_init(&resp);
+	sbx_error_clear(&herr);
+	a->fetches++;
+	rc = transport_http(&req, &resp, &herr);
+	if (rc < 0) {
+		http_failed(err, src, &herr);
+		rc = -EIO;
+	} else {
+		rc = take_answer(a, src, &resp, tok, err);
+	}
+	if (resp.body.data != NULL)
+		token_wipe(resp.body.data, resp.body.len);
+	transport_resp_cleanup(&resp);
+	free(url);
+	return rc;
+}
+
+static int client_secret(struct azure_auth *a, struct proto_azure_token *tok,
+			 struct sbx_error *err)
+{
+	struct buf form = BUF_INIT(0);
+	int rc;
+
+	rc = form_add(&form, "grant_type", "client_credentials");
+	if (rc == 0)
+		rc = form_add(&form, "client_id", a->client_id);
+	if (rc == 0)
+		rc = form_add(&form, "client_secret", a->client_secret);
+	if (rc == 0)
+		rc = form_add(&form, "scope", a->scope);
+	if (rc == 0)
+		rc = post_token(a, AZURE_AUTH_CLIENT_SECRET, &form, tok, err);
+	else
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: out of memory");
+	if (form.data != NULL)
+		token_wipe(form.data, form.len);
+	buf_cleanup(&form);
+	return rc;
+}
+
+/* The federated token file, read whole (bounded) and trimmed of trailing
+ * whitespace. */
+static int read_assertion(const char *path, char **out, struct sbx_error *err)
+{
+	struct buf b = BUF_INIT(AZURE_AUTH_MAX_ANSWER);
+	char chunk[4096];
+	ssize_t n;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		rc = -errno;
+		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+			      "azure: the workload identity token file %s "
+			      "cannot be read: %s",
+			      path, strerror(-rc));
+		err->err = EACCES;
+		return -EACCES;
+	}
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+		rc = buf_append(&b, chunk, (size_t)n);
+		if (rc < 0)
+			break;
+	}
+	if (n < 0)
+		rc = -errno;
+	close(fd);
+	token_wipe(chunk, sizeof(chunk));
+	while (rc == 0 && b.len > 0 &&
+	       strchr(" \t\r\n", b.data[b.len - 1]) != NULL)
+		b.data[--b.len] = '\0';
+	if (rc == 0 && (b.len == 0 || memchr(b.data, '\0', b.len) != NULL))
+		rc = -EINVAL;
+	if (rc < 0) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+			      "azure: the workload identity token file %s is "
+			      "%s",
+			      path,
+			      rc == -EFBIG    ? "too large"
+			      : rc == -EINVAL ? "empty or not text"
+					      : strerror(-rc));
+		err->err = EACCES;
+		if (b.data != NULL)
+			token_wipe(b.data, b.len);
+		buf_cleanup(&b);
+		return -EACCES;
+	}
+	*out = buf_take(&b, NULL);
+	return 0;
+}
+
+static int workload_identity(struct azure_auth *a,
+			     struct proto_azure_token *tok,
+			     struct sbx_error *err)
+{
+	struct buf form = BUF_INIT(0);
+	char *assertion = NULL;
+	int rc;
+
+	rc = read_assertion(a->federated_file, &assertion, err);
+	if (rc < 0)
+		return rc;
+	rc = form_add(&form, "grant_type", "client_credentials");
+	if (rc == 0)
+		rc = form_add(&form, "client_id", a->client_id);
+	if (rc == 0)
+		rc = form_add(&form, "client_assertion_type", JWT_BEARER);
+	if (rc == 0)
+		rc = form_add(&form, "client_assertion", assertion);
+	if (rc == 0)
+		rc = form_add(&form, "scope", a->scope);
+	if (rc == 0)
+		rc = post_token(a, AZURE_AUTH_WORKLOAD_IDENTITY, &form, tok,
+				err);
+	else
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: out of memory");
+	token_free(assertion);
+	if (form.data != NULL)
+		token_wipe(form.data, form.len);
+	buf_cleanup(&form);
+	return rc;
+}
+
+/*
+ * A managed identity endpoint. *unavailable is set when the endpoint
+ * could not be reached or has no identity for us (the metadata service
+ * then lets the chain go on).
+ */
+static int managed_identity(struct azure_auth *a, enum azure_auth_source src,
+			    struct proto_azure_token *tok, bool *unavailable,
+			    struct sbx_error *err)
+{
+	struct transport_http_req req;
+	struct transport_resp resp;
+	struct sbx_error herr;
+	struct buf url = BUF_INIT(0);
+	const char *headers[3] = {"Accept: application/json", NULL, NULL};
+	char *secret_header = NULL;
+	bool imds = src == AZURE_AUTH_IMDS_IDENTITY;
+	int rc;
+
+	*unavailable = false;
+	if (imds) {
+		rc = buf_printf(&url, "%s/metadata/identity/oauth2/token?",
+				a->imds);
+		if (rc == 0)
+			rc = form_add(&url, "api-version", IMDS_API_VERSION);
+		headers[1] = "Metadata: true";
+	} else {
+		rc = buf_printf(&url, "%s%c", a->identity_endpoint,
+				strchr(a->identity_endpoint, '?') ? '&' : '?');
+		if (rc == 0)
+			rc = form_add(&url, "api-version", MI_API_VERSION);
+		secret_header =
+			xasprintf("X-IDENTITY-HEADER: %s", a->identity_header);
+		headers[1] = secret_header;
+	}
+	if (rc == 0)
+		rc = form_add(&url, "resource", a->resource);
+	if (rc == 0 && a->client_id != NULL)
+		rc = form_add(&url, "client_id", a->client_id);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: out of memory");
+		rc = -EIO;
+		goto out;
+	}
+	memset(&req, 0, sizeof(req));
+	req.method = "GET";
+	req.url = url.data;
+	req.headers = headers;
+	req.max_body = AZURE_AUTH_MAX_ANSWER;
+	req.ca_file = a->ca_file;
+	req.resolve = (const char *const *)a->resolve;
+	req.connect_timeout_ms = imds ? IMDS_CONNECT_MS : a->connect_ms;
+	req.timeout_ms = a->timeout_ms;
+	transport_resp_init(&resp);
+	sbx_error_clear(&herr);
+	a->fetches++;
+	rc = transport_http(&req, &resp, &herr);
+	if (rc < 0) {
+		/* Not on Azure (or no metadata service): next source. */
+		*unavailable = imds;
+		http_failed(err, src, &herr);
+		rc = -EIO;
+	} else {
+		if (imds && (resp.status == 400 || resp.status == 404))
+			*unavailable = true;
+		rc = take_answer(a, src, &resp, tok, err);
+	}
+	if (resp.body.data != NULL)
+		token_wipe(resp.body.data, resp.body.len);
+	transport_resp_cleanup(&resp);
+out:
+	token_free(secret_header);
+	buf_cleanup(&url);
+	return rc;
+}
+
+/* ---- the Azure CLI ------------------------------------------------------- */
+
+/* az on the snapshot's PATH (heap path), or NULL. */
+static char *find_az(struct azure_auth *a)
+{
+	const char *path = env_get(a->env, "PATH");
+	const char *p;
+
+	if (path == NULL)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (p = path; *p != '\0';) {
+		size_t n = strcspn(p, ":");
+		char *cand;
+
+		if (n > 0 && p[0] == '/') {
+			cand = xasprintf("%.*s/az", (int)n, p);
+			if (access(cand, X_OK) == 0)
+				return cand;
+			free(cand);
+		}
+		p += n;
+		if (*p == ':')
+			p++;
+	}
+	return NULL;
+}
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Both pipes into bounded buffers until EOF or the deadline. */
+static int drain_child(int outfd, int errfd, struct buf *out, struct buf *eb,
+		       long long deadline)
+{
+	struct pollfd pfd[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
+	int open_fds = 2, rc = 0;
+
+	while (open_fds > 0) {
+		long long left = deadline - mono_ms();
+		int i, n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (i = 0; i < 2 && n > 0; i++) {
+			struct buf *b = i == 0 ? out : eb;
+			char chunk[4096];
+			ssize_t got;
+
+			if (pfd[i].fd < 0 || pfd[i].revents == 0)
+				continue;
+			got = read(pfd[i].fd, chunk, sizeof(chunk));
+			if (got <= 0) {
+				pfd[i].fd = -1;
+				open_fds--;
+				continue;
+			}
+			if (b->len + (size_t)got > b->max) {
+				/* Past the bound: the answer is not one. */
+				if (i == 0)
+					rc = -EFBIG;
+				continue;
+			}
+			if (buf_append(b, chunk, (size_t)got) < 0 && i == 0)
+				rc = -EFBIG;
+			token_wipe(chunk, sizeof(chunk));
+		}
+	}
+	return rc;
+}
+
+/* The first line of az's complaint, printable and bounded. */
+static void first_line(const struct buf *b, char *out, size_t size)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < b->len && o + 1 < size; i++) {
+		unsigned char c = (unsigned char)b->data[i];
+
+		if (c == '\n' && o > 0)
+			break;
+		if (c == '\n' || c == '\r')
+			continue;
+		out[o++] = c >= 0x20 && c != 0x7f ? (char)c : '?';
+	}
+	out[o] = '\0';
+}
+
+static int azure_cli(struct azure_auth *a, struct proto_azure_token *tok,
+		     bool *unavailable, struct sbx_error *err)
+{
+	const char *argv[10];
+	struct buf out = BUF_INIT(AZURE_AUTH_MAX_ANSWER);
+	struct buf eb = BUF_INIT(CLI_STDERR_MAX);
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+	long long deadline = mono_ms() + a->cli_ms;
+	char line[256];
+	const char *why = "";
+	char *az;
+	size_t argc = 0;
+	int rc, status = 0;
+	pid_t pid;
+
+	*unavailable = false;
+	az = find_az(a);
+	if (az == NULL) {
+		*unavailable = true;
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: the Azure CLI (az) is not on PATH");
+		err->err = ENOKEY;
+		return -ENOKEY;
+	}
+	argv[argc++] = az;
+	argv[argc++] = "account";
+	argv[argc++] = "get-access-token";
+	argv[argc++] = "--scope";
+	argv[argc++] = a->scope;
+	if (a->tenant != NULL) {
+		argv[argc++] = "--tenant";
+		argv[argc++] = a->tenant;
+	}
+	argv[argc++] = "--output";
+	argv[argc++] = "json";
+	argv[argc] = NULL;
+	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		rc = -errno;
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: cannot run the Azure CLI: %s",
+			      strerror(-rc));
+		goto out;
+	}
+	a->fetches++;
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: cannot run the Azure CLI: %s",
+			      strerror(-rc));
+		goto out;
+	}
+	if (pid == 0) {
+		/* Only async-signal-safe calls until exec. */
+		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+		setpgid(0, 0);
+		if (devnull < 0 || dup2(devnull, 0) < 0 ||
+		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+			_exit(127);
+#ifdef HAVE_CLOSE_RANGE
+		close_range(3, ~0U, 0);
+#endif
+		execve(az, (char *const *)argv, a->env);
+		_exit(127);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	outp[1] = errp[1] = -1;
+	rc = drain_child(outp[0], errp[0], &out, &eb, deadline);
+	if (rc == -ETIMEDOUT)
+		kill(-pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (rc == -ETIMEDOUT) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: the Azure CLI did not answer within "
+			      "%ld ms",
+			      a->cli_ms);
+		rc = -EIO;
+		goto out;
+	}
+	if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		first_line(&eb, line, sizeof(line));
+		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+			      "azure: the Azure CLI gave no token (%s): %s",
+			      rc == -EFBIG	  ? "its answer is too large"
+			      : WIFEXITED(status) ? "it failed"
+						  : "it was killed",
+			      line[0] ? line : "no message");
+		err->err = EACCES;
+		rc = -EACCES;
+		goto out;
+	}
+	rc = proto_azure_token_decode(out.data, out.len, now_s(), tok, &why);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "azure: the Azure CLI's token answer is "
+			      "malformed: %s",
+			      why);
+		rc = -EIO;
+	}
+out:
+	if (outp[0] >= 0)
+		close(outp[0]);
+	if (outp[1] >= 0)
+		close(outp[1]);
+	if (errp[0] >= 0)
+		close(errp[0]);
+	if (errp[1] >= 0)
+		close(errp[1]);
+	if (out.data != NULL)
+		token_wipe(out.data, out.len);
+	buf_cleanup(&out);
+	buf_cleanup(&eb);
+	free(az);
+	return rc;
+}
+
+/* ---- the chain ----------------------------------------------------------- */
+
+static enum azure_auth_source configured(const struct azure_auth *a)
+{
+	if (a->tenant != NULL && a->client_id != NULL &&
+	    a->client_secret != NULL)
+		return AZURE_AUTH_CLIENT_SECRET;
+	if (a->federated_file != NULL && a->client_id != NULL &&
+	    a->tenant != NULL)
+		return AZURE_AUTH_WORKLOAD_IDENTITY;
+	if (a->identity_endpoint != NULL && a->identity_header != NULL)
+		return AZURE_AUTH_MANAGED_IDENTITY;
+	return AZURE_AUTH_NONE;
+}
+
+static int fetch_from(struct azure_auth *a, enum azure_auth_source src,
+		      struct proto_azure_token *tok, bool *unavailable,
+		      struct sbx_error *err)
+{
+	*unavailable = false;
+	switch (src) {
+	case AZURE_AUTH_CLIENT_SECRET:
+		return client_secret(a, tok, err);
+	case AZURE_AUTH_WORKLOAD_IDENTITY:
+		return workload_identity(a, tok, err);
+	case AZURE_AUTH_MANAGED_IDENTITY:
+	case AZURE_AUTH_IMDS_IDENTITY:
+		return managed_identity(a, src, tok, unavailable, err);
+	case AZURE_AUTH_CLI:
+		return azure_cli(a, tok, unavailable, err);
+	case AZURE_AUTH_NONE:
+		break;
+	}
+	return -EINVAL;
+}
+
+static int fetch(struct azure_auth *a, struct proto_azure_token *tok,
+		 enum azure_auth_source *used, struct sbx_error *err)
+{
+	enum azure_auth_source src = a->kept ? a->kept : configured(a);
+	bool unavailable;
+	int rc;
+
+	if (src != AZURE_AUTH_NONE) {
+		*used = src;
+		return fetch_from(a, src, tok, &unavailable, err);
+	}
+	if (!a->imds_unavailable) {
+		rc = fetch_from(a, AZURE_AUTH_IMDS_IDENTITY, tok, &unavailable,
+				err);
+		if (rc == 0 || !unavailable) {
+			*used = AZURE_AUTH_IMDS_IDENTITY;
+			return rc;
+		}
+		log_debug("azure: no managed identity here (%s); trying the "
+			  "Azure CLI",
+			  err->reason);
+		a->imds_unavailable = true;
+	}
+	*used = AZURE_AUTH_CLI;
+	rc = fetch_from(a, AZURE_AUTH_CLI, tok, &unavailable, err);
+	if (rc < 0 && unavailable) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: no credential: set AZURE_TENANT_ID, "
+			      "AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or "
+			      "AZURE_FEDERATED_TOKEN_FILE), run where a "
+			      "managed identity is available, or sign in with "
+			      "'az login'");
+		err->err = ENOKEY;
+		rc = -ENOKEY;
+	}
+	return rc;
+}
+
+int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
+		      struct sbx_error *err)
+{
+	struct proto_azure_token tok = {NULL, 0};
+	enum azure_auth_source used = AZURE_AUTH_NONE;
+	int rc = 0;
+
+	pthread_mutex_lock(&a->lock);
+	if (a->token == NULL ||
+	    now_s() >= a->expires_on - AZURE_AUTH_MARGIN_S) {
+		token_free(a->token);
+		a->token = NULL;
+		rc = fetch(a, &tok, &used, err);
+		if (rc < 0) {
+			if (err->err == 0)
+				err->err = EIO;
+			goto out;
+		}
+		/* A token closer to its end than the margin still serves
+		 * this request; the next one fetches again. */
+		a->token = tok.token;
+		a->expires_on = tok.expires_on;
+		tok.token = NULL;
+		a->gen++;
+		a->kept = used;
+		log_debug("azure: got an access token from the %s source, "
+			  "valid for %lld s",
+			  azure_auth_source_name(used),
+			  (long long)(a->expires_on - now_s()));
+	}
+	*header = xasprintf("Authorization: Bearer %s", a->token);
+	if (gen != NULL)
+		*gen = a->gen;
+out:
+	pthread_mutex_unlock(&a->lock);
+	proto_azure_token_cleanup(&tok);
+	return rc;
+}
+
+void azure_auth_invalidate(struct azure_auth *a, unsigned gen)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->token != NULL && a->gen == gen) {
+		token_free(a->token);
+		a->token = NULL;
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+enum azure_auth_source azure_auth_source(struct azure_auth *a)
+{
+	enum azure_auth_source s;
+
+	pthread_mutex_lock(&a->lock);
+	s = a->kept;
+	pthread_mutex_unlock(&a->lock);
+	return s;
+}
+
+unsigned azure_auth_fetches(struct azure_auth *a)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&a->lock);
+	n = a->fetches;
+	pthread_mutex_unlock(&a->lock);
+	return n;
+}

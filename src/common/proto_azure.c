@@ -1,0 +1,1196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * proto_azure: the Azure data plane's and token endpoints' JSON <-> C
+ * structs. cJSON for everything but the exec answer, which a scanner of
+ * its own reads so that output bytes survive whole (see the header).
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/proto.h"
+#include "common/proto_azure.h"
+#include "common/proto_i.h"
+
+#define MAX_STRING PROTO_RECORD_MAX_STRING
+
+static void say(const char **why, const char *reason)
+{
+	if (why != NULL)
+		*why = reason;
+}
+
+/* A string field that is absent or null (*dst stays NULL) or a bounded
+ * string (copied). */
+static int opt_str(const cJSON *obj, const char *key, char **dst)
+{
+	const char *s;
+	int rc = pj_str(obj, key, false, &s);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	if (strlen(s) > MAX_STRING)
+		return -EFBIG;
+	return pj_dup(s, dst);
+}
+
+static bool is_action(const char *s)
+{
+	return s != NULL && (strcmp(s, "Allow") == 0 || strcmp(s, "Deny") == 0);
+}
+
+static const char *str_of(const cJSON *obj, const char *key)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsString(it) ? it->valuestring : NULL;
+}
+
+/* ---- sandboxes -------------------------------------------------------- */
+
+void proto_azure_sandbox_init(struct proto_azure_sandbox *s)
+{
+	memset(s, 0, sizeof(*s));
+	proto_record_init(&s->rec);
+}
+
+static void port_cleanup(struct proto_azure_port *p)
+{
+	free(p->url);
+	free(p->activation_mode);
+	free(p->protocol);
+}
+
+void proto_azure_sandbox_cleanup(struct proto_azure_sandbox *s)
+{
+	size_t i;
+
+	if (s == NULL)
+		return;
+	proto_record_cleanup(&s->rec);
+	for (i = 0; i < s->nports; i++)
+		port_cleanup(&s->ports[i]);
+	free(s->ports);
+	free(s->egress.default_action);
+	free(s->egress.traffic_inspection);
+	free(s->vnet);
+	proto_azure_sandbox_init(s);
+}
+
+static int decode_port(const cJSON *it, struct proto_azure_port *p,
+		       const char **why)
+{
+	const cJSON *num, *auth;
+	double v;
+	bool anon;
+	int rc;
+
+	if (!cJSON_IsObject(it)) {
+		say(why, "a \"ports\" entry is not an object");
+		return -EINVAL;
+	}
+	num = cJSON_GetObjectItemCaseSensitive(it, "port");
+	if (num == NULL || pj_num_range(num, 1, 65535, &v) < 0) {
+		say(why, "a \"ports\" entry has no port number");
+		return -EINVAL;
+	}
+	p->port = (unsigned)v;
+	p->anonymous = -1;
+	say(why, "a \"ports\" entry's url is not a string");
+	rc = opt_str(it, "url", &p->url);
+	if (rc < 0)
+		return rc;
+	auth = cJSON_GetObjectItemCaseSensitive(it, "auth");
+	if (auth != NULL && !cJSON_IsNull(auth)) {
+		if (!cJSON_IsObject(auth)) {
+			say(why, "a \"ports\" entry's auth is not an object");
+			return -EINVAL;
+		}
+		rc = pj_bool(auth, "anonymous", false, &anon);
+		if (rc == 0)
+			p->anonymous = anon;
+		else if (rc != -ENOENT) {
+			say(why, "a \"ports\" entry's auth.anonymous is not a "
+				 "boolean");
+			return rc;
+		}
+	}
+	say(why, "a \"ports\" entry's activationMode or protocol is not a "
+		 "string");
+	rc = opt_str(it, "activationMode", &p->activation_mode);
+	if (rc == 0)
+		rc = opt_str(it, "protocol", &p->protocol);
+	return rc;
+}
+
+static int decode_ports(const cJSON *root, struct proto_azure_sandbox *s,
+			const char **why)
+{
+	const cJSON *ports = cJSON_GetObjectItemCaseSensitive(root, "ports");
+	const cJSON *it;
+	int n, rc;
+
+	if (ports == NULL || cJSON_IsNull(ports))
+		return 0;
+	if (!cJSON_IsArray(ports)) {
+		say(why, "\"ports\" is not an array");
+		return -EINVAL;
+	}
+	n = cJSON_GetArraySize(ports);
+	if (n > PROTO_AZURE_MAX_PORTS) {
+		say(why, "too many \"ports\" entries");
+		return -EFBIG;
+	}
+	if (n == 0)
+		return 0;
+	s->ports = calloc((size_t)n, sizeof(*s->ports));
+	if (s->ports == NULL)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, ports)
+	{
+		/* Counted first, so a failure frees what was filled. */
+		s->nports++;
+		rc = decode_port(it, &s->ports[s->nports - 1], why);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static const char *check_host_rules(const cJSON *rules, size_t *count)
+{
+	const cJSON *it;
+
+	if (rules == NULL || cJSON_IsNull(rules))
+		return NULL;
+	if (!cJSON_IsArray(rules))
+		return "hostRules is not an array";
+	cJSON_ArrayForEach(it, rules)
+	{
+		if (++*count > PROTO_AZURE_MAX_RULES)
+			return "hostRules has too many entries";
+		if (!cJSON_IsObject(it) || str_of(it, "pattern") == NULL)
+			return "a hostRules entry has no pattern";
+		if (!is_action(str_of(it, "action")))
+			return "a hostRules entry's action is neither Allow "
+			       "nor Deny";
+	}
+	return NULL;
+}
+
+static const char *check_rules(const cJSON *rules, size_t *count)
+{
+	const cJSON *it, *match, *action;
+
+	if (rules == NULL || cJSON_IsNull(rules))
+		return NULL;
+	if (!cJSON_IsArray(rules))
+		return "rules is not an array";
+	cJSON_ArrayForEach(it, rules)
+	{
+		if (++*count > PROTO_AZURE_MAX_RULES)
+			return "rules has too many entries";
+		if (!cJSON_IsObject(it))
+			return "a rules entry is not an object";
+		match = cJSON_GetObjectItemCaseSensitive(it, "match");
+		if (!cJSON_IsObject(match) || str_of(match, "host") == NULL)
+			return "a rules entry has no match.host";
+		action = cJSON_GetObjectItemCaseSensitive(it, "action");
+		if (!cJSON_IsObject(action) ||
+		    !is_action(str_of(action, "type")))
+			return "a rules entry's action.type is neither Allow "
+			       "nor Deny";
+	}
+	return NULL;
+}
+
+static int decode_egress(const cJSON *root, struct proto_azure_egress *e)
+{
+	static const char *const inspections[] = {"Full", "Partial", "Legacy",
+						  "None"};
+	const cJSON *pol =
+		cJSON_GetObjectItemCaseSensitive(root, "egressPolicy");
+	const cJSON *it;
+	const char *problem = NULL, *s;
+	size_t i;
+
+	if (pol == NULL || cJSON_IsNull(pol))
+		return 0;
+	e->present = true;
+	if (!cJSON_IsObject(pol)) {
+		e->problem = "it is not an object";
+		return 0;
+	}
+	e->object = true;
+	it = cJSON_GetObjectItemCaseSensitive(pol, "defaultAction");
+	if (it == NULL || cJSON_IsNull(it)) {
+		problem = "it has no defaultAction";
+	} else if (!cJSON_IsString(it)) {
+		problem = "its defaultAction is not a string";
+	} else {
+		if (pj_dup(it->valuestring, &e->default_action) < 0)
+			return -ENOMEM;
+		if (!is_action(it->valuestring))
+			problem = "its defaultAction is neither Allow nor Deny";
+	}
+	s = check_host_rules(cJSON_GetObjectItemCaseSensitive(pol, "hostRules"),
+			     &e->nhost_rules);
+	if (problem == NULL)
+		problem = s;
+	s = check_rules(cJSON_GetObjectItemCaseSensitive(pol, "rules"),
+			&e->nrules);
+	if (problem == NULL)
+		problem = s;
+	it = cJSON_GetObjectItemCaseSensitive(pol, "trafficInspection");
+	if (it != NULL && !cJSON_IsNull(it)) {
+		if (!cJSON_IsString(it)) {
+			s = "its trafficInspection is not a string";
+		} else {
+			if (pj_dup(it->valuestring, &e->traffic_inspection) < 0)
+				return -ENOMEM;
+			s = "its trafficInspection is not Full, Partial, "
+			    "Legacy or None";
+			for (i = 0; i < 4; i++)
+				if (strcmp(it->valuestring, inspections[i]) ==
+				    0)
+					s = NULL;
+		}
+		if (problem == NULL)
+			problem = s;
+	}
+	e->problem = problem;
+	return 0;
+}
+
+int proto_azure_sandbox_decode(const char *p, size_t n,
+			       struct proto_azure_sandbox *out,
+			       const char **why)
+{
+	struct proto_azure_sandbox s;
+	const char *reason = "not a JSON object";
+	cJSON *root = NULL;
+	int rc;
+
+	proto_azure_sandbox_init(&s);
+	rc = proto_record_decode(p, n, &s.rec, &reason);
+	if (rc < 0)
+		goto out;
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL)
+		goto out;
+	rc = decode_ports(root, &s, &reason);
+	if (rc < 0)
+		goto out;
+	reason = "\"vnetConnectionName\" is not a string";
+	rc = opt_str(root, "vnetConnectionName", &s.vnet);
+	if (rc < 0)
+		goto out;
+	reason = "out of memory";
+	rc = decode_egress(root, &s.egress);
+out:
+	cJSON_Delete(root);
+	if (rc < 0) {
+		say(why, reason);
+		proto_azure_sandbox_cleanup(&s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+const struct proto_azure_port *proto_azure_sandbox_port(
+	const struct proto_azure_sandbox *s, unsigned port)
+{
+	size_t i;
+
+	for (i = 0; i < s->nports; i++)
+		if (s->ports[i].port == port)
+			return &s->ports[i];
+	return NULL;
+}
+
+static int dup_or_null(const char *s, char **dst)
+{
+	return pj_dup(s, dst);
+}
+
+int proto_azure_sandbox_copy(struct proto_azure_sandbox *dst,
+			     const struct proto_azure_sandbox *src)
+{
+	struct proto_azure_sandbox s;
+	size_t i;
+	int rc = 0;
+
+	proto_azure_sandbox_init(&s);
+	rc = dup_or_null(src->rec.id, &s.rec.id);
+	s.rec.state = src->rec.state;
+	for (i = 0; rc == 0 && i < src->rec.nlabels; i++)
+		rc = proto_record_set_label(&s.rec, src->rec.labels[i].key,
+					    src->rec.labels[i].value);
+	if (rc == 0 && src->nports > 0) {
+		s.ports = calloc(src->nports, sizeof(*s.ports));
+		if (s.ports == NULL)
+			rc = -ENOMEM;
+	}
+	for (i = 0; rc == 0 && i < src->nports; i++) {
+		const struct proto_azure_port *from = &src->ports[i];
+		struct proto_azure_port *to = &s.ports[i];
+
+		s.nports++;
+		to->port = from->port;
+		to->anonymous = from->anonymous;
+		rc = dup_or_null(from->url, &to->url);
+		if (rc == 0)
+			rc = dup_or_null(from->activation_mode,
+					 &to->activation_mode);
+		if (rc == 0)
+			rc = dup_or_null(from->protocol, &to->protocol);
+	}
+	s.egress = src->egress;
+	s.egress.default_action = NULL;
+	s.egress.traffic_inspection = NULL;
+	if (rc == 0)
+		rc = dup_or_null(src->egress.default_action,
+				 &s.egress.default_action);
+	if (rc == 0)
+		rc = dup_or_null(src->egress.traffic_inspection,
+				 &s.egress.traffic_inspection);
+	if (rc == 0)
+		rc = dup_or_null(src->vnet, &s.vnet);
+	if (rc < 0) {
+		proto_azure_sandbox_cleanup(&s);
+		return rc;
+	}
+	*dst = s;
+	return 0;
+}
+
+/* ---- lists ------------------------------------------------------------ */
+
+void proto_azure_list_cleanup(struct proto_azure_list *l)
+{
+	size_t i;
+
+	if (l == NULL)
+		return;
+	for (i = 0; i < l->n; i++) {
+		free(l->ids[i]);
+		proto_azure_sandbox_cleanup(&l->records[i]);
+	}
+	free(l->ids);
+	free(l->records);
+	free(l->decoded);
+	free(l->next_link);
+	memset(l, 0, sizeof(*l));
+}
+
+int proto_azure_list_decode(const char *p, size_t n,
+			    struct proto_azure_list *out, const char **why)
+{
+	struct proto_azure_list l;
+	const char *reason = "not a JSON object";
+	const cJSON *value, *it;
+	cJSON *root;
+	int count, rc = 0;
+
+	memset(&l, 0, sizeof(l));
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL) {
+		if (rc == -EINVAL)
+			rc = -EBADMSG;
+		goto out;
+	}
+	value = cJSON_GetObjectItemCaseSensitive(root, "value");
+	if (!cJSON_IsArray(value)) {
+		reason = "\"value\" is missing or not an array";
+		rc = -EINVAL;
+		goto out;
+	}
+	count = cJSON_GetArraySize(value);
+	if (count > PROTO_AZURE_MAX_LIST) {
+		reason = "the page lists too many sandboxes";
+		rc = -EFBIG;
+		goto out;
+	}
+	if (count > 0) {
+		l.ids = calloc((size_t)count, sizeof(*l.ids));
+		l.records = calloc((size_t)count, sizeof(*l.records));
+		l.decoded = calloc((size_t)count, sizeof(*l.decoded));
+		if (l.ids == NULL || l.records == NULL || l.decoded == NULL) {
+			rc = -ENOMEM;
+			reason = "out of memory";
+			goto out;
+		}
+	}
+	cJSON_ArrayForEach(it, value)
+	{
+		const char *id = str_of(it, "id");
+		char *text;
+
+		if (!cJSON_IsObject(it) || id == NULL || *id == '\0' ||
+		    strlen(id) > MAX_STRING) {
+			reason = "a \"value\" entry has no id";
+			rc = -EINVAL;
+			goto out;
+		}
+		proto_azure_sandbox_init(&l.records[l.n]);
+		l.ids[l.n] = strdup(id);
+		l.n++;
+		if (l.ids[l.n - 1] == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		text = cJSON_PrintUnformatted(it);
+		if (text == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		l.decoded[l.n - 1] = proto_azure_sandbox_decode(
+					     text, strlen(text),
+					     &l.records[l.n - 1], NULL) == 0;
+		cJSON_free(text);
+	}
+	reason = "\"nextLink\" is not a string";
+	rc = opt_str(root, "nextLink", &l.next_link);
+	if (rc == 0 && l.next_link != NULL && *l.next_link == '\0') {
+		free(l.next_link);
+		l.next_link = NULL;
+	}
+out:
+	cJSON_Delete(root);
+	if (rc < 0) {
+		say(why, reason);
+		proto_azure_list_cleanup(&l);
+		return rc;
+	}
+	*out = l;
+	return 0;
+}
+
+/* ---- the exec answer: a scanner that keeps every byte ------------------- */
+
+struct scan {
+	const char *p;
+	const char *end;
+	unsigned depth;
+};
+
+#define SCAN_MAX_DEPTH 64
+
+static void scan_ws(struct scan *s)
+{
+	while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' ||
+				 *s->p == '\n' || *s->p == '\r'))
+		s->p++;
+}
+
+static int hex4(const char *p, unsigned *out)
+{
+	unsigned v = 0;
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		char c = p[i];
+
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v |= (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			v |= (unsigned)(c - 'A' + 10);
+		else
+			return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Append code point cp as UTF-8 to out (when out is not NULL and has
+ * room; *cut records a drop). */
+static void put_bytes(struct buf *out, const char *b, size_t n, bool *cut)
+{
+	if (out == NULL || *cut)
+		return;
+	if (out->max != 0 && out->len + n > out->max) {
+		*cut = true;
+		return;
+	}
+	if (buf_append(out, b, n) < 0)
+		*cut = true;
+}
+
+static void put_cp(struct buf *out, unsigned cp, bool *cut)
+{
+	char b[4];
+	size_t n;
+
+	if (cp < 0x80) {
+		b[0] = (char)cp;
+		n = 1;
+	} else if (cp < 0x800) {
+		b[0] = (char)(0xc0 | (cp >> 6));
+		b[1] = (char)(0x80 | (cp & 0x3f));
+		n = 2;
+	} else if (cp < 0x10000) {
+		b[0] = (char)(0xe0 | (cp >> 12));
+		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[2] = (char)(0x80 | (cp & 0x3f));
+		n = 3;
+	} else {
+		b[0] = (char)(0xf0 | (cp >> 18));
+		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		b[3] = (char)(0x80 | (cp & 0x3f));
+		n = 4;
+	}
+	put_bytes(out, b, n, cut);
+}
+
+/*
+ * A JSON string at s->p (which must be '"'), its bytes appended to out
+ * (NULL: skipped). A lone surrogate becomes U+FFFD, as decoders commonly
+ * do; raw bytes are kept as they come (the data plane sends UTF-8).
+ */
+static int scan_string(struct scan *s, struct buf *out, bool *cut)
+{
+	if (s->p >= s->end || *s->p != '"')
+		return -EINVAL;
+	s->p++;
+	while (s->p < s->end) {
+		unsigned char c = (unsigned char)*s->p;
+		const char *run = s->p;
+
+		if (c == '"') {
+			s->p++;
+			return 0;
+		}
+		if (c < 0x20)
+			return -EINVAL;
+		if (c != '\\') {
+			while (s->p < s->end && *s->p != '"' && *s->p != '\\' &&
+			       (unsigned char)*s->p >= 0x20)
+				s->p++;
+			put_bytes(out, run, (size_t)(s->p - run), cut);
+			continue;
+		}
+		if (s->end - s->p < 2)
+			return -EINVAL;
+		c = (unsigned char)s->p[1];
+		s->p += 2;
+		switch (c) {
+		case '"':
+		case '\\':
+		case '/':
+			put_bytes(out, (const char *)&c, 1, cut);
+			break;
+		case 'b':
+			put_bytes(out, "\b", 1, cut);
+			break;
+		case 'f':
+			put_bytes(out, "\f", 1, cut);
+			break;
+		case 'n':
+			put_bytes(out, "\n", 1, cut);
+			break;
+		case 'r':
+			put_bytes(out, "\r", 1, cut);
+			break;
+		case 't':
+			put_bytes(out, "\t", 1, cut);
+			break;
+		case 'u': {
+			unsigned cp, lo;
+
+			if (s->end - s->p < 4 || hex4(s->p, &cp) < 0)
+				return -EINVAL;
+			s->p += 4;
+			if (cp >= 0xd800 && cp < 0xdc00 && s->end - s->p >= 6 &&
+			    s->p[0] == '\\' && s->p[1] == 'u' &&
+			    hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 &&
+			    lo < 0xe000) {
+				s->p += 6;
+				cp = 0x10000 + ((cp - 0xd800) << 10) +
+				     (lo - 0xdc00);
+			} else if (cp >= 0xd800 && cp < 0xe000) {
+				cp = 0xfffd;
+			}
+			put_cp(out, cp, cut);
+			break;
+		}
+		default:
+			return -EINVAL;
+		}
+	}
+	return -EINVAL;
+}
+
+/* A JSON number; its value when it is a plain integer literal. */
+static int scan_number(struct scan *s, bool *integer, long long *value)
+{
+	const char *start = s->p;
+	char text[32];
+	size_t n;
+
+	*integer = true;
+	if (s->p < s->end && *s->p == '-')
+		s->p++;
+	if (s->p >= s->end || !isdigit((unsigned char)*s->p))
+		return -EINVAL;
+	if (*s->p == '0' && s->end - s->p > 1 &&
+	    isdigit((unsigned char)s->p[1]))
+		return -EINVAL;
+	while (s->p < s->end && isdigit((unsigned char)*s->p))
+		s->p++;
+	if (s->p < s->end && *s->p == '.') {
+		*integer = false;
+		s->p++;
+		if (s->p >= s->end || !isdigit((unsigned char)*s->p))
+			return -EINVAL;
+		while (s->p < s->end && isdigit((unsigned char)*s->p))
+			s->p++;
+	}
+	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+		*integer = false;
+		s->p++;
+		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
+			s->p++;
+		if (s->p >= s->end || !isdigit((unsigned char)*s->p))
+			return -EINVAL;
+		while (s->p < s->end && isdigit((unsigned char)*s->p))
+			s->p++;
+	}
+	n = (size_t)(s->p - start);
+	if (*integer) {
+		if (n >= sizeof(text)) {
+			*integer = false;
+			return 0;
+		}
+		memcpy(text, start, n);
+		text[n] = '\0';
+		errno = 0;
+		*value = strtoll(text, NULL, 10);
+		if (errno != 0)
+			*integer = false;
+	}
+	return 0;
+}
+
+static int scan_literal(struct scan *s, const char *word)
+{
+	size_t n = strlen(word);
+
+	if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+		return -EINVAL;
+	s->p += n;
+	return 0;
+}
+
+static int scan_skip(struct scan *s);
+
+static int scan_container(struct scan *s, char close)
+{
+	bool object = close == '}';
+	bool cut = false;
+	int rc;
+
+	if (++s->depth > SCAN_MAX_DEPTH)
+		return -EFBIG;
+	s->p++;
+	scan_ws(s);
+	if (s->p < s->end && *s->p == close) {
+		s->p++;
+		s->depth--;
+		return 0;
+	}
+	for (;;) {
+		scan_ws(s);
+		if (object) {
+			rc = scan_string(s, NULL, &cut);
+			if (rc < 0)
+				return rc;
+			scan_ws(s);
+			if (s->p >= s->end || *s->p != ':')
+				return -EINVAL;
+			s->p++;
+		}
+		rc = scan_skip(s);
+		if (rc < 0)
+			return rc;
+		scan_ws(s);
+		if (s->p >= s->end)
+			return -EINVAL;
+		if (*s->p == close) {
+			s->p++;
+			s->depth--;
+			return 0;
+		}
+		if (*s->p != ',')
+			return -EINVAL;
+		s->p++;
+	}
+}
+
+static int scan_skip(struct scan *s)
+{
+	bool integer, cut = false;
+	long long v;
+
+	scan_ws(s);
+	if (s->p >= s->end)
+		return -EINVAL;
+	switch (*s->p) {
+	case '"':
+		return scan_string(s, NULL, &cut);
+	case '{':
+		return scan_container(s, '}');
+	case '[':
+		return scan_container(s, ']');
+	case 't':
+		return scan_literal(s, "true");
+	case 'f':
+		return scan_literal(s, "false");
+	case 'n':
+		return scan_literal(s, "null");
+	default:
+		return scan_number(s, &integer, &v);
+	}
+}
+
+void proto_azure_exec_init(struct proto_azure_exec *e, size_t max_out,
+			   size_t max_err)
+{
+	memset(e, 0, sizeof(*e));
+	buf_init(&e->out, max_out);
+	buf_init(&e->err, max_err);
+}
+
+void proto_azure_exec_cleanup(struct proto_azure_exec *e)
+{
+	if (e == NULL)
+		return;
+	buf_cleanup(&e->out);
+	buf_cleanup(&e->err);
+}
+
+/* A stream member: a string (its bytes into b) or null. */
+static int scan_stream(struct scan *s, struct buf *b, bool *cut)
+{
+	if (s->p < s->end && *s->p == 'n')
+		return scan_literal(s, "null");
+	return scan_string(s, b, cut);
+}
+
+int proto_azure_exec_decode(const char *p, size_t n, struct proto_azure_exec *e,
+			    const char **why)
+{
+	struct scan s = {p, p + n, 0};
+	bool seen_out = false, seen_err = false, seen_exit = false;
+	bool cut = false;
+	struct buf key = BUF_INIT(64);
+	const char *reason = "not a JSON object";
+	int rc = -EBADMSG;
+
+	buf_reset(&e->out);
+	buf_reset(&e->err);
+	e->truncated = false;
+	e->has_exit = false;
+	e->exit_code = 0;
+	scan_ws(&s);
+	if (s.p >= s.end || *s.p != '{')
+		goto out;
+	s.p++;
+	scan_ws(&s);
+	if (s.p < s.end && *s.p == '}') {
+		s.p++;
+		goto end;
+	}
+	for (;;) {
+		bool keycut = false;
+
+		scan_ws(&s);
+		buf_reset(&key);
+		reason = "not valid JSON";
+		rc = scan_string(&s, &key, &keycut);
+		if (rc < 0)
+			goto bad;
+		scan_ws(&s);
+		if (s.p >= s.end || *s.p != ':')
+			goto bad;
+		s.p++;
+		scan_ws(&s);
+		if (!keycut && key.len == 6 &&
+		    memcmp(key.data, "stdout", 6) == 0) {
+			reason = "\"stdout\" appears twice";
+			if (seen_out)
+				goto invalid;
+			seen_out = true;
+			reason = "\"stdout\" is not a string";
+			if (scan_stream(&s, &e->out, &cut) < 0)
+				goto invalid;
+		} else if (!keycut && key.len == 6 &&
+			   memcmp(key.data, "stderr", 6) == 0) {
+			reason = "\"stderr\" appears twice";
+			if (seen_err)
+				goto invalid;
+			seen_err = true;
+			reason = "\"stderr\" is not a string";
+			if (scan_stream(&s, &e->err, &cut) < 0)
+				goto invalid;
+		} else if (!keycut && key.len == 8 &&
+			   memcmp(key.data, "exitCode", 8) == 0) {
+			bool integer;
+			long long v;
+
+			reason = "\"exitCode\" appears twice";
+			if (seen_exit)
+				goto invalid;
+			seen_exit = true;
+			reason = "\"exitCode\" is not an integer";
+			if (s.p < s.end && *s.p == 'n') {
+				if (scan_literal(&s, "null") < 0)
+					goto invalid;
+			} else {
+				if (scan_number(&s, &integer, &v) < 0 ||
+				    !integer || v < -2147483648LL ||
+				    v > 2147483647LL)
+					goto invalid;
+				e->has_exit = true;
+				e->exit_code = (int)v;
+			}
+		} else {
+			rc = scan_skip(&s);
+			if (rc < 0)
+				goto bad;
+		}
+		scan_ws(&s);
+		reason = "not valid JSON";
+		if (s.p >= s.end)
+			goto bad;
+		if (*s.p == '}') {
+			s.p++;
+			break;
+		}
+		if (*s.p != ',')
+			goto bad;
+		s.p++;
+	}
+end:
+	scan_ws(&s);
+	reason = "not valid JSON";
+	if (s.p != s.end)
+		goto bad;
+	e->truncated = cut;
+	rc = 0;
+	goto out;
+invalid:
+	rc = -EINVAL;
+	goto out;
+bad:
+	rc = rc == -EFBIG ? -EFBIG : -EBADMSG;
+out:
+	buf_cleanup(&key);
+	if (rc < 0)
+		say(why, reason);
+	return rc;
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+int proto_azure_exec_req_encode(const char *command, const char *cwd,
+				struct buf *out)
+{
+	cJSON *root = cJSON_CreateObject();
+	int rc = -ENOMEM;
+
+	if (root == NULL)
+		return -ENOMEM;
+	if (cJSON_AddStringToObject(root, "command", command) == NULL)
+		goto out;
+	if (cwd != NULL &&
+	    cJSON_AddStringToObject(root, "workingDirectory", cwd) == NULL)
+		goto out;
+	rc = pj_print(root, out);
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+int proto_azure_exec_req_decode(const char *p, size_t n, char **command,
+				char **cwd)
+{
+	char *c = NULL, *w = NULL;
+	const char *s;
+	cJSON *root;
+	int rc = 0;
+
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL)
+		return rc;
+	rc = pj_str(root, "command", true, &s);
+	if (rc == 0)
+		rc = pj_dup(s, &c);
+	if (rc == 0)
+		rc = opt_str(root, "workingDirectory", &w);
+	cJSON_Delete(root);
+	if (rc < 0) {
+		free(c);
+		free(w);
+		return rc;
+	}
+	*command = c;
+	*cwd = w;
+	return 0;
+}
+
+int proto_azure_port_add_encode(unsigned port, bool anonymous, const char *mode,
+				struct buf *out)
+{
+	cJSON *root = cJSON_CreateObject(), *auth;
+	int rc = -ENOMEM;
+
+	if (root == NULL)
+		return -ENOMEM;
+	if (cJSON_AddNumberToObject(root, "port", port) == NULL)
+		goto out;
+	auth = cJSON_AddObjectToObject(root, "auth");
+	if (auth == NULL ||
+	    cJSON_AddBoolToObject(auth, "anonymous", anonymous) == NULL)
+		goto out;
+	if (cJSON_AddStringToObject(root, "activationMode", mode) == NULL)
+		goto out;
+	rc = pj_print(root, out);
+out:
+	cJSON_Delete(root);
+	return rc;
+}
+
+int proto_azure_port_add_decode(const char *p, size_t n, unsigned *port,
+				bool *anonymous, char **mode)
+{
+	const cJSON *num, *auth;
+	char *m = NULL;
+	bool anon = false;
+	cJSON *root;
+	double v = 0;
+	int rc = 0;
+
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL)
+		return rc;
+	num = cJSON_GetObjectItemCaseSensitive(root, "port");
+	rc = num == NULL ? -EINVAL : pj_num_range(num, 1, 65535, &v);
+	auth = cJSON_GetObjectItemCaseSensitive(root, "auth");
+	if (rc == 0 && cJSON_IsObject(auth)) {
+		rc = pj_bool(auth, "anonymous", false, &anon);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = opt_str(root, "activationMode", &m);
+	cJSON_Delete(root);
+	if (rc < 0)
+		return rc;
+	*port = (unsigned)v;
+	*anonymous = anon;
+	*mode = m;
+	return 0;
+}
+
+/* ---- tokens ------------------------------------------------------------ */
+
+void proto_azure_token_cleanup(struct proto_azure_token *t)
+{
+	if (t == NULL)
+		return;
+	if (t->token != NULL) {
+		/* proto links no OpenSSL: a volatile store the compiler
+		 * cannot drop. */
+		volatile char *v = t->token;
+
+		while (*v != '\0')
+			*v++ = '\0';
+		free(t->token);
+	}
+	memset(t, 0, sizeof(*t));
+}
+
+/* Seconds as a JSON number or a string of digits; -EINVAL otherwise,
+ * -ENOENT when absent or null. */
+static int seconds_field(const cJSON *root, const char *key, int64_t *out)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	double v;
+
+	if (it == NULL || cJSON_IsNull(it))
+		return -ENOENT;
+	if (cJSON_IsNumber(it)) {
+		if (pj_num_range(it, 0, 1e12, &v) < 0)
+			return -EINVAL;
+		*out = (int64_t)v;
+		return 0;
+	}
+	if (cJSON_IsString(it)) {
+		const char *s = it->valuestring;
+		size_t n = strlen(s);
+		char *end = NULL;
+		long long ll;
+
+		if (n == 0 || n > 12 || strspn(s, "0123456789") != n)
+			return -EINVAL;
+		ll = strtoll(s, &end, 10);
+		*out = ll;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* The CLI's "expiresOn": local time "YYYY-MM-DD HH:MM:SS[.frac]". */
+static int local_time_field(const char *s, int64_t *out)
+{
+	struct tm tm;
+	const char *rest;
+	time_t t;
+
+	memset(&tm, 0, sizeof(tm));
+	rest = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
+	if (rest == NULL)
+		return -EINVAL;
+	if (*rest == '.') {
+		rest++;
+		if (strspn(rest, "0123456789") != strlen(rest) || *rest == '\0')
+			return -EINVAL;
+	} else if (*rest != '\0') {
+		return -EINVAL;
+	}
+	tm.tm_isdst = -1;
+	t = mktime(&tm);
+	if (t == (time_t)-1)
+		return -EINVAL;
+	*out = (int64_t)t;
+	return 0;
+}
+
+int proto_azure_token_decode(const char *p, size_t n, int64_t now,
+			     struct proto_azure_token *out, const char **why)
+{
+	struct proto_azure_token t = {NULL, 0};
+	const char *reason = "not a JSON object", *s;
+	int64_t v = 0;
+	cJSON *root;
+	size_t i, len;
+	int rc = 0;
+
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL)
+		goto out;
+	rc = pj_str(root, "access_token", false, &s);
+	if (rc == -ENOENT)
+		rc = pj_str(root, "accessToken", false, &s);
+	reason = "it carries no access token";
+	if (rc < 0) {
+		rc = -EINVAL;
+		goto out;
+	}
+	len = strlen(s);
+	reason = "its access token is empty, too long or not printable";
+	rc = -EINVAL;
+	if (len == 0 || len > PROTO_AZURE_MAX_TOKEN)
+		goto out;
+	/* It goes into an HTTP header: nothing but visible ASCII. */
+	for (i = 0; i < len; i++)
+		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+			goto out;
+	reason = "its expiry is not a time";
+	rc = seconds_field(root, "expires_on", &v);
+	if (rc == -ENOENT) {
+		rc = seconds_field(root, "expires_in", &v);
+		if (rc == 0)
+			v += now;
+	}
+	if (rc == -ENOENT) {
+		const char *when;
+
+		rc = pj_str(root, "expiresOn", false, &when);
+		if (rc == 0)
+			rc = local_time_field(when, &v);
+	}
+	if (rc == -ENOENT)
+		reason = "it carries no expiry";
+	if (rc < 0) {
+		rc = -EINVAL;
+		goto out;
+	}
+	t.token = strdup(s);
+	if (t.token == NULL) {
+		rc = -ENOMEM;
+		reason = "out of memory";
+		goto out;
+	}
+	t.expires_on = v;
+	rc = 0;
+out:
+	cJSON_Delete(root);
+	if (rc < 0) {
+		say(why, reason);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+/* ---- error bodies -------------------------------------------------------- */
+
+static void printable(char *dst, size_t dstsz, const char *src)
+{
+	size_t i, o = 0;
+
+	if (dstsz == 0)
+		return;
+	for (i = 0; src != NULL && src[i] != '\0' && o + 1 < dstsz; i++) {
+		unsigned char c = (unsigned char)src[i];
+
+		if (c == '\r' || c == '\n' || c == '\t')
+			c = ' ';
+		dst[o++] = c >= 0x20 && c != 0x7f ? (char)c : '?';
+	}
+	dst[o] = '\0';
+}
+
+bool proto_azure_error_decode(const char *p, size_t n, char *code,
+			      size_t codesz, char *msg, size_t msgsz)
+{
+	const cJSON *err;
+	const char *c = NULL, *m = NULL;
+	cJSON *root;
+	int rc = 0;
+
+	printable(code, codesz, "");
+	printable(msg, msgsz, "");
+	root = pj_parse_object(p, n, &rc);
+	if (root == NULL)
+		return false;
+	err = cJSON_GetObjectItemCaseSensitive(root, "error");
+	if (cJSON_IsObject(err)) {
+		c = str_of(err, "code");
+		m = str_of(err, "message");
+	} else if (cJSON_IsString(err)) {
+		c = err->valuestring;
+		m = str_of(root, "error_description");
+	} else {
+		c = str_of(root, "code");
+		m = str_of(root, "message");
+	}
+	printable(code, codesz, c);
+	printable(msg, msgsz, m);
+	cJSON_Delete(root);
+	return c != NULL || m != NULL;
+}

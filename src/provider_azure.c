@@ -1,0 +1,1653 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * provider_azure: the Azure sandbox data plane as a struct provider.
+ * Metadata and lifecycle only: the agent protocol is the transport core's
+ * business, and the HTTP exchanges go through transport_http (no proxy,
+ * no redirects, bounded answers, deadlines). JSON is proto_azure's.
+ *
+ * The record cache holds one decoded sandbox object per id. Two flags
+ * carry the freshness rules of the header: needs_fresh (set by route(),
+ * resume() and stop()) makes the next record() go out, and judgeable says
+ * the entry came from such a read (or a plain one), not from route()'s own
+ * read, so that judge() always looks at the record the activation read.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "azure_auth.h"
+#include "common/log.h"
+#include "common/path.h"
+#include "common/proto.h"
+#include "common/proto_azure.h"
+#include "common/token.h"
+#include "common/xalloc.h"
+#include "fs/fs_i.h"
+#include "provider_azure.h"
+#include "transport.h"
+
+extern char **environ;
+
+#define FAIL_REFUSED "azureRefused"
+#define MAX_CONFIG_BYTES (64UL * 1024)
+#define MAX_PINS 64
+#define MAX_CREDENTIAL 4096
+#define ID_CHARS \
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
+
+struct entry {
+	char id[PROVIDER_ID_MAX + 1];
+	struct proto_azure_sandbox sb;
+	long long read_ms;
+	bool needs_fresh;
+	bool judgeable;
+	struct entry *next;
+};
+
+struct azure_priv {
+	struct provider base;
+	char *base_url; /* "https://host[:port]", no trailing '/' */
+	char *group_path; /* "/subscriptions/.../sandboxGroups/G" */
+	char *token_path;
+	char *native_root; /* no trailing '/' (but "/" itself) */
+	char *ca_file;
+	char **resolve; /* NULL-terminated, or NULL */
+	long cache_ms;
+	long connect_ms;
+	struct azure_auth *auth;
+	pthread_mutex_t lock; /* entries, nentries, stats */
+	struct entry *entries;
+	size_t nentries;
+	struct provider_azure_stats stats;
+};
+
+static struct azure_priv *priv_of(struct provider *p)
+{
+	return (struct azure_priv *)p;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void count(struct azure_priv *ap, unsigned *field)
+{
+	pthread_mutex_lock(&ap->lock);
+	(*field)++;
+	pthread_mutex_unlock(&ap->lock);
+}
+
+/* ---- URLs ------------------------------------------------------------- */
+
+static bool ends_with_ci(const char *s, size_t n, const char *suffix)
+{
+	size_t m = strlen(suffix);
+
+	return n > m && strncasecmp(s + n - m, suffix, m) == 0;
+}
+
+/* A DNS name: letters, digits, '-' and '.', no empty label. */
+static bool dns_name(const char *h, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 253 || h[0] == '.' || h[n - 1] == '.')
+		return false;
+	for (i = 0; i < n; i++) {
+		char c = h[i];
+
+		if (c == '.' && h[i + 1] == '.')
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Split "https://host[:port][/]" (nothing else after the authority: no
+ * user, IP literal brackets, query or fragment, and a path of "/" or
+ * none). The host is host[0..*hostlen).
+ */
+static bool https_origin(const char *url, const char **host, size_t *hostlen)
+{
+	const char *a, *end, *colon;
+	size_t i;
+
+	if (url == NULL || strncmp(url, "https://", 8) != 0)
+		return false;
+	for (i = 0; url[i] != '\0'; i++)
+		if ((unsigned char)url[i] <= 0x20 ||
+		    (unsigned char)url[i] >= 0x7f || url[i] == '\\' ||
+		    url[i] == '%')
+			return false;
+	a = url + 8;
+	end = a + strcspn(a, "/?#");
+	if (memchr(a, '@', (size_t)(end - a)) != NULL ||
+	    memchr(a, '[', (size_t)(end - a)) != NULL)
+		return false;
+	colon = memchr(a, ':', (size_t)(end - a));
+	if (colon != NULL) {
+		size_t digits = (size_t)(end - colon - 1);
+		long port;
+
+		if (digits == 0 || digits > 5 ||
+		    strspn(colon + 1, "0123456789") < digits)
+			return false;
+		port = strtol(colon + 1, NULL, 10);
+		if (port < 1 || port > 65535)
+			return false;
+	} else {
+		colon = end;
+	}
+	if (!dns_name(a, (size_t)(colon - a)))
+		return false;
+	/* What follows the authority: nothing, or exactly "/". */
+	if (!(*end == '\0' || (end[0] == '/' && end[1] == '\0')))
+		return false;
+	*host = a;
+	*hostlen = (size_t)(colon - a);
+	return true;
+}
+
+bool provider_azure_route_allowed(const char *url)
+{
+	const char *host;
+	size_t n;
+
+	/* The URL comes from an authenticated provider answer; still refuse
+	 * anything but the Azure proxies before a credential goes there. */
+	if (!https_origin(url, &host, &n))
+		return false;
+	return ends_with_ci(host, n, ".adcproxy.io") ||
+	       ends_with_ci(host, n, ".azurecontainerapps.io");
+}
+
+/* Percent-encode a query value ('/' kept, as paths read better so). */
+static int query_value(struct buf *b, const char *v)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *p = (const unsigned char *)v;
+	int rc = 0;
+
+	for (; rc == 0 && *p != '\0'; p++) {
+		char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+		    *p == '_' || *p == '~' || *p == '/')
+			rc = buf_append(b, p, 1);
+		else
+			rc = buf_append(b, enc, 3);
+	}
+	return rc;
+}
+
+/* ---- data-plane calls ---------------------------------------------------- */
+
+struct dp_req {
+	const char *what; /* "read sandbox 'x'", for reasons */
+	const char *method;
+	/* The path after the group path ("/sandboxes/x"), or with absolute
+	 * the whole path and query (a nextLink). */
+	const char *path;
+	bool absolute;
+	const char *query; /* more query members, encoded, or NULL */
+	const char *content_type;
+	const void *body;
+	size_t body_len;
+	size_t max_body;
+	bool json; /* a 2xx answer must be application/json */
+	bool may_run; /* a command: an unanswered call may have run */
+	long timeout_ms;
+};
+
+static bool json_type(const char *ctype)
+{
+	return strncasecmp(ctype, "application/json", 16) == 0 &&
+	       (ctype[16] == '\0' || ctype[16] == ';' || ctype[16] == ' ');
+}
+
+/* " (CODE: message)" from a data-plane error body, or a printable
+ * snippet of it. */
+static void error_detail(const struct transport_resp *resp, char *out,
+			 size_t size)
+{
+	char code[96], msg[320], snip[160];
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	if (proto_azure_error_decode(resp->body.data, resp->body.len, code,
+				     sizeof(code), msg, sizeof(msg))) {
+		snprintf(out, size, " (%s%s%s)", code,
+			 code[0] && msg[0] ? ": " : "", msg);
+		return;
+	}
+	for (i = 0; i < resp->body.len && o + 1 < sizeof(snip); i++) {
+		unsigned char c = (unsigned char)resp->body.data[i];
+
+		snip[o++] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
+	}
+	snip[o] = '\0';
+	if (o > 0)
+		snprintf(out, size, " (%s)", snip);
+}
+
+static char *dp_url(struct azure_priv *ap, const struct dp_req *r)
+{
+	const char *path = r->absolute ? "" : ap->group_path;
+	const char *tail = r->path;
+	const char *sep = strchr(tail, '?') ? "&" : "?";
+
+	return xasprintf("%s%s%s%sapi-version=%s%s%s", ap->base_url, path, tail,
+			 sep, PROTO_AZURE_API_VERSION, r->query ? "&" : "",
+			 r->query ? r->query : "");
+}
+
+/*
+ * One data-plane exchange with the bearer, retried once with a fresh
+ * token after a 401. Returns 0 for a 2xx answer (resp filled), -ENOENT for
+ * a 404 (err says gone; the caller may say more), or another negative
+ * errno with err filled.
+ */
+static int dp_call(struct azure_priv *ap, const struct dp_req *r,
+		   struct transport_resp *resp, struct sbx_error *err)
+{
+	const char *headers[3] = {NULL, "Accept: application/json", NULL};
+	struct transport_http_req req;
+	struct sbx_error herr;
+	char detail[512];
+	char *url = dp_url(ap, r);
+	char *auth = NULL;
+	unsigned gen = 0;
+	int attempt, rc = 0;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		rc = azure_auth_header(ap->auth, &auth, &gen, err);
+		if (rc < 0)
+			goto out;
+		headers[0] = auth;
+		memset(&req, 0, sizeof(req));
+		req.method = r->method;
+		req.url = url;
+		req.headers = headers;
+		req.content_type = r->content_type;
+		req.body = r->body;
+		req.body_len = r->body_len;
+		req.max_body = r->max_body;
+		req.ca_file = ap->ca_file;
+		req.resolve = (const char *const *)ap->resolve;
+		req.connect_timeout_ms = ap->connect_ms;
+		req.timeout_ms = r->timeout_ms;
+		transport_resp_cleanup(resp);
+		transport_resp_init(resp);
+		sbx_error_clear(&herr);
+		rc = transport_http(&req, resp, &herr);
+		token_free(auth);
+		auth = NULL;
+		if (rc < 0) {
+			if (r->may_run && rc != -ECONNREFUSED)
+				sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
+					      "azure: %s: the data plane did "
+					      "not answer, the command may "
+					      "have run: %s",
+					      r->what, herr.reason);
+			else if (rc == -EFBIG)
+				sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+					      "azure: %s: the data plane's "
+					      "answer is larger than %zu bytes",
+					      r->what, r->max_body);
+			else
+				sbx_error_set(err, SBX_UNREACHABLE, NULL,
+					      "azure: %s: the data plane "
+					      "could not be reached: %s",
+					      r->what, herr.reason);
+			err->err = rc == -EFBIG ? EFBIG : EIO;
+			rc = -err->err;
+			goto out;
+		}
+		if (resp->status != 401 || attempt == 1)
+			break;
+		/* The token may have been revoked or rotated: drop it and
+		 * ask once more. */
+		azure_auth_invalidate(ap->auth, gen);
+		count(ap, &ap->stats.retried_401);
+		log_debug("azure: %s: 401 from the data plane; retrying with a "
+			  "new token",
+			  r->what);
+	}
+	if (resp->status >= 200 && resp->status < 300) {
+		if (r->json && !json_type(resp->content_type)) {
+			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+				      "azure: %s: the data plane answered with "
+				      "content type '%s', not JSON",
+				      r->what,
+				      resp->content_type[0] ? resp->content_type
+							    : "(none)");
+			rc = -EIO;
+			goto out;
+		}
+		rc = 0;
+		goto out;
+	}
+	error_detail(resp, detail, sizeof(detail));
+	if (resp->status >= 300 && resp->status < 400) {
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "azure: %s: the data plane answered with a "
+			      "redirect (HTTP %ld), which is refused",
+			      r->what, resp->status);
+		rc = -EIO;
+	} else if (resp->status == 404) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_GONE,
+			      "azure: %s: not found%s", r->what, detail);
+		rc = -ENOENT;
+	} else if (resp->status == 401 || resp->status == 403) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+			      "azure: %s: the data plane refused the "
+			      "credential: HTTP %ld%s",
+			      r->what, resp->status, detail);
+		err->err = EACCES;
+		rc = -EACCES;
+	} else if (resp->status >= 500 || resp->status == 429) {
+		if (r->may_run)
+			sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
+				      "azure: %s: the data plane failed, the "
+				      "command may have run: HTTP %ld%s",
+				      r->what, resp->status, detail);
+		else
+			sbx_error_set(err, SBX_UNREACHABLE, NULL,
+				      "azure: %s: the data plane failed: HTTP "
+				      "%ld%s",
+				      r->what, resp->status, detail);
+		rc = -EIO;
+	} else {
+		sbx_error_set(err, SBX_COMMAND_FAILED, NULL,
+			      "azure: %s: the data plane refused it: HTTP "
+			      "%ld%s",
+			      r->what, resp->status, detail);
+		rc = -EIO;
+	}
+	err->status = resp->status;
+out:
+	token_free(auth);
+	free(url);
+	return rc;
+}
+
+/* ---- records ---------------------------------------------------------- */
+
+static bool id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	return n > 0 && n <= PROVIDER_ID_MAX && strspn(id, ID_CHARS) == n;
+}
+
+static int bad_id(const char *id, struct sbx_error *err)
+{
+	sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+		      "azure: '%.64s' is not a sandbox name", id);
+	err->err = ENOENT;
+	return -ENOENT;
+}
+
+static struct entry *entry_find(struct azure_priv *ap, const char *id)
+{
+	struct entry *e;
+
+	for (e = ap->entries; e != NULL; e = e->next)
+		if (strcmp(e->id, id) == 0)
+			return e;
+	return NULL;
+}
+
+static void entry_drop(struct azure_priv *ap, const char *id)
+{
+	struct entry **pp, *e;
+
+	for (pp = &ap->entries; (e = *pp) != NULL; pp = &e->next) {
+		if (strcmp(e->id, id) == 0) {
+			*pp = e->next;
+			proto_azure_sandbox_cleanup(&e->sb);
+			free(e);
+			ap->nentries--;
+			return;
+		}
+	}
+}
+
+/* Keep a copy of sb (read from the data plane at read_ms). Under lock. */
+static void entry_store(struct azure_priv *ap,
+			const struct proto_azure_sandbox *sb, long long read_ms,
+			bool judgeable)
+{
+	struct entry *e = entry_find(ap, sb->rec.id), *oldest, *it;
+	struct proto_azure_sandbox copy;
+
+	if (proto_azure_sandbox_copy(&copy, sb) < 0)
+		return;
+	if (e == NULL) {
+		if (ap->nentries >= PROVIDER_AZURE_MAX_CACHED) {
+			oldest = ap->entries;
+			for (it = ap->entries; it != NULL; it = it->next)
+				if (it->read_ms < oldest->read_ms)
+					oldest = it;
+			entry_drop(ap, oldest->id);
+		}
+		e = xcalloc(1, sizeof(*e));
+		snprintf(e->id, sizeof(e->id), "%s", sb->rec.id);
+		e->next = ap->entries;
+		ap->entries = e;
+		ap->nentries++;
+	} else {
+		proto_azure_sandbox_cleanup(&e->sb);
+	}
+	e->sb = copy;
+	e->read_ms = read_ms;
+	e->needs_fresh = !judgeable;
+	e->judgeable = judgeable;
+}
+
+static void mark_stale(struct azure_priv *ap, const char *id)
+{
+	struct entry *e;
+
+	pthread_mutex_lock(&ap->lock);
+	e = entry_find(ap, id);
+	if (e != NULL)
+		e->needs_fresh = true;
+	pthread_mutex_unlock(&ap->lock);
+}
+
+/* GET the sandbox object of id. -ENOENT when it is gone (and forgotten). */
+static int fetch_sandbox(struct azure_priv *ap, const char *id,
+			 struct proto_azure_sandbox *out, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct dp_req r;
+	char what[128], path[128];
+	const char *why = "";
+	int rc;
+
+	snprintf(what, sizeof(what), "read sandbox '%s'", id);
+	snprintf(path, sizeof(path), "/sandboxes/%s", id);
+	memset(&r, 0, sizeof(r));
+	r.what = what;
+	r.method = "GET";
+	r.path = path;
+	r.max_body = PROVIDER_AZURE_MAX_RECORD;
+	r.json = true;
+	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	transport_resp_init(&resp);
+	rc = dp_call(ap, &r, &resp, err);
+	if (rc == -ENOENT) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_GONE,
+			      "azure: sandbox '%s' does not exist", id);
+		pthread_mutex_lock(&ap->lock);
+		entry_drop(ap, id);
+		pthread_mutex_unlock(&ap->lock);
+		goto out;
+	}
+	if (rc < 0)
+		goto out;
+	rc = proto_azure_sandbox_decode(resp.body.data, resp.body.len, out,
+					&why);
+	if (rc == 0 && strcmp(out->rec.id, id) != 0) {
+		proto_azure_sandbox_cleanup(out);
+		why = "it names another sandbox";
+		rc = -EINVAL;
+	}
+	if (rc < 0) {
+		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+			      "azure: the data plane's record of sandbox '%s' "
+			      "is malformed: %s",
+			      id, why);
+		rc = -EIO;
+	}
+out:
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+static void to_record(const struct proto_azure_sandbox *sb,
+		      struct provider_record *out)
+{
+	const struct proto_azure_port *port;
+	struct provider_record r;
+	size_t i;
+
+	memset(&r, 0, sizeof(r));
+	snprintf(r.id, sizeof(r.id), "%s", sb->rec.id);
+	/* The two enums list the Azure states in the same order. */
+	r.state = (enum provider_state)sb->rec.state;
+	if (sb->rec.nlabels > 0)
+		r.labels = xcalloc(sb->rec.nlabels, sizeof(*r.labels));
+	for (i = 0; i < sb->rec.nlabels; i++) {
+		r.labels[i].key = xstrdup(sb->rec.labels[i].key);
+		r.labels[i].value = xstrdup(sb->rec.labels[i].value);
+		r.nlabels++;
+	}
+	port = proto_azure_sandbox_port(sb, PROTO_AZURE_AGENT_PORT);
+	if (port != NULL && port->url != NULL)
+		r.route_hint = xstrdup(port->url);
+	*out = r;
+}
+
+static int azure_record(struct provider *p, const char *id,
+			struct provider_record *out, struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct proto_azure_sandbox sb;
+	struct entry *e;
+	long long now = now_ms();
+	int rc;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	pthread_mutex_lock(&ap->lock);
+	e = entry_find(ap, id);
+	if (e != NULL && !e->needs_fresh && ap->cache_ms > 0 &&
+	    now - e->read_ms < ap->cache_ms) {
+		ap->stats.record_hits++;
+		to_record(&e->sb, out);
+		pthread_mutex_unlock(&ap->lock);
+		return 0;
+	}
+	ap->stats.record_reads++;
+	pthread_mutex_unlock(&ap->lock);
+	rc = fetch_sandbox(ap, id, &sb, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&ap->lock);
+	entry_store(ap, &sb, now, true);
+	pthread_mutex_unlock(&ap->lock);
+	to_record(&sb, out);
+	proto_azure_sandbox_cleanup(&sb);
+	return 0;
+}
+
+/* ---- the agent's route and credential ---------------------------------- */
+
+static int add_agent_port(struct azure_priv *ap, const char *id,
+			  struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf body = BUF_INIT(0);
+	struct dp_req r;
+	char what[128], path[128];
+	int rc;
+
+	rc = proto_azure_port_add_encode(PROTO_AZURE_AGENT_PORT, true, "Always",
+					 &body);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: out of memory");
+		return rc;
+	}
+	snprintf(what, sizeof(what), "open the agent port of sandbox '%s'", id);
+	snprintf(path, sizeof(path), "/sandboxes/%s/ports/add", id);
+	memset(&r, 0, sizeof(r));
+	r.what = what;
+	r.method = "POST";
+	r.path = path;
+	r.content_type = "application/json";
+	r.body = body.data;
+	r.body_len = body.len;
+	r.max_body = PROVIDER_AZURE_MAX_RECORD;
+	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	transport_resp_init(&resp);
+	count(ap, &ap->stats.ports_added);
+	rc = dp_call(ap, &r, &resp, err);
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&body);
+	return rc;
+}
+
+static int azure_route(struct provider *p, const char *id, char **url,
+		       struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	const struct proto_azure_port *port;
+	struct proto_azure_sandbox sb;
+	bool added = false;
+	int rc;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	count(ap, &ap->stats.routes);
+	for (;;) {
+		long long now = now_ms();
+
+		rc = fetch_sandbox(ap, id, &sb, err);
+		if (rc < 0)
+			return rc;
+		/* A route fetch comes before an activation, whose judged
+		 * read must be its own: this read is not reused. */
+		pthread_mutex_lock(&ap->lock);
+		entry_store(ap, &sb, now, false);
+		pthread_mutex_unlock(&ap->lock);
+		port = proto_azure_sandbox_port(&sb, PROTO_AZURE_AGENT_PORT);
+		if (port != NULL || added ||
+		    sb.rec.state != PROTO_RECORD_RUNNING)
+			break;
+		proto_azure_sandbox_cleanup(&sb);
+		rc = add_agent_port(ap, id, err);
+		if (rc < 0)
+			return rc;
+		added = true;
+	}
+	if (sb.rec.state != PROTO_RECORD_RUNNING) {
+		/* A stopped sandbox's proxy route leads nowhere; the record
+		 * read next (fresh) lets the caller resume it. */
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: sandbox '%s' is %s, not Running: its "
+			      "agent has no route",
+			      id,
+			      proto_record_state_name(sb.rec.state)
+				      ? proto_record_state_name(sb.rec.state)
+				      : "in an unknown state");
+		rc = -EIO;
+	} else if (port == NULL || port->url == NULL) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: sandbox '%s' has no URL for the agent "
+			      "port %d yet",
+			      id, PROTO_AZURE_AGENT_PORT);
+		rc = -EIO;
+	} else {
+		*url = xstrdup(port->url);
+		rc = 0;
+	}
+	proto_azure_sandbox_cleanup(&sb);
+	return rc;
+}
+
+static bool azure_route_allowed(struct provider *p, const char *url)
+{
+	(void)p;
+	return provider_azure_route_allowed(url);
+}
+
+/* GET {sandbox}/files?path=P into a buffer of at most max bytes. */
+static int read_file(struct azure_priv *ap, const char *id, const char *path,
+		     size_t max, const char *what, struct transport_resp *resp,
+		     struct sbx_error *err)
+{
+	struct buf query = BUF_INIT(0);
+	struct dp_req r;
+	char dppath[128];
+	int rc;
+
+	rc = buf_append_str(&query, "path=");
+	if (rc == 0)
+		rc = query_value(&query, path);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "azure: out of memory");
+		buf_cleanup(&query);
+		return rc;
+	}
+	snprintf(dppath, sizeof(dppath), "/sandboxes/%s/files", id);
+	memset(&r, 0, sizeof(r));
+	r.what = what;
+	r.method = "GET";
+	r.path = dppath;
+	r.query = query.data;
+	r.max_body = max;
+	r.timeout_ms = PROVIDER_AZURE_FILE_TIMEOUT_MS;
+	rc = dp_call(ap, &r, resp, err);
+	buf_cleanup(&query);
+	return rc;
+}
+
+static int azure_credential(struct provider *p, const char *id, char **bytes,
+			    size_t *len, struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct transport_resp resp;
+	char what[128];
+	int rc;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	count(ap, &ap->stats.credentials);
+	snprintf(what, sizeof(what),
+		 "read the agent credential of sandbox "
+		 "'%s'",
+		 id);
+	transport_resp_init(&resp);
+	rc = read_file(ap, id, ap->token_path, MAX_CREDENTIAL, what, &resp,
+		       err);
+	if (rc == 0) {
+		*len = resp.body.len;
+		*bytes = xmalloc(resp.body.len + 1);
+		memcpy(*bytes, resp.body.data ? resp.body.data : "",
+		       resp.body.len);
+		(*bytes)[resp.body.len] = '\0';
+	}
+	/* The answer held this boot's credential. */
+	if (resp.body.data != NULL)
+		token_wipe(resp.body.data, resp.body.len);
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+/* ---- the judge ---------------------------------------------------------- */
+
+static int refuse(struct sbx_error *err, const char *id, const char *why,
+		  const char *detail)
+{
+	sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_TRANSPORT_INVALID,
+		      "azure: sandbox '%s' may not be activated: its egress "
+		      "policy %s%s",
+		      id, why, detail ? detail : "");
+	return -EPROTO;
+}
+
+static int judge_sandbox(const struct proto_azure_sandbox *sb,
+			 struct sbx_error *err)
+{
+	const struct proto_azure_egress *eg = &sb->egress;
+
+	if (!eg->present)
+		return refuse(err, sb->rec.id, "is missing", NULL);
+	if (!eg->object)
+		return refuse(err, sb->rec.id, "is not an object", NULL);
+	if (eg->problem != NULL)
+		return refuse(err, sb->rec.id, "is malformed: ", eg->problem);
+	/* A vnet connection routes the sandbox's traffic through the
+	 * customer's network, whose rules are theirs: accepted. */
+	if (sb->vnet != NULL)
+		log_debug("azure: sandbox '%s' is connected to vnet '%s'",
+			  sb->rec.id, sb->vnet);
+	return 0;
+}
+
+static int azure_judge(struct provider *p, const struct provider_record *rec,
+		       struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct proto_azure_sandbox sb;
+	struct entry *e;
+	int rc;
+
+	if (!id_valid(rec->id))
+		return bad_id(rec->id, err);
+	pthread_mutex_lock(&ap->lock);
+	ap->stats.judges++;
+	e = entry_find(ap, rec->id);
+	if (e != NULL && e->judgeable) {
+		rc = judge_sandbox(&e->sb, err);
+		pthread_mutex_unlock(&ap->lock);
+		return rc;
+	}
+	/* The record the core read is not the one kept (a concurrent route
+	 * fetch replaced it): read it again. */
+	ap->stats.record_reads++;
+	pthread_mutex_unlock(&ap->lock);
+	rc = fetch_sandbox(ap, rec->id, &sb, err);
+	if (rc < 0)
+		return rc;
+	rc = judge_sandbox(&sb, err);
+	proto_azure_sandbox_cleanup(&sb);
+	return rc;
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static int lifecycle(struct provider *p, const char *id, const char *verb,
+		     unsigned *counter, struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct transport_resp resp;
+	struct dp_req r;
+	char what[128], path[128];
+	int rc;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	count(ap, counter);
+	snprintf(what, sizeof(what), "%s sandbox '%s'", verb, id);
+	snprintf(path, sizeof(path), "/sandboxes/%s/%s", id, verb);
+	memset(&r, 0, sizeof(r));
+	r.what = what;
+	r.method = "POST";
+	r.path = path;
+	r.max_body = PROVIDER_AZURE_MAX_RECORD;
+	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	transport_resp_init(&resp);
+	rc = dp_call(ap, &r, &resp, err);
+	transport_resp_cleanup(&resp);
+	/* Whatever the answer, the next record must come from the data
+	 * plane: the state is changing. */
+	mark_stale(ap, id);
+	if (rc == -ENOENT)
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_GONE,
+			      "azure: %s: sandbox '%s' does not exist", verb,
+			      id);
+	return rc;
+}
+
+static int azure_resume(struct provider *p, const char *id,
+			struct sbx_error *err)
+{
+	return lifecycle(p, id, "resume", &priv_of(p)->stats.resumes, err);
+}
+
+static int azure_stop(struct provider *p, const char *id, struct sbx_error *err)
+{
+	return lifecycle(p, id, "stop", &priv_of(p)->stats.stops, err);
+}
+
+/* ---- list ---------------------------------------------------------------- */
+
+static void ids_free(char **ids, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* The path and query of a nextLink, which must stay under our group on
+ * the data plane's own origin: the bearer goes nowhere else. The
+ * link's api-version is replaced by ours. */
+static char *next_path(struct azure_priv *ap, const char *link)
+{
+	size_t n = strlen(ap->base_url), g = strlen(ap->group_path);
+	struct buf b = BUF_INIT(8192);
+	const char *rest, *q, *m;
+	size_t i;
+	int rc;
+
+	if (strncmp(link, ap->base_url, n) != 0 || link[n] != '/')
+		return NULL;
+	rest = link + n;
+	if (strncmp(rest, ap->group_path, g) != 0 || rest[g] != '/')
+		return NULL;
+	for (i = 0; rest[i] != '\0'; i++)
+		if ((unsigned char)rest[i] <= 0x20 ||
+		    (unsigned char)rest[i] >= 0x7f || rest[i] == '#' ||
+		    rest[i] == '\\')
+			return NULL;
+	q = strchr(rest, '?');
+	rc = buf_append(&b, rest, q ? (size_t)(q - rest) : strlen(rest));
+	for (m = q ? q + 1 : NULL; rc == 0 && m != NULL && *m != '\0';) {
+		size_t len = strcspn(m, "&");
+
+		if (len > 0 && strncmp(m, "api-version=", 12) != 0) {
+			rc = buf_append(&b, strchr(b.data, '?') ? "&" : "?", 1);
+			if (rc == 0)
+				rc = buf_append(&b, m, len);
+		}
+		m += len;
+		if (*m == '&')
+			m++;
+	}
+	if (rc < 0) {
+		buf_cleanup(&b);
+		return NULL;
+	}
+	return buf_take(&b, NULL);
+}
+
+static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
+		      struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct transport_resp resp;
+	struct proto_azure_list page;
+	char **ids = NULL;
+	char *path = xstrdup("/sandboxes");
+	size_t n = 0, cap = 0, i;
+	bool absolute = false;
+	unsigned pages;
+	const char *why = "";
+	int rc = 0;
+
+	transport_resp_init(&resp);
+	for (pages = 0; path != NULL; pages++) {
+		struct dp_req r;
+		long long now = now_ms();
+
+		if (pages == PROVIDER_AZURE_MAX_PAGES) {
+			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+				      "azure: list sandboxes: more than %d "
+				      "pages",
+				      PROVIDER_AZURE_MAX_PAGES);
+			rc = -EIO;
+			goto out;
+		}
+		memset(&r, 0, sizeof(r));
+		r.what = "list sandboxes";
+		r.method = "GET";
+		r.path = path;
+		r.absolute = absolute;
+		r.max_body = 16 * PROVIDER_AZURE_MAX_RECORD;
+		r.json = true;
+		r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+		count(ap, &ap->stats.list_pages);
+		rc = dp_call(ap, &r, &resp, err);
+		if (rc == -ENOENT) {
+			sbx_error_set(err, SBX_COMMAND_FAILED, NULL,
+				      "azure: list sandboxes: the sandbox "
+				      "group does not exist");
+			err->err = ENOENT;
+		}
+		if (rc < 0)
+			goto out;
+		rc = proto_azure_list_decode(resp.body.data, resp.body.len,
+					     &page, &why);
+		if (rc < 0) {
+			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+				      "azure: list sandboxes: the data plane's "
+				      "answer is malformed: %s",
+				      why);
+			rc = -EIO;
+			goto out;
+		}
+		pthread_mutex_lock(&ap->lock);
+		for (i = 0; i < page.n; i++) {
+			if (!id_valid(page.ids[i])) {
+				log_debug("azure: list: ignoring sandbox id "
+					  "'%.64s', which is not a name this "
+					  "mount can show",
+					  page.ids[i]);
+				continue;
+			}
+			/* A listed record is as fresh as a read one. */
+			if (page.decoded[i])
+				entry_store(ap, &page.records[i], now, true);
+			if (n == PROVIDER_AZURE_MAX_SANDBOXES)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 64;
+				ids = xrealloc(ids, cap * sizeof(*ids));
+			}
+			ids[n++] = xstrdup(page.ids[i]);
+		}
+		pthread_mutex_unlock(&ap->lock);
+		free(path);
+		path = NULL;
+		if (page.next_link != NULL) {
+			path = next_path(ap, page.next_link);
+			absolute = true;
+			if (path == NULL) {
+				sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
+					      "azure: list sandboxes: the "
+					      "nextLink leaves the sandbox "
+					      "group's URL, which is refused");
+				proto_azure_list_cleanup(&page);
+				rc = -EIO;
+				goto out;
+			}
+		}
+		proto_azure_list_cleanup(&page);
+	}
+	*ids_out = ids;
+	*n_out = n;
+	ids = NULL;
+	n = 0;
+	rc = 0;
+out:
+	transport_resp_cleanup(&resp);
+	free(path);
+	ids_free(ids, n);
+	return rc;
+}
+
+/* ---- native sessions ------------------------------------------------------- */
+
+/* native_root joined with a session path (relative, or absolute meaning
+ * relative to the session root, as the agent takes it). */
+static int native_path(struct azure_priv *ap, const char *rel, bool allow_root,
+		       char **out, struct sbx_error *err)
+{
+	char norm[PATH_MAX_BYTES + 1];
+	enum path_verdict v;
+
+	v = path_normalize(rel, strlen(rel), allow_root, norm, sizeof(norm));
+	if (v != PATH_OK) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "Path '%.256s' refused: %s", rel,
+			      path_verdict_reason(v));
+		err->err = EACCES;
+		return -EACCES;
+	}
+	if (norm[0] == '\0')
+		*out = xstrdup(ap->native_root);
+	else if (strcmp(ap->native_root, "/") == 0)
+		*out = xasprintf("/%s", norm);
+	else
+		*out = xasprintf("%s/%s", ap->native_root, norm);
+	return 0;
+}
+
+static int azure_native_read(struct provider *p, const char *id,
+			     const char *path, struct buf *out,
+			     struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct transport_resp resp;
+	size_t max = PROTO_MAX_TRANSFER_BYTES;
+	char *full = NULL;
+	char what[128];
+	int rc;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	rc = native_path(ap, path, false, &full, err);
+	if (rc < 0)
+		return rc;
+	if (out->max != 0 && out->max - out->len < max)
+		max = out->max - out->len;
+	count(ap, &ap->stats.native_reads);
+	snprintf(what, sizeof(what), "read a file of sandbox '%s'", id);
+	transport_resp_init(&resp);
+	rc = read_file(ap, id, full, max, what, &resp, err);
+	if (rc == -ENOENT) {
+		sbx_error_set(
+			err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			"%s returned 404 Not Found: " PROTO_ERR_PATH_NOT_FOUND
+			": No such file in the sandbox: %.256s",
+			TRANSPORT_OP_READ, path);
+		err->err = ENOENT;
+	} else if (rc == -EFBIG) {
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "%s: '%.256s' is over the %zu byte transfer "
+			      "limit",
+			      TRANSPORT_OP_READ, path, max);
+		err->err = EFBIG;
+	} else if (rc == 0) {
+		rc = buf_append(out, resp.body.data ? resp.body.data : "",
+				resp.body.len);
+		if (rc < 0) {
+			sbx_error_set(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED,
+				      "%s: '%.256s' does not fit",
+				      TRANSPORT_OP_READ, path);
+			err->err = -rc;
+		}
+	}
+	transport_resp_cleanup(&resp);
+	free(full);
+	return rc;
+}
+
+static int azure_native_exec(struct provider *p, const char *id,
+			     const char *command, const char *cwd,
+			     struct provider_exec_result *res,
+			     struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct transport_resp resp;
+	struct proto_azure_exec ex;
+	struct buf body = BUF_INIT(0);
+	struct dp_req r;
+	char what[128], path[128];
+	const char *why = "";
+	char *dir = NULL;
+	int rc;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	rc = native_path(ap, cwd != NULL ? cwd : "", true, &dir, err);
+	if (rc < 0)
+		return rc;
+	rc = proto_azure_exec_req_encode(command, dir, &body);
+	free(dir);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: the command cannot be encoded");
+		return rc;
+	}
+	count(ap, &ap->stats.native_execs);
+	snprintf(what, sizeof(what), "run a command in sandbox '%s'", id);
+	snprintf(path, sizeof(path), "/sandboxes/%s/executeShellCommand", id);
+	memset(&r, 0, sizeof(r));
+	r.what = what;
+	r.method = "POST";
+	r.path = path;
+	r.content_type = "application/json";
+	r.body = body.data;
+	r.body_len = body.len;
+	r.max_body = PROTO_HTTP_BODY_LIMIT;
+	r.json = true;
+	r.may_run = true;
+	r.timeout_ms = PROVIDER_AZURE_EXEC_TIMEOUT_MS;
+	transport_resp_init(&resp);
+	rc = dp_call(ap, &r, &resp, err);
+	buf_cleanup(&body);
+	if (rc < 0)
+		goto out;
+	proto_azure_exec_init(&ex, res->out.max, res->err.max);
+	rc = proto_azure_exec_decode(resp.body.data, resp.body.len, &ex, &why);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
+			      "azure: %s: the data plane's answer is "
+			      "malformed (%s); the command may have run",
+			      what, why);
+		proto_azure_exec_cleanup(&ex);
+		rc = -EIO;
+		goto out;
+	}
+	/* Output past the caller's bounds was dropped, as an agent's output
+	 * cap drops it. */
+	buf_cleanup(&res->out);
+	buf_cleanup(&res->err);
+	res->out = ex.out;
+	res->err = ex.err;
+	res->has_exit = ex.has_exit;
+	res->exit_code = ex.exit_code;
+out:
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+/* ---- the transport's options ------------------------------------------------ */
+
+static const char *azure_ca_file(struct provider *p)
+{
+	return priv_of(p)->ca_file;
+}
+
+static const char *const *azure_resolve(struct provider *p)
+{
+	return (const char *const *)priv_of(p)->resolve;
+}
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+static void azure_free(struct provider *p)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct entry *e, *next;
+	size_t i;
+
+	for (e = ap->entries; e != NULL; e = next) {
+		next = e->next;
+		proto_azure_sandbox_cleanup(&e->sb);
+		free(e);
+	}
+	azure_auth_free(ap->auth);
+	for (i = 0; ap->resolve != NULL && ap->resolve[i] != NULL; i++)
+		free(ap->resolve[i]);
+	free(ap->resolve);
+	free(ap->base_url);
+	free(ap->group_path);
+	free(ap->token_path);
+	free(ap->native_root);
+	free(ap->ca_file);
+	pthread_mutex_destroy(&ap->lock);
+	free(ap);
+}
+
+static const struct provider_ops azure_ops = {
+	.name = "azure",
+	.list = azure_list,
+	.record = azure_record,
+	.route = azure_route,
+	.route_allowed = azure_route_allowed,
+	.credential = azure_credential,
+	.judge = azure_judge,
+	.resume = azure_resume,
+	.stop = azure_stop,
+	.native_read = azure_native_read,
+	.native_exec = azure_native_exec,
+	.ca_file = azure_ca_file,
+	.resolve = azure_resolve,
+	.free = azure_free,
+};
+
+static bool name_ok(const char *s, size_t max, const char *chars)
+{
+	size_t n = s != NULL ? strlen(s) : 0;
+
+	return n > 0 && n <= max && strspn(s, chars) == n &&
+	       strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+#define ALNUM "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+/* "host:port:addr" entries; the separators of the option are ',', ';'
+ * and white space. */
+static int parse_pins(const char *text, char ***out, struct sbx_error *err)
+{
+	char **pins = xcalloc(MAX_PINS + 1, sizeof(*pins));
+	const char *p = text;
+	size_t n = 0;
+
+	while (p != NULL && *p != '\0') {
+		size_t len = strcspn(p, ",; \t\r\n");
+		char *pin, *c1, *c2;
+
+		if (len > 0) {
+			pin = xstrndup(p, len);
+			c1 = strchr(pin, ':');
+			c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+			if (n == MAX_PINS || c1 == NULL || c2 == NULL ||
+			    c1 == pin || c2 == c1 + 1 || c2[1] == '\0' ||
+			    strspn(c1 + 1, "0123456789") !=
+				    (size_t)(c2 - c1 - 1)) {
+				sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+					      "azure: azure_resolve: '%.128s' "
+					      "is not host:port:address",
+					      pin);
+				err->err = EINVAL;
+				free(pin);
+				pins[n] = NULL;
+				while (n > 0)
+					free(pins[--n]);
+				free(pins);
+				return -EINVAL;
+			}
+			pins[n++] = pin;
+		}
+		p += len;
+		if (*p != '\0')
+			p++;
+	}
+	if (n == 0) {
+		free(pins);
+		pins = NULL;
+	}
+	*out = pins;
+	return 0;
+}
+
+static int invalid(struct sbx_error *err, const char *what)
+{
+	sbx_error_set(err, SBX_INVALID_INPUT, NULL, "azure: %s", what);
+	err->err = EINVAL;
+	return -EINVAL;
+}
+
+int provider_azure_open(const struct provider_azure_config *cfg,
+			struct provider **out, struct sbx_error *err)
+{
+	struct azure_auth_config acfg;
+	struct azure_priv *ap;
+	const char *host;
+	size_t hostlen, n;
+	int rc;
+
+	if (!name_ok(cfg->subscription, 64, ALNUM "-"))
+		return invalid(err, "azure_subscription is missing or not a "
+				    "subscription id");
+	if (!name_ok(cfg->resource_group, 90, ALNUM "-_.()"))
+		return invalid(err, "azure_resource_group is missing or not a "
+				    "resource group name");
+	if (!name_ok(cfg->group, 128, ALNUM "-_."))
+		return invalid(err, "azure_group is missing or not a sandbox "
+				    "group name");
+	if (cfg->endpoint == NULL && !name_ok(cfg->region, 64, ALNUM))
+		return invalid(err, "azure_region is missing or not a region "
+				    "name");
+	if (cfg->endpoint != NULL &&
+	    !https_origin(cfg->endpoint, &host, &hostlen))
+		return invalid(err, "azure_endpoint is not https://HOST[:PORT] "
+				    "(without user, path, query or fragment)");
+	if (cfg->token_path != NULL &&
+	    (cfg->token_path[0] != '/' || strlen(cfg->token_path) > 4096))
+		return invalid(err, "azure_token_path is not an absolute path");
+	if (cfg->native_root != NULL &&
+	    (cfg->native_root[0] != '/' || strlen(cfg->native_root) > 4096 ||
+	     strstr(cfg->native_root, "..") != NULL))
+		return invalid(err, "azure_native_root is not an absolute "
+				    "path");
+
+	ap = xcalloc(1, sizeof(*ap));
+	pthread_mutex_init(&ap->lock, NULL);
+	ap->base.ops = &azure_ops;
+	ap->base.priv = ap;
+	if (cfg->endpoint != NULL) {
+		n = strlen(cfg->endpoint);
+		if (cfg->endpoint[n - 1] == '/')
+			n--;
+		ap->base_url = xstrndup(cfg->endpoint, n);
+	} else {
+		char *region = xstrdup(cfg->region);
+		char *c;
+
+		for (c = region; *c != '\0'; c++)
+			if (*c >= 'A' && *c <= 'Z')
+				*c = (char)(*c - 'A' + 'a');
+		ap->base_url = xasprintf("https://management.%s."
+					 "azuredevcompute.io",
+					 region);
+		free(region);
+	}
+	ap->group_path =
+		xasprintf("/subscriptions/%s/resourceGroups/%s/"
+			  "sandboxGroups/%s",
+			  cfg->subscription, cfg->resource_group, cfg->group);
+	ap->token_path = xstrdup(cfg->token_path ? cfg->token_path
+						 : PROVIDER_AZURE_TOKEN_PATH);
+	n = strlen(cfg->native_root ? cfg->native_root
+				    : PROVIDER_AZURE_NATIVE_ROOT);
+	ap->native_root =
+		xstrdup(cfg->native_root ? cfg->native_root
+					 : PROVIDER_AZURE_NATIVE_ROOT);
+	while (n > 1 && ap->native_root[n - 1] == '/')
+		ap->native_root[--n] = '\0';
+	ap->ca_file = cfg->ca_file ? xstrdup(cfg->ca_file) : NULL;
+	ap->cache_ms = cfg->record_cache_ms < 0 ? PROVIDER_AZURE_RECORD_CACHE_MS
+						: cfg->record_cache_ms;
+	ap->connect_ms =
+		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
+	if (cfg->resolve != NULL) {
+		rc = parse_pins(cfg->resolve, &ap->resolve, err);
+		if (rc < 0)
+			goto fail;
+	}
+	memset(&acfg, 0, sizeof(acfg));
+	acfg.env = cfg->env;
+	acfg.ca_file = ap->ca_file;
+	acfg.resolve = (const char *const *)ap->resolve;
+	acfg.connect_timeout_ms = ap->connect_ms;
+	rc = azure_auth_new(&acfg, &ap->auth, err);
+	if (rc < 0)
+		goto fail;
+	*out = &ap->base;
+	return 0;
+fail:
+	azure_free(&ap->base);
+	return rc;
+}
+
+void provider_azure_stats(struct provider *p, struct provider_azure_stats *out)
+{
+	struct azure_priv *ap = priv_of(p);
+
+	pthread_mutex_lock(&ap->lock);
+	*out = ap->stats;
+	pthread_mutex_unlock(&ap->lock);
+}
+
+/* ---- settings ------------------------------------------------------------- */
+
+void provider_azure_settings_cleanup(struct provider_azure_settings *s)
+{
+	if (s == NULL)
+		return;
+	free(s->subscription);
+	free(s->resource_group);
+	free(s->group);
+	free(s->region);
+	free(s->endpoint);
+	free(s->token_path);
+	free(s->native_root);
+	free(s->ca_file);
+	free(s->resolve);
+	memset(s, 0, sizeof(*s));
+	s->record_cache_ms = -1;
+}
+
+static void set(char **field, const char *value)
+{
+	if (value == NULL || *value == '\0')
+		return;
+	free(*field);
+	*field = xstrdup(value);
+}
+
+static int cache_seconds(const char *v, long *ms)
+{
+	char *end = NULL;
+	double d;
+
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < 0 ||
+	    d > 3600)
+		return -EINVAL;
+	*ms = (long)(d * 1000.0 + 0.5);
+	return 0;
+}
+
+/* One key of the file or of the options into s. */
+static int set_key(struct provider_azure_settings *s, const char *key,
+		   const char *value)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} keys[] = {
+		{"azure_subscription",
+		 offsetof(struct provider_azure_settings, subscription)},
+		{"azure_resource_group",
+		 offsetof(struct provider_azure_settings, resource_group)},
+		{"azure_group",
+		 offsetof(struct provider_azure_settings, group)},
+		{"azure_region",
+		 offsetof(struct provider_azure_settings, region)},
+		{"azure_endpoint",
+		 offsetof(struct provider_azure_settings, endpoint)},
+		{"azure_token_path",
+		 offsetof(struct provider_azure_settings, token_path)},
+		{"azure_native_root",
+		 offsetof(struct provider_azure_settings, native_root)},
+		{"azure_ca_file",
+		 offsetof(struct provider_azure_settings, ca_file)},
+		{"azure_resolve",
+		 offsetof(struct provider_azure_settings, resolve)},
+	};
+	size_t i;
+
+	if (strcmp(key, "azure_record_cache") == 0)
+		return cache_seconds(value, &s->record_cache_ms);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (strcmp(key, keys[i].key) == 0) {
+			set((char **)((char *)s + keys[i].off), value);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static char *trim(char *s)
+{
+	char *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && strchr(" \t\r\n", end[-1]) != NULL)
+		*--end = '\0';
+	return s;
+}
+
+static int load_file(const char *path, struct provider_azure_settings *s,
+		     struct sbx_error *err)
+{
+	struct buf b = BUF_INIT(MAX_CONFIG_BYTES);
+	char chunk[4096], *line, *next, *eq;
+	unsigned lineno = 0;
+	ssize_t got;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		rc = -errno;
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: azure_config %s: %s", path,
+			      strerror(-rc));
+		err->err = -rc;
+		return rc;
+	}
+	while ((got = read(fd, chunk, sizeof(chunk))) > 0) {
+		rc = buf_append(&b, chunk, (size_t)got);
+		if (rc < 0)
+			break;
+	}
+	if (got < 0)
+		rc = -errno;
+	close(fd);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: azure_config %s: %s", path,
+			      rc == -EFBIG ? "larger than 64 KiB"
+					   : strerror(-rc));
+		err->err = EINVAL;
+		buf_cleanup(&b);
+		return -EINVAL;
+	}
+	for (line = b.data; line != NULL && rc == 0; line = next) {
+		char *key, *value;
+
+		lineno++;
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		key = trim(line);
+		if (*key == '\0' || *key == '#')
+			continue;
+		eq = strchr(key, '=');
+		if (eq == NULL) {
+			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+				      "azure: %s:%u: not key=value", path,
+				      lineno);
+			rc = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		key = trim(key);
+		value = trim(eq + 1);
+		rc = set_key(s, key, value);
+		if (rc == -ENOENT)
+			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+				      "azure: %s:%u: unknown key '%.64s'", path,
+				      lineno, key);
+		else if (rc < 0)
+			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+				      "azure: %s:%u: %s is not a number of "
+				      "seconds (0 to 3600)",
+				      path, lineno, key);
+	}
+	buf_cleanup(&b);
+	if (rc < 0) {
+		err->err = EINVAL;
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const char *env_value(const char *const *env, const char *name)
+{
+	size_t n = strlen(name), i;
+
+	if (env == NULL)
+		env = (const char *const *)environ;
+	for (i = 0; env[i] != NULL; i++)
+		if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
+			return env[i] + n + 1;
+	return NULL;
+}
+
+int provider_azure_settings_load(const struct sbfs_opts *o,
+				 const char *const *env,
+				 struct provider_azure_settings *out,
+				 struct sbx_error *err)
+{
+	struct provider_azure_settings s;
+	char missing[160] = "";
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	s.record_cache_ms = -1;
+	/* Lowest first: the environment, the file, then the options. */
+	set(&s.subscription, env_value(env, "AZURE_SUBSCRIPTION_ID"));
+	set(&s.resource_group, env_value(env, "AZURE_RESOURCE_GROUP"));
+	set(&s.group, env_value(env, "SANDBOXFS_AZURE_GROUP"));
+	set(&s.region, env_value(env, "SANDBOXFS_AZURE_REGION"));
+	if (o != NULL && o->azure_config != NULL) {
+		rc = load_file(o->azure_config, &s, err);
+		if (rc < 0)
+			goto fail;
+	}
+	if (o != NULL) {
+		set(&s.subscription, o->azure_subscription);
+		set(&s.resource_group, o->azure_resource_group);
+		set(&s.group, o->azure_group);
+		set(&s.region, o->azure_region);
+		set(&s.endpoint, o->azure_endpoint);
+		set(&s.token_path, o->azure_token_path);
+		set(&s.ca_file, o->azure_ca_file);
+		set(&s.resolve, o->azure_resolve);
+		if (o->azure_record_cache != NULL &&
+		    cache_seconds(o->azure_record_cache, &s.record_cache_ms) <
+			    0) {
+			rc = invalid(err, "-o azure_record_cache: not a number "
+					  "of seconds (0 to 3600)");
+			goto fail;
+		}
+	}
+	if (s.subscription == NULL)
+		strcat(missing, " azure_subscription");
+	if (s.resource_group == NULL)
+		strcat(missing, " azure_resource_group");
+	if (s.group == NULL)
+		strcat(missing, " azure_group");
+	if (s.region == NULL && s.endpoint == NULL)
+		strcat(missing, " azure_region");
+	if (missing[0] != '\0') {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "azure: missing setting(s):%s (give them with "
+			      "-o, in the azure_config file, or as "
+			      "AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, "
+			      "SANDBOXFS_AZURE_GROUP, SANDBOXFS_AZURE_REGION)",
+			      missing);
+		err->err = EINVAL;
+		rc = -EINVAL;
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	provider_azure_settings_cleanup(&s);
+	return rc;
+}
+
+int provider_azure_new(const struct sbfs_opts *o, struct provider **out,
+		       struct sbx_error *err)
+{
+	struct provider_azure_settings s;
+	struct provider_azure_config cfg;
+	int rc;
+
+	rc = provider_azure_settings_load(o, NULL, &s, err);
+	if (rc < 0)
+		return rc;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.subscription = s.subscription;
+	cfg.resource_group = s.resource_group;
+	cfg.group = s.group;
+	cfg.region = s.region;
+	cfg.endpoint = s.endpoint;
+	cfg.token_path = s.token_path;
+	cfg.native_root = s.native_root;
+	cfg.ca_file = s.ca_file;
+	cfg.resolve = s.resolve;
+	cfg.record_cache_ms = s.record_cache_ms;
+	cfg.connect_timeout_ms = o != NULL && o->connect_timeout_s > 0
+					 ? o->connect_timeout_s * 1000
+					 : 0;
+	rc = provider_azure_open(&cfg, out, err);
+	provider_azure_settings_cleanup(&s);
+	return rc;
+}

@@ -1,0 +1,95 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# check_manpage: the manual pages document every option the programs take.
+# Every option in the fuse_opt tables of src/fs/opts.c must appear in
+# man/sandboxfs.1, and every option sandbox-agent --help prints must appear
+# in man/sandbox-agent.8; and the pages must be clean for mandoc -T lint.
+# An option counts as documented when the page marks it up as one: `Cm
+# name` for a -o option, `Fl -name` or `Fl x` for a command line flag.
+#
+# Exit 0 pass, 1 fail, 99 when a file it reads is missing.
+
+set -u
+
+SRC=${SBFS_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
+AGENT=${SBFS_AGENT:-./sandbox-agent}
+OPTS_C=$SRC/src/fs/opts.c
+FS_MAN=$SRC/man/sandboxfs.1
+AGENT_MAN=$SRC/man/sandbox-agent.8
+
+fails=0
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+for f in "$OPTS_C" "$FS_MAN" "$AGENT_MAN"; do
+	[ -f "$f" ] || {
+		echo "ERROR: $f is missing"
+		exit 99
+	}
+done
+[ -x "$AGENT" ] || {
+	echo "ERROR: $AGENT is not built"
+	exit 99
+}
+
+# documented PAGE OPTION: the page marks OPTION up as an option.
+documented() {
+	case $2 in
+	--*) pat="^\.(It |Op |.* )?Fl -${2#--}( |$)" ;;
+	-*) pat="^\.(It |Op |.* )?Fl ${2#-}( |$)" ;;
+	*) pat="(^|[ .])Cm ${2}( |$)" ;;
+	esac
+	# shellcheck disable=SC2016 # a regular expression
+	grep -Eq -- "$pat" "$1"
+}
+
+# ---- sandboxfs: the fuse_opt tables -----------------------------------------------------
+# Entries look like SOPT("name=%s", field), ROPT(...), FUSE_OPT_KEY("name",
+# KEY) or { "name", offset, value }; the option's name ends at '=' or '%'
+# (templates such as "x-" match a prefix).
+opts=$(sed -n \
+	-e 's/.*\<[SR]OPT("\([^"=%]*\)[=%"].*/\1/p' \
+	-e 's/.*FUSE_OPT_KEY("\([^"=%]*\)[=%"].*/\1/p' \
+	-e 's/^[[:space:]]*{[[:space:]]*"\([^"=%]*\)[=%"].*/\1/p' \
+	"$OPTS_C" | sort -u)
+n=$(echo "$opts" | grep -c .)
+[ "$n" -ge 10 ] || fail "found only $n options in $OPTS_C: is the table format new?"
+for o in $opts; do
+	documented "$FS_MAN" "$o" || fail "sandboxfs option '$o' (src/fs/opts.c) is not in man/sandboxfs.1"
+done
+echo "# sandboxfs: $n options checked"
+
+# ---- sandbox-agent: --help --------------------------------------------------------------
+"$AGENT" --help >"${TMPDIR:-/tmp}/check_manpage.$$" 2>&1
+rc=$?
+help=$(cat "${TMPDIR:-/tmp}/check_manpage.$$")
+rm -f "${TMPDIR:-/tmp}/check_manpage.$$"
+[ "$rc" -eq 0 ] || fail "sandbox-agent --help exited $rc"
+aopts=$(echo "$help" | grep -Eo '(^|[[:space:],])--?[A-Za-z0-9][A-Za-z0-9-]*' |
+	sed 's/^[[:space:],]*//' | sort -u)
+an=$(echo "$aopts" | grep -c .)
+[ "$an" -ge 5 ] || fail "found only $an options in sandbox-agent --help"
+for o in $aopts; do
+	documented "$AGENT_MAN" "$o" || fail "sandbox-agent option '$o' (--help) is not in man/sandbox-agent.8"
+done
+echo "# sandbox-agent: $an options checked"
+
+# ---- mandoc -T lint ---------------------------------------------------------------------
+if command -v mandoc >/dev/null 2>&1; then
+	for page in "$SRC"/man/*.[1-9]; do
+		out=$(mandoc -T lint -W warning "$page" 2>&1 | grep -v 'mandoc.db')
+		[ -z "$out" ] || fail "mandoc -T lint $page: $out"
+	done
+else
+	echo "# mandoc is not installed: the pages were not linted"
+fi
+
+if [ "$fails" -ne 0 ]; then
+	echo "check_manpage: $fails problem(s)"
+	exit 1
+fi
+echo "check_manpage: all options are documented"
+exit 0

@@ -1,0 +1,28 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# t-bench-smoke: the benchmark's small variant (bench/smoke) runs through:
+# two sandboxes (extension and strict v1), an sshd and sshfs on loopback,
+# the delay proxy, and every workload gives a number for every target.
+# Speed is not judged. It needs root and FUSE (skips without them, fails
+# with SBFS_REQUIRE_FUSE=1), and sshfs and openssh-server, which CI
+# installs: without them it fails, saying so.
+
+. "$(dirname "$0")/lib.sh"
+
+need_fuse
+need_root "bench/run starts an sshd and mounts sshfs as root"
+for _c in sshfs ssh ssh-keygen rsync /usr/sbin/sshd; do
+	command -v "$_c" >/dev/null 2>&1 ||
+		die "$_c is not installed: scripts/install-deps --bench installs it"
+done
+[ -x "$SBFS_BUILDDIR/bench/delay-proxy" ] ||
+	die "$SBFS_BUILDDIR/bench/delay-proxy is not built"
+
+# bench/run uses the build under test (SBFS_BUILDDIR), never one of its own.
+with_timeout 1500 sh "$SBFS_SRCDIR/bench/smoke" \
+	>"$TMP/smoke.out" 2>&1
+rc=$?
+sed 's/^/# /' "$TMP/smoke.out"
+[ "$rc" -eq 0 ] || fail "bench/smoke failed (exit $rc)"
+finish
