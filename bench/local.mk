@@ -10,3 +10,12 @@ noinst_PROGRAMS += %reldir%/delay-proxy
 %canon_reldir%_delay_proxy_LDADD = $(PTHREAD_LIBS)
 EXTRA_DIST += %reldir%/run %reldir%/smoke %reldir%/README.md
 EXTRA_DIST += %reldir%/agent-bench
+
+## transport-bench: requests per second through the transport core, next
+## to plain curl (bench/transport-bench runs both).
+noinst_PROGRAMS += %reldir%/transport-bench
+%canon_reldir%_transport_bench_SOURCES = %reldir%/transport-bench.c
+%canon_reldir%_transport_bench_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
+%canon_reldir%_transport_bench_LDADD = libsandboxfs.a $(CURL_LIBS) \
+	$(CJSON_LIBS) $(CRYPTO_LIBS) $(PTHREAD_LIBS) -lm
+EXTRA_DIST += %reldir%/transport-bench

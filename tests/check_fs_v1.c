@@ -1459,7 +1459,7 @@ static char *nat_base, *nat_state, *nat_root;
 static void native_start(void)
 {
 	struct local_err err = {""};
-	struct local_create_opts o = {NULL, true, NULL};
+	struct local_create_opts o = {NULL, true, NULL, false};
 	struct local_ctl ctl;
 
 	exec_uid = geteuid() == 0 ? LOCAL_CTL_DEFAULT_ID : geteuid();

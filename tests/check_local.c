@@ -953,7 +953,7 @@ static long http_status(const char *url, const char *path)
 START_TEST(ctl_create_and_errors)
 {
 	struct local_create_opts from_missing = {"/nonexistent/src", false,
-						 NULL};
+						 NULL, false};
 	struct local_err err = {""};
 	struct proto_record r;
 	struct stat st;
@@ -1015,7 +1015,7 @@ START_TEST(ctl_create_and_errors)
 	local_state_ids_free(ids, n);
 
 	if (geteuid() == 0) {
-		struct local_create_opts u = {NULL, false, "root"};
+		struct local_create_opts u = {NULL, false, "root", false};
 
 		ck_assert_int_eq(local_ctl_create(&ctl, "u0", &u, &err),
 				 -EINVAL);
@@ -1030,7 +1030,7 @@ START_TEST(ctl_create_and_errors)
 		ck_assert_int_eq(r.exec_gid, 4321);
 		proto_record_cleanup(&r);
 	} else {
-		struct local_create_opts u = {NULL, false, "nobody"};
+		struct local_create_opts u = {NULL, false, "nobody", false};
 
 		ck_assert_int_eq(local_ctl_create(&ctl, "u0", &u, &err),
 				 -EPERM);
@@ -1065,7 +1065,7 @@ END_TEST
 
 START_TEST(ctl_native)
 {
-	struct local_create_opts o = {NULL, true, NULL};
+	struct local_create_opts o = {NULL, true, NULL, false};
 	struct local_err err = {""};
 	struct local_status s;
 	struct proto_record r;
@@ -1108,7 +1108,7 @@ static void set_times(const char *path, time_t t, bool nofollow)
 START_TEST(ctl_create_from)
 {
 	struct local_err err = {""};
-	struct local_create_opts o = {NULL, false, NULL};
+	struct local_create_opts o = {NULL, false, NULL, false};
 	char *src = th_tmpdir("src"), *root, p[PATH_MAX], q[PATH_MAX];
 	char target[PATH_MAX], *text;
 	uid_t want_uid = geteuid() == 0 ? 65534 : geteuid();

@@ -5,7 +5,7 @@ TESTS += check_sandboxfs
 endif
 check_sandboxfs_SOURCES = %reldir%/check_main.c %reldir%/check_suites.h \
 	%reldir%/suites.def %reldir%/helpers.c %reldir%/helpers.h \
-	%reldir%/check_common.c
+	%reldir%/check_common.c %reldir%/check_e2e.c
 check_sandboxfs_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(CHECK_CFLAGS)
 check_sandboxfs_LDADD = libsandboxfs.a $(FUSE_LIBS) $(CURL_LIBS) \
 	$(CJSON_LIBS) $(CRYPTO_LIBS) $(MHD_LIBS) $(CHECK_LIBS) $(PTHREAD_LIBS) -lm
