@@ -681,13 +681,10 @@ static int drain_child(int outfd, int errfd, struct buf *out, struct buf *eb,
 				open_fds--;
 				continue;
 			}
-			if (b->len + (size_t)got > b->max) {
-				/* Past the bound: the answer is not one. */
-				if (i == 0)
-					rc = -EFBIG;
-				continue;
-			}
-			if (buf_append(b, chunk, (size_t)got) < 0 && i == 0)
+			/* Past the bound, the answer is not one. */
+			if ((b->len + (size_t)got > b->max ||
+			     buf_append(b, chunk, (size_t)got) < 0) &&
+			    i == 0)
 				rc = -EFBIG;
 			token_wipe(chunk, sizeof(chunk));
 		}

@@ -248,6 +248,18 @@ static void error_detail(const struct transport_resp *resp, char *out,
 		snprintf(out, size, " (%s)", snip);
 }
 
+/* Overwrite every occurrence of secret in text. */
+static void scrub(char *text, const char *secret)
+{
+	size_t n = strlen(secret);
+	char *hit;
+
+	if (n < 4)
+		return;
+	while ((hit = strstr(text, secret)) != NULL)
+		memset(hit, '*', n);
+}
+
 static char *dp_url(struct azure_priv *ap, const struct dp_req *r)
 {
 	const char *path = r->absolute ? "" : ap->group_path;
@@ -278,6 +290,8 @@ static int dp_call(struct azure_priv *ap, const struct dp_req *r,
 	int attempt, rc = 0;
 
 	for (attempt = 0; attempt < 2; attempt++) {
+		token_free(auth);
+		auth = NULL;
 		rc = azure_auth_header(ap->auth, &auth, &gen, err);
 		if (rc < 0)
 			goto out;
@@ -298,8 +312,6 @@ static int dp_call(struct azure_priv *ap, const struct dp_req *r,
 		transport_resp_init(resp);
 		sbx_error_clear(&herr);
 		rc = transport_http(&req, resp, &herr);
-		token_free(auth);
-		auth = NULL;
 		if (rc < 0) {
 			if (r->may_run && rc != -ECONNREFUSED)
 				sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
@@ -346,6 +358,8 @@ static int dp_call(struct azure_priv *ap, const struct dp_req *r,
 		goto out;
 	}
 	error_detail(resp, detail, sizeof(detail));
+	/* A body that echoes the request must not put the token in a log. */
+	scrub(detail, auth + strlen("Authorization: Bearer "));
 	if (resp->status >= 300 && resp->status < 400) {
 		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
 			      "azure: %s: the data plane answered with a "

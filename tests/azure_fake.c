@@ -423,7 +423,8 @@ void azure_fake_remove(struct azure_fake *f, const char *id)
 	pthread_mutex_unlock(&f->mu);
 }
 
-/* Run fn on sandbox id under the lock (nothing when there is none). */
+/* Run body with s, sandbox id, under the lock (nothing when there is
+ * none). */
 #define WITH_SBX(f, id, body)                   \
 	do {                                    \
 		struct sbx *s;                  \
@@ -906,6 +907,19 @@ static bool route_enter(struct azure_fake *f, struct MHD_Connection *c,
 	ft.body = ft.body ? xstrdup(ft.body) : NULL;
 	ft.headers = ft.headers ? xstrdup(ft.headers) : NULL;
 	pthread_mutex_unlock(&f->mu);
+	/* "{{bearer}}" in a scripted body echoes the request's token. */
+	if (ft.body != NULL && strstr(ft.body, "{{bearer}}") != NULL) {
+		const char *auth = MHD_lookup_connection_value(
+			c, MHD_HEADER_KIND, "Authorization");
+		char *at = strstr(ft.body, "{{bearer}}"), *echo;
+
+		*at = '\0';
+		echo = xasprintf("%s%s%s", ft.body,
+				 auth && strlen(auth) > 7 ? auth + 7 : "",
+				 at + 10);
+		free(ft.body);
+		ft.body = echo;
+	}
 	*ret = reply(c, ft.status, ft.ctype, ft.body,
 		     ft.body ? strlen(ft.body) : 0, ft.headers);
 	free(ft.ctype);

@@ -59,7 +59,6 @@ struct box {
 	char *id;
 	bool native;
 	pid_t pid; /* the running agent, or 0 */
-	unsigned boots;
 };
 
 static struct {
@@ -203,7 +202,6 @@ static void agent_start(struct box *b)
 	}
 	port = (unsigned)strtoul(text, NULL, 10);
 	free(text);
-	b->boots++;
 	azure_fake_set_agent(g.fake, b->id, port, true, NULL, 0);
 	azure_fake_map_file(g.fake, b->id, AZURE_FAKE_TOKEN_PATH, token);
 	snprintf(pidtext, sizeof(pidtext), "%ld\n", (long)b->pid);

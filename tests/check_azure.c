@@ -1248,6 +1248,8 @@ START_TEST(bad_answers_are_clear_errors)
 		 "{\"error\":{\"code\":\"InternalError\",\"message\":\"boom\"}"
 		 "}",
 		 NULL, SBX_UNREACHABLE, EIO, "HTTP 500 (InternalError: boom)"},
+		{AZF_GET, 500, "text/plain", "you sent {{bearer}}", NULL,
+		 SBX_UNREACHABLE, EIO, "(you sent *"},
 		{AZF_GET, 429, NULL, "slow down", NULL, SBX_UNREACHABLE, EIO,
 		 "HTTP 429 (slow down)"},
 		{AZF_GET, 403, JSONT,
