@@ -501,6 +501,34 @@ out:
 	return rc;
 }
 
+int ac_tree(struct transport *t, const char *id, const char *path,
+	    unsigned max_entries, struct proto_tree *out, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = path_query(&q, EXT_PREFIX "tree", path, NULL);
+	if (rc == 0 && max_entries > 0)
+		rc = buf_printf(&q, "&maxEntries=%u", max_entries);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_FILES, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
+		    PROTO_EXT_TREE_MAX_BYTES, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_tree_decode(resp.body.data, resp.body.len, out);
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_FILES, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
 struct range_sink {
 	unsigned char *dst;
 	size_t cap;
@@ -585,9 +613,24 @@ out:
 	return rc;
 }
 
+/* "&atime=SEC.NSEC" (or now, omit) for a write's times. */
+static int time_arg(struct buf *q, const char *name, const struct proto_time *t)
+{
+	switch (t->how) {
+	case PROTO_TIME_NOW:
+		return buf_printf(q, "&%s=now", name);
+	case PROTO_TIME_SET:
+		return buf_printf(q, "&%s=%" PRId64 ".%09u", name, t->sec,
+				  (unsigned)t->nsec);
+	default:
+		return 0;
+	}
+}
+
 int ac_write_range(struct transport *t, const char *id, const char *path,
 		   uint64_t off, const void *data, size_t len,
-		   struct proto_attr *attr, struct sbx_error *err)
+		   const struct proto_time *times, struct proto_attr *attr,
+		   struct sbx_error *err)
 {
 	struct transport_resp resp;
 	struct buf q = BUF_INIT(0);
@@ -609,6 +652,10 @@ int ac_write_range(struct transport *t, const char *id, const char *path,
 	else
 		snprintf(extra, sizeof(extra), "&offset=%" PRIu64, off);
 	rc = path_query(&q, EXT_PREFIX "write", path, extra);
+	if (rc == 0 && times != NULL)
+		rc = time_arg(&q, "atime", &times[0]);
+	if (rc == 0 && times != NULL)
+		rc = time_arg(&q, "mtime", &times[1]);
 	if (rc < 0) {
 		local_failure(err, TRANSPORT_OP_WRITE, rc);
 		goto out;

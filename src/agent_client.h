@@ -94,6 +94,12 @@ int ac_list(struct transport *t, const char *id, const char *path,
 	    const char *cursor, unsigned limit, struct proto_list *out,
 	    struct sbx_error *err) __attribute__((warn_unused_result));
 
+/* A subtree in one answer (GET tree): max_entries bounds it (0: the
+ * agent's default). */
+int ac_tree(struct transport *t, const char *id, const char *path,
+	    unsigned max_entries, struct proto_tree *out, struct sbx_error *err)
+	__attribute__((warn_unused_result));
+
 /*
  * Read up to len bytes at off into dst. if_match (may be NULL) makes the
  * agent refuse (ESTALE) when the file's validator changed. *got receives
@@ -105,11 +111,13 @@ int ac_read_range(struct transport *t, const char *id, const char *path,
 		  size_t *got, char *etag, uint64_t *size,
 		  struct sbx_error *err) __attribute__((warn_unused_result));
 /* Write len bytes at off (UINT64_MAX: at the end of the file, as O_APPEND
- * does); attr (may be NULL) receives the attributes after the write. */
+ * does); times (may be NULL: atime, mtime) are set after the bytes, in the
+ * same request; attr (may be NULL) receives the attributes after the
+ * write. */
 int ac_write_range(struct transport *t, const char *id, const char *path,
 		   uint64_t off, const void *data, size_t len,
-		   struct proto_attr *attr, struct sbx_error *err)
-	__attribute__((warn_unused_result));
+		   const struct proto_time *times, struct proto_attr *attr,
+		   struct sbx_error *err) __attribute__((warn_unused_result));
 
 /* The metadata operations: op is the extension's route name ("create",
  * "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "chmod",

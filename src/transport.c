@@ -1576,6 +1576,51 @@ void transport_forget(struct transport *t, const char *id)
 
 /* ---- plain provider HTTP ------------------------------------------------ */
 
+/*
+ * Provider requests share a small pool of handles, so that a control
+ * plane's connections (and TLS sessions) are kept alive between calls
+ * instead of a handshake per call.
+ */
+#define HTTP_POOL_MAX 8
+
+static pthread_mutex_t http_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct handle *http_pool;
+static unsigned http_pool_n;
+
+static struct handle *http_handle_take(void)
+{
+	struct handle *h;
+
+	pthread_mutex_lock(&http_pool_lock);
+	h = http_pool;
+	if (h != NULL) {
+		http_pool = h->next;
+		http_pool_n--;
+	}
+	pthread_mutex_unlock(&http_pool_lock);
+	if (h != NULL)
+		return h;
+	h = xcalloc(1, sizeof(*h));
+	h->multi = curl_multi_init();
+	h->easy = curl_easy_init();
+	if (h->multi == NULL || h->easy == NULL)
+		fatalx("libcurl could not make a handle");
+	return h;
+}
+
+static void http_handle_give(struct handle *h)
+{
+	pthread_mutex_lock(&http_pool_lock);
+	if (http_pool_n < HTTP_POOL_MAX) {
+		h->next = http_pool;
+		http_pool = h;
+		http_pool_n++;
+		h = NULL;
+	}
+	pthread_mutex_unlock(&http_pool_lock);
+	handle_free(h);
+}
+
 int transport_http(const struct transport_http_req *hreq,
 		   struct transport_resp *resp, struct sbx_error *err)
 {
@@ -1597,11 +1642,7 @@ int transport_http(const struct transport_http_req *hreq,
 	if (curl_init_rc != CURLE_OK)
 		return -EIO;
 	sbx_error_clear(err);
-	h = xcalloc(1, sizeof(*h));
-	h->multi = curl_multi_init();
-	h->easy = curl_easy_init();
-	if (h->multi == NULL || h->easy == NULL)
-		fatalx("libcurl could not make a handle");
+	h = http_handle_take();
 	resp->body.max = hreq->max_body;
 	xfer_init(&x, h, &req, resp);
 	rc = xfer_setup(&x, NULL, NULL, hreq->url, hreq);
@@ -1644,7 +1685,7 @@ int transport_http(const struct transport_http_req *hreq,
 	}
 out:
 	xfer_finish(&x);
-	handle_free(h);
+	http_handle_give(h);
 	return rc;
 }
 

@@ -220,7 +220,7 @@ START_TEST(fsops_fifo_and_types)
 	t0 = th_now_ms();
 	ck_assert(mkfifo(p, 0644) == 0);
 	ck_assert_int_eq(fsops_open_read(&fa, "fifo", &st), -EINVAL);
-	ck_assert_int_eq(fsops_write(&fa, "fifo", 0, false, "x", 1, &st),
+	ck_assert_int_eq(fsops_write(&fa, "fifo", 0, false, "x", 1, NULL, &st),
 			 -ENXIO);
 	ck_assert_int_lt(th_now_ms() - t0, 2000);
 	ck_assert_int_eq(fsops_open_read(&fa, "", &st), -EISDIR);

@@ -30,6 +30,7 @@
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
+#include "common/xalloc.h"
 
 /* A normalised path and its terminator. */
 #define REL_MAX (PATH_MAX_BYTES + 1)
@@ -325,6 +326,170 @@ out:
 	return rc;
 }
 
+/* ---- GET tree ------------------------------------------------------------ */
+
+/*
+ * A subtree breadth first, each directory's listing whole, until the entry
+ * budget: one answer replaces a listing per directory for a client that
+ * walks the tree (find, ls -R, rsync, grep -r, rm -r). Only real
+ * directories are descended (lstat), so a symlink never leads the walk
+ * anywhere a listing of it would not.
+ */
+struct tree_walk {
+	struct buf dirents; /* the entries of the directory being listed */
+	size_t n; /* how many */
+	size_t budget; /* entries the answer may still take */
+	bool over; /* this directory does not fit */
+	char **subdirs; /* its subdirectories, by name */
+	size_t nsub, capsub;
+};
+
+static int tree_add(void *ud, const char *name, const struct stat *st,
+		    const char *target)
+{
+	struct tree_walk *w = ud;
+	struct proto_attr pa;
+	int rc;
+
+	if (w->n >= w->budget) {
+		w->over = true;
+		return FSOPS_LIST_FULL;
+	}
+	attr_from_stat(st, &pa);
+	rc = proto_list_add(&w->dirents, w->n == 0, name, &pa, target);
+	if (rc == -EFBIG) {
+		w->over = true;
+		return FSOPS_LIST_FULL;
+	}
+	if (rc < 0)
+		return rc;
+	w->n++;
+	if (S_ISDIR(st->st_mode)) {
+		if (w->nsub == w->capsub) {
+			w->capsub = w->capsub ? w->capsub * 2 : 16;
+			w->subdirs = xrealloc(w->subdirs,
+					      w->capsub * sizeof(*w->subdirs));
+		}
+		w->subdirs[w->nsub++] = xstrdup(name);
+	}
+	return 0;
+}
+
+static void tree_subdirs_free(struct tree_walk *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nsub; i++)
+		free(w->subdirs[i]);
+	w->nsub = 0;
+}
+
+static int route_tree(struct agent_req *r)
+{
+	const struct agent *a = agent_req_agent(r);
+	size_t rawlen = 0;
+	const char *raw = agent_req_query_n(r, "path", &rawlen);
+	const char *lim = agent_req_query(r, "maxEntries");
+	struct tree_walk w;
+	struct buf out = BUF_INIT(PROTO_EXT_TREE_MAX_BYTES);
+	char rel[REL_MAX];
+	char **queue = NULL; /* directories to list, relative to rel */
+	size_t qhead = 0, qlen = 0, qcap = 0, i;
+	uint64_t limit = PROTO_EXT_TREE_DEFAULT;
+	enum path_verdict v;
+	bool first = true, complete = true;
+	int rc;
+
+	if (raw == NULL)
+		return agent_reply_text(r, 400, TXT_NO_PATH);
+	v = normalize(raw, rawlen, rel);
+	if (v != PATH_OK)
+		return reply_refused(r, raw, v);
+	if (lim != NULL && (!parse_dec(lim, UINT64_MAX, &limit) || limit < 1 ||
+			    limit > PROTO_EXT_TREE_MAX))
+		return reply_invalid(r, "maxEntries must be from 1 to 65536");
+	memset(&w, 0, sizeof(w));
+	buf_init(&w.dirents, PROTO_EXT_LIST_MAX_BYTES);
+	w.budget = (size_t)limit;
+	queue = xcalloc(1, sizeof(*queue));
+	queue[qlen++] = xstrdup("");
+	qcap = 1;
+	rc = proto_tree_begin(&out);
+	while (rc == 0 && qhead < qlen) {
+		char *sub = queue[qhead++];
+		char *full = *rel == '\0'   ? xstrdup(sub)
+			     : *sub == '\0' ? xstrdup(rel)
+					    : xasprintf("%s/%s", rel, sub);
+		bool more = false;
+		int64_t next = 0;
+		int lrc;
+
+		buf_reset(&w.dirents);
+		w.n = 0;
+		w.over = false;
+		tree_subdirs_free(&w);
+		lrc = fsops_list(a, full, 0, tree_add, &w, &more, &next);
+		free(full);
+		if (lrc < 0 && first) {
+			/* The directory asked for: its error is the answer. */
+			free(sub);
+			rc = lrc == -ENOMEM || lrc == -EFBIG
+				     ? lrc
+				     : reply_errno(r, lrc, raw);
+			goto done;
+		}
+		if (lrc < 0) {
+			/* Vanished or unreadable below: leave it out. */
+			complete = false;
+			free(sub);
+			continue;
+		}
+		if (w.over || more) {
+			/* Whole listings only: the client lists this one
+			 * (and what is left) itself. */
+			complete = false;
+			free(sub);
+			break;
+		}
+		rc = proto_tree_dir(&out, first, sub,
+				    w.dirents.data ? w.dirents.data : "",
+				    w.dirents.len);
+		if (rc == -EFBIG) {
+			complete = false;
+			rc = 0;
+			free(sub);
+			break;
+		}
+		first = false;
+		w.budget -= w.n;
+		for (i = 0; rc == 0 && i < w.nsub; i++) {
+			if (qlen == qcap) {
+				qcap *= 2;
+				queue = xrealloc(queue, qcap * sizeof(*queue));
+			}
+			queue[qlen++] = *sub == '\0' ? xstrdup(w.subdirs[i])
+						     : xasprintf("%s/%s", sub,
+								 w.subdirs[i]);
+		}
+		free(sub);
+	}
+	if (qhead < qlen)
+		complete = false;
+	if (rc == 0)
+		rc = proto_tree_end(&out, complete);
+	if (rc == 0)
+		rc = agent_reply_json(r, 200, &out);
+done:
+	for (i = qhead; i < qlen; i++)
+		free(queue[i]);
+	free(queue);
+	tree_subdirs_free(&w);
+	free(w.subdirs);
+	buf_cleanup(&w.dirents);
+	buf_cleanup(&out);
+	return rc;
+}
+
 /* ---- GET read ------------------------------------------------------------ */
 
 /*
@@ -518,6 +683,39 @@ static int route_read(struct agent_req *r)
 
 /* ---- PUT write ----------------------------------------------------------- */
 
+/*
+ * A time given with a write (so that a writer that sets times right after
+ * its data - tar, cp -p, rsync - needs one round trip, not two):
+ * "SEC.NSEC" (nine digits of nanoseconds, SEC may be negative), "now" or
+ * "omit"; absent is omit.
+ */
+static bool parse_time_arg(const char *s, struct timespec *ts)
+{
+	char *end = NULL;
+	long long sec;
+	long ns;
+
+	ts->tv_sec = 0;
+	ts->tv_nsec = UTIME_OMIT;
+	if (s == NULL || strcmp(s, "omit") == 0)
+		return true;
+	if (strcmp(s, "now") == 0) {
+		ts->tv_nsec = UTIME_NOW;
+		return true;
+	}
+	errno = 0;
+	sec = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '.')
+		return false;
+	s = end + 1;
+	if (strlen(s) != 9 || strspn(s, "0123456789") != 9)
+		return false;
+	ns = strtol(s, NULL, 10);
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = ns;
+	return true;
+}
+
 static int route_write(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
@@ -527,9 +725,10 @@ static int route_write(struct agent_req *r)
 	const char *app = agent_req_query(r, "append");
 	char rel[REL_MAX];
 	enum path_verdict v;
-	bool append = false;
+	bool append = false, has_times;
 	uint64_t off = 0;
 	const char *body;
+	struct timespec times[2];
 	struct stat st;
 	size_t len;
 	int rc;
@@ -557,7 +756,14 @@ static int route_write(struct agent_req *r)
 	 * the contract local. */
 	if (a->cfg.ext_max_write > 0 && len > a->cfg.ext_max_write)
 		return agent_reply_text(r, 413, AGENT_TEXT_TOO_LARGE);
-	rc = fsops_write(a, rel, off, append, body, len, &st);
+	if (!parse_time_arg(agent_req_query(r, "atime"), &times[0]) ||
+	    !parse_time_arg(agent_req_query(r, "mtime"), &times[1]))
+		return reply_invalid(r, "atime and mtime must be SEC.NSEC, "
+					"now or omit");
+	has_times = agent_req_query(r, "atime") != NULL ||
+		    agent_req_query(r, "mtime") != NULL;
+	rc = fsops_write(a, rel, off, append, body, len,
+			 has_times ? times : NULL, &st);
 	if (rc < 0)
 		return reply_errno(r, rc, raw);
 	return reply_attr(r, &st, NULL);
@@ -702,14 +908,23 @@ static const struct ext_route {
 	const char *method;
 	int (*get)(struct agent_req *r); /* NULL: a POST body operation */
 } routes[] = {
-	{"stat", "GET", route_stat},	 {"list", "GET", route_list},
-	{"read", "GET", route_read},	 {"readlink", "GET", route_readlink},
-	{"statfs", "GET", route_statfs}, {"write", "PUT", route_write},
-	{"create", "POST", NULL},	 {"mkdir", "POST", NULL},
-	{"unlink", "POST", NULL},	 {"rmdir", "POST", NULL},
-	{"rename", "POST", NULL},	 {"link", "POST", NULL},
-	{"symlink", "POST", NULL},	 {"chmod", "POST", NULL},
-	{"truncate", "POST", NULL},	 {"utimens", "POST", NULL},
+	{"stat", "GET", route_stat},
+	{"list", "GET", route_list},
+	{"tree", "GET", route_tree},
+	{"read", "GET", route_read},
+	{"readlink", "GET", route_readlink},
+	{"statfs", "GET", route_statfs},
+	{"write", "PUT", route_write},
+	{"create", "POST", NULL},
+	{"mkdir", "POST", NULL},
+	{"unlink", "POST", NULL},
+	{"rmdir", "POST", NULL},
+	{"rename", "POST", NULL},
+	{"link", "POST", NULL},
+	{"symlink", "POST", NULL},
+	{"chmod", "POST", NULL},
+	{"truncate", "POST", NULL},
+	{"utimens", "POST", NULL},
 	{"fsync", "POST", NULL},
 };
 

@@ -216,7 +216,8 @@ int fsops_open_read(const struct agent *a, const char *rel, struct stat *st)
 }
 
 int fsops_write(const struct agent *a, const char *rel, uint64_t off,
-		bool append, const void *p, size_t n, struct stat *st)
+		bool append, const void *p, size_t n,
+		const struct timespec *times, struct stat *st)
 {
 	const char *src = p;
 	struct stat s;
@@ -252,6 +253,9 @@ int fsops_write(const struct agent *a, const char *rel, uint64_t off,
 		else
 			done += (size_t)w;
 	}
+	/* The times come last: the write itself moved mtime. */
+	if (rc == 0 && times != NULL && futimens(fd, times) < 0)
+		rc = -errno;
 	if (rc == 0)
 		rc = fstat_into(fd, &s);
 	close(fd);

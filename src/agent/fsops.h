@@ -60,9 +60,12 @@ int fsops_open_read(const struct agent *a, const char *rel, struct stat *st)
 /* Write n bytes at off (or at the end when append) into an existing
  * regular file (acts on the target; never creates or truncates). A short
  * write that made progress is retried; *st gets the attributes after the
- * write. */
+ * write.  * times (may be NULL): atime and mtime set after the bytes, as
+ * futimens(2) takes them (UTIME_NOW, UTIME_OMIT).
+ */
 int fsops_write(const struct agent *a, const char *rel, uint64_t off,
-		bool append, const void *p, size_t n, struct stat *st)
+		bool append, const void *p, size_t n,
+		const struct timespec *times, struct stat *st)
 	__attribute__((warn_unused_result));
 
 /* Create (or with !exclusive, open) a regular file; truncate empties an

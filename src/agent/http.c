@@ -131,6 +131,7 @@ static const struct route routes[] = {
 	AWS_HOOK("GET", "terminate"),	AWS_HOOK("POST", "terminate"),
 	EXT_GET("stat"),
 	EXT_GET("list"),
+	EXT_GET("tree"),
 	EXT_GET("read"),
 	EXT_GET("readlink"),
 	EXT_GET("statfs"),

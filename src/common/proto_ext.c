@@ -518,6 +518,172 @@ out:
 	return 0;
 }
 
+/* ---- subtrees ------------------------------------------------------------ */
+
+int proto_tree_begin(struct buf *out)
+{
+	return buf_append_str(out, "{\"dirs\":[");
+}
+
+int proto_tree_dir(struct buf *out, bool first, const char *path,
+		   const char *entries, size_t len)
+{
+	size_t start = out->len;
+	int rc = 0;
+
+	if (!first)
+		rc = buf_append(out, ",", 1);
+	if (rc == 0)
+		rc = buf_append_str(out, "{\"path\":");
+	if (rc == 0)
+		rc = proto_json_string(out, path);
+	if (rc == 0)
+		rc = buf_append_str(out, ",\"entries\":[");
+	if (rc == 0)
+		rc = buf_append(out, entries, len);
+	if (rc == 0)
+		rc = buf_append_str(out, "]}");
+	if (rc != 0)
+		rollback(out, start);
+	return rc;
+}
+
+int proto_tree_end(struct buf *out, bool complete)
+{
+	return buf_append_str(out, complete ? "],\"complete\":true}"
+					    : "],\"complete\":false}");
+}
+
+void proto_tree_cleanup(struct proto_tree *t)
+{
+	size_t i, j;
+
+	if (t == NULL)
+		return;
+	for (i = 0; i < t->ndirs; i++) {
+		for (j = 0; j < t->dirs[i].n; j++) {
+			free(t->dirs[i].entries[j].name);
+			free(t->dirs[i].entries[j].target);
+		}
+		free(t->dirs[i].entries);
+		free(t->dirs[i].path);
+	}
+	free(t->dirs);
+	memset(t, 0, sizeof(*t));
+}
+
+/* A relative path the client may key a cache by: "" or components that
+ * are each valid names. */
+static bool tree_path_valid(const char *p)
+{
+	char comp[256];
+
+	while (*p != '\0') {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || n >= sizeof(comp))
+			return false;
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (!path_component_valid(comp))
+			return false;
+		p += n;
+		if (*p == '/')
+			p++;
+		if (*p == '\0' && p[-1] == '/')
+			return false;
+	}
+	return true;
+}
+
+int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
+{
+	struct proto_tree t;
+	const cJSON *dirs, *d;
+	size_t total = 0;
+	cJSON *root;
+	int rc = 0, count;
+	bool complete = false;
+
+	memset(&t, 0, sizeof(t));
+	root = parse_object(p, n, &rc);
+	if (root == NULL)
+		return rc;
+	dirs = cJSON_GetObjectItemCaseSensitive(root, "dirs");
+	if (!cJSON_IsArray(dirs)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	count = cJSON_GetArraySize(dirs);
+	if (count > PROTO_EXT_TREE_MAX) {
+		rc = -EFBIG;
+		goto out;
+	}
+	if (count > 0) {
+		t.dirs = calloc((size_t)count, sizeof(*t.dirs));
+		if (t.dirs == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	cJSON_ArrayForEach(d, dirs)
+	{
+		struct proto_tree_dir *td = &t.dirs[t.ndirs];
+		const cJSON *entries, *it;
+		const char *path;
+		int ne;
+
+		rc = pj_str(d, "path", true, &path);
+		if (rc < 0)
+			goto out;
+		if (!tree_path_valid(path)) {
+			rc = -EINVAL;
+			goto out;
+		}
+		entries = cJSON_GetObjectItemCaseSensitive(d, "entries");
+		if (!cJSON_IsArray(entries)) {
+			rc = -EINVAL;
+			goto out;
+		}
+		ne = cJSON_GetArraySize(entries);
+		total += (size_t)ne;
+		if (total > PROTO_EXT_TREE_MAX) {
+			rc = -EFBIG;
+			goto out;
+		}
+		rc = pj_dup(path, &td->path);
+		if (rc < 0)
+			goto out;
+		t.ndirs++;
+		if (ne > 0) {
+			td->entries = calloc((size_t)ne, sizeof(*td->entries));
+			if (td->entries == NULL) {
+				rc = -ENOMEM;
+				goto out;
+			}
+		}
+		cJSON_ArrayForEach(it, entries)
+		{
+			rc = dirent_from_json(it, &td->entries[td->n]);
+			if (rc < 0)
+				goto out;
+			td->n++;
+		}
+	}
+	rc = pj_bool(root, "complete", true, &complete);
+	if (rc < 0)
+		goto out;
+	t.complete = complete;
+out:
+	cJSON_Delete(root);
+	if (rc < 0) {
+		proto_tree_cleanup(&t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
 /* ---- operation bodies ---------------------------------------------------- */
 
 enum {

@@ -173,6 +173,46 @@ int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 	__attribute__((warn_unused_result));
 void proto_list_cleanup(struct proto_list *l);
 
+/*
+ * A subtree in one answer (GET tree): the listings of a directory and of
+ * the directories below it, breadth first, each listing whole:
+ *   {"dirs":[{"path":"","entries":[...]},{"path":"a","entries":[...]}],
+ *    "complete":true}
+ * "path" is relative to the directory asked for ("" is that directory);
+ * entries are list entries. "complete" is false when the answer stopped
+ * at its entry budget: the directories it names are whole, the others
+ * are left out.
+ */
+#define PROTO_EXT_TREE_DEFAULT 16384 /* entries per answer */
+#define PROTO_EXT_TREE_MAX 65536
+#define PROTO_EXT_TREE_MAX_BYTES (32UL * 1024 * 1024)
+
+struct proto_tree_dir {
+	char *path;
+	struct proto_dirent *entries;
+	size_t n;
+};
+
+struct proto_tree {
+	struct proto_tree_dir *dirs;
+	size_t ndirs;
+	bool complete;
+};
+
+/* Encoding: begin, then one dir per listing (entries is the text of its
+ * entries as proto_list_add writes them, without brackets), then end. */
+int proto_tree_begin(struct buf *out) __attribute__((warn_unused_result));
+int proto_tree_dir(struct buf *out, bool first, const char *path,
+		   const char *entries, size_t len)
+	__attribute__((warn_unused_result));
+int proto_tree_end(struct buf *out, bool complete)
+	__attribute__((warn_unused_result));
+/* Paths are checked: relative, no "..", no empty or "." component. More
+ * than PROTO_EXT_TREE_MAX entries in all is -EFBIG. */
+int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
+	__attribute__((warn_unused_result));
+void proto_tree_cleanup(struct proto_tree *t);
+
 /* A timestamp for utimens. */
 enum proto_time_how {
 	PROTO_TIME_OMIT = 0, /* "omit" or absent: leave unchanged */

@@ -24,6 +24,7 @@ struct entry {
 	struct proto_attr attr;
 	char *target;
 	char etag[PROTO_ETAG_MAX];
+	struct dirlist *dl;
 	struct entry *hnext;
 	struct entry *lprev, *lnext;
 };
@@ -37,11 +38,27 @@ struct map {
 	struct entry *lru_tail;
 };
 
+/* The names of one directory: a blob of NUL-terminated names, their
+ * types (PROTO_FT_UNKNOWN + removed marks a name taken away), and an open
+ * addressing index over them. */
+#define DIRNAME_GONE 0xff
+
+struct dirlist {
+	char *blob;
+	size_t bloblen, blobcap;
+	uint32_t *off; /* offset of each name in blob */
+	unsigned char *type;
+	size_t n, cap;
+	uint32_t *index; /* slots: 0 = empty, else entry + 1 */
+	size_t nslots;
+};
+
 struct cache {
 	pthread_mutex_t lock;
 	long long ttl_ms;
 	struct map attrs;
 	struct map content;
+	struct map dirs; /* entry->dl */
 };
 
 static long long mono_ms(void)
@@ -100,10 +117,22 @@ static void lru_push(struct map *m, struct entry *e)
 		m->lru_tail = e;
 }
 
+static void dirlist_free(struct dirlist *d)
+{
+	if (d == NULL)
+		return;
+	free(d->blob);
+	free(d->off);
+	free(d->type);
+	free(d->index);
+	free(d);
+}
+
 static void entry_free(struct entry *e)
 {
 	free(e->key);
 	free(e->target);
+	dirlist_free(e->dl);
 	free(e);
 }
 
@@ -184,6 +213,7 @@ int cache_new(double ttl_s, struct cache **out)
 	c->ttl_ms = ttl_s > 0 ? (long long)(ttl_s * 1000.0) : 0;
 	map_init(&c->attrs, CACHE_MAX_ATTRS);
 	map_init(&c->content, CACHE_MAX_CONTENT);
+	map_init(&c->dirs, CACHE_MAX_DIRS);
 	*out = c;
 	return 0;
 }
@@ -194,6 +224,7 @@ void cache_free(struct cache *c)
 		return;
 	map_clear(&c->attrs);
 	map_clear(&c->content);
+	map_clear(&c->dirs);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -271,6 +302,7 @@ void cache_forget_tree(struct cache *c, const char *sbx, const char *rel)
 	pthread_mutex_lock(&c->lock);
 	map_remove_prefix(&c->attrs, key);
 	map_remove_prefix(&c->content, key);
+	map_remove_prefix(&c->dirs, key);
 	pthread_mutex_unlock(&c->lock);
 	free(key);
 }
@@ -323,6 +355,204 @@ void cache_forget_content(struct cache *c, const char *sbx, const char *rel)
 	e = map_find(&c->content, key, fnv1a(key));
 	if (e != NULL)
 		map_remove(&c->content, e);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+}
+
+/* ---- directory listings ------------------------------------------------ */
+
+static size_t dl_slot(const struct dirlist *d, const char *name)
+{
+	return fnv1a(name) & (d->nslots - 1);
+}
+
+static void dl_reindex(struct dirlist *d, size_t want)
+{
+	size_t i, slots = 16;
+
+	while (slots < want * 2)
+		slots <<= 1;
+	free(d->index);
+	d->index = xcalloc(slots, sizeof(*d->index));
+	d->nslots = slots;
+	for (i = 0; i < d->n; i++) {
+		size_t s = dl_slot(d, d->blob + d->off[i]);
+
+		while (d->index[s] != 0)
+			s = (s + 1) & (d->nslots - 1);
+		d->index[s] = (uint32_t)i + 1;
+	}
+}
+
+/* The entry index of name, or -1. */
+static long dl_find(const struct dirlist *d, const char *name)
+{
+	size_t s;
+
+	if (d->nslots == 0)
+		return -1;
+	for (s = dl_slot(d, name); d->index[s] != 0;
+	     s = (s + 1) & (d->nslots - 1)) {
+		uint32_t i = d->index[s] - 1;
+
+		if (strcmp(d->blob + d->off[i], name) == 0)
+			return (long)i;
+	}
+	return -1;
+}
+
+static void dl_append(struct dirlist *d, const char *name, unsigned char type)
+{
+	size_t len = strlen(name) + 1;
+	long i = dl_find(d, name);
+
+	if (i >= 0) {
+		d->type[i] = type;
+		return;
+	}
+	if (d->bloblen + len > d->blobcap) {
+		d->blobcap = (d->blobcap + len) * 2;
+		d->blob = xrealloc(d->blob, d->blobcap);
+	}
+	if (d->n == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 16;
+		d->off = xrealloc(d->off, d->cap * sizeof(*d->off));
+		d->type = xrealloc(d->type, d->cap * sizeof(*d->type));
+	}
+	memcpy(d->blob + d->bloblen, name, len);
+	d->off[d->n] = (uint32_t)d->bloblen;
+	d->type[d->n] = type;
+	d->bloblen += len;
+	d->n++;
+	if (d->n * 2 > d->nslots) {
+		dl_reindex(d, d->n);
+	} else {
+		size_t s = dl_slot(d, name);
+
+		while (d->index[s] != 0)
+			s = (s + 1) & (d->nslots - 1);
+		d->index[s] = (uint32_t)d->n;
+	}
+}
+
+static char *dir_key(const char *sbx, const char *dir)
+{
+	return xasprintf("%s/%s", sbx, dir);
+}
+
+/* A fresh listing (c->lock held), or NULL (an expired one is dropped). */
+static struct dirlist *dl_get(struct cache *c, const char *key)
+{
+	struct entry *e = map_find(&c->dirs, key, fnv1a(key));
+
+	if (e == NULL)
+		return NULL;
+	if (mono_ms() - e->stamp_ms >= c->ttl_ms) {
+		map_remove(&c->dirs, e);
+		return NULL;
+	}
+	return e->dl;
+}
+
+void cache_dir_put(struct cache *c, const char *sbx, const char *dir,
+		   const char *const *names, const enum proto_ftype *types,
+		   size_t n)
+{
+	struct dirlist *d;
+	struct entry *e;
+	size_t i;
+
+	if (c->ttl_ms == 0)
+		return;
+	d = xcalloc(1, sizeof(*d));
+	dl_reindex(d, n);
+	for (i = 0; i < n; i++)
+		dl_append(d, names[i], (unsigned char)types[i]);
+	pthread_mutex_lock(&c->lock);
+	e = map_upsert(&c->dirs, dir_key(sbx, dir), strlen(sbx));
+	dirlist_free(e->dl);
+	e->dl = d;
+	e->stamp_ms = mono_ms();
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_dir_each(struct cache *c, const char *sbx, const char *dir,
+		    void (*fn)(void *ud, const char *name,
+			       enum proto_ftype type),
+		    void *ud)
+{
+	char *key = dir_key(sbx, dir);
+	struct dirlist *d;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	d = dl_get(c, key);
+	if (d != NULL)
+		for (i = 0; i < d->n; i++)
+			if (d->type[i] != DIRNAME_GONE)
+				fn(ud, d->blob + d->off[i],
+				   (enum proto_ftype)d->type[i]);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+	return d != NULL;
+}
+
+bool cache_dir_lookup(struct cache *c, const char *sbx, const char *dir,
+		      const char *name, bool *present)
+{
+	char *key = dir_key(sbx, dir);
+	struct dirlist *d;
+	long i;
+
+	pthread_mutex_lock(&c->lock);
+	d = dl_get(c, key);
+	if (d != NULL) {
+		i = dl_find(d, name);
+		*present = i >= 0 && d->type[i] != DIRNAME_GONE;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+	return d != NULL;
+}
+
+void cache_dir_add(struct cache *c, const char *sbx, const char *dir,
+		   const char *name, enum proto_ftype type)
+{
+	char *key = dir_key(sbx, dir);
+	struct dirlist *d;
+
+	pthread_mutex_lock(&c->lock);
+	d = dl_get(c, key);
+	if (d != NULL)
+		dl_append(d, name, (unsigned char)type);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+}
+
+void cache_dir_remove(struct cache *c, const char *sbx, const char *dir,
+		      const char *name)
+{
+	char *key = dir_key(sbx, dir);
+	struct dirlist *d;
+	long i;
+
+	pthread_mutex_lock(&c->lock);
+	d = dl_get(c, key);
+	if (d != NULL && (i = dl_find(d, name)) >= 0)
+		d->type[i] = DIRNAME_GONE;
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+}
+
+void cache_dir_forget(struct cache *c, const char *sbx, const char *dir)
+{
+	char *key = dir_key(sbx, dir);
+	struct entry *e;
+
+	pthread_mutex_lock(&c->lock);
+	e = map_find(&c->dirs, key, fnv1a(key));
+	if (e != NULL)
+		map_remove(&c->dirs, e);
 	pthread_mutex_unlock(&c->lock);
 	free(key);
 }

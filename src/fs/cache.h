@@ -46,6 +46,40 @@ void cache_forget_tree(struct cache *c, const char *sbx, const char *rel);
 /* Forget everything about a sandbox. */
 void cache_drop_sandbox(struct cache *c, const char *sbx);
 
+/*
+ * Directory listings: the names in a directory, as a listing (or this
+ * mount's own changes since) last showed them, valid for the attribute
+ * timeout. They let readdir skip a round trip after a subtree was fetched
+ * in one answer, and let a lookup of a name the listing does not hold be
+ * answered "no such file" without asking the agent. Their children's
+ * attributes live in the attribute cache.
+ */
+#define CACHE_MAX_DIRS 16384
+
+/* Remember dir's complete listing: n names with their types. */
+void cache_dir_put(struct cache *c, const char *sbx, const char *dir,
+		   const char *const *names, const enum proto_ftype *types,
+		   size_t n);
+/* A fresh listing of dir: calls fn for each name (under the cache lock:
+ * fn must not call back into the cache) and returns true; false when
+ * unknown or expired. */
+bool cache_dir_each(struct cache *c, const char *sbx, const char *dir,
+		    void (*fn)(void *ud, const char *name,
+			       enum proto_ftype type),
+		    void *ud);
+/* With a fresh listing of dir: true, and *present says whether name is in
+ * it. false when there is none. */
+bool cache_dir_lookup(struct cache *c, const char *sbx, const char *dir,
+		      const char *name, bool *present);
+/* Keep a listing in step with this mount's own change (no-op when dir has
+ * no listing). */
+void cache_dir_add(struct cache *c, const char *sbx, const char *dir,
+		   const char *name, enum proto_ftype type);
+void cache_dir_remove(struct cache *c, const char *sbx, const char *dir,
+		      const char *name);
+/* Forget dir's listing. */
+void cache_dir_forget(struct cache *c, const char *sbx, const char *dir);
+
 /* The validator of the contents the kernel's pages came from. */
 void cache_set_content(struct cache *c, const char *sbx, const char *rel,
 		       const char *etag);

@@ -256,6 +256,87 @@ static int fs_getattr(const char *path, struct stat *st,
 	return rc;
 }
 
+/*
+ * A listing of a files/ directory, taken when a reader starts (offset 0)
+ * and served from here at increasing offsets. libfuse turns readdir-plus
+ * entries into kernel dentries with attributes only when they come with
+ * offsets, so that a stat after a listing needs no lookup at all.
+ */
+struct dsnap {
+	struct dsent {
+		char *name;
+		struct stat st;
+		bool plus;
+	} * e;
+	size_t n, cap;
+};
+
+static void dsnap_clear(struct dsnap *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		free(d->e[i].name);
+	d->n = 0;
+}
+
+static int dsnap_fill(void *buf, const char *name, const struct stat *st,
+		      off_t off, enum fuse_fill_dir_flags flags)
+{
+	struct dsnap *d = buf;
+	struct dsent *e;
+
+	(void)off;
+	if (d->n == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 64;
+		d->e = realloc(d->e, d->cap * sizeof(*d->e));
+		if (d->e == NULL)
+			abort();
+	}
+	e = &d->e[d->n++];
+	e->name = strdup(name);
+	if (e->name == NULL)
+		abort();
+	e->plus = st != NULL && (flags & FUSE_FILL_DIR_PLUS);
+	if (st != NULL)
+		e->st = *st;
+	else
+		memset(&e->st, 0, sizeof(e->st));
+	return 0;
+}
+
+static int fs_opendir(const char *path, struct fuse_file_info *fi)
+{
+	struct node n;
+	int rc = fs_parse(path, &n);
+
+	if (rc < 0)
+		return rc;
+	fi->fh = 0;
+	if (n.kind == N_FILES) {
+		struct dsnap *d = calloc(1, sizeof(*d));
+
+		if (d == NULL)
+			return -ENOMEM;
+		fi->fh = (uint64_t)(uintptr_t)d;
+	}
+	return 0;
+}
+
+static int fs_releasedir(const char *path, struct fuse_file_info *fi)
+{
+	struct dsnap *d = (struct dsnap *)(uintptr_t)fi->fh;
+
+	(void)path;
+	if (d != NULL) {
+		dsnap_clear(d);
+		free(d->e);
+		free(d);
+		fi->fh = 0;
+	}
+	return 0;
+}
+
 static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		      off_t off, struct fuse_file_info *fi,
 		      enum fuse_readdir_flags fl)
@@ -299,10 +380,32 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		for (i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
 			filler(buf, entries[i], NULL, 0, 0);
 		break;
-	case N_FILES:
-		rc = sbfs_tree_ops(sb)->readdir(sb, n.rel, buf, filler, off, fi,
-						fl);
+	case N_FILES: {
+		struct dsnap *d = (struct dsnap *)(uintptr_t)fi->fh;
+		size_t k;
+
+		if (d == NULL) {
+			rc = -EBADF;
+			break;
+		}
+		if (off == 0 || (size_t)off > d->n) {
+			dsnap_clear(d);
+			rc = sbfs_tree_ops(sb)->readdir(sb, n.rel, d,
+							dsnap_fill, 0, fi, fl);
+			if (rc < 0)
+				break;
+			if ((size_t)off > d->n)
+				off = (off_t)d->n;
+		}
+		for (k = (size_t)off; k < d->n; k++) {
+			struct dsent *e = &d->e[k];
+
+			if (filler(buf, e->name, &e->st, (off_t)k + 1,
+				   e->plus ? FUSE_FILL_DIR_PLUS : 0))
+				break;
+		}
 		break;
+	}
 	case N_JOBS:
 		rc = fs_jobs_readdir(sb, NULL, buf, filler);
 		break;
@@ -706,7 +809,9 @@ static const struct fuse_operations sbfs_ops = {
 	.flush = fs_flush,
 	.release = fs_release,
 	.fsync = fs_fsync,
+	.opendir = fs_opendir,
 	.readdir = fs_readdir,
+	.releasedir = fs_releasedir,
 	.create = fs_create,
 	.utimens = fs_utimens,
 };

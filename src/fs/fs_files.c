@@ -33,6 +33,7 @@
 
 #include "agent_client.h"
 #include "common/log.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 #include "fs/cache.h"
 #include "fs/fs_i.h"
@@ -65,6 +66,10 @@ struct wnode {
 	 * keep writing). Guarded by lock. */
 	bool has_final_mode;
 	uint32_t final_mode;
+	/* Times set while bytes were pending (tar's futimens right after
+	 * its data): sent with those bytes, in one request. */
+	bool has_times;
+	struct proto_time times[2];
 	unsigned opens; /* open descriptors; guarded by lock */
 	struct wnode *next;
 };
@@ -141,7 +146,9 @@ static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
 	sbx_error_clear(&err);
 	rc = ac_write_range(sb->fs->t, sb->id, w->rel,
 			    w->append ? UINT64_MAX : w->off, w->data.data,
-			    w->data.len, &a, &err);
+			    w->data.len, w->has_times ? w->times : NULL, &a,
+			    &err);
+	w->has_times = false;
 	/* Either way the bytes are no longer ours to send again: a failed
 	 * upload is reported to this flush's caller, as close(2) does. */
 	buf_reset(&w->data);
@@ -526,6 +533,74 @@ static int fail(struct sbx *sb, const char *op, const char *rel,
 	return sbfs_fail(sb->fs, sb->id, op, rel, err);
 }
 
+/* dir + "/" + name, or name at the root. */
+static char *child_path(const char *dir, const char *name)
+{
+	return *dir ? xasprintf("%s/%s", dir, name) : xstrdup(name);
+}
+
+/* Split rel into its parent (into buf) and last component. */
+static const char *split_parent(const char *rel, char *buf, size_t size)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t n;
+
+	if (slash == NULL) {
+		buf[0] = '\0';
+		return rel;
+	}
+	n = (size_t)(slash - rel);
+	if (n >= size)
+		n = size - 1;
+	memcpy(buf, rel, n);
+	buf[n] = '\0';
+	return slash + 1;
+}
+
+/*
+ * Keep the parent's cached listing in step with a change this mount made
+ * (a no-op when the parent has no listing cached).
+ */
+static void listing_add(struct sbx *sb, const char *rel, enum proto_ftype t)
+{
+	char parent[PATH_MAX_BYTES + 1];
+	const char *name = split_parent(rel, parent, sizeof(parent));
+
+	cache_dir_add(sb->fs->cache, sb->id, parent, name, t);
+}
+
+static void listing_remove(struct sbx *sb, const char *rel)
+{
+	char parent[PATH_MAX_BYTES + 1];
+	const char *name = split_parent(rel, parent, sizeof(parent));
+
+	cache_dir_remove(sb->fs->cache, sb->id, parent, name);
+}
+
+static void listing_forget_parent(struct sbx *sb, const char *rel)
+{
+	char parent[PATH_MAX_BYTES + 1];
+
+	split_parent(rel, parent, sizeof(parent));
+	cache_dir_forget(sb->fs->cache, sb->id, parent);
+}
+
+/* A name the parent's fresh listing does not hold does not exist (as
+ * fresh as any cached attribute): no round trip for it. */
+static bool listed_absent(struct sbx *sb, const char *rel)
+{
+	char parent[PATH_MAX_BYTES + 1];
+	const char *name;
+	bool present = true;
+
+	if (*rel == '\0')
+		return false;
+	name = split_parent(rel, parent, sizeof(parent));
+	return cache_dir_lookup(sb->fs->cache, sb->id, parent, name,
+				&present) &&
+	       !present;
+}
+
 static int stat_remote(struct sbx *sb, const char *rel, struct proto_attr *a)
 {
 	struct sbx_error err;
@@ -554,8 +629,13 @@ static int ext_op(struct sbx *sb, const char *op, const char *rel,
 		return -EROFS;
 	sbx_error_clear(&err);
 	rc = ac_ext_op(sb->fs->t, sb->id, op, req, a, &err);
-	if (rc < 0)
-		return fail(sb, op, rel, &err);
+	if (rc < 0) {
+		rc = fail(sb, op, rel, &err);
+		/* The agent knows better than our listing. */
+		if (rc == -EEXIST || rc == -ENOENT)
+			listing_forget_parent(sb, rel);
+		return rc;
+	}
 	return 0;
 }
 
@@ -623,6 +703,8 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 	if (rc < 0)
 		return rc;
 	if (!cache_get(sb->fs->cache, sb->id, rel, &a, NULL)) {
+		if (listed_absent(sb, rel))
+			return -ENOENT;
 		rc = stat_remote(sb, rel, &a);
 		if (rc < 0)
 			return rc;
@@ -632,23 +714,172 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 	return 0;
 }
 
+/* Remember one directory's whole listing: its entries' attributes and
+ * its names. */
+static void remember_listing(struct sbx *sb, const char *dir,
+			     const struct proto_dirent *ents, size_t n)
+{
+	const char **names = xcalloc(n + 1, sizeof(*names));
+	enum proto_ftype *types = xcalloc(n + 1, sizeof(*types));
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		char *child = child_path(dir, ents[i].name);
+
+		cache_put(sb->fs->cache, sb->id, child, &ents[i].attr,
+			  ents[i].target);
+		free(child);
+		names[i] = ents[i].name;
+		types[i] = ents[i].attr.type;
+	}
+	cache_dir_put(sb->fs->cache, sb->id, dir, names, types, n);
+	free(names);
+	free(types);
+}
+
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+static void collect_name(void *ud, const char *name, enum proto_ftype type)
+{
+	struct names *nm = ud;
+
+	(void)type;
+	if (nm->n == nm->cap) {
+		nm->cap = nm->cap ? nm->cap * 2 : 64;
+		nm->v = xrealloc(nm->v, nm->cap * sizeof(*nm->v));
+	}
+	nm->v[nm->n++] = xstrdup(name);
+}
+
+static void names_free(struct names *nm)
+{
+	size_t i;
+
+	for (i = 0; i < nm->n; i++)
+		free(nm->v[i]);
+	free(nm->v);
+	memset(nm, 0, sizeof(*nm));
+}
+
+/*
+ * Fill from the cached listing of rel when it and every child's attributes
+ * are fresh. Returns 1 when filled, 0 when the caller must ask the agent.
+ */
+static int readdir_cached(struct sbx *sb, const char *rel, void *buf,
+			  fuse_fill_dir_t filler)
+{
+	struct names nm = {NULL, 0, 0};
+	struct proto_attr *attrs;
+	char **targets;
+	size_t i;
+	int filled = 0;
+
+	if (!cache_dir_each(sb->fs->cache, sb->id, rel, collect_name, &nm))
+		return 0;
+	attrs = xcalloc(nm.n + 1, sizeof(*attrs));
+	targets = xcalloc(nm.n + 1, sizeof(*targets));
+	for (i = 0; i < nm.n; i++) {
+		char *child = child_path(rel, nm.v[i]);
+		bool ok = cache_get(sb->fs->cache, sb->id, child, &attrs[i],
+				    NULL);
+
+		free(child);
+		if (!ok)
+			goto out;
+	}
+	filler(buf, ".", NULL, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	for (i = 0; i < nm.n; i++) {
+		struct stat st;
+
+		sbfs_attr_to_stat(&attrs[i], &st);
+		if (filler(buf, nm.v[i], &st, 0, FUSE_FILL_DIR_PLUS))
+			break;
+	}
+	filled = 1;
+out:
+	free(attrs);
+	free(targets);
+	names_free(&nm);
+	return filled;
+}
+
+/* Walkers (find, ls -R, rsync, grep -r) list a directory right after its
+ * parent: then a larger subtree is worth one answer. */
+#define TREE_BUDGET_FIRST 2048
+#define TREE_BUDGET_WALK 16384
+
+/* Ask for rel's subtree; remember every listing in the answer. Returns 1
+ * when rel's own listing came with it, 0 when it did not (too large), or
+ * a negative errno. */
+static int fetch_tree(struct sbx *sb, const char *rel)
+{
+	char parent[PATH_MAX_BYTES + 1];
+	struct proto_tree tree;
+	struct sbx_error err;
+	unsigned budget = TREE_BUDGET_FIRST;
+	bool present = false;
+	size_t i;
+	int rc, have = 0;
+
+	if (*rel != '\0') {
+		const char *name = split_parent(rel, parent, sizeof(parent));
+
+		if (cache_dir_lookup(sb->fs->cache, sb->id, parent, name,
+				     &present) &&
+		    present)
+			budget = TREE_BUDGET_WALK;
+	}
+	memset(&tree, 0, sizeof(tree));
+	sbx_error_clear(&err);
+	rc = ac_tree(sb->fs->t, sb->id, rel, budget, &tree, &err);
+	if (rc < 0)
+		return fail(sb, "list", rel, &err);
+	for (i = 0; i < tree.ndirs; i++) {
+		struct proto_tree_dir *d = &tree.dirs[i];
+		char *dir = *d->path == '\0' ? xstrdup(rel)
+			    : *rel == '\0'   ? xstrdup(d->path)
+					     : xasprintf("%s/%s", rel, d->path);
+
+		remember_listing(sb, dir, d->entries, d->n);
+		if (*d->path == '\0')
+			have = 1;
+		free(dir);
+	}
+	proto_tree_cleanup(&tree);
+	return have;
+}
+
 static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 			 fuse_fill_dir_t filler, off_t off,
 			 struct fuse_file_info *fi, enum fuse_readdir_flags fl)
 {
 	struct proto_list page;
 	struct sbx_error err;
+	struct proto_dirent *all = NULL;
+	size_t nall = 0, capall = 0, i;
 	char *cursor = NULL;
 	int rc = 0;
 
 	(void)off;
 	(void)fi;
 	(void)fl;
+	if (readdir_cached(sb, rel, buf, filler))
+		return 0;
+	if (sb->ext_tree) {
+		rc = fetch_tree(sb, rel);
+		if (rc < 0)
+			return rc;
+		if (rc == 1 && readdir_cached(sb, rel, buf, filler))
+			return 0;
+	}
+	/* A directory too large for one answer: page through it. */
 	filler(buf, ".", NULL, 0, 0);
 	filler(buf, "..", NULL, 0, 0);
 	for (;;) {
-		size_t i;
-
 		memset(&page, 0, sizeof(page));
 		sbx_error_clear(&err);
 		rc = ac_list(sb->fs->t, sb->id, rel, cursor, LIST_PAGE, &page,
@@ -662,15 +893,16 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 		for (i = 0; i < page.n; i++) {
 			struct proto_dirent *d = &page.entries[i];
 			struct stat st;
-			char *child = *rel ? xasprintf("%s/%s", rel, d->name)
-					   : xstrdup(d->name);
 
-			cache_put(sb->fs->cache, sb->id, child, &d->attr,
-				  d->target);
-			free(child);
 			sbfs_attr_to_stat(&d->attr, &st);
-			if (filler(buf, d->name, &st, 0, FUSE_FILL_DIR_PLUS))
-				break;
+			filler(buf, d->name, &st, 0, FUSE_FILL_DIR_PLUS);
+			if (nall == capall) {
+				capall = capall ? capall * 2 : 256;
+				all = xrealloc(all, capall * sizeof(*all));
+			}
+			/* Keep the entry (ownership moves) for the cache. */
+			all[nall++] = *d;
+			memset(d, 0, sizeof(*d));
 		}
 		if (page.next != NULL)
 			cursor = xstrdup(page.next);
@@ -678,6 +910,13 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 		if (cursor == NULL)
 			break;
 	}
+	if (rc == 0)
+		remember_listing(sb, rel, all, nall);
+	for (i = 0; i < nall; i++) {
+		free(all[i].name);
+		free(all[i].target);
+	}
+	free(all);
 	return rc;
 }
 
@@ -791,6 +1030,7 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 	}
 	cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
+	listing_add(sb, rel, PROTO_FT_FILE);
 	h->size = a.size;
 	h->size_known = true;
 	fi->fh = (uint64_t)(uintptr_t)h;
@@ -868,7 +1108,7 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 		      ? (size_t)sb->ext_max_write
 		      : WRITE_EXTENT_MAX;
 	pthread_mutex_lock(&w->lock);
-	if (w->dirty && (w->append != append ||
+	if (w->dirty && (w->has_times || w->append != append ||
 			 (!append && (uint64_t)off != w->off + w->data.len) ||
 			 w->data.len + size > max)) {
 		rc = wnode_flush_locked(sb, w);
@@ -887,7 +1127,7 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 		sbx_error_clear(&err);
 		rc = ac_write_range(sb->fs->t, sb->id, rel,
 				    append ? UINT64_MAX : (uint64_t)off, buf,
-				    size, &a, &err);
+				    size, NULL, &a, &err);
 		if (rc < 0) {
 			rc = fail(sb, "write", rel, &err);
 			goto out;
@@ -975,8 +1215,12 @@ static int files_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 	req.has_mode = true;
 	req.mode = mode & 07777;
 	rc = ext_op(sb, "mkdir", rel, &req, &a);
-	if (rc == 0)
+	if (rc == 0) {
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
+		listing_add(sb, rel, PROTO_FT_DIR);
+		/* Just made: its listing is known to be empty. */
+		cache_dir_put(sb->fs->cache, sb->id, rel, NULL, NULL, 0);
+	}
 	return rc;
 }
 
@@ -989,6 +1233,8 @@ static int files_unlink(struct sbx *sb, const char *rel)
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	rc = ext_op(sb, "unlink", rel, &req, NULL);
+	if (rc == 0)
+		listing_remove(sb, rel);
 	cache_forget(sb->fs->cache, sb->id, rel);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
 	return rc;
@@ -1002,6 +1248,8 @@ static int files_rmdir(struct sbx *sb, const char *rel)
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	rc = ext_op(sb, "rmdir", rel, &req, NULL);
+	if (rc == 0)
+		listing_remove(sb, rel);
 	cache_forget_tree(sb->fs->cache, sb->id, rel);
 	return rc;
 }
@@ -1025,6 +1273,20 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 	req.noreplace = (flags & RENAME_NOREPLACE) != 0;
 	req.exchange = (flags & RENAME_EXCHANGE) != 0;
 	rc = ext_op(sb, "rename", from, &req, NULL);
+	if (rc == 0) {
+		struct proto_attr a;
+		enum proto_ftype t = PROTO_FT_UNKNOWN;
+
+		if (cache_get(sb->fs->cache, sb->id, from, &a, NULL))
+			t = a.type;
+		if (req.exchange || t == PROTO_FT_UNKNOWN) {
+			listing_forget_parent(sb, from);
+			listing_forget_parent(sb, to);
+		} else {
+			listing_remove(sb, from);
+			listing_add(sb, to, t);
+		}
+	}
 	cache_forget_tree(sb->fs->cache, sb->id, from);
 	cache_forget_tree(sb->fs->cache, sb->id, to);
 	if (rc == 0 && !req.exchange)
@@ -1046,8 +1308,10 @@ static int files_link(struct sbx *sb, const char *from, const char *to)
 	req.to = (char *)to;
 	rc = ext_op(sb, "link", to, &req, &a);
 	cache_forget(sb->fs->cache, sb->id, from);
-	if (rc == 0)
+	if (rc == 0) {
 		cache_put(sb->fs->cache, sb->id, to, &a, NULL);
+		listing_add(sb, to, a.type);
+	}
 	return rc;
 }
 
@@ -1061,8 +1325,10 @@ static int files_symlink(struct sbx *sb, const char *target, const char *rel)
 	req.path = (char *)rel;
 	req.target = (char *)target;
 	rc = ext_op(sb, "symlink", rel, &req, &a);
-	if (rc == 0)
+	if (rc == 0) {
 		cache_put(sb->fs->cache, sb->id, rel, &a, target);
+		listing_add(sb, rel, PROTO_FT_SYMLINK);
+	}
 	return rc;
 }
 
@@ -1189,6 +1455,28 @@ static int files_utimens(struct sbx *sb, const char *rel,
 	int rc;
 
 	(void)fi;
+	if (tv != NULL && sb->fs->o.ro == false) {
+		struct wnode *w = wnode_find(sb->id, rel);
+		bool merged = false;
+
+		/* Bytes are pending (a writer that sets times right after
+		 * them): the times ride along with the bytes. */
+		if (w != NULL) {
+			pthread_mutex_lock(&w->lock);
+			if (w->dirty) {
+				to_proto_time(&tv[0], &w->times[0]);
+				to_proto_time(&tv[1], &w->times[1]);
+				w->has_times = true;
+				merged = true;
+			}
+			pthread_mutex_unlock(&w->lock);
+			wnode_put(w);
+		}
+		if (merged) {
+			cache_forget(sb->fs->cache, sb->id, rel);
+			return 0;
+		}
+	}
 	/* A later upload of pending bytes would move mtime again. */
 	rc = flush_path(sb, rel);
 	if (rc < 0)

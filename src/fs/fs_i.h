@@ -82,6 +82,7 @@ struct sbx {
 	unsigned health_gen; /* transport_generation() when read */
 	struct proto_health health;
 	bool ext; /* the file extension is advertised */
+	bool ext_tree; /* ... at version 2: GET tree */
 	uint64_t ext_max_write; /* the agent's largest extension write */
 	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
 	struct sbx *next; /* fs->sandboxes, guarded by fs->lock */

@@ -259,7 +259,8 @@ static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 	sb->health_known = true;
 	/* The request above may itself have activated a new connection. */
 	sb->health_gen = transport_generation(fs->t, sb->id);
-	sb->ext = h.ext_files >= PROTO_EXT_FILES_VERSION;
+	sb->ext = h.ext_files >= 1;
+	sb->ext_tree = h.ext_files >= 2;
 	sb->ext_max_write = h.ext_max_write;
 	pthread_mutex_unlock(&sb->lock);
 	return 0;
@@ -282,7 +283,8 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 		sb->health = h;
 		sb->health_known = true;
 		sb->health_gen = transport_generation(fs->t, sb->id);
-		sb->ext = h.ext_files >= PROTO_EXT_FILES_VERSION;
+		sb->ext = h.ext_files >= 1;
+	sb->ext_tree = h.ext_files >= 2;
 		sb->ext_max_write = h.ext_max_write;
 	}
 	pthread_mutex_unlock(&sb->lock);
