@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -984,6 +985,561 @@ START_TEST(bwrap_timeout_kills_everything)
 }
 END_TEST
 
+/* ---- the zygote ---------------------------------------------------------- */
+
+/* As box_start, confined, with the agent's stderr in a file of the
+ * box's private directory (returned in log, heap). */
+static bool zbox_start(struct box *b, const char *bwrap, char **log)
+{
+	const char *args[16];
+	size_t n = 0;
+
+	if (!bwrap_usable()) {
+		fprintf(stderr, "agent_exec: bubblewrap is not usable here, "
+				"zygote test skipped\n");
+		return false;
+	}
+	memset(b, 0, sizeof(*b));
+	b->parent = th_tmpdir("exec");
+	ck_assert(chmod(b->parent, 0711) == 0);
+	ck_assert(asprintf(&b->root, "%s/root", b->parent) > 0);
+	ck_assert(mkdir(b->root, 0777) == 0);
+	ck_assert(chmod(b->root, 0777) == 0);
+	ck_assert(asprintf(log, "%s/agent.log", b->parent) > 0);
+	args[n++] = "--root";
+	args[n++] = b->root;
+	args[n++] = "--confine";
+	args[n++] = "bwrap";
+	if (bwrap != NULL) {
+		args[n++] = "--bwrap";
+		args[n++] = bwrap;
+	}
+	args[n] = NULL;
+	th_agent_start_logged(&b->a, args, true, *log);
+	return true;
+}
+
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], stat[512], *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, stat, sizeof(stat) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	stat[n] = '\0';
+	rp = strrchr(stat, ')');
+	if (rp == NULL || rp[1] != ' ' || rp[2] == '\0')
+		return 0;
+	return (pid_t)strtol(rp + 4, NULL, 10);
+}
+
+/* The agent's zygote: the process below it whose second argument is
+ * --zygote; 0 when there is none. */
+static pid_t zygote_of(pid_t agent)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (found == 0 && (e = readdir(d)) != NULL) {
+		char path[300], cmd[512];
+		pid_t pid, up;
+		ssize_t n;
+		int fd, hops;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, cmd, sizeof(cmd) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		cmd[n] = '\0';
+		if ((size_t)n <= strlen(cmd) + 1 ||
+		    strcmp(cmd + strlen(cmd) + 1, "--zygote") != 0)
+			continue;
+		pid = (pid_t)strtol(e->d_name, NULL, 10);
+		for (up = pid, hops = 0; up > 1 && hops < 8; hops++) {
+			up = parent_of(up);
+			if (up == agent)
+				found = pid;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* Wait up to ms for pid to be gone (or a zombie); true when it is. */
+static bool pid_gone(pid_t pid, int ms)
+{
+	long long end = th_now_ms() + ms;
+	char path[64], stat[512], *rp;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	for (;;) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n;
+
+		if (fd < 0)
+			return true;
+		n = read(fd, stat, sizeof(stat) - 1);
+		close(fd);
+		stat[n > 0 ? n : 0] = '\0';
+		rp = strrchr(stat, ')');
+		if (rp != NULL && rp[1] == ' ' && rp[2] == 'Z')
+			return true;
+		if (th_now_ms() >= end)
+			return false;
+		usleep(20000);
+	}
+}
+
+static uid_t uid_of(pid_t pid)
+{
+	char path[64];
+	char *text, *p;
+	uid_t uid;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	text = th_read_file(path, NULL);
+	ck_assert_ptr_nonnull(text);
+	p = strstr(text, "\nUid:");
+	ck_assert_ptr_nonnull(p);
+	uid = (uid_t)strtoul(p + 5, NULL, 10);
+	free(text);
+	return uid;
+}
+
+static bool log_has(const char *log, const char *s)
+{
+	char *text = th_read_file(log, NULL);
+	bool has = text != NULL && strstr(text, s) != NULL;
+
+	free(text);
+	return has;
+}
+
+/* Stop a zbox_start agent, which must exit cleanly without the zygote
+ * or bubblewrap having said anything (a sanitizer's report would come
+ * that way), and free log. */
+static void zbox_stop(struct box *b, char *log)
+{
+	int status = th_agent_terminate(&b->a);
+	char *text = th_read_file(log, NULL);
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_msg(strstr(text, "exec: zygote: ") == NULL, "%s", text);
+	free(text);
+	free(log);
+	box_stop(b);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "sandbox-agent ended with status %d", status);
+}
+
+/* Wait up to 10 s for at least n live processes with s. */
+static void procs_appear(const char *s, int n)
+{
+	long long end = th_now_ms() + 10000;
+
+	while (count_procs(s) < n) {
+		ck_assert_msg(th_now_ms() < end, "no process with %s", s);
+		usleep(20000);
+	}
+}
+
+/* Start a job on b; its id into id. */
+static void zstart_job(struct box *b, const char *json, char id[64])
+{
+	struct th_resp r;
+
+	post_to(b, "/v1/jobs/start", json, &r);
+	ck_assert_msg(r.status == 200, "start: %ld %s", r.status, body(&r));
+	ck_assert_uint_eq(strlen(body(&r)), 48);
+	memcpy(id, body(&r) + 10, 36);
+	id[36] = '\0';
+	th_resp_cleanup(&r);
+}
+
+/* Poll a job of b with waitMs until it has ended; the answer (heap). */
+static char *zpoll_ended(struct box *b, const char *id)
+{
+	long long end = th_now_ms() + 20000;
+	char json[128];
+
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\",\"waitMs\":2000}", id);
+	for (;;) {
+		struct th_resp r;
+		char *s;
+
+		post_to(b, "/v1/jobs/poll", json, &r);
+		ck_assert_msg(r.status == 200, "poll: %ld %s", r.status,
+			      body(&r));
+		s = buf_take(&r.body, NULL);
+		th_resp_cleanup(&r);
+		if (strncmp(s, "{\"running\":false", 16) == 0)
+			return s;
+		ck_assert_msg(th_now_ms() < end, "job %s never ended", id);
+		free(s);
+	}
+}
+
+START_TEST(zygote_runs_commands)
+{
+	const char *n = needle();
+	char json[256], id[64], *log, *s;
+	struct frames fr;
+	struct box b;
+	pid_t z;
+
+	if (!zbox_start(&b, NULL, &log))
+		return;
+	/* The start-up probe went through it, and it runs as the exec
+	 * user. */
+	ck_assert(log_has(log, "started by a zygote"));
+	z = zygote_of(b.a.pid);
+	ck_assert_int_gt(z, 0);
+	ck_assert_uint_eq(uid_of(z), exec_uid());
+	/* Exit codes, and signal deaths as bubblewrap reported them. */
+	expect_to(
+		&b, "/v1/exec",
+		"{\"command\":[\"sh\",\"-c\",\"exit 42\"],\"timeoutMs\":10000}",
+		200, "{\"t\":\"exit\",\"code\":42,\"truncated\":false}\n");
+	expect_to(&b, "/v1/exec",
+		  "{\"command\":[\"sh\",\"-c\",\"kill -TERM $$\"],"
+		  "\"timeoutMs\":10000}",
+		  200, "{\"t\":\"exit\",\"code\":143,\"truncated\":false}\n");
+	expect_output(&b,
+		      "{\"command\":[\"sh\",\"-c\",\"echo out; echo err >&2; "
+		      "kill -9 $$\"],\"timeoutMs\":10000}",
+		      "out\n", 137);
+	/* Only the standard descriptors; pid 1 is the command's own init,
+	 * whose memory (the zygote's) it cannot read. */
+	expect_output(&b,
+		      "{\"command\":[\"ls\",\"/proc/self/fd\"],"
+		      "\"timeoutMs\":10000}",
+		      "0\n1\n2\n3\n", 0);
+	expect_output(&b,
+		      "{\"command\":[\"sh\",\"-c\",\"cat /proc/1/comm; cat "
+		      "/proc/1/environ 2>/dev/null || echo hidden; grep "
+		      "CapEff /proc/self/status\"],\"timeoutMs\":10000}",
+		      "sbfs-init\nhidden\nCapEff:\t0000000000000000\n", 0);
+	/* Each command has its own /tmp and /dev/shm... */
+	expect_output(&b,
+		      "{\"command\":[\"sh\",\"-c\",\"touch /tmp/a /dev/shm/b; "
+		      "ls /tmp /dev/shm\"],\"timeoutMs\":10000}",
+		      "/dev/shm:\nb\n\n/tmp:\na\n", 0);
+	expect_output(&b,
+		      "{\"command\":[\"ls\",\"-A\",\"/tmp\",\"/dev/shm\"],"
+		      "\"timeoutMs\":10000}",
+		      "/dev/shm:\n\n/tmp:\n", 0);
+	/* ...and cannot leave anything for the next one elsewhere. */
+	expect_output(
+		&b,
+		"{\"command\":[\"sh\",\"-c\",\"touch /x 2>/dev/null; echo "
+		"$?; mkdir /dev/x 2>/dev/null; echo $?\"],"
+		"\"timeoutMs\":10000}",
+		"1\n1\n", 0);
+	/* A job runs through it too; two commands do not see each other. */
+	snprintf(json, sizeof(json),
+		 "{\"command\":[\"sleep\",\"%s\"],\"timeoutMs\":30000}", n);
+	zstart_job(&b, json, id);
+	procs_appear(n, 1);
+	run_on(&b,
+	       "{\"command\":[\"sh\",\"-c\",\"cat /proc/[0-9]*/cmdline | tr "
+	       "'\\\\000' ' '\"],\"timeoutMs\":10000}",
+	       &fr);
+	ck_assert_int_eq(last(&fr)->code, 0);
+	ck_assert_ptr_nonnull(fr.out.data);
+	ck_assert_ptr_null(strstr(fr.out.data, n));
+	frames_free(&fr);
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	expect_to(&b, "/v1/jobs/cancel", json, 200, "{}");
+	ck_assert_int_eq(procs_gone(n, 3000), 0);
+	zstart_job(&b,
+		   "{\"command\":[\"sh\",\"-c\",\"echo job; exit 5\"],"
+		   "\"timeoutMs\":10000}",
+		   id);
+	s = zpoll_ended(&b, id);
+	ck_assert_str_eq(s,
+			 "{\"running\":false,\"frames\":["
+			 "{\"t\":\"stdout\",\"seq\":0,\"data\":\"am9iCg==\"}],"
+			 "\"exitCode\":5,\"truncated\":false}");
+	free(s);
+	/* One zygote served them all, and it ends with the agent. */
+	ck_assert_int_eq(zygote_of(b.a.pid), z);
+	zbox_stop(&b, log);
+	ck_assert(pid_gone(z, 3000));
+}
+END_TEST
+
+START_TEST(zygote_spawn_failures)
+{
+	char path[PATH_MAX], *log;
+	struct box b;
+	pid_t z;
+
+	if (!zbox_start(&b, NULL, &log))
+		return;
+	z = zygote_of(b.a.pid);
+	ck_assert_int_gt(z, 0);
+	expect_to(&b, "/v1/exec",
+		  "{\"command\":[\"no-such-program\"],\"timeoutMs\":10000}",
+		  200,
+		  "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
+		  "\"No such file or directory (os error 2)\"}\n");
+	expect_to(&b, "/v1/exec",
+		  "{\"command\":[\"/usr\"],\"timeoutMs\":10000}", 200,
+		  "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
+		  "\"Permission denied (os error 13)\"}\n");
+	expect_to(&b, "/v1/exec",
+		  "{\"command\":[\"pwd\"],\"timeoutMs\":10000,\"cwd\":"
+		  "\"missing\"}",
+		  200,
+		  "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
+		  "\"No such file or directory (os error 2)\"}\n");
+	/* Found on PATH but not executable; then executable, without #!. */
+	snprintf(path, sizeof(path), "%s/bin/tool", b.root);
+	th_write_file(path, "echo from \"$0\" $1\n", 18);
+	snprintf(path, sizeof(path), "%s/bin", b.root);
+	ck_assert(chmod(path, 0755) == 0);
+	expect_to(&b, "/v1/exec",
+		  "{\"command\":[\"tool\"],\"timeoutMs\":10000,"
+		  "\"env\":{\"PATH\":\"/nowhere:bin\"}}",
+		  200,
+		  "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
+		  "\"Permission denied (os error 13)\"}\n");
+	snprintf(path, sizeof(path), "%s/bin/tool", b.root);
+	ck_assert(chmod(path, 0755) == 0);
+	expect_output(&b,
+		      "{\"command\":[\"tool\",\"x\"],\"timeoutMs\":10000,"
+		      "\"env\":{\"PATH\":\"/nowhere:bin\"}}",
+		      "from bin/tool x\n", 0);
+	expect_output(&b,
+		      "{\"command\":[\"/sandbox/bin/tool\",\"y\"],"
+		      "\"timeoutMs\":10000,\"cwd\":\"bin\"}",
+		      "from /sandbox/bin/tool y\n", 0);
+	/* The failures cost the zygote nothing. */
+	ck_assert_int_eq(zygote_of(b.a.pid), z);
+	zbox_stop(&b, log);
+}
+END_TEST
+
+START_TEST(zygote_killed_while_idle)
+{
+	struct box b;
+	pid_t z, z2;
+	char *log;
+
+	if (!zbox_start(&b, NULL, &log))
+		return;
+	z = zygote_of(b.a.pid);
+	ck_assert_int_gt(z, 0);
+	ck_assert(kill(z, SIGKILL) == 0);
+	ck_assert(pid_gone(z, 3000));
+	/* The next command starts a new one. */
+	expect_output(&b,
+		      "{\"command\":[\"echo\",\"again\"],\"timeoutMs\":10000}",
+		      "again\n", 0);
+	z2 = zygote_of(b.a.pid);
+	ck_assert_int_gt(z2, 0);
+	ck_assert_int_ne(z2, z);
+	ck_assert(log_has(log, "exec: the zygote ended"));
+	zbox_stop(&b, log);
+	ck_assert(pid_gone(z2, 3000));
+}
+END_TEST
+
+START_TEST(zygote_killed_while_running)
+{
+	const char *n = needle();
+	char json[256], id[64], *log, *s;
+	struct box b;
+	pid_t z;
+
+	if (!zbox_start(&b, NULL, &log))
+		return;
+	z = zygote_of(b.a.pid);
+	ck_assert_int_gt(z, 0);
+	snprintf(json, sizeof(json),
+		 "{\"command\":[\"sh\",\"-c\",\"echo up; sleep %s & sleep "
+		 "%s\"],\"timeoutMs\":30000}",
+		 n, n);
+	zstart_job(&b, json, id);
+	procs_appear(n, 2);
+	ck_assert(kill(z, SIGKILL) == 0);
+	/* Its commands die with it, and their status is lost. */
+	s = zpoll_ended(&b, id);
+	ck_assert_str_eq(s, "{\"running\":false,\"frames\":["
+			    "{\"t\":\"stdout\",\"seq\":0,\"data\":\"dXAK\"}],"
+			    "\"error\":{\"code\":\"waitFailed\",\"message\":"
+			    "\"No child processes (os error 10)\"}}");
+	free(s);
+	ck_assert_int_eq(procs_gone(n, 3000), 0);
+	expect_output(&b,
+		      "{\"command\":[\"echo\",\"again\"],\"timeoutMs\":10000}",
+		      "again\n", 0);
+	zbox_stop(&b, log);
+}
+END_TEST
+
+struct zthread {
+	struct box *b;
+	int k;
+	int good; /* commands that answered exactly */
+};
+
+static void *zthread_main(void *arg)
+{
+	struct zthread *t = arg;
+	int j;
+
+	for (j = 0; j < 5; j++) {
+		const char *h[] = {t->b->a.auth,
+				   "Content-Type: application/json", NULL};
+		char json[256], want[256], data[64], line[16], url[256];
+		struct th_resp r;
+		int len;
+
+		len = snprintf(line, sizeof(line), "t%d-%d\n", t->k, j);
+		b64_encode(line, (size_t)len, data);
+		snprintf(json, sizeof(json),
+			 "{\"command\":[\"sh\",\"-c\",\"echo t%d-%d; exit "
+			 "%d\"],\"timeoutMs\":20000}",
+			 t->k, j, j);
+		snprintf(want, sizeof(want),
+			 "{\"t\":\"stdout\",\"seq\":0,\"data\":\"%s\"}\n"
+			 "{\"t\":\"exit\",\"code\":%d,\"truncated\":false}\n",
+			 data, j);
+		snprintf(url, sizeof(url), "%s/v1/exec", t->b->a.base);
+		if (th_http_timeout("POST", url, h, json, strlen(json), 30000,
+				    &r) == 0 &&
+		    r.status == 200 && strcmp(body(&r), want) == 0)
+			t->good++;
+		else
+			fprintf(stderr, "zygote: t%d-%d: %ld %s\n", t->k, j,
+				r.status, body(&r));
+		th_resp_cleanup(&r);
+	}
+	return NULL;
+}
+
+START_TEST(zygote_many_at_once)
+{
+	char ids[PROTO_MAX_JOBS][64], json[256], want[256], data[16], *log;
+	struct zthread t[4];
+	pthread_t th[4];
+	struct box b;
+	int i;
+
+	if (!zbox_start(&b, NULL, &log))
+		return;
+	/* Sixteen jobs and twenty execs from four clients, all at once. */
+	for (i = 0; i < 4; i++) {
+		t[i] = (struct zthread){&b, i, 0};
+		ck_assert_int_eq(
+			pthread_create(&th[i], NULL, zthread_main, &t[i]), 0);
+	}
+	for (i = 0; i < PROTO_MAX_JOBS; i++) {
+		snprintf(json, sizeof(json),
+			 "{\"command\":[\"sh\",\"-c\",\"sleep 0.2; echo $0; "
+			 "exit $0\",\"%d\"],\"timeoutMs\":20000}",
+			 i);
+		zstart_job(&b, json, ids[i]);
+	}
+	for (i = 0; i < PROTO_MAX_JOBS; i++) {
+		char line[8], *s;
+		int len = snprintf(line, sizeof(line), "%d\n", i);
+
+		b64_encode(line, (size_t)len, data);
+		snprintf(want, sizeof(want),
+			 "{\"running\":false,\"frames\":[{\"t\":\"stdout\","
+			 "\"seq\":0,\"data\":\"%s\"}],\"exitCode\":%d,"
+			 "\"truncated\":false}",
+			 data, i);
+		s = zpoll_ended(&b, ids[i]);
+		ck_assert_str_eq(s, want);
+		free(s);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(t[i].good, 5);
+	}
+	zbox_stop(&b, log);
+}
+END_TEST
+
+START_TEST(zygote_dies_with_the_agent)
+{
+	struct box b;
+	int status;
+	char *log;
+	pid_t z;
+
+	if (!zbox_start(&b, NULL, &log))
+		return;
+	z = zygote_of(b.a.pid);
+	ck_assert_int_gt(z, 0);
+	/* An agent that cannot clean up: bubblewrap's --die-with-parent
+	 * takes the zygote. */
+	ck_assert(kill(b.a.pid, SIGKILL) == 0);
+	ck_assert(waitpid(b.a.pid, &status, 0) == b.a.pid);
+	b.a.pid = 0;
+	ck_assert(pid_gone(z, 3000));
+	th_agent_stop(&b.a);
+	th_rmtree(b.parent);
+	free(b.parent);
+	free(b.root);
+	free(log);
+}
+END_TEST
+
+/* Where the zygote cannot start (here: a bubblewrap that refuses the
+ * capability it needs), each command gets its own bubblewrap, as before. */
+START_TEST(zygote_fallback)
+{
+	static const char wrapper[] =
+		"#!/bin/sh\n"
+		"for a in \"$@\"; do\n"
+		"\t[ \"$a\" = --cap-add ] && { echo \"bwrap: no --cap-add "
+		"here\" >&2; exit 1; }\n"
+		"done\n"
+		"exec " BWRAP_PATH " \"$@\"\n";
+	char *dir, path[PATH_MAX], *log;
+	struct box b;
+
+	if (!bwrap_usable())
+		return;
+	dir = th_tmpdir("bwrap");
+	ck_assert(chmod(dir, 0755) == 0);
+	snprintf(path, sizeof(path), "%s/bwrap", dir);
+	th_write_file(path, wrapper, strlen(wrapper));
+	ck_assert(chmod(path, 0755) == 0);
+	ck_assert(zbox_start(&b, path, &log));
+	ck_assert(log_has(log, "no zygote for commands (bwrap: no --cap-add "
+			       "here)"));
+	ck_assert(log_has(log, "one bubblewrap each"));
+	ck_assert_int_eq(zygote_of(b.a.pid), 0);
+	expect_output(&b,
+		      "{\"command\":[\"sh\",\"-c\",\"hostname; ls -A /tmp | wc "
+		      "-l; kill -9 $$\"],\"timeoutMs\":10000}",
+		      "sandbox\n0\n", 137);
+	zbox_stop(&b, log);
+	th_rmtree(dir);
+	free(dir);
+}
+END_TEST
+
 /* ---- jobs ---------------------------------------------------------------- */
 
 /* Start a job; its id (36 characters of a version 4 UUID) into id. */
@@ -1443,6 +1999,17 @@ Suite *make_agent_exec_suite(void)
 	tcase_add_test(tc, bwrap_identity_and_view);
 	tcase_add_test(tc, bwrap_hides_the_host);
 	tcase_add_test(tc, bwrap_timeout_kills_everything);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("zygote");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, zygote_runs_commands);
+	tcase_add_test(tc, zygote_spawn_failures);
+	tcase_add_test(tc, zygote_killed_while_idle);
+	tcase_add_test(tc, zygote_killed_while_running);
+	tcase_add_test(tc, zygote_many_at_once);
+	tcase_add_test(tc, zygote_dies_with_the_agent);
+	tcase_add_test(tc, zygote_fallback);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("jobs");

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -1141,6 +1143,781 @@ START_TEST(wire_strict_v1)
 }
 END_TEST
 
+/* ---- GET tree ------------------------------------------------------------ */
+
+struct dirvec {
+	char **v;
+	size_t *count; /* entries of each directory */
+	size_t n, cap;
+};
+
+static void dirvec_push(struct dirvec *l, char *rel)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+		l->count = realloc(l->count, l->cap * sizeof(*l->count));
+		ck_assert(l->v != NULL && l->count != NULL);
+	}
+	l->count[l->n] = 0;
+	l->v[l->n++] = rel;
+}
+
+static void dirvec_free(struct dirvec *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	free(l->count);
+	memset(l, 0, sizeof(*l));
+}
+
+/* The directory rel (relative to the directory base, relative to the
+ * root) on disk. */
+static char *disk_dir(const char *base, const char *rel)
+{
+	char *p;
+
+	if (asprintf(&p, "%s%s%s%s%s", ag.root, *base ? "/" : "", base,
+		     *rel ? "/" : "", rel) < 0)
+		ck_abort_msg("asprintf");
+	return p;
+}
+
+/*
+ * The directories of the tree at base, breadth first, siblings in the
+ * order readdir gives them (getdents64's, the agent's), as paths relative
+ * to base, with how many entries each holds. skip (may be NULL) and what
+ * is below it are left out, as the agent leaves out a directory it cannot
+ * list. Symlinks are never descended.
+ */
+static void bfs_dirs(const char *base, const char *skip, struct dirvec *out)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	dirvec_push(out, strdup(""));
+	for (i = 0; i < out->n; i++) {
+		char *abs = disk_dir(base, out->v[i]);
+		DIR *d = opendir(abs);
+		struct dirent *de;
+
+		ck_assert_msg(d != NULL, "opendir %s", abs);
+		while ((de = readdir(d)) != NULL) {
+			struct stat st;
+			char *rel, *p;
+
+			if (strcmp(de->d_name, ".") == 0 ||
+			    strcmp(de->d_name, "..") == 0)
+				continue;
+			out->count[i]++;
+			p = join(abs, de->d_name);
+			ck_assert_msg(lstat(p, &st) == 0, "lstat %s", p);
+			free(p);
+			if (*out->v[i] == '\0')
+				rel = strdup(de->d_name);
+			else if (asprintf(&rel, "%s/%s", out->v[i],
+					  de->d_name) < 0)
+				rel = NULL;
+			ck_assert_ptr_nonnull(rel);
+			if (S_ISDIR(st.st_mode) &&
+			    (skip == NULL || strcmp(rel, skip) != 0))
+				dirvec_push(out, rel);
+			else
+				free(rel);
+		}
+		closedir(d);
+		free(abs);
+	}
+}
+
+static size_t dirvec_index(const struct dirvec *l, const char *rel)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (strcmp(l->v[i], rel) == 0)
+			return i;
+	ck_abort_msg("directory '%s' is not in the tree", rel);
+	return 0;
+}
+
+/* One listing of a tree answer is the directory on disk, whole: the
+ * same names in getdents64 order, each with its lstat attributes. */
+static void check_tree_dir(const char *base, const struct proto_tree_dir *td)
+{
+	char *abs = disk_dir(base, td->path);
+	DIR *d = opendir(abs);
+	struct dirent *de;
+	size_t k = 0;
+
+	ck_assert_msg(d != NULL, "opendir %s", abs);
+	while ((de = readdir(d)) != NULL) {
+		const struct proto_dirent *e;
+		struct stat st;
+		char *p;
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		ck_assert_msg(k < td->n, "'%s': '%s' missing", td->path,
+			      de->d_name);
+		e = &td->entries[k++];
+		ck_assert_msg(strcmp(e->name, de->d_name) == 0,
+			      "'%s': '%s' where '%s' was expected", td->path,
+			      e->name, de->d_name);
+		p = join(abs, de->d_name);
+		ck_assert_msg(lstat(p, &st) == 0, "lstat %s", p);
+		ck_assert_uint_eq(e->attr.ino, st.st_ino);
+		ck_assert_uint_eq(e->attr.perm, st.st_mode & 07777);
+		ck_assert_uint_eq(e->attr.size, (uint64_t)st.st_size);
+		ck_assert_uint_eq(e->attr.nlink, st.st_nlink);
+		ck_assert_uint_eq(e->attr.uid, st.st_uid);
+		ck_assert_uint_eq(e->attr.gid, st.st_gid);
+		ck_assert_uint_eq(e->attr.blocks, (uint64_t)st.st_blocks);
+		ck_assert_int_eq(e->attr.mtime, st.st_mtim.tv_sec);
+		ck_assert_uint_eq(e->attr.mtime_ns, st.st_mtim.tv_nsec);
+		if (S_ISDIR(st.st_mode)) {
+			ck_assert_int_eq(e->attr.type, PROTO_FT_DIR);
+		} else if (S_ISLNK(st.st_mode)) {
+			char t[256];
+			ssize_t n = readlink(p, t, sizeof(t) - 1);
+
+			ck_assert_int_ge(n, 0);
+			t[n] = '\0';
+			ck_assert_int_eq(e->attr.type, PROTO_FT_SYMLINK);
+			ck_assert_ptr_nonnull(e->target);
+			ck_assert_str_eq(e->target, t);
+		} else {
+			ck_assert(S_ISREG(st.st_mode));
+			ck_assert_int_eq(e->attr.type, PROTO_FT_FILE);
+		}
+		if (!S_ISLNK(st.st_mode))
+			ck_assert_ptr_null(e->target);
+		free(p);
+	}
+	ck_assert_msg(k == td->n, "'%s': %zu entries, %zu on disk", td->path,
+		      td->n, k);
+	closedir(d);
+	free(abs);
+}
+
+/* GET tree?path=<path><more>: a 200 JSON answer, decoded. */
+static void get_tree(const char *path, const char *more, struct proto_tree *t)
+{
+	struct th_resp r;
+	char *ct;
+
+	ext_get("tree", path, more, NULL, &r);
+	ck_assert_msg(r.status == 200, "tree '%s'%s: %ld %s", path,
+		      more ? more : "", r.status,
+		      r.body.data ? r.body.data : "");
+	ct = th_resp_header(&r, "Content-Type");
+	ck_assert_str_eq(ct, "application/json");
+	free(ct);
+	ck_assert_int_eq(proto_tree_decode(r.body.data, r.body.len, t), 0);
+	th_resp_cleanup(&r);
+}
+
+/*
+ * The test tree, 12 entries in 6 directories over four levels:
+ *   f1  d1/{g, e1/, l -> ../f1}  d2/{h, x/{w, y/{z}}, <odd name>}
+ */
+#define TREE_ODD "caf\xc3\xa9 \"q\"\n"
+/* How a tree answer of a non-empty directory begins. */
+#define TREE_HEAD "{\"dirs\":[{\"path\":\"\",\"entries\":[{"
+
+static void make_tree(void)
+{
+	put_file(ag.root, "f1", "one");
+	make_dir(ag.root, "d1");
+	put_file(ag.root, "d1/g", "gg");
+	make_dir(ag.root, "d1/e1");
+	make_link(ag.root, "d1/l", "../f1");
+	make_dir(ag.root, "d2");
+	put_file(ag.root, "d2/h", "hhh");
+	make_dir(ag.root, "d2/x");
+	put_file(ag.root, "d2/x/w", "w");
+	make_dir(ag.root, "d2/x/y");
+	put_file(ag.root, "d2/x/y/z", "zzzz");
+	put_file(ag.root, "d2/" TREE_ODD, "");
+}
+
+START_TEST(wire_tree_whole)
+{
+	struct proto_tree t;
+	struct dirvec want;
+	struct th_resp r;
+	size_t i;
+
+	make_tree();
+	bfs_dirs("", NULL, &want);
+	ck_assert_uint_eq(want.n, 6);
+	get_tree("", NULL, &t);
+	ck_assert(t.complete);
+	ck_assert_uint_eq(t.ndirs, want.n);
+	for (i = 0; i < t.ndirs; i++) {
+		ck_assert_str_eq(t.dirs[i].path, want.v[i]);
+		check_tree_dir("", &t.dirs[i]);
+	}
+	/* breadth first: each level before the next */
+	ck_assert_str_eq(t.dirs[0].path, "");
+	ck_assert_str_eq(t.dirs[5].path, "d2/x/y");
+	proto_tree_cleanup(&t);
+	dirvec_free(&want);
+
+	/* the answer's shape, literally */
+	ext_get("tree", "", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert(strncmp(r.body.data, TREE_HEAD, sizeof(TREE_HEAD) - 1) == 0);
+	ck_assert_ptr_nonnull(strstr(r.body.data,
+				     "{\"path\":\"d2/x/y\","
+				     "\"entries\":[{\"name\":\"z\","));
+	ck_assert_ptr_nonnull(
+		strstr(r.body.data, "{\"path\":\"d1/e1\",\"entries\":[]}"));
+	ck_assert_str_eq(r.body.data + r.body.len - 18, "],\"complete\":true}");
+	th_resp_cleanup(&r);
+
+	/* a subtree: paths are relative to the directory asked for, which
+	 * is normalised like any path */
+	bfs_dirs("d2", NULL, &want);
+	ck_assert_uint_eq(want.n, 3);
+	get_tree("/d2//./", "&maxEntries=65536", &t);
+	ck_assert(t.complete);
+	ck_assert_uint_eq(t.ndirs, 3);
+	for (i = 0; i < t.ndirs; i++) {
+		ck_assert_str_eq(t.dirs[i].path, want.v[i]);
+		check_tree_dir("d2", &t.dirs[i]);
+	}
+	ck_assert_str_eq(t.dirs[2].path, "x/y");
+	proto_tree_cleanup(&t);
+	dirvec_free(&want);
+
+	/* a leaf directory, and an empty one */
+	get_tree("d2/x/y", NULL, &t);
+	ck_assert(t.complete);
+	ck_assert_uint_eq(t.ndirs, 1);
+	ck_assert_str_eq(t.dirs[0].path, "");
+	check_tree_dir("d2/x/y", &t.dirs[0]);
+	proto_tree_cleanup(&t);
+	ext_get("tree", "d1/e1", NULL, NULL, &r);
+	expect(&r, 200,
+	       "{\"dirs\":[{\"path\":\"\",\"entries\":[]}],"
+	       "\"complete\":true}");
+}
+END_TEST
+
+START_TEST(wire_tree_budget)
+{
+	struct dirvec want;
+	size_t total = 0, b, i;
+
+	make_tree();
+	bfs_dirs("", NULL, &want);
+	for (i = 0; i < want.n; i++)
+		total += want.count[i];
+	ck_assert_uint_eq(total, 12);
+	ck_assert_uint_eq(want.count[0], 3);
+	/* every budget from one entry to more than the tree */
+	for (b = 1; b <= total + 1; b++) {
+		struct proto_tree t;
+		char more[32];
+		size_t sum = 0, last = 0;
+
+		snprintf(more, sizeof(more), "&maxEntries=%zu", b);
+		if (b < want.count[0]) {
+			/* not even the directory asked for fits */
+			struct th_resp r;
+
+			ext_get("tree", "", more, NULL, &r);
+			expect(&r, 200, "{\"dirs\":[],\"complete\":false}");
+			continue;
+		}
+		get_tree("", more, &t);
+		ck_assert_uint_ge(t.ndirs, 1);
+		ck_assert_str_eq(t.dirs[0].path, "");
+		for (i = 0; i < t.ndirs; i++) {
+			size_t at = dirvec_index(&want, t.dirs[i].path);
+
+			/* whole listings, in breadth-first order */
+			check_tree_dir("", &t.dirs[i]);
+			ck_assert_msg(i == 0 || at > last,
+				      "budget %zu: '%s' out of order", b,
+				      t.dirs[i].path);
+			last = at;
+			sum += t.dirs[i].n;
+		}
+		ck_assert_msg(sum <= b, "budget %zu: %zu entries", b, sum);
+		/* complete exactly when every directory is in it */
+		ck_assert_msg(t.complete == (t.ndirs == want.n),
+			      "budget %zu: %zu of %zu dirs, complete %d", b,
+			      t.ndirs, want.n, t.complete);
+		if (b >= total)
+			ck_assert_msg(t.complete, "budget %zu", b);
+		else
+			ck_assert_msg(!t.complete, "budget %zu", b);
+		proto_tree_cleanup(&t);
+	}
+	dirvec_free(&want);
+}
+END_TEST
+
+/* The first name readdir gives in the directory at path, "." and ".."
+ * included (heap). */
+static char *first_readdir_name(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char *name;
+
+	ck_assert_msg(d != NULL, "opendir %s", path);
+	de = readdir(d);
+	ck_assert_ptr_nonnull(de);
+	name = strdup(de->d_name);
+	closedir(d);
+	return name;
+}
+
+/*
+ * The budget ends the walk: the answer is the first directories of the
+ * breadth-first order that fit, so that what follows the last one named
+ * is exactly what the client still has to list. Here the budget runs out
+ * exactly after the first of a/ and b/ (one entry each): the second does
+ * not fit, and the empty e/ below the first, which comes after it, must
+ * not be sent either. Where the filesystem allows it, the directory that
+ * does not fit is given a first getdents64 entry that is a real name
+ * rather than "." (ext4 orders by hash; tmpfs always starts with "."),
+ * the case in which its listing ends before any entry was taken.
+ */
+START_TEST(wire_tree_stops_at_first_misfit)
+{
+	struct proto_tree t;
+	struct dirvec want;
+	char *second, *first, last[64];
+	int tries;
+	size_t i, n;
+
+	wire_setup();
+	make_dir(ag.root, "a");
+	make_dir(ag.root, "b");
+	make_dir(ag.root, "a/e");
+	make_dir(ag.root, "b/e");
+	bfs_dirs("", NULL, &want);
+	ck_assert_uint_eq(want.n, 5);
+	second = join(ag.root, want.v[2]);
+	for (tries = 0; tries < 200; tries++) {
+		char name[32];
+		bool dot;
+
+		first = first_readdir_name(second);
+		dot = strcmp(first, ".") == 0 || strcmp(first, "..") == 0;
+		free(first);
+		if (!dot)
+			break;
+		snprintf(name, sizeof(name), "%s/n%d", want.v[2], tries);
+		put_file(ag.root, name, "");
+	}
+	free(second);
+	dirvec_free(&want);
+	bfs_dirs("", NULL, &want);
+	ck_assert_uint_eq(want.n, 5);
+	ck_assert_uint_eq(want.count[1], 1);
+
+	get_tree("", "&maxEntries=3", &t);
+	ck_assert(!t.complete);
+	ck_assert_uint_ge(t.ndirs, 2);
+	for (i = 0; i < t.ndirs; i++)
+		check_tree_dir("", &t.dirs[i]);
+	ck_assert_str_eq(t.dirs[0].path, want.v[0]);
+	ck_assert_str_eq(t.dirs[1].path, want.v[1]);
+	/* everything is freed and the agent stopped first, so that a
+	 * failure here (the runner's child exits at once) leaves nothing */
+	n = t.ndirs;
+	snprintf(last, sizeof(last), "%s", t.dirs[n - 1].path);
+	proto_tree_cleanup(&t);
+	dirvec_free(&want);
+	wire_teardown();
+	ck_assert_msg(n == 2, "%zu directories sent, the last '%s'", n, last);
+}
+END_TEST
+
+START_TEST(wire_tree_symlinks)
+{
+	struct proto_tree t;
+	struct th_resp r;
+	size_t i;
+
+	make_dir(ag.root, "sub");
+	put_file(ag.root, "sub/f", "inside");
+	make_dir(ag.root, "sub/deeper");
+	make_link(ag.root, "in", "sub");
+	make_link(ag.root, "abs", "/etc");
+	make_link(ag.root, "up", "../../..");
+
+	/* links are entries, listed with their targets, never walked */
+	get_tree("", NULL, &t);
+	ck_assert(t.complete);
+	ck_assert_uint_eq(t.ndirs, 3);
+	ck_assert_str_eq(t.dirs[0].path, "");
+	ck_assert_str_eq(t.dirs[1].path, "sub");
+	ck_assert_str_eq(t.dirs[2].path, "sub/deeper");
+	for (i = 0; i < t.ndirs; i++)
+		check_tree_dir("", &t.dirs[i]);
+	ck_assert_uint_eq(t.dirs[0].n, 4);
+	proto_tree_cleanup(&t);
+
+	/* the directory asked for may be a link that stays inside, as for
+	 * list: its target is walked, paths relative to the link */
+	get_tree("in", NULL, &t);
+	ck_assert(t.complete);
+	ck_assert_uint_eq(t.ndirs, 2);
+	ck_assert_str_eq(t.dirs[0].path, "");
+	ck_assert_str_eq(t.dirs[1].path, "deeper");
+	check_tree_dir("sub", &t.dirs[0]);
+	proto_tree_cleanup(&t);
+
+	/* escapes are refused exactly as list refuses them */
+	ext_get("tree", "up", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: up");
+	ext_get("tree", "abs", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ELOOP: path leaves the session root: abs");
+	ext_get("tree", "abs/ssl", NULL, NULL, &r);
+	expect(&r, 409,
+	       "FS_ERROR: ELOOP: path leaves the session root: abs/ssl");
+	ext_get("tree", "..", NULL, NULL, &r);
+	expect(&r, 400,
+	       "PATH_REFUSED: Path '..' refused: path traverses upward");
+	ext_get("tree", "sub/../sub", NULL, NULL, &r);
+	expect(&r, 400,
+	       "PATH_REFUSED: Path 'sub/../sub' refused: path traverses "
+	       "upward");
+	ext_req("GET", "tree?path=sub%00x", NULL, NULL, NULL, 0, &r);
+	expect(&r, 400,
+	       "PATH_REFUSED: Path 'sub' refused: path carries a byte no "
+	       "path may hold");
+}
+END_TEST
+
+START_TEST(wire_tree_unreadable_left_out)
+{
+	struct proto_tree t;
+	struct dirvec want;
+	struct th_resp r;
+	char *locked;
+	size_t i;
+
+	make_dir(ag.root, "a");
+	put_file(ag.root, "a/f", "x");
+	make_dir(ag.root, "locked");
+	put_file(ag.root, "locked/secret", "s");
+	make_dir(ag.root, "locked/below");
+	make_dir(ag.root, "z");
+	make_dir(ag.root, "z/deep");
+	locked = join(ag.root, "locked");
+	ck_assert(chmod(locked, 0) == 0);
+	bfs_dirs("", "locked", &want);
+	ck_assert_uint_eq(want.n, 4);
+
+	get_tree("", NULL, &t);
+	/* everything else is there, whole; the answer says it is not all */
+	ck_assert(!t.complete);
+	ck_assert_uint_eq(t.ndirs, want.n);
+	for (i = 0; i < t.ndirs; i++) {
+		ck_assert_str_eq(t.dirs[i].path, want.v[i]);
+		ck_assert_str_ne(t.dirs[i].path, "locked");
+		check_tree_dir("", &t.dirs[i]);
+	}
+	/* still an entry of its parent */
+	ck_assert_uint_eq(t.dirs[0].n, 3);
+	proto_tree_cleanup(&t);
+	dirvec_free(&want);
+
+	/* asked for itself, its error is the answer */
+	ext_get("tree", "locked", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: EACCES: Permission denied: locked");
+	ck_assert(chmod(locked, 0755) == 0);
+	free(locked);
+}
+END_TEST
+
+START_TEST(wire_tree_errors)
+{
+	static const char *const bad_limits[] = {
+		"0",
+		"65537",
+		"-1",
+		"",
+		"abc",
+		"1x",
+		"1.5",
+		"18446744073709551617",
+		"99999999999999999999999",
+	};
+	const char *h[] = {NULL};
+	struct proto_tree t;
+	struct th_resp r;
+	char more[64], url[256];
+	size_t i;
+
+	put_file(ag.root, "f", "x");
+	make_dir(ag.root, "d");
+	ext_get("tree", "nope", NULL, NULL, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: nope");
+	ext_get("tree", "d/nope", NULL, NULL, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: d/nope");
+	ext_get("tree", "f", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: f");
+	for (i = 0; i < sizeof(bad_limits) / sizeof(bad_limits[0]); i++) {
+		snprintf(more, sizeof(more), "&maxEntries=%s", bad_limits[i]);
+		ext_get("tree", "d", more, NULL, &r);
+		assert_resp(&r, 400,
+			    "REQUEST_INVALID: Request invalid: maxEntries "
+			    "must be from 1 to 65536");
+		th_resp_cleanup(&r);
+	}
+	/* the bounds themselves are fine */
+	get_tree("d", "&maxEntries=1", &t);
+	ck_assert(t.complete);
+	proto_tree_cleanup(&t);
+	get_tree("d", "&maxEntries=65536", &t);
+	ck_assert(t.complete);
+	proto_tree_cleanup(&t);
+
+	/* no path: the untyped 400 of every GET */
+	ext_req("GET", "tree", NULL, NULL, NULL, 0, &r);
+	expect(&r, 400,
+	       "Failed to deserialize query string: missing field `path`");
+	ext_req("GET", "tree?maxEntries=5", NULL, NULL, NULL, 0, &r);
+	expect(&r, 400,
+	       "Failed to deserialize query string: missing field `path`");
+	/* a GET route: other methods are an empty 405 */
+	ext_req("POST", "tree?path=", "application/json", NULL, "{}", 2, &r);
+	expect(&r, 405, "");
+	ext_req("PUT", "tree?path=", NULL, NULL, "x", 1, &r);
+	expect(&r, 405, "");
+	/* the credential is needed */
+	snprintf(url, sizeof(url), "%s/sandboxfs/v1/tree?path=", ag.base);
+	th_http("GET", url, h, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 401);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+START_TEST(wire_tree_advertised_and_strict_v1)
+{
+	static const char *const methods[] = {"GET", "PUT", "POST"};
+	const char *args[] = {"--strict-v1", NULL};
+	struct th_agent strict;
+	struct th_resp r;
+	char url[256], ct[] = "Content-Type: application/json";
+	size_t m;
+
+	/* version 2 of the extension is the one with tree */
+	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(
+		r.body.data, ",\"extensions\":{\"files\":2,\"maxWrite\":"));
+	th_resp_cleanup(&r);
+
+	th_agent_start(&strict, args, true);
+	for (m = 0; m < 3; m++) {
+		const char *hd[] = {strict.auth, ct, NULL};
+
+		snprintf(url, sizeof(url),
+			 "%s/sandboxfs/v1/tree?path=&maxEntries=5",
+			 strict.base);
+		th_http(methods[m], url, hd, "{}", 2, &r);
+		ck_assert_msg(r.status == 404 && r.body.len == 0, "%s: %ld",
+			      methods[m], r.status);
+		th_resp_cleanup(&r);
+	}
+	th_agent_stop(&strict);
+}
+END_TEST
+
+/* ---- PUT write with times ------------------------------------------------ */
+
+static void lstat_root(const char *rel, struct stat *st)
+{
+	lstat_at(ag.root, rel, st);
+}
+
+static void assert_ts(const struct timespec *ts, long long sec, long nsec)
+{
+	ck_assert_msg(ts->tv_sec == sec && ts->tv_nsec == nsec,
+		      "time %lld.%09ld, wanted %lld.%09ld",
+		      (long long)ts->tv_sec, ts->tv_nsec, sec, nsec);
+}
+
+START_TEST(wire_write_times)
+{
+	struct timespec before, after;
+	struct proto_attr a;
+	struct th_resp r;
+	struct stat st;
+	size_t len;
+	char *text;
+
+	put_file(ag.root, "t", "");
+
+	/* both given: exactly those, after the bytes */
+	ext_write("t",
+		  "offset=0&atime=1000000000.000000005"
+		  "&mtime=1500000000.123456789",
+		  "abc", 3, &r);
+	a = expect_attr(&r, "t", NULL);
+	ck_assert_uint_eq(a.size, 3);
+	ck_assert_int_eq(a.atime, 1000000000);
+	ck_assert_uint_eq(a.atime_ns, 5);
+	ck_assert_int_eq(a.mtime, 1500000000);
+	ck_assert_uint_eq(a.mtime_ns, 123456789);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, 1000000000, 5);
+	assert_ts(&st.st_mtim, 1500000000, 123456789);
+	text = slurp(ag.root, "t", &len);
+	ck_assert(len == 3 && memcmp(text, "abc", 3) == 0);
+	free(text);
+
+	/* the fields of a timespec as they are: before the epoch too */
+	ext_write("t", "append=1&atime=-1.500000000&mtime=0.000000000", "d", 1,
+		  &r);
+	ck_assert_uint_eq(expect_attr(&r, "t", NULL).size, 4);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, -1, 500000000);
+	assert_ts(&st.st_mtim, 0, 0);
+
+	/* one given: the other is left alone (atime) or as the write left
+	 * it (mtime) */
+	ext_write("t", "offset=0&mtime=1600000000.999999999", "A", 1, &r);
+	th_resp_cleanup(&r);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, -1, 500000000);
+	assert_ts(&st.st_mtim, 1600000000, 999999999);
+	clock_gettime(CLOCK_REALTIME, &before);
+	ext_write("t", "offset=1&atime=1234567890.000000001", "B", 1, &r);
+	th_resp_cleanup(&r);
+	clock_gettime(CLOCK_REALTIME, &after);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, 1234567890, 1);
+	ck_assert_int_ge(st.st_mtim.tv_sec, before.tv_sec - 1);
+	ck_assert_int_le(st.st_mtim.tv_sec, after.tv_sec + 1);
+
+	/* "omit" is absence */
+	ext_write("t", "offset=0&mtime=1000000000.000000000", "a", 1, &r);
+	th_resp_cleanup(&r);
+	clock_gettime(CLOCK_REALTIME, &before);
+	ext_write("t", "offset=0&atime=omit&mtime=omit", "a", 1, &r);
+	th_resp_cleanup(&r);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, 1234567890, 1);
+	ck_assert_int_ge(st.st_mtim.tv_sec, before.tv_sec - 1);
+
+	/* "now": the agent's clock, for both */
+	ext_write("t", "offset=0&atime=1.000000000&mtime=1.000000000", "a", 1,
+		  &r);
+	th_resp_cleanup(&r);
+	clock_gettime(CLOCK_REALTIME, &before);
+	ext_write("t", "offset=0&atime=now&mtime=now", "a", 1, &r);
+	a = expect_attr(&r, "t", NULL);
+	clock_gettime(CLOCK_REALTIME, &after);
+	lstat_root("t", &st);
+	ck_assert_int_ge(st.st_atim.tv_sec, before.tv_sec - 1);
+	ck_assert_int_le(st.st_atim.tv_sec, after.tv_sec + 1);
+	ck_assert_int_ge(st.st_mtim.tv_sec, before.tv_sec - 1);
+	ck_assert_int_le(st.st_mtim.tv_sec, after.tv_sec + 1);
+	ck_assert_int_eq(a.atime, st.st_atim.tv_sec);
+	ck_assert_uint_eq(a.atime_ns, st.st_atim.tv_nsec);
+
+	text = slurp(ag.root, "t", &len);
+	ck_assert(len == 4 && memcmp(text, "aBcd", 4) == 0);
+	free(text);
+
+	/* times need what utimensat needs: on a file the agent's user may
+	 * write but does not own, "now" is fine and a given time is EPERM,
+	 * after the bytes */
+	if (geteuid() == 0) {
+		char *p = join(ag.root, "theirs");
+
+		th_write_file(p, "0123", 4);
+		ck_assert(chmod(p, 0666) == 0);
+		ext_write("theirs", "offset=0&atime=now&mtime=now", "a", 1, &r);
+		ck_assert_uint_eq(expect_attr(&r, "theirs", NULL).uid, 0);
+		ext_write("theirs", "offset=1&mtime=1.000000000", "b", 1, &r);
+		expect(&r, 409,
+		       "FS_ERROR: EPERM: Operation not permitted: theirs");
+		text = slurp(ag.root, "theirs", &len);
+		ck_assert(len == 4 && memcmp(text, "ab23", 4) == 0);
+		free(text);
+		lstat_root("theirs", &st);
+		ck_assert_int_ne(st.st_mtim.tv_sec, 1);
+		free(p);
+	}
+}
+END_TEST
+
+START_TEST(wire_write_times_malformed)
+{
+	static const char *const bad[] = {
+		"",
+		"1",
+		"1.",
+		"1.5",
+		".000000001",
+		"1.00000000",
+		"1.0000000001",
+		"1.00000000x",
+		"1.-00000001",
+		"x.000000000",
+		"1e9.000000000",
+		"99999999999999999999.000000000",
+		"NOW",
+		"now ",
+		"Omit",
+		"later",
+	};
+	struct stat st0, st;
+	struct th_resp r;
+	char how[128];
+	size_t i, len;
+	char *text;
+	int which;
+
+	put_file(ag.root, "t", "keep");
+	lstat_root("t", &st0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		for (which = 0; which < 2; which++) {
+			char *e = qenc(bad[i]);
+
+			snprintf(how, sizeof(how), "offset=0&%s=%s",
+				 which ? "mtime" : "atime", e);
+			free(e);
+			ext_write("t", how, "XXXXXXXX", 8, &r);
+			ck_assert_msg(r.status == 400, "%s: %ld", how,
+				      r.status);
+			expect(&r, 400,
+			       "REQUEST_INVALID: Request invalid: atime and "
+			       "mtime must be SEC.NSEC, now or omit");
+		}
+	}
+	/* one good, one bad: refused as well */
+	ext_write("t", "offset=0&atime=now&mtime=soon", "XXXXXXXX", 8, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: atime and mtime must be "
+	       "SEC.NSEC, now or omit");
+	/* nothing was written, nothing moved */
+	text = slurp(ag.root, "t", &len);
+	ck_assert(len == 4 && memcmp(text, "keep", 4) == 0);
+	free(text);
+	lstat_root("t", &st);
+	ck_assert_int_eq(st.st_size, 4);
+	assert_ts(&st.st_mtim, st0.st_mtim.tv_sec, st0.st_mtim.tv_nsec);
+	assert_ts(&st.st_ctim, st0.st_ctim.tv_sec, st0.st_ctim.tv_nsec);
+}
+END_TEST
+
 Suite *make_agent_ext_suite(void)
 {
 	Suite *s = suite_create("agent_ext");
@@ -1168,6 +1945,25 @@ Suite *make_agent_ext_suite(void)
 	tcase_add_test(tc, wire_malformed_bodies);
 	tcase_add_test(tc, wire_health_and_auth);
 	tcase_add_test(tc, wire_strict_v1);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tree");
+	tcase_add_checked_fixture(tc, wire_setup, wire_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, wire_tree_whole);
+	tcase_add_test(tc, wire_tree_budget);
+	tcase_add_test(tc, wire_tree_symlinks);
+	tcase_add_test(tc, wire_tree_unreadable_left_out);
+	tcase_add_test(tc, wire_tree_errors);
+	tcase_add_test(tc, wire_tree_advertised_and_strict_v1);
+	tcase_add_test(tc, wire_write_times);
+	tcase_add_test(tc, wire_write_times_malformed);
+	suite_add_tcase(s, tc);
+
+	/* its own agent, started and stopped by the test */
+	tc = tcase_create("tree_budget_end");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, wire_tree_stops_at_first_misfit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite proto_ext: the JSON of the file extension (proto_ext.c): exact
- * encodings, round trips of attributes, listing pages, operation bodies,
- * readlink and statfs answers, and refusal of malformed input.
+ * encodings, round trips of attributes, listing pages, subtrees, operation
+ * bodies, readlink and statfs answers, and refusal of malformed input.
  */
 #include "config.h"
 
@@ -453,6 +453,426 @@ START_TEST(list_bad_input)
 }
 END_TEST
 
+/* ---- subtrees ------------------------------------------------------------ */
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* One directory of a test tree: its path and how many entries it has
+ * (names taken from odd_names in turn). */
+struct tdir {
+	const char *path;
+	size_t n;
+};
+
+static const struct tdir tree_dirs[] = {
+	{"", NODD},
+	{"with \"quotes\" and \\backslash", 2},
+	{"caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac", 1},
+	{"ctl\x01\x1f\n\t\x7f", 0},
+	{"caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac/empty", 0},
+	{"ctl\x01\x1f\n\t\x7f/.../.hidden/raw\xff\xfe", 3},
+};
+
+#define NTDIRS (sizeof(tree_dirs) / sizeof(tree_dirs[0]))
+
+/* The second entry of a test directory is a symlink, the third a
+ * directory, the others files. */
+static enum proto_ftype tree_entry_type(size_t i)
+{
+	if (i == 1)
+		return PROTO_FT_SYMLINK;
+	return i == 2 ? PROTO_FT_DIR : PROTO_FT_FILE;
+}
+
+/* The entries of directory d as proto_list_add writes them. */
+static void tree_entries(size_t d, struct buf *e)
+{
+	struct proto_attr a = sample_attr();
+	size_t i;
+
+	buf_reset(e);
+	for (i = 0; i < tree_dirs[d].n; i++) {
+		a.ino = 1000 * d + i;
+		a.type = tree_entry_type(i);
+		ck_assert_int_eq(
+			proto_list_add(e, i == 0, odd_names[i % NODD], &a,
+				       i == 1 ? "../t \"\x01\"" : NULL),
+			0);
+	}
+}
+
+static void tree_encode(bool complete, struct buf *out)
+{
+	struct buf e = BUF_INIT(0);
+	size_t d;
+
+	ck_assert_int_eq(proto_tree_begin(out), 0);
+	for (d = 0; d < NTDIRS; d++) {
+		tree_entries(d, &e);
+		ck_assert_int_eq(proto_tree_dir(out, d == 0, tree_dirs[d].path,
+						e.data ? e.data : "", e.len),
+				 0);
+	}
+	ck_assert_int_eq(proto_tree_end(out, complete), 0);
+	buf_cleanup(&e);
+}
+
+START_TEST(tree_round_trip)
+{
+	struct buf b = BUF_INIT(0);
+	struct proto_tree t;
+	size_t d, i;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		bool complete = pass == 0;
+
+		tree_encode(complete, &b);
+		ck_assert(starts_with(b.data, "{\"dirs\":[{\"path\":\"\","
+					      "\"entries\":[{\"name\":"
+					      "\"plain\","));
+		ck_assert_ptr_nonnull(strstr(
+			b.data, "{\"path\":\"with \\\"quotes\\\" and "
+				"\\\\backslash\",\"entries\":[{\"name\":"));
+		/* control characters in paths are escaped, never raw */
+		ck_assert_ptr_nonnull(strstr(
+			b.data, "{\"path\":\"ctl\\u0001\\u001f\\n\\t\x7f\","
+				"\"entries\":[]}"));
+		ck_assert_ptr_null(memchr(b.data, '\n', b.len));
+		ck_assert_ptr_null(memchr(b.data, '\x01', b.len));
+		ck_assert(ends_with(b.data, complete
+						    ? "],\"complete\":true}"
+						    : "],\"complete\":false}"));
+
+		memset(&t, 0, sizeof(t));
+		ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), 0);
+		ck_assert_int_eq(t.complete, complete);
+		ck_assert_uint_eq(t.ndirs, NTDIRS);
+		for (d = 0; d < NTDIRS; d++) {
+			const struct proto_tree_dir *td = &t.dirs[d];
+
+			ck_assert_str_eq(td->path, tree_dirs[d].path);
+			ck_assert_uint_eq(td->n, tree_dirs[d].n);
+			if (td->n == 0)
+				ck_assert_ptr_null(td->entries);
+			for (i = 0; i < td->n; i++) {
+				const struct proto_dirent *e = &td->entries[i];
+				struct proto_attr want = sample_attr();
+
+				want.ino = 1000 * d + i;
+				want.type = tree_entry_type(i);
+				ck_assert_str_eq(e->name, odd_names[i % NODD]);
+				assert_attr_eq(&e->attr, &want);
+				if (i == 1)
+					ck_assert_str_eq(e->target,
+							 "../t \"\x01\"");
+				else
+					ck_assert_ptr_null(e->target);
+			}
+		}
+		proto_tree_cleanup(&t);
+		ck_assert_ptr_null(t.dirs);
+		ck_assert_uint_eq(t.ndirs, 0);
+		proto_tree_cleanup(&t); /* idempotent */
+		proto_tree_cleanup(NULL);
+		buf_cleanup(&b);
+	}
+}
+END_TEST
+
+START_TEST(tree_exact_small)
+{
+	struct buf b = BUF_INIT(0);
+	struct proto_tree t;
+
+	/* nothing fitted: no directory at all */
+	ck_assert_int_eq(proto_tree_begin(&b), 0);
+	ck_assert_int_eq(proto_tree_end(&b, false), 0);
+	ck_assert_str_eq(b.data, "{\"dirs\":[],\"complete\":false}");
+	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), 0);
+	ck_assert_uint_eq(t.ndirs, 0);
+	ck_assert_ptr_null(t.dirs);
+	ck_assert(!t.complete);
+	proto_tree_cleanup(&t);
+	buf_cleanup(&b);
+
+	/* empty directories, exactly */
+	ck_assert_int_eq(proto_tree_begin(&b), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, true, "", "", 0), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, false, "a \"b\"", "", 0), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, false, "a \"b\"/c", "", 0), 0);
+	ck_assert_int_eq(proto_tree_end(&b, true), 0);
+	ck_assert_str_eq(b.data, "{\"dirs\":[{\"path\":\"\",\"entries\":[]},"
+				 "{\"path\":\"a \\\"b\\\"\",\"entries\":[]},"
+				 "{\"path\":\"a \\\"b\\\"/c\",\"entries\":[]}],"
+				 "\"complete\":true}");
+	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), 0);
+	ck_assert_uint_eq(t.ndirs, 3);
+	ck_assert_str_eq(t.dirs[0].path, "");
+	ck_assert_str_eq(t.dirs[1].path, "a \"b\"");
+	ck_assert_str_eq(t.dirs[2].path, "a \"b\"/c");
+	ck_assert_uint_eq(t.dirs[2].n, 0);
+	ck_assert(t.complete);
+	proto_tree_cleanup(&t);
+	buf_cleanup(&b);
+
+	/* unknown members are ignored; whitespace is JSON's business */
+	ck_assert_int_eq(
+		proto_tree_decode(
+			S(" {\"later\":[1],\"dirs\":[{\"path\":\"x\","
+			  "\"entries\":[],\"more\":{}}], \"complete\":true } "),
+			&t),
+		0);
+	ck_assert_uint_eq(t.ndirs, 1);
+	ck_assert_str_eq(t.dirs[0].path, "x");
+	proto_tree_cleanup(&t);
+}
+END_TEST
+
+START_TEST(tree_dir_rolls_back)
+{
+	struct buf e = BUF_INIT(0), b = BUF_INIT(700);
+	struct proto_tree t;
+	size_t before;
+
+	tree_entries(1, &e); /* two entries, one with a target */
+	ck_assert_int_eq(proto_tree_begin(&b), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, true, "d1", e.data, e.len), 0);
+	before = b.len;
+	/* the second listing does not fit: the answer is left as it was */
+	ck_assert_int_eq(proto_tree_dir(&b, false, "d2", e.data, e.len),
+			 -EFBIG);
+	ck_assert_uint_eq(b.len, before);
+	ck_assert_uint_eq(strlen(b.data), before);
+	ck_assert_int_eq(proto_tree_end(&b, false), 0);
+	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), 0);
+	ck_assert_uint_eq(t.ndirs, 1);
+	ck_assert_str_eq(t.dirs[0].path, "d1");
+	ck_assert_uint_eq(t.dirs[0].n, 2);
+	ck_assert(!t.complete);
+	proto_tree_cleanup(&t);
+	buf_cleanup(&b);
+	buf_cleanup(&e);
+}
+END_TEST
+
+/* Decode {"dirs":[<dirs>],"complete":true}; 0 or the error. */
+static int decode_tree_dirs(const char *dirs)
+{
+	struct proto_tree t;
+	char *j;
+	int rc;
+
+	if (asprintf(&j, "{\"dirs\":[%s],\"complete\":true}", dirs) < 0)
+		ck_abort();
+	rc = proto_tree_decode(j, strlen(j), &t);
+	if (rc == 0)
+		proto_tree_cleanup(&t);
+	free(j);
+	return rc;
+}
+
+/* Decode a tree of one directory at path_json holding one entry named
+ * name_json. */
+static int decode_tree_one(const char *path_json, const char *name_json)
+{
+	char *j;
+	int rc;
+
+	if (asprintf(&j,
+		     "{\"path\":%s,\"entries\":[{\"name\":%s,\"type\":\"file\","
+		     "\"mode\":0,\"size\":0,\"nlink\":1,\"uid\":0,\"gid\":0,"
+		     "\"ino\":1,\"blocks\":0,\"rdev\":0,\"atime\":0,"
+		     "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,\"ctime\":0,"
+		     "\"ctimeNsec\":0}]}",
+		     path_json, name_json) < 0)
+		ck_abort();
+	rc = decode_tree_dirs(j);
+	free(j);
+	return rc;
+}
+
+START_TEST(tree_bad_input)
+{
+	static const char *const bad_paths[] = {
+		"\"..\"",	 "\"a/..\"", "\"../a\"", "\"a/../b\"",
+		"\".\"",	 "\"a/.\"",  "\"./a\"",	 "\"/\"",
+		"\"/a\"",	 "\"a/\"",   "\"a//b\"", "\"//\"",
+		"\"a\\u0000b\"", "7",	     "null",	 "true",
+		"[\"a\"]",	 "{}",
+	};
+	static const char *const bad_names[] = {
+		"\"..\"", "\".\"",	  "\"a/b\"", "\"/\"",
+		"\"\"",	  "\"a\\u0000\"", "7",	     "null",
+	};
+	struct proto_tree t;
+	char *longc, *j;
+	size_t i;
+
+	/* sane ones first, so the refusals below are about one thing */
+	ck_assert_int_eq(decode_tree_one("\"\"", "\"f\""), 0);
+	ck_assert_int_eq(decode_tree_one("\"a\"", "\"f\""), 0);
+	ck_assert_int_eq(decode_tree_one("\"a/b c/...\"", "\"..f\""), 0);
+	for (i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++)
+		ck_assert_msg(decode_tree_one(bad_paths[i], "\"f\"") == -EINVAL,
+			      "path %s", bad_paths[i]);
+	for (i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
+		ck_assert_msg(decode_tree_one("\"a\"", bad_names[i]) == -EINVAL,
+			      "name %s", bad_names[i]);
+	/* a path component over 255 bytes is no name */
+	longc = malloc(260);
+	ck_assert_ptr_nonnull(longc);
+	memset(longc, 'x', 255);
+	longc[255] = '\0';
+	if (asprintf(&j, "\"d/%s\"", longc) < 0)
+		ck_abort();
+	ck_assert_int_eq(decode_tree_one(j, "\"f\""), 0);
+	free(j);
+	longc[255] = 'x';
+	longc[256] = '\0';
+	if (asprintf(&j, "\"d/%s\"", longc) < 0)
+		ck_abort();
+	ck_assert_int_eq(decode_tree_one(j, "\"f\""), -EINVAL);
+	free(j);
+	free(longc);
+	/* a bad directory anywhere in the answer refuses all of it */
+	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"\",\"entries\":[]},"
+					  "{\"path\":\"a\",\"entries\":[]},"
+					  "{\"path\":\"a/..\",\"entries\":[]}"),
+			 -EINVAL);
+
+	/* shapes */
+	ck_assert_int_eq(decode_tree_dirs("{\"entries\":[]}"), -EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\"}"), -EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\",\"entries\":{}}"),
+			 -EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\",\"entries\":null}"),
+			 -EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\",\"entries\":[1]}"),
+			 -EINVAL);
+	ck_assert_int_eq(
+		decode_tree_dirs("{\"path\":\"a\",\"entries\":[\"f\"]}"),
+		-EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("1"), -EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("\"a\""), -EINVAL);
+	ck_assert_int_eq(decode_tree_dirs("[]"), -EINVAL);
+	ck_assert_int_eq(proto_tree_decode(S("{\"complete\":true}"), &t),
+			 -EINVAL);
+	ck_assert_int_eq(
+		proto_tree_decode(S("{\"dirs\":{},\"complete\":true}"), &t),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_tree_decode(S("{\"dirs\":null,\"complete\":true}"), &t),
+		-EINVAL);
+	/* "complete" is required and a boolean */
+	ck_assert_int_eq(proto_tree_decode(S("{\"dirs\":[]}"), &t), -EINVAL);
+	ck_assert_int_eq(
+		proto_tree_decode(S("{\"dirs\":[],\"complete\":\"true\"}"), &t),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_tree_decode(S("{\"dirs\":[],\"complete\":1}"), &t),
+		-EINVAL);
+	ck_assert_int_eq(
+		proto_tree_decode(S("{\"dirs\":[],\"complete\":null}"), &t),
+		-EINVAL);
+	ck_assert_int_eq(proto_tree_decode(S("[]"), &t), -EINVAL);
+	/* not JSON */
+	ck_assert_int_eq(proto_tree_decode(S(""), &t), -EBADMSG);
+	ck_assert_int_eq(proto_tree_decode(S("tree"), &t), -EBADMSG);
+	ck_assert_int_eq(proto_tree_decode(S("{\"dirs\":["), &t), -EBADMSG);
+	ck_assert_int_eq(
+		proto_tree_decode(S("{\"dirs\":[],\"complete\":true} x"), &t),
+		-EBADMSG);
+}
+END_TEST
+
+START_TEST(tree_out_untouched_on_error)
+{
+	struct proto_tree t, keep;
+
+	memset(&t, 0x5a, sizeof(t));
+	keep = t;
+	ck_assert_int_eq(proto_tree_decode(
+				 S("{\"dirs\":[{\"path\":\"a\",\"entries\":[]},"
+				   "{\"path\":\"..\",\"entries\":[]}],"
+				   "\"complete\":true}"),
+				 &t),
+			 -EINVAL);
+	ck_assert(memcmp(&t, &keep, sizeof(t)) == 0);
+	ck_assert_int_eq(proto_tree_decode(S("{\"dirs\":[]}"), &t), -EINVAL);
+	ck_assert(memcmp(&t, &keep, sizeof(t)) == 0);
+}
+END_TEST
+
+/* n listing entries named f<i>, as proto_list_add writes them. */
+static void many_entries(size_t n, struct buf *e)
+{
+	struct proto_attr a = sample_attr();
+	char name[16];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "f%zu", i);
+		ck_assert_int_eq(proto_list_add(e, i == 0, name, &a, NULL), 0);
+	}
+}
+
+START_TEST(tree_entry_bound)
+{
+	struct buf half = BUF_INIT(0), one = BUF_INIT(0), b = BUF_INIT(0);
+	struct proto_tree t;
+	size_t i;
+
+	many_entries(PROTO_EXT_TREE_MAX / 2, &half);
+	many_entries(1, &one);
+
+	/* exactly the bound, over two directories: accepted */
+	ck_assert_int_eq(proto_tree_begin(&b), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, true, "", half.data, half.len), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, false, "a", half.data, half.len),
+			 0);
+	ck_assert_int_eq(proto_tree_end(&b, true), 0);
+	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), 0);
+	ck_assert_uint_eq(t.ndirs, 2);
+	ck_assert_uint_eq(t.dirs[0].n + t.dirs[1].n, PROTO_EXT_TREE_MAX);
+	ck_assert_str_eq(t.dirs[1].entries[PROTO_EXT_TREE_MAX / 2 - 1].name,
+			 "f32767");
+	proto_tree_cleanup(&t);
+	buf_cleanup(&b);
+
+	/* one more, in a third directory: refused as too big */
+	ck_assert_int_eq(proto_tree_begin(&b), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, true, "", half.data, half.len), 0);
+	ck_assert_int_eq(proto_tree_dir(&b, false, "a", half.data, half.len),
+			 0);
+	ck_assert_int_eq(proto_tree_dir(&b, false, "b", one.data, one.len), 0);
+	ck_assert_int_eq(proto_tree_end(&b, false), 0);
+	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), -EFBIG);
+	buf_cleanup(&b);
+
+	/* more directories than the bound, every one empty: too big too */
+	ck_assert_int_eq(proto_tree_begin(&b), 0);
+	for (i = 0; i <= PROTO_EXT_TREE_MAX; i++)
+		ck_assert_int_eq(proto_tree_dir(&b, i == 0, "d", "", 0), 0);
+	ck_assert_int_eq(proto_tree_end(&b, true), 0);
+	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), -EFBIG);
+	buf_cleanup(&b);
+
+	buf_cleanup(&half);
+	buf_cleanup(&one);
+}
+END_TEST
+
 /* ---- operation bodies ---------------------------------------------------- */
 
 struct req_case {
@@ -749,6 +1169,16 @@ Suite *make_proto_ext_suite(void)
 	tcase_add_test(tc, list_round_trip);
 	tcase_add_test(tc, list_add_rolls_back);
 	tcase_add_test(tc, list_bad_input);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("tree");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, tree_round_trip);
+	tcase_add_test(tc, tree_exact_small);
+	tcase_add_test(tc, tree_dir_rolls_back);
+	tcase_add_test(tc, tree_bad_input);
+	tcase_add_test(tc, tree_out_untouched_on_error);
+	tcase_add_test(tc, tree_entry_bound);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("requests");

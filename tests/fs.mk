@@ -5,3 +5,6 @@ check_sandboxfs_SOURCES += %reldir%/check_fs_jobs.c
 ## parser, the errno table, native quoting, the per-open buffer, and the
 ## operations against a strict v1 agent and native sessions.
 check_sandboxfs_SOURCES += %reldir%/check_fs_v1.c
+## The mount's cache on its own: directory listings, attributes and
+## content validators (put, lookup, expiry, forgetting, bounds).
+check_sandboxfs_SOURCES += %reldir%/check_fs_cache.c

@@ -391,7 +391,7 @@ static int route_tree(struct agent_req *r)
 	const char *raw = agent_req_query_n(r, "path", &rawlen);
 	const char *lim = agent_req_query(r, "maxEntries");
 	struct tree_walk w;
-	struct buf out = BUF_INIT(PROTO_EXT_TREE_MAX_BYTES);
+	struct buf out = BUF_INIT(PROTO_EXT_TREE_MAX_BYTES + 64);
 	char rel[REL_MAX];
 	char **queue = NULL; /* directories to list, relative to rel */
 	size_t qhead = 0, qlen = 0, qcap = 0, i;
@@ -424,12 +424,25 @@ static int route_tree(struct agent_req *r)
 		int64_t next = 0;
 		int lrc;
 
+		if (w.budget == 0) {
+			/* Spent: what is left is the client's to list. */
+			complete = false;
+			free(full);
+			free(sub);
+			break;
+		}
 		buf_reset(&w.dirents);
 		w.n = 0;
 		w.over = false;
 		tree_subdirs_free(&w);
 		lrc = fsops_list(a, full, 0, tree_add, &w, &more, &next);
 		free(full);
+		if (lrc == -EOVERFLOW && !first) {
+			/* Not even its first entry fitted. */
+			complete = false;
+			free(sub);
+			break;
+		}
 		if (lrc < 0 && first) {
 			/* The directory asked for: its error is the answer. */
 			free(sub);
@@ -447,6 +460,13 @@ static int route_tree(struct agent_req *r)
 		if (w.over || more) {
 			/* Whole listings only: the client lists this one
 			 * (and what is left) itself. */
+			complete = false;
+			free(sub);
+			break;
+		}
+		/* The answer's own bound, with room kept for its end. */
+		if (out.len + w.dirents.len + strlen(sub) + 64 >
+		    PROTO_EXT_TREE_MAX_BYTES) {
 			complete = false;
 			free(sub);
 			break;

@@ -10,7 +10,8 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/ext.c \
 	%reldir%/exec.c \
 	%reldir%/jobs.c %reldir%/jobs.h \
-	%reldir%/spawn.c %reldir%/spawn.h
+	%reldir%/spawn.c %reldir%/spawn.h \
+	%reldir%/zygote.c %reldir%/zygote.h
 sandbox_agent_SOURCES = %reldir%/main.c
 sandbox_agent_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CJSON_CFLAGS) \
 	$(CRYPTO_CFLAGS) $(PTHREAD_CFLAGS)

@@ -31,6 +31,7 @@
 #include "agent/agent.h"
 #include "agent/http.h"
 #include "agent/jobs.h"
+#include "agent/zygote.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
@@ -523,6 +524,9 @@ int main(int argc, char **argv)
 	unsigned port = 0;
 	int rc, sig;
 
+	/* Internal: the process that starts confined commands (zygote.h). */
+	if (argc > 1 && strcmp(argv[1], AGENT_ZYGOTE_ARG) == 0)
+		return agent_zygote_main(argc, argv);
 	parse_args(argc, argv, cfg, &cl);
 	log_init("sandbox-agent", cl.level);
 	if (cl.use_syslog)

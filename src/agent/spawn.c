@@ -4,6 +4,8 @@
  * frames its output (protocol.md 3.3). Between fork and exec the child runs
  * only async-signal-safe code on memory the parent prepared: the process
  * that forks has many threads, and one of them may hold the malloc lock.
+ * Confined commands are started by the zygote (zygote.c) when it works,
+ * else each by a bubblewrap of its own.
  */
 #include "config.h"
 
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/spawn.h"
+#include "agent/zygote.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -39,11 +42,16 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
 
 /* How long the start-up probe may take. */
 #define PROBE_TIMEOUT_MS 10000
 /* Without a pidfd, how often the loop looks for the leader's exit. */
 #define EXIT_POLL_MS 50
+/* How long the zygote may take to tell an exit status its pidfd shows. */
+#define ZYGOTE_STATUS_MS 5000
 
 struct agent_spawner {
 	const struct agent *a;
@@ -53,6 +61,7 @@ struct agent_spawner {
 	/* bubblewrap's options up to the session root bind, fixed at start */
 	char **bwrap_head;
 	size_t bwrap_headc;
+	struct agent_zygote *zygote; /* NULL: one bubblewrap per command */
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -347,24 +356,23 @@ static int find_program(const struct plan *p, char *host, size_t hostsz)
 	}
 }
 
-/* Make the exec user's identity the only one this process can have. */
-static int drop_privileges(const struct plan *p)
+int agent_drop_privileges(uid_t uid, gid_t gid)
 {
 	uid_t r, e, s;
 	gid_t rg, eg, sg;
 
-	if (setgroups(0, NULL) < 0 || setresgid(p->gid, p->gid, p->gid) < 0 ||
-	    setresuid(p->uid, p->uid, p->uid) < 0)
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+	    setresuid(uid, uid, uid) < 0)
 		return -1;
 	if (getresuid(&r, &e, &s) < 0 || getresgid(&rg, &eg, &sg) < 0 ||
-	    r != p->uid || e != p->uid || s != p->uid || rg != p->gid ||
-	    eg != p->gid || sg != p->gid || getgroups(0, NULL) != 0) {
+	    r != uid || e != uid || s != uid || rg != gid || eg != gid ||
+	    sg != gid || getgroups(0, NULL) != 0) {
 		errno = EPERM;
 		return -1;
 	}
 	/* Refuse rather than run wide: a drop the kernel did not make final
 	 * would let the command become root again. */
-	if (p->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+	if (uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
 		errno = EPERM;
 		return -1;
 	}
@@ -413,7 +421,7 @@ __attribute__((noreturn)) static void child(const struct plan *p)
 
 	if (p->drop) {
 		rep.stage = STAGE_DROP;
-		if (drop_privileges(p) < 0)
+		if (agent_drop_privileges(p->uid, p->gid) < 0)
 			goto fail;
 	}
 	/* After the drop, so the directory is judged with the user's rights;
@@ -531,6 +539,65 @@ static int pipe_pair(int fds[2])
 	return 0;
 }
 
+/*
+ * Start a confined command through the zygote. Its environment also gets
+ * the PWD that bubblewrap set when it started each command (in place of a
+ * PWD the request gave, else last).
+ */
+static int spawn_zygote(const struct agent_spawner *sp,
+			const struct proto_exec_req *req, const char *cwd_rel,
+			struct agent_cmd *out)
+{
+	struct agent_cmd c = {
+		.pid = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1};
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, devnull = -1, rc;
+	char *box_cwd, **envp, *pwd;
+	const char *path;
+	size_t i;
+
+	box_cwd = xasprintf(AGENT_SANDBOX_DIR "%s%s", *cwd_rel ? "/" : "",
+			    cwd_rel);
+	envp = build_env(req, &path);
+	pwd = xasprintf("PWD=%s", box_cwd);
+	for (i = 0; envp[i] != NULL && strncmp(envp[i], "PWD=", 4) != 0; i++)
+		;
+	if (envp[i] != NULL) {
+		free(envp[i]);
+		envp[i] = pwd;
+	} else {
+		envp = xrealloc(envp, (i + 2) * sizeof(char *));
+		envp[i] = pwd;
+		envp[i + 1] = NULL;
+	}
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = pipe_pair(outp);
+	if (rc == 0)
+		rc = pipe_pair(errp);
+	if (rc < 0)
+		goto out;
+	rc = agent_zygote_spawn(sp->zygote, req->argv, envp, box_cwd, devnull,
+				outp[1], errp[1], &c.zc, &c.pid, &c.pidfd);
+	if (rc < 0)
+		goto out;
+	c.out_fd = outp[0];
+	c.err_fd = errp[0];
+	outp[0] = errp[0] = -1;
+	*out = c;
+out:
+	close_fd(&devnull);
+	close_fd(&outp[0]);
+	close_fd(&outp[1]);
+	close_fd(&errp[0]);
+	close_fd(&errp[1]);
+	free_strv(envp);
+	free(box_cwd);
+	return rc;
+}
+
 int agent_spawn(const struct agent_spawner *sp,
 		const struct proto_exec_req *req, const char *cwd_rel,
 		struct agent_cmd *out, char msg[AGENT_SPAWN_MSG_MAX])
@@ -554,6 +621,12 @@ int agent_spawn(const struct agent_spawner *sp,
 		snprintf(msg, AGENT_SPAWN_MSG_MAX,
 			 "nul byte found in provided data");
 		return -EINVAL;
+	}
+	if (sp->zygote != NULL) {
+		rc = spawn_zygote(sp, req, cwd_rel, out);
+		if (rc < 0)
+			agent_errno_text(-rc, msg, AGENT_SPAWN_MSG_MAX);
+		return rc;
 	}
 	memset(&p, 0, sizeof(p));
 	host_cwd = xasprintf("%s%s%s", sp->root, *cwd_rel ? "/" : "", cwd_rel);
@@ -654,12 +727,24 @@ out:
 
 void agent_cmd_kill(const struct agent_cmd *c)
 {
+	if (c->zc != NULL) {
+		/* Its init: the kernel then kills every process of the
+		 * command's PID namespace, and a pidfd cannot name a pid
+		 * that was reused. */
+		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+		return;
+	}
 	if (c->pid > 0)
 		kill(-c->pid, SIGKILL);
 }
 
 void agent_cmd_reap(struct agent_cmd *c)
 {
+	if (c->zc != NULL) {
+		agent_zygote_release(c->zc);
+		c->zc = NULL;
+		c->pid = -1;
+	}
 	if (c->pid > 0) {
 		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 			;
@@ -757,6 +842,19 @@ static int drain(struct run *run, struct stream *st)
 static int check_exit(struct agent_cmd *c)
 {
 	siginfo_t si;
+
+	if (c->zc != NULL) {
+		int32_t code;
+		int rc;
+
+		/* Its pidfd says it has: the zygote tells how. */
+		rc = agent_zygote_wait(c->zc, ZYGOTE_STATUS_MS, &code);
+		if (rc < 0)
+			return -rc;
+		c->exited = true;
+		c->code = code;
+		return 0;
+	}
 
 	memset(&si, 0, sizeof(si));
 	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
@@ -976,6 +1074,37 @@ static int probe(struct agent_spawner *sp, char *why, size_t whysz)
 	return rc;
 }
 
+/*
+ * Start the zygote and run the probe through it. When either fails the
+ * classic path (one bubblewrap per command) is tried next, so a machine
+ * where the zygote cannot work (no CAP_SYS_ADMIN for it in bubblewrap's
+ * user namespace, an agent binary the exec user may not execute) keeps
+ * the confinement it had.
+ */
+static int start_zygote(struct agent_spawner *sp, char *why, size_t whysz)
+{
+	const struct agent_config *cfg = &sp->a->cfg;
+	struct agent_zygote_config zc = {
+		sp->bwrap_head,	      sp->bwrap_headc, sp->root,
+		cfg->drop_privileges, cfg->exec_uid,   cfg->exec_gid,
+	};
+	int rc;
+
+	if (access(sp->bwrap, X_OK) < 0) {
+		snprintf(why, whysz, "%s is not executable", sp->bwrap);
+		return -ENOTSUP;
+	}
+	rc = agent_zygote_new(&zc, &sp->zygote, why, whysz);
+	if (rc == 0)
+		rc = probe(sp, why, whysz);
+	if (rc < 0) {
+		log_info("exec: no zygote for commands (%s)", why);
+		agent_zygote_free(sp->zygote);
+		sp->zygote = NULL;
+	}
+	return rc;
+}
+
 int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 {
 	struct agent_spawner *sp = xcalloc(1, sizeof(*sp));
@@ -998,9 +1127,17 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 	}
 	build_bwrap_head(sp);
 	sp->confined = true;
+	rc = start_zygote(sp, why, sizeof(why));
+	if (rc == 0) {
+		log_info("exec: commands run confined by bubblewrap (%s), "
+			 "started by a zygote",
+			 sp->bwrap);
+		goto out;
+	}
 	rc = probe(sp, why, sizeof(why));
 	if (rc == 0) {
-		log_info("exec: commands run confined by bubblewrap (%s)",
+		log_info("exec: commands run confined by bubblewrap (%s), one "
+			 "bubblewrap each",
 			 sp->bwrap);
 	} else if (mode == AGENT_CONFINE_AUTO) {
 		log_info("exec: bubblewrap is not usable (%s); commands run "
@@ -1026,6 +1163,7 @@ void agent_spawner_free(struct agent_spawner *sp)
 
 	if (sp == NULL)
 		return;
+	agent_zygote_free(sp->zygote);
 	for (i = 0; i < sp->bwrap_headc; i++)
 		free(sp->bwrap_head[i]);
 	free(sp->bwrap_head);

@@ -8,7 +8,9 @@
  * closed, an environment of PATH plus the request's env, as the exec user
  * when the agent runs as root, and, when confinement is on, inside
  * bubblewrap with only the system, a fresh /proc, /dev and /tmp, and the
- * session root at /sandbox. agent_run() then turns the two pipes into
+ * session root at /sandbox: started by the zygote (zygote.h), one process
+ * in that layout kept for the agent's life, or, where the zygote cannot
+ * run, by a bubblewrap per command. agent_run() then turns the two pipes into
  * output frames (line-wise, cut at PROTO_MAX_FRAME_BYTES, one seq counter,
  * the per-stream output cap) until the command has exited and both pipes
  * are closed, the deadline passes or the caller stops it.
@@ -28,6 +30,8 @@
 #include "agent/agent.h"
 #include "common/proto_exec.h"
 
+struct agent_zygote_cmd;
+
 /* Where bubblewrap mounts the session root. */
 #define AGENT_SANDBOX_DIR "/sandbox"
 /* The PATH every command starts with (protocol.md 3.3). */
@@ -41,12 +45,15 @@ struct agent_spawner;
 /*
  * Decide, once at start-up, how commands run: the canonical session root,
  * and for AGENT_CONFINE_AUTO or _BWRAP whether bubblewrap works, by running
- * `true` through the real spawn path as the exec user. AUTO falls back to
- * running unconfined; BWRAP fails with -ENOTSUP when bubblewrap does not
- * work. Logs the outcome at info. a must outlive the spawner.
+ * `true` through the real spawn path as the exec user: first through the
+ * zygote (started here), then, if that fails, with a bubblewrap of its
+ * own. AUTO falls back to running unconfined; BWRAP fails with -ENOTSUP
+ * when bubblewrap does not work. Logs the outcome at info. a must outlive
+ * the spawner.
  */
 int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 	__attribute__((warn_unused_result));
+/* Stops the zygote. Every command must have been reaped. NULL-safe. */
 void agent_spawner_free(struct agent_spawner *sp);
 /* True when commands run inside bubblewrap. */
 bool agent_spawner_confined(const struct agent_spawner *sp);
@@ -66,7 +73,9 @@ int agent_spawn_cwd(const struct agent_spawner *sp, const char *cwd,
 	__attribute__((warn_unused_result));
 
 /* A started command. The leader's pid is also its process group id; it
- * stays unreaped (so the id cannot be reused) until agent_cmd_reap(). */
+ * stays unreaped (so the id cannot be reused) until agent_cmd_reap().
+ * Started by the zygote, the leader is the command's init (pid 1 of its
+ * own PID namespace, reaped by the zygote once released). */
 struct agent_cmd {
 	pid_t pid;
 	int out_fd; /* read ends, non-blocking, close-on-exec */
@@ -74,6 +83,7 @@ struct agent_cmd {
 	int pidfd; /* readable once the leader exits; -1 if unsupported */
 	bool exited; /* the leader has exited (seen without reaping) */
 	int32_t code; /* its exit code, -1 for a signal */
+	struct agent_zygote_cmd *zc; /* NULL unless the zygote started it */
 };
 
 /*
@@ -143,5 +153,12 @@ int64_t agent_deadline(uint64_t ms);
 /* "No such file or directory (os error 2)": errno text as alien's agent
  * reports it. */
 void agent_errno_text(int err, char *out, size_t outsz);
+/*
+ * Make uid/gid the only identity of the calling process (supplementary
+ * groups cleared, real, effective and saved ids set, checked, and uid 0
+ * not regainable). 0, or -1 with errno set. Async-signal-safe: for a
+ * child between fork and exec.
+ */
+int agent_drop_privileges(uid_t uid, gid_t gid);
 
 #endif

@@ -266,6 +266,8 @@ bool cache_get(struct cache *c, const char *sbx, const char *rel,
 		e = NULL;
 	}
 	if (e != NULL) {
+		lru_unlink(&c->attrs, e);
+		lru_push(&c->attrs, e);
 		*a = e->attr;
 		if (target != NULL)
 			*target = e->target ? xstrdup(e->target) : NULL;

@@ -1455,7 +1455,9 @@ static int files_utimens(struct sbx *sb, const char *rel,
 	int rc;
 
 	(void)fi;
-	if (tv != NULL && sb->fs->o.ro == false) {
+	/* An agent that does not advertise version 2 ignores times given
+	 * with a write: send them on their own there. */
+	if (tv != NULL && !sb->fs->o.ro && sb->ext_tree) {
 		struct wnode *w = wnode_find(sb->id, rel);
 		bool merged = false;
 
