@@ -95,7 +95,9 @@ int agent_spawn(const struct agent_spawner *sp,
 		const struct proto_exec_req *req, const char *cwd_rel,
 		struct agent_cmd *out, char msg[AGENT_SPAWN_MSG_MAX])
 	__attribute__((warn_unused_result));
-/* SIGKILL the command's process group. Safe until agent_cmd_reap(). */
+/* SIGKILL the command's process group (started by the zygote: its init,
+ * whose death takes the command's whole PID namespace). Safe until
+ * agent_cmd_reap(). */
 void agent_cmd_kill(const struct agent_cmd *c);
 /* Wait for the leader to be gone and close the descriptors. The caller
  * kills first when it wants no wait. */

@@ -121,6 +121,8 @@ static int send_zmsg(int sock, const struct zmsg *m, const int *fds, size_t nfd)
 	struct msghdr mh;
 	ssize_t n;
 
+	if (nfd > ZM_MAX_FDS)
+		return -EINVAL;
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
@@ -131,6 +133,8 @@ static int send_zmsg(int sock, const struct zmsg *m, const int *fds, size_t nfd)
 		mh.msg_control = u.buf;
 		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfd);
 		c = CMSG_FIRSTHDR(&mh);
+		if (c == NULL)
+			return -EINVAL;
 		c->cmsg_level = SOL_SOCKET;
 		c->cmsg_type = SCM_RIGHTS;
 		c->cmsg_len = CMSG_LEN(sizeof(int) * nfd);
@@ -1349,9 +1353,19 @@ static void zy_start(struct agent_zygote *z)
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd >= 0)
 		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-	do {
-		got = read(rep[0], &r, sizeof(r));
-	} while (got < 0 && errno == EINTR);
+	/* Empty at the exec of bubblewrap; a report if it failed before. */
+	got = -1;
+	if (poll(&(struct pollfd){rep[0], POLLIN, 0}, 1, START_MS) == 1) {
+		do {
+			got = read(rep[0], &r, sizeof(r));
+		} while (got < 0 && errno == EINTR);
+	}
+	if (got < 0) {
+		snprintf(why, sizeof(why), "starting %.64s took too long",
+			 z->argv[0]);
+		rc = -ENOTSUP;
+		goto fail;
+	}
 	if (got == (ssize_t)sizeof(r)) {
 		char text[128];
 

@@ -319,6 +319,11 @@ static int fs_opendir(const char *path, struct fuse_file_info *fi)
 		if (d == NULL)
 			return -ENOMEM;
 		fi->fh = (uint64_t)(uintptr_t)d;
+		/* Let the kernel keep a directory's entries between readers;
+		 * it drops them when the directory's attributes (refreshed
+		 * after attr_timeout) say it changed. */
+		fi->cache_readdir = 1;
+		fi->keep_cache = 1;
 	}
 	return 0;
 }
@@ -629,6 +634,10 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 	case N_FILES:
 		rc = *n.rel == '\0' ? -EISDIR
 				    : sbfs_tree_ops(sb)->open(sb, n.rel, fi);
+		/* A reader has nothing to flush: spare close(2) a round trip
+		 * (FOPEN_NOFLUSH). */
+		if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
+			fi->noflush = 1;
 		break;
 	case N_EXEC:
 		rc = fs_exec_open(sb, fi);
