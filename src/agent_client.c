@@ -629,12 +629,12 @@ static int time_arg(struct buf *q, const char *name, const struct proto_time *t)
 
 int ac_write_range(struct transport *t, const char *id, const char *path,
 		   uint64_t off, const void *data, size_t len,
-		   const struct proto_time *times, struct proto_attr *attr,
-		   struct sbx_error *err)
+		   const struct ac_create *mk, const struct proto_time *times,
+		   struct proto_attr *attr, struct sbx_error *err)
 {
 	struct transport_resp resp;
 	struct buf q = BUF_INIT(0);
-	char extra[40];
+	char extra[80];
 	struct transport_req req = {
 		.op = TRANSPORT_OP_WRITE,
 		.idempotent = true,
@@ -651,6 +651,15 @@ int ac_write_range(struct transport *t, const char *id, const char *path,
 		snprintf(extra, sizeof(extra), "&append=1");
 	else
 		snprintf(extra, sizeof(extra), "&offset=%" PRIu64, off);
+	if (mk != NULL) {
+		size_t n = strlen(extra);
+
+		snprintf(extra + n, sizeof(extra) - n, "&create=%o%s",
+			 (unsigned)(mk->mode & 07777),
+			 mk->exclusive ? "&exclusive=1" : "");
+		/* Still safe to replay: a replay of an exclusive create can
+		 * only fail (EEXIST), never write twice. */
+	}
 	rc = path_query(&q, EXT_PREFIX "write", path, extra);
 	if (rc == 0 && times != NULL)
 		rc = time_arg(&q, "atime", &times[0]);

@@ -110,14 +110,23 @@ int ac_read_range(struct transport *t, const char *id, const char *path,
 		  uint64_t off, size_t len, const char *if_match, void *dst,
 		  size_t *got, char *etag, uint64_t *size,
 		  struct sbx_error *err) __attribute__((warn_unused_result));
+/* A write that creates its file (extension version 3). */
+struct ac_create {
+	uint32_t mode; /* permission bits the new file gets, at most 07777 */
+	bool exclusive; /* EEXIST when anything is at the path */
+};
+
 /* Write len bytes at off (UINT64_MAX: at the end of the file, as O_APPEND
- * does); times (may be NULL: atime, mtime) are set after the bytes, in the
- * same request; attr (may be NULL) receives the attributes after the
- * write. */
+ * does); mk (may be NULL) creates the file first, so that a new file costs
+ * one request; times (may be NULL: atime, mtime) are set after the bytes,
+ * in the same request; attr (may be NULL) receives the attributes after
+ * the write. A replay of an exclusive create after a lost answer fails
+ * with EEXIST; it never acts twice. */
 int ac_write_range(struct transport *t, const char *id, const char *path,
 		   uint64_t off, const void *data, size_t len,
-		   const struct proto_time *times, struct proto_attr *attr,
-		   struct sbx_error *err) __attribute__((warn_unused_result));
+		   const struct ac_create *mk, const struct proto_time *times,
+		   struct proto_attr *attr, struct sbx_error *err)
+	__attribute__((warn_unused_result));
 
 /* The metadata operations: op is the extension's route name ("create",
  * "mkdir", "unlink", "rmdir", "rename", "link", "symlink", "chmod",

@@ -222,8 +222,9 @@ START_TEST(fsops_fifo_and_types)
 	t0 = th_now_ms();
 	ck_assert(mkfifo(p, 0644) == 0);
 	ck_assert_int_eq(fsops_open_read(&fa, "fifo", &st), -EINVAL);
-	ck_assert_int_eq(fsops_write(&fa, "fifo", 0, false, "x", 1, NULL, &st),
-			 -ENXIO);
+	ck_assert_int_eq(
+		fsops_write(&fa, "fifo", 0, false, "x", 1, NULL, NULL, &st),
+		-ENXIO);
 	ck_assert_int_lt(th_now_ms() - t0, 2000);
 	ck_assert_int_eq(fsops_open_read(&fa, "", &st), -EISDIR);
 	ck_assert_int_eq(fsops_truncate(&fa, "", 0, &st), -EISDIR);
@@ -1719,7 +1720,7 @@ START_TEST(wire_tree_advertised_and_strict_v1)
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_ptr_nonnull(strstr(
-		r.body.data, ",\"extensions\":{\"files\":2,\"maxWrite\":"));
+		r.body.data, ",\"extensions\":{\"files\":3,\"maxWrite\":"));
 	th_resp_cleanup(&r);
 
 	th_agent_start(&strict, args, true);
@@ -1918,6 +1919,87 @@ START_TEST(wire_write_times_malformed)
 }
 END_TEST
 
+/* ---- PUT write that creates (version 3) ------------------------------------ */
+
+START_TEST(wire_write_create)
+{
+	struct proto_attr a;
+	struct th_resp r;
+	struct stat st;
+	size_t len;
+	char *text;
+
+	/* absent: made with exactly the mode, bytes and times in one go */
+	ext_write("n",
+		  "offset=0&create=640&exclusive=1&mtime=1000000000."
+		  "000000007",
+		  "new", 3, &r);
+	a = expect_attr(&r, "n", NULL);
+	ck_assert_uint_eq(a.size, 3);
+	ck_assert_uint_eq(a.perm, 0640);
+	lstat_root("n", &st);
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
+	assert_ts(&st.st_mtim, 1000000000, 7);
+	text = slurp(ag.root, "n", &len);
+	ck_assert(len == 3 && memcmp(text, "new", 3) == 0);
+	free(text);
+
+	/* exclusive and present: EEXIST, nothing written */
+	ext_write("n", "offset=0&create=600&exclusive=1", "XXXX", 4, &r);
+	expect(&r, 409, "FS_ERROR: EEXIST: File exists: n");
+	text = slurp(ag.root, "n", &len);
+	ck_assert(len == 3 && memcmp(text, "new", 3) == 0);
+	free(text);
+
+	/* not exclusive and present: written as it is, its mode kept */
+	ext_write("n", "offset=3&create=600", "er", 2, &r);
+	a = expect_attr(&r, "n", NULL);
+	ck_assert_uint_eq(a.size, 5);
+	ck_assert_uint_eq(a.perm, 0640);
+
+	/* an empty body makes an empty file; append creates too */
+	ext_write("e", "offset=0&create=644&exclusive=true", "", 0, &r);
+	ck_assert_uint_eq(expect_attr(&r, "e", NULL).size, 0);
+	lstat_root("e", &st);
+	ck_assert(S_ISREG(st.st_mode) && st.st_size == 0);
+	ext_write("ap", "append=1&create=600", "a", 1, &r);
+	ck_assert_uint_eq(expect_attr(&r, "ap", NULL).size, 1);
+
+	/* without create nothing is made */
+	ext_write("none", "offset=0", "a", 1, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: none");
+
+	/* malformed: refused before anything happens */
+	ext_write("bad", "offset=0&create=8", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ext_write("bad", "offset=0&create=17777", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ext_write("bad", "offset=0&create=", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ext_write("bad", "offset=0&exclusive=1", "a", 1, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: exclusive needs "
+	       "create");
+	ext_write("bad", "offset=0&create=644&exclusive=2", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	{
+		char *p = join(ag.root, "bad");
+
+		ck_assert(lstat(p, &st) < 0 && errno == ENOENT);
+		free(p);
+	}
+
+	/* the path rules hold: no way out, no symlink followed in between */
+	ext_write("../out", "offset=0&create=644", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
 Suite *make_agent_ext_suite(void)
 {
 	Suite *s = suite_create("agent_ext");
@@ -1958,6 +2040,7 @@ Suite *make_agent_ext_suite(void)
 	tcase_add_test(tc, wire_tree_advertised_and_strict_v1);
 	tcase_add_test(tc, wire_write_times);
 	tcase_add_test(tc, wire_write_times_malformed);
+	tcase_add_test(tc, wire_write_create);
 	suite_add_tcase(s, tc);
 
 	/* its own agent, started and stopped by the test */

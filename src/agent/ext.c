@@ -736,6 +736,23 @@ static bool parse_time_arg(const char *s, struct timespec *ts)
 	return true;
 }
 
+/* "644": one to four octal digits, at most 07777. */
+static bool parse_mode_arg(const char *s, mode_t *mode)
+{
+	unsigned v = 0;
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if (i == 4 || s[i] < '0' || s[i] > '7')
+			return false;
+		v = v * 8 + (unsigned)(s[i] - '0');
+	}
+	if (i == 0)
+		return false;
+	*mode = (mode_t)v;
+	return true;
+}
+
 static int route_write(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
@@ -743,6 +760,9 @@ static int route_write(struct agent_req *r)
 	const char *raw = agent_req_query_n(r, "path", &rawlen);
 	const char *offs = agent_req_query(r, "offset");
 	const char *app = agent_req_query(r, "append");
+	const char *mks = agent_req_query(r, "create");
+	const char *excl = agent_req_query(r, "exclusive");
+	struct fsops_mk mk = {0, false};
 	char rel[REL_MAX];
 	enum path_verdict v;
 	bool append = false, has_times;
@@ -771,6 +791,17 @@ static int route_write(struct agent_req *r)
 		return reply_invalid(r, "a write needs offset=N or append=1");
 	if (offs != NULL && !parse_dec(offs, INT64_MAX, &off))
 		return reply_invalid(r, "offset is not a byte offset");
+	if (mks != NULL && !parse_mode_arg(mks, &mk.mode))
+		return reply_invalid(r, "create must be octal permission "
+					"bits, at most 7777");
+	if (excl != NULL) {
+		if (mks == NULL)
+			return reply_invalid(r, "exclusive needs create");
+		if (strcmp(excl, "1") == 0 || strcmp(excl, "true") == 0)
+			mk.exclusive = true;
+		else if (strcmp(excl, "0") != 0 && strcmp(excl, "false") != 0)
+			return reply_invalid(r, "exclusive must be 1 or 0");
+	}
 	body = agent_req_body(r, &len);
 	/* http.c refuses a larger body before reading it; this only keeps
 	 * the contract local. */
@@ -783,7 +814,8 @@ static int route_write(struct agent_req *r)
 	has_times = agent_req_query(r, "atime") != NULL ||
 		    agent_req_query(r, "mtime") != NULL;
 	rc = fsops_write(a, rel, off, append, body, len,
-			 has_times ? times : NULL, &st);
+			 mks != NULL ? &mk : NULL, has_times ? times : NULL,
+			 &st);
 	if (rc < 0)
 		return reply_errno(r, rc, raw);
 	return reply_attr(r, &st, NULL);

@@ -215,8 +215,48 @@ int fsops_open_read(const struct agent *a, const char *rel, struct stat *st)
 	return fd;
 }
 
+/*
+ * Open rel for writing, creating it with exactly mode when absent: O_CREAT
+ * with O_EXCL first, so that a file this call made is known and gets its
+ * mode. When something exists and that is allowed, open it as it is; if it
+ * vanished in between, try again. A dangling symlink looks like both
+ * (EEXIST, then ENOENT): the last attempt then lets open(2) create the
+ * link's target, as the kernel would. Returns the descriptor.
+ */
+static int open_created(const struct agent *a, const char *rel, int flags,
+			mode_t mode, bool exclusive, bool truncate)
+{
+	const int base = O_WRONLY | O_NONBLOCK | O_NOCTTY | flags;
+	const int trunc = truncate ? O_TRUNC : 0;
+	bool created = false;
+	int fd = -ENOENT, attempt;
+
+	mode &= 07777;
+	if (*rel == '\0')
+		return exclusive ? -EEXIST : -EISDIR;
+	for (attempt = 0; attempt < 3; attempt++) {
+		fd = open_beneath(a, rel, base | O_CREAT | O_EXCL, mode);
+		if (fd >= 0) {
+			created = true;
+			break;
+		}
+		if (fd != -EEXIST || exclusive)
+			return fd;
+		fd = open_beneath(a, rel, base | trunc, 0);
+		if (fd != -ENOENT)
+			break;
+	}
+	if (fd == -ENOENT)
+		fd = open_beneath(a, rel, base | O_CREAT | trunc, mode);
+	if (fd < 0)
+		return fd;
+	if (created && fchmod(fd, mode) < 0)
+		return close_keep_errno(fd, -errno);
+	return fd;
+}
+
 int fsops_write(const struct agent *a, const char *rel, uint64_t off,
-		bool append, const void *p, size_t n,
+		bool append, const void *p, size_t n, const struct fsops_mk *mk,
 		const struct timespec *times, struct stat *st)
 {
 	const char *src = p;
@@ -226,9 +266,14 @@ int fsops_write(const struct agent *a, const char *rel, uint64_t off,
 
 	if (!append && off > (uint64_t)INT64_MAX)
 		return -EFBIG;
-	fd = open_beneath(
-		a, rel,
-		O_WRONLY | O_NONBLOCK | O_NOCTTY | (append ? O_APPEND : 0), 0);
+	if (mk != NULL)
+		fd = open_created(a, rel, append ? O_APPEND : 0, mk->mode,
+				  mk->exclusive, false);
+	else
+		fd = open_beneath(a, rel,
+				  O_WRONLY | O_NONBLOCK | O_NOCTTY |
+					  (append ? O_APPEND : 0),
+				  0);
 	if (fd < 0)
 		return fd;
 	rc = fstat_into(fd, &s);
@@ -267,41 +312,13 @@ int fsops_write(const struct agent *a, const char *rel, uint64_t off,
 int fsops_create(const struct agent *a, const char *rel, mode_t mode,
 		 bool exclusive, bool truncate, struct stat *st)
 {
-	const int base = O_WRONLY | O_NONBLOCK | O_NOCTTY;
-	const int trunc = truncate ? O_TRUNC : 0;
-	bool created = false;
 	struct stat s;
-	int fd = -ENOENT, rc, attempt;
+	int fd, rc;
 
-	mode &= 07777;
-	if (*rel == '\0')
-		return exclusive ? -EEXIST : -EISDIR;
-	/*
-	 * O_CREAT|O_EXCL first, so that a file this call made is known and
-	 * gets its mode exactly. When something exists and that is allowed,
-	 * open it as it is; if it vanished in between, try again. A dangling
-	 * symlink looks like both (EEXIST, then ENOENT): the last attempt
-	 * then lets open(2) create the link's target, as the kernel would.
-	 */
-	for (attempt = 0; attempt < 3; attempt++) {
-		fd = open_beneath(a, rel, base | O_CREAT | O_EXCL, mode);
-		if (fd >= 0) {
-			created = true;
-			break;
-		}
-		if (fd != -EEXIST || exclusive)
-			return fd;
-		fd = open_beneath(a, rel, base | trunc, 0);
-		if (fd != -ENOENT)
-			break;
-	}
-	if (fd == -ENOENT)
-		fd = open_beneath(a, rel, base | O_CREAT | trunc, mode);
+	fd = open_created(a, rel, 0, mode, exclusive, truncate);
 	if (fd < 0)
 		return fd;
-	rc = created ? (fchmod(fd, mode) == 0 ? 0 : -errno) : 0;
-	if (rc == 0)
-		rc = fstat_into(fd, &s);
+	rc = fstat_into(fd, &s);
 	close(fd);
 	if (rc == 0)
 		*st = s;

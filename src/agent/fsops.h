@@ -57,14 +57,21 @@ int fsops_readlink(const struct agent *a, const char *rel, char **target)
 int fsops_open_read(const struct agent *a, const char *rel, struct stat *st)
 	__attribute__((warn_unused_result));
 
-/* Write n bytes at off (or at the end when append) into an existing
- * regular file (acts on the target; never creates or truncates). A short
- * write that made progress is retried; *st gets the attributes after the
- * write.  * times (may be NULL): atime and mtime set after the bytes, as
- * futimens(2) takes them (UTIME_NOW, UTIME_OMIT).
+/* How a write may create its file: absent (NULL) it never does. */
+struct fsops_mk {
+	mode_t mode; /* a file the write creates gets exactly this */
+	bool exclusive; /* -EEXIST when anything is at the path */
+};
+
+/* Write n bytes at off (or at the end when append) into a regular file
+ * (acts on the target; never truncates). The file must exist unless mk
+ * says how to create it, as fsops_create does. A short write that made
+ * progress is retried; *st gets the attributes after the write. times
+ * (may be NULL): atime and mtime set after the bytes, as futimens(2)
+ * takes them (UTIME_NOW, UTIME_OMIT).
  */
 int fsops_write(const struct agent *a, const char *rel, uint64_t off,
-		bool append, const void *p, size_t n,
+		bool append, const void *p, size_t n, const struct fsops_mk *mk,
 		const struct timespec *times, struct stat *st)
 	__attribute__((warn_unused_result));
 

@@ -70,6 +70,14 @@ struct wnode {
 	 * its data): sent with those bytes, in one request. */
 	bool has_times;
 	struct proto_time times[2];
+	/* Created by this mount and not yet by the agent: the first upload
+	 * creates it (one request for a new file's bytes, times and all). */
+	bool mk_pending;
+	struct ac_create mk;
+	struct proto_attr planned; /* its attributes until then */
+	/* Removed while open: what is written to it goes nowhere, and the
+	 * path is free for a new node. Set under both locks. */
+	bool orphan;
 	unsigned opens; /* open descriptors; guarded by lock */
 	struct wnode *next;
 };
@@ -83,7 +91,8 @@ static struct wnode *wnode_get(const char *sbx, const char *rel)
 
 	pthread_mutex_lock(&wnodes_lock);
 	for (w = wnodes; w != NULL; w = w->next)
-		if (strcmp(w->sbx, sbx) == 0 && strcmp(w->rel, rel) == 0)
+		if (!w->orphan && strcmp(w->sbx, sbx) == 0 &&
+		    strcmp(w->rel, rel) == 0)
 			break;
 	if (w == NULL) {
 		w = xcalloc(1, sizeof(*w));
@@ -126,7 +135,8 @@ static struct wnode *wnode_find(const char *sbx, const char *rel)
 
 	pthread_mutex_lock(&wnodes_lock);
 	for (w = wnodes; w != NULL; w = w->next)
-		if (strcmp(w->sbx, sbx) == 0 && strcmp(w->rel, rel) == 0)
+		if (!w->orphan && strcmp(w->sbx, sbx) == 0 &&
+		    strcmp(w->rel, rel) == 0)
 			break;
 	if (w != NULL)
 		w->refs++;
@@ -143,12 +153,19 @@ static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
 
 	if (!w->dirty)
 		return 0;
+	if (w->orphan) {
+		buf_reset(&w->data);
+		w->dirty = false;
+		w->has_times = false;
+		return 0;
+	}
 	sbx_error_clear(&err);
 	rc = ac_write_range(sb->fs->t, sb->id, w->rel,
 			    w->append ? UINT64_MAX : w->off, w->data.data,
-			    w->data.len, w->has_times ? w->times : NULL, &a,
-			    &err);
+			    w->data.len, w->mk_pending ? &w->mk : NULL,
+			    w->has_times ? w->times : NULL, &a, &err);
 	w->has_times = false;
+	w->mk_pending = false;
 	/* Either way the bytes are no longer ours to send again: a failed
 	 * upload is reported to this flush's caller, as close(2) does. */
 	buf_reset(&w->data);
@@ -690,6 +707,51 @@ static int apply_final_mode(struct sbx *sb, struct wnode *w)
 	return rc;
 }
 
+/*
+ * The attributes of a file not created yet (libfuse asks right after the
+ * create and after each setattr): known here, so asking must not create it
+ * ahead of its bytes.
+ */
+static bool pending_attr(struct sbx *sb, const char *rel, struct proto_attr *a)
+{
+	struct wnode *w = wnode_find(sb->id, rel);
+	bool known = false;
+	struct timespec now;
+	uint64_t end;
+	int i;
+
+	if (w == NULL)
+		return false;
+	pthread_mutex_lock(&w->lock);
+	if (w->mk_pending) {
+		/* Its one extent starts at 0: a write anywhere else has
+		 * created it already. */
+		*a = w->planned;
+		end = (w->append ? 0 : w->off) + w->data.len;
+		a->size = end;
+		a->blocks = (end + 511) / 512;
+		if (w->has_final_mode)
+			a->perm = w->final_mode;
+		clock_gettime(CLOCK_REALTIME, &now);
+		for (i = 0; w->has_times && i < 2; i++) {
+			int64_t *sec = i == 0 ? &a->atime : &a->mtime;
+			uint32_t *ns = i == 0 ? &a->atime_ns : &a->mtime_ns;
+
+			if (w->times[i].how == PROTO_TIME_SET) {
+				*sec = w->times[i].sec;
+				*ns = w->times[i].nsec;
+			} else if (w->times[i].how == PROTO_TIME_NOW) {
+				*sec = now.tv_sec;
+				*ns = (uint32_t)now.tv_nsec;
+			}
+		}
+		known = true;
+	}
+	pthread_mutex_unlock(&w->lock);
+	wnode_put(w);
+	return known;
+}
+
 /* ---- the operations -------------------------------------------------------- */
 
 static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
@@ -699,6 +761,10 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 	int rc;
 
 	(void)fi;
+	if (pending_attr(sb, rel, &a)) {
+		sbfs_attr_to_stat(&a, st);
+		return 0;
+	}
 	rc = flush_path(sb, rel);
 	if (rc < 0)
 		return rc;
@@ -955,6 +1021,11 @@ static int files_open(struct sbx *sb, const char *rel,
 
 	if (sb->fs->o.ro && (acc != O_RDONLY || (fi->flags & O_TRUNC)))
 		return -EROFS;
+	/* Close-to-open: a new descriptor sees what the open ones wrote
+	 * (and a file this mount has not created yet comes into being). */
+	rc = flush_path(sb, rel);
+	if (rc < 0)
+		return rc;
 	if (acc != O_RDONLY) {
 		struct proto_attr a;
 
@@ -998,15 +1069,48 @@ fail:
 	return rc;
 }
 
+/*
+ * Attributes for a file this mount is about to create: what the agent will
+ * report, as far as it is known here (the owner is the parent's). The
+ * agent's own arrive with the first upload.
+ */
+static void planned_attr(struct sbx *sb, const char *rel, uint32_t perm,
+			 struct proto_attr *a)
+{
+	char parent[PATH_MAX_BYTES + 1];
+	struct proto_attr pa;
+	struct timespec now;
+
+	memset(a, 0, sizeof(*a));
+	a->type = PROTO_FT_FILE;
+	a->perm = perm;
+	a->nlink = 1;
+	a->uid = (uint32_t)sb->fs->uid;
+	a->gid = (uint32_t)sb->fs->gid;
+	split_parent(rel, parent, sizeof(parent));
+	if (cache_get(sb->fs->cache, sb->id, parent, &pa, NULL)) {
+		a->uid = pa.uid;
+		a->gid = pa.gid;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	a->atime = a->mtime = a->ctime = now.tv_sec;
+	a->atime_ns = a->mtime_ns = a->ctime_ns = (uint32_t)now.tv_nsec;
+}
+
 static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 			struct fuse_file_info *fi)
 {
 	struct proto_ext_req req;
 	struct proto_attr a;
 	struct handle *h;
-	int rc;
+	int rc = 0;
 
 	bool deferred = (mode & 0200) == 0;
+	/* A name the parent's listing does not hold is created with its
+	 * first upload, at the latest when it is closed: a new file costs
+	 * one request, not two. */
+	bool later =
+		sb->ext_create_write && !sb->fs->o.ro && listed_absent(sb, rel);
 
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
@@ -1017,17 +1121,29 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 	req.mode = (mode & 07777) | (deferred ? 0600 : 0);
 	req.exclusive = (fi->flags & O_EXCL) != 0;
 	req.truncate = (fi->flags & O_TRUNC) != 0;
-	rc = ext_op(sb, "create", rel, &req, &a);
+	if (later)
+		planned_attr(sb, rel, req.mode, &a);
+	else
+		rc = ext_op(sb, "create", rel, &req, &a);
 	if (rc < 0)
 		return rc;
 	h = handle_new(sb, rel, fi->flags);
+	pthread_mutex_lock(&h->w->lock);
+	if (later) {
+		h->w->mk_pending = true;
+		h->w->mk.mode = req.mode;
+		h->w->mk.exclusive = req.exclusive;
+		h->w->planned = a;
+		h->w->dirty = true;
+		h->w->off = 0;
+		h->w->append = (fi->flags & O_APPEND) != 0;
+	}
 	if (deferred) {
-		pthread_mutex_lock(&h->w->lock);
 		h->w->has_final_mode = true;
 		h->w->final_mode = mode & 07777;
-		pthread_mutex_unlock(&h->w->lock);
 		a.perm = mode & 07777;
 	}
+	pthread_mutex_unlock(&h->w->lock);
 	cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
 	listing_add(sb, rel, PROTO_FT_FILE);
@@ -1127,7 +1243,7 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 		sbx_error_clear(&err);
 		rc = ac_write_range(sb->fs->t, sb->id, rel,
 				    append ? UINT64_MAX : (uint64_t)off, buf,
-				    size, NULL, &a, &err);
+				    size, NULL, NULL, &a, &err);
 		if (rc < 0) {
 			rc = fail(sb, "write", rel, &err);
 			goto out;
@@ -1227,12 +1343,35 @@ static int files_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 static int files_unlink(struct sbx *sb, const char *rel)
 {
 	struct proto_ext_req req;
+	struct wnode *w;
+	bool never_made = false;
 	int rc;
 
-	/* Pending bytes of a removed file would only recreate it. */
-	memset(&req, 0, sizeof(req));
-	req.path = (char *)rel;
-	rc = ext_op(sb, "unlink", rel, &req, NULL);
+	/* Pending bytes of a removed file would only recreate it (or fail):
+	 * descriptors still open write into nothing, as on a local file. */
+	w = wnode_find(sb->id, rel);
+	if (w != NULL) {
+		pthread_mutex_lock(&w->lock);
+		never_made = w->mk_pending;
+		w->mk_pending = false;
+		/* Lock order: a node's lock, then wnodes_lock. */
+		pthread_mutex_lock(&wnodes_lock);
+		w->orphan = true;
+		pthread_mutex_unlock(&wnodes_lock);
+		buf_reset(&w->data);
+		w->dirty = false;
+		w->has_times = false;
+		w->has_final_mode = false;
+		pthread_mutex_unlock(&w->lock);
+		wnode_put(w);
+	}
+	if (never_made) {
+		rc = 0;
+	} else {
+		memset(&req, 0, sizeof(req));
+		req.path = (char *)rel;
+		rc = ext_op(sb, "unlink", rel, &req, NULL);
+	}
 	if (rc == 0)
 		listing_remove(sb, rel);
 	cache_forget(sb->fs->cache, sb->id, rel);

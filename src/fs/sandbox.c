@@ -261,6 +261,7 @@ static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 	sb->health_gen = transport_generation(fs->t, sb->id);
 	sb->ext = h.ext_files >= 1;
 	sb->ext_tree = h.ext_files >= 2;
+	sb->ext_create_write = h.ext_files >= 3;
 	sb->ext_max_write = h.ext_max_write;
 	pthread_mutex_unlock(&sb->lock);
 	return 0;
@@ -284,7 +285,8 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 		sb->health_known = true;
 		sb->health_gen = transport_generation(fs->t, sb->id);
 		sb->ext = h.ext_files >= 1;
-	sb->ext_tree = h.ext_files >= 2;
+		sb->ext_tree = h.ext_files >= 2;
+		sb->ext_create_write = h.ext_files >= 3;
 		sb->ext_max_write = h.ext_max_write;
 	}
 	pthread_mutex_unlock(&sb->lock);

@@ -16,6 +16,7 @@ check_PROGRAMS += %reldir%/syscalls
 SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
+	%reldir%/t-create.sh \
 	%reldir%/t-tree.sh \
 	%reldir%/t-errors.sh \
 	%reldir%/t-strict-v1.sh \
