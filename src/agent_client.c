@@ -529,6 +529,55 @@ out:
 	return rc;
 }
 
+int ac_contents(struct transport *t, const char *id, const char *dir,
+		size_t max_file, size_t max_bytes, ac_contents_fn fn, void *ud,
+		struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct buf q = BUF_INIT(0);
+	size_t pos = 0, limit;
+	int rc;
+
+	if (max_bytes == 0 || max_bytes > PROTO_EXT_CONTENTS_BYTES_MAX)
+		max_bytes = PROTO_EXT_CONTENTS_BYTES_DEFAULT;
+	limit = max_bytes + PROTO_EXT_CONTENTS_FILES_MAX *
+				    (PROTO_EXT_CONTENTS_LINE_MAX + 1);
+	transport_resp_init(&resp);
+	rc = path_query(&q, EXT_PREFIX "contents", dir, NULL);
+	if (rc == 0 && max_file > 0)
+		rc = buf_printf(&q, "&maxFile=%zu", max_file);
+	if (rc == 0)
+		rc = buf_printf(&q, "&maxBytes=%zu", max_bytes);
+	if (rc < 0) {
+		local_failure(err, TRANSPORT_OP_FILES, rc);
+		goto out;
+	}
+	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL, limit,
+		    &resp, err);
+	if (rc < 0)
+		goto out;
+	for (;;) {
+		struct proto_dirent ent;
+		const char *data;
+
+		memset(&ent, 0, sizeof(ent));
+		rc = proto_contents_next(resp.body.data, resp.body.len, &pos,
+					 &ent, &data);
+		if (rc <= 0)
+			break;
+		rc = fn(ud, ent.name, &ent.attr, data, (size_t)ent.attr.size);
+		free(ent.name);
+		if (rc < 0)
+			goto out;
+	}
+	if (rc < 0)
+		bad_answer(err, TRANSPORT_OP_FILES, rc);
+out:
+	transport_resp_cleanup(&resp);
+	buf_cleanup(&q);
+	return rc;
+}
+
 struct range_sink {
 	unsigned char *dst;
 	size_t cap;

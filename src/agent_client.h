@@ -94,6 +94,17 @@ int ac_list(struct transport *t, const char *id, const char *path,
 	    const char *cursor, unsigned limit, struct proto_list *out,
 	    struct sbx_error *err) __attribute__((warn_unused_result));
 
+/* The small files of a directory with their contents (GET contents,
+ * extension version 4): fn gets each one's name, attributes and bytes, in
+ * the agent's order; a negative return from fn stops and is returned.
+ * max_file and max_bytes bound the answer (0: the agent's defaults). */
+typedef int (*ac_contents_fn)(void *ud, const char *name,
+			      const struct proto_attr *a, const void *data,
+			      size_t len);
+int ac_contents(struct transport *t, const char *id, const char *dir,
+		size_t max_file, size_t max_bytes, ac_contents_fn fn, void *ud,
+		struct sbx_error *err) __attribute__((warn_unused_result));
+
 /* A subtree in one answer (GET tree): max_entries bounds it (0: the
  * agent's default). */
 int ac_tree(struct transport *t, const char *id, const char *path,

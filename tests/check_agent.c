@@ -216,7 +216,7 @@ START_TEST(health_before_activation)
 	ck_assert_str_eq(h.status, "awaiting-network-verification");
 	ck_assert_str_eq(h.image_status, "none");
 	ck_assert_int_eq(strlen(h.boot_id), 36);
-	ck_assert_int_eq(h.ext_files, 3);
+	ck_assert_int_eq(h.ext_files, 4);
 	ck_assert_uint_eq(h.ext_max_write, 16777216);
 	ck_assert(!proto_health_ready(&h));
 	th_resp_cleanup(&r);
@@ -227,7 +227,7 @@ START_TEST(health_before_activation)
 		snprintf(want, sizeof(want),
 			 "{\"protocolVersion\":1,\"bootId\":\"%s\",\"status\":"
 			 "\"awaiting-network-verification\",\"imageCommand\":{"
-			 "\"status\":\"none\"},\"extensions\":{\"files\":3,"
+			 "\"status\":\"none\"},\"extensions\":{\"files\":4,"
 			 "\"maxWrite\":16777216}}",
 			 h.boot_id);
 		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",

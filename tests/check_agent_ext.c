@@ -1720,7 +1720,7 @@ START_TEST(wire_tree_advertised_and_strict_v1)
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_ptr_nonnull(strstr(
-		r.body.data, ",\"extensions\":{\"files\":3,\"maxWrite\":"));
+		r.body.data, ",\"extensions\":{\"files\":4,\"maxWrite\":"));
 	th_resp_cleanup(&r);
 
 	th_agent_start(&strict, args, true);
@@ -2000,6 +2000,141 @@ START_TEST(wire_write_create)
 }
 END_TEST
 
+/* ---- GET contents (version 4) ------------------------------------------------ */
+
+struct got_file {
+	char name[64];
+	char data[64];
+	size_t len;
+	struct proto_attr a;
+};
+
+/* Decode an answer into files[] (at most max); the count. */
+static size_t decode_contents(const struct th_resp *r, struct got_file *files,
+			      size_t max)
+{
+	size_t pos = 0, n = 0;
+	int rc;
+
+	for (;;) {
+		struct proto_dirent ent;
+		const char *data;
+
+		memset(&ent, 0, sizeof(ent));
+		rc = proto_contents_next(r->body.data, r->body.len, &pos, &ent,
+					 &data);
+		ck_assert_int_ge(rc, 0);
+		if (rc == 0)
+			break;
+		ck_assert_uint_lt(n, max);
+		ck_assert_uint_lt(ent.attr.size, sizeof(files[n].data));
+		snprintf(files[n].name, sizeof(files[n].name), "%s", ent.name);
+		memcpy(files[n].data, data, ent.attr.size);
+		files[n].len = ent.attr.size;
+		files[n].a = ent.attr;
+		free(ent.name);
+		n++;
+	}
+	return n;
+}
+
+static const struct got_file *got_named(const struct got_file *files, size_t n,
+					const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(files[i].name, name) == 0)
+			return &files[i];
+	return NULL;
+}
+
+START_TEST(wire_contents)
+{
+	struct got_file files[16];
+	const struct got_file *g;
+	char etag[PROTO_ETAG_MAX];
+	struct th_resp r;
+	struct stat st;
+	size_t n;
+
+	make_dir(ag.root, "c");
+	make_dir(ag.root, "c/sub");
+	put_file(ag.root, "c/a", "alpha");
+	put_file(ag.root, "c/b", "");
+	put_file(ag.root, "c/big", "0123456789abcdef0123456789");
+	put_file(ag.root, "c/sub/deep", "not this one");
+	{
+		char *p = join(ag.root, "c/link");
+		char *q = join(ag.root, "c/fifo");
+
+		ck_assert(symlink("a", p) == 0);
+		ck_assert(mkfifo(q, 0600) == 0);
+		free(p);
+		free(q);
+	}
+
+	/* regular files only, each whole, with its attributes */
+	ext_get("contents", "c", "&maxFile=20", NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.headers.data,
+				     "Content-Type: application/octet-stream"));
+	n = decode_contents(&r, files, 16);
+	th_resp_cleanup(&r);
+	ck_assert_uint_eq(n, 2);
+	g = got_named(files, n, "a");
+	ck_assert_ptr_nonnull(g);
+	ck_assert(g->len == 5 && memcmp(g->data, "alpha", 5) == 0);
+	lstat_root("c/a", &st);
+	ck_assert_uint_eq(g->a.ino, st.st_ino);
+	ck_assert_uint_eq(g->a.perm, st.st_mode & 07777);
+	proto_attr_etag(&g->a, etag);
+	ck_assert(etag[0] == '"');
+	g = got_named(files, n, "b");
+	ck_assert(g != NULL && g->len == 0);
+	ck_assert_ptr_null(got_named(files, n, "big"));
+
+	/* the default maxFile takes the big one too */
+	ext_get("contents", "c", NULL, NULL, &r);
+	n = decode_contents(&r, files, 16);
+	th_resp_cleanup(&r);
+	ck_assert_uint_eq(n, 3);
+	g = got_named(files, n, "big");
+	ck_assert(g != NULL && g->len == 26);
+
+	/* maxBytes ends the answer at the first file that does not fit */
+	ext_get("contents", "c", "&maxBytes=4", NULL, &r);
+	n = decode_contents(&r, files, 16);
+	th_resp_cleanup(&r);
+	ck_assert_uint_le(n, 1);
+	if (n == 1)
+		ck_assert_str_eq(files[0].name, "b");
+
+	/* the root, an empty answer, errors */
+	ext_get("contents", "", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	ext_get("contents", "c/sub/deep", NULL, NULL, &r);
+	expect(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: c/sub/deep");
+	ext_get("contents", "nowhere", NULL, NULL, &r);
+	expect(&r, 404, "PATH_NOT_FOUND: No such file in the sandbox: nowhere");
+	ext_get("contents", "../x", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ext_get("contents", "c/link", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 409);
+	th_resp_cleanup(&r);
+	ext_get("contents", "c", "&maxFile=1048577", NULL, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: maxFile must be at "
+	       "most 1048576");
+	ext_get("contents", "c", "&maxBytes=x", NULL, &r);
+	expect(&r, 400,
+	       "REQUEST_INVALID: Request invalid: maxBytes must be "
+	       "at most 16777216");
+}
+END_TEST
+
 Suite *make_agent_ext_suite(void)
 {
 	Suite *s = suite_create("agent_ext");
@@ -2041,6 +2176,7 @@ Suite *make_agent_ext_suite(void)
 	tcase_add_test(tc, wire_write_times);
 	tcase_add_test(tc, wire_write_times_malformed);
 	tcase_add_test(tc, wire_write_create);
+	tcase_add_test(tc, wire_contents);
 	suite_add_tcase(s, tc);
 
 	/* its own agent, started and stopped by the test */

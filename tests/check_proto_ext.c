@@ -1153,6 +1153,80 @@ START_TEST(target_and_statfs)
 }
 END_TEST
 
+/* ---- directory contents -------------------------------------------------- */
+
+START_TEST(contents_round_trip_and_bad_input)
+{
+	struct proto_attr a = sample_attr();
+	struct buf out = BUF_INIT(0);
+	struct proto_dirent ent;
+	const char *data;
+	size_t pos = 0;
+	char *bad;
+
+	a.size = 3;
+	ck_assert_int_eq(proto_contents_add(&out, "x.c", &a, "abc", 3), 0);
+	a.size = 0;
+	ck_assert_int_eq(proto_contents_add(&out, "empty", &a, "", 0), 0);
+	/* a size that is not the length: refused, out untouched */
+	a.size = 9;
+	ck_assert_int_eq(proto_contents_add(&out, "liar", &a, "abc", 3),
+			 -EINVAL);
+
+	memset(&ent, 0, sizeof(ent));
+	ck_assert_int_eq(
+		proto_contents_next(out.data, out.len, &pos, &ent, &data), 1);
+	ck_assert_str_eq(ent.name, "x.c");
+	ck_assert_uint_eq(ent.attr.size, 3);
+	ck_assert_uint_eq(ent.attr.ino, 987654321);
+	ck_assert(memcmp(data, "abc", 3) == 0);
+	free(ent.name);
+	ck_assert_int_eq(
+		proto_contents_next(out.data, out.len, &pos, &ent, &data), 1);
+	ck_assert_str_eq(ent.name, "empty");
+	free(ent.name);
+	ck_assert_int_eq(
+		proto_contents_next(out.data, out.len, &pos, &ent, &data), 0);
+
+	/* truncated: a byte of the first record's contents missing */
+	pos = 0;
+	ck_assert_int_eq(
+		proto_contents_next(
+			out.data,
+			(size_t)(strchr(out.data, '\n') - out.data) + 1 + 2,
+			&pos, &ent, &data),
+		-EINVAL);
+	/* no newline, not JSON, not a file, a name that walks out */
+	pos = 0;
+	ck_assert_int_lt(
+		proto_contents_next(S("{\"name\":\"a\""), &pos, &ent, &data),
+		0);
+	pos = 0;
+	ck_assert_int_lt(
+		proto_contents_next(S("nonsense\nabc"), &pos, &ent, &data), 0);
+	a = sample_attr();
+	a.type = PROTO_FT_DIR;
+	a.size = 0;
+	buf_reset(&out);
+	ck_assert_int_eq(proto_contents_add(&out, "d", &a, "", 0), 0);
+	pos = 0;
+	ck_assert_int_eq(
+		proto_contents_next(out.data, out.len, &pos, &ent, &data),
+		-EINVAL);
+	a.type = PROTO_FT_FILE;
+	buf_reset(&out);
+	ck_assert_int_eq(proto_contents_add(&out, "ok", &a, "", 0), 0);
+	bad = strstr(out.data, "\"ok\"");
+	ck_assert_ptr_nonnull(bad);
+	memcpy(bad, "\"..\"", 4);
+	pos = 0;
+	ck_assert_int_eq(
+		proto_contents_next(out.data, out.len, &pos, &ent, &data),
+		-EINVAL);
+	buf_cleanup(&out);
+}
+END_TEST
+
 Suite *make_proto_ext_suite(void)
 {
 	Suite *s = suite_create("proto_ext");
@@ -1187,6 +1261,10 @@ Suite *make_proto_ext_suite(void)
 	tcase_add_test(tc, req_bad_input);
 	tcase_add_test(tc, req_encode_refuses);
 	tcase_add_test(tc, target_and_statfs);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("contents");
+	tcase_add_test(tc, contents_round_trip_and_bad_input);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -736,6 +736,79 @@ static bool parse_time_arg(const char *s, struct timespec *ts)
 	return true;
 }
 
+/* ---- GET contents ---------------------------------------------------------- */
+
+struct contents_walk {
+	struct buf *out;
+	size_t left; /* bytes of contents still allowed */
+	size_t files;
+};
+
+static int contents_add(void *ud, const char *name, const struct stat *st,
+			const void *data, size_t len)
+{
+	struct contents_walk *w = ud;
+	struct proto_attr pa;
+
+	if (w->files == PROTO_EXT_CONTENTS_FILES_MAX)
+		return FSOPS_LIST_FULL;
+	/* A file over what is left ends the answer: the client reads the
+	 * rest on its own, in the order it meets them. */
+	if (len > w->left)
+		return FSOPS_LIST_FULL;
+	attr_from_stat(st, &pa);
+	if (proto_contents_add(w->out, name, &pa, data, len) != 0)
+		return -ENOMEM;
+	w->left -= len;
+	w->files++;
+	return 0;
+}
+
+static int route_contents(struct agent_req *r)
+{
+	const struct agent *a = agent_req_agent(r);
+	size_t rawlen = 0;
+	const char *raw = agent_req_query_n(r, "path", &rawlen);
+	const char *mf = agent_req_query(r, "maxFile");
+	const char *mb = agent_req_query(r, "maxBytes");
+	uint64_t max_file = PROTO_EXT_CONTENTS_FILE_DEFAULT;
+	uint64_t max_bytes = PROTO_EXT_CONTENTS_BYTES_DEFAULT;
+	struct buf out = BUF_INIT(0);
+	struct contents_walk w;
+	char rel[REL_MAX];
+	enum path_verdict v;
+	int rc;
+
+	if (raw == NULL)
+		return agent_reply_text(r, 400, TXT_NO_PATH);
+	v = normalize(raw, rawlen, rel);
+	if (v != PATH_OK)
+		return reply_refused(r, raw, v);
+	if (mf != NULL && (!parse_dec(mf, UINT64_MAX, &max_file) ||
+			   max_file > PROTO_EXT_CONTENTS_FILE_MAX))
+		return reply_invalid(r, "maxFile must be at most 1048576");
+	if (mb != NULL && (!parse_dec(mb, UINT64_MAX, &max_bytes) ||
+			   max_bytes > PROTO_EXT_CONTENTS_BYTES_MAX))
+		return reply_invalid(r, "maxBytes must be at most 16777216");
+	if (max_file > max_bytes)
+		max_file = max_bytes;
+	/* Contents, plus one attribute line a file at most. */
+	buf_init(&out,
+		 (size_t)max_bytes + PROTO_EXT_CONTENTS_FILES_MAX *
+					     (PROTO_EXT_CONTENTS_LINE_MAX + 1));
+	w.out = &out;
+	w.left = (size_t)max_bytes;
+	w.files = 0;
+	rc = fsops_contents(a, rel, (size_t)max_file, contents_add, &w);
+	if (rc < 0) {
+		buf_cleanup(&out);
+		if (rc == -ENOMEM)
+			return rc;
+		return reply_errno(r, rc, raw);
+	}
+	return agent_reply_buf(r, 200, "application/octet-stream", &out);
+}
+
 /* "644": one to four octal digits, at most 07777. */
 static bool parse_mode_arg(const char *s, mode_t *mode)
 {
@@ -960,23 +1033,15 @@ static const struct ext_route {
 	const char *method;
 	int (*get)(struct agent_req *r); /* NULL: a POST body operation */
 } routes[] = {
-	{"stat", "GET", route_stat},
-	{"list", "GET", route_list},
-	{"tree", "GET", route_tree},
-	{"read", "GET", route_read},
-	{"readlink", "GET", route_readlink},
-	{"statfs", "GET", route_statfs},
-	{"write", "PUT", route_write},
-	{"create", "POST", NULL},
-	{"mkdir", "POST", NULL},
-	{"unlink", "POST", NULL},
-	{"rmdir", "POST", NULL},
-	{"rename", "POST", NULL},
-	{"link", "POST", NULL},
-	{"symlink", "POST", NULL},
-	{"chmod", "POST", NULL},
-	{"truncate", "POST", NULL},
-	{"utimens", "POST", NULL},
+	{"stat", "GET", route_stat},	 {"list", "GET", route_list},
+	{"tree", "GET", route_tree},	 {"contents", "GET", route_contents},
+	{"read", "GET", route_read},	 {"readlink", "GET", route_readlink},
+	{"statfs", "GET", route_statfs}, {"write", "PUT", route_write},
+	{"create", "POST", NULL},	 {"mkdir", "POST", NULL},
+	{"unlink", "POST", NULL},	 {"rmdir", "POST", NULL},
+	{"rename", "POST", NULL},	 {"link", "POST", NULL},
+	{"symlink", "POST", NULL},	 {"chmod", "POST", NULL},
+	{"truncate", "POST", NULL},	 {"utimens", "POST", NULL},
 	{"fsync", "POST", NULL},
 };
 

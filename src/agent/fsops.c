@@ -686,3 +686,94 @@ out:
 	close(fd);
 	return rc;
 }
+
+/* Read one whole small file into buf (max_file bytes): its length, or
+ * -1 when it is to be passed over. */
+static ssize_t read_small(int dfd, const char *name, const struct stat *seen,
+			  size_t max_file, char *buf, struct stat *st)
+{
+	struct stat after;
+	size_t got = 0;
+	int fd;
+
+	fd = openat(dfd, name,
+		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) ||
+	    st->st_ino != seen->st_ino || st->st_dev != seen->st_dev ||
+	    (uint64_t)st->st_size > max_file)
+		goto skip;
+	while (got < (size_t)st->st_size) {
+		ssize_t n = pread(fd, buf + got, (size_t)st->st_size - got,
+				  (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto skip;
+		got += (size_t)n;
+	}
+	/* Changed while read: the client reads it on its own. */
+	if (fstat(fd, &after) < 0 || after.st_size != st->st_size ||
+	    after.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+	    after.st_mtim.tv_nsec != st->st_mtim.tv_nsec)
+		goto skip;
+	close(fd);
+	return (ssize_t)got;
+skip:
+	close(fd);
+	return -1;
+}
+
+int fsops_contents(const struct agent *a, const char *rel, size_t max_file,
+		   fsops_body_fn fn, void *ud)
+{
+	char *dents = NULL, *body = NULL;
+	int fd, rc = 0;
+
+	fd = open_beneath(a, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	dents = xmalloc(DENTS_BYTES);
+	body = xmalloc(max_file > 0 ? max_file : 1);
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, dents, DENTS_BYTES);
+		long pos;
+
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		for (pos = 0; pos < n;) {
+			const struct dent64 *d = (const void *)(dents + pos);
+			struct stat seen, st;
+			ssize_t len;
+
+			pos += d->d_reclen;
+			if (d->d_type != DT_REG && d->d_type != DT_UNKNOWN)
+				continue;
+			if (fstatat(fd, d->d_name, &seen, AT_SYMLINK_NOFOLLOW) <
+				    0 ||
+			    !S_ISREG(seen.st_mode) ||
+			    (uint64_t)seen.st_size > max_file)
+				continue;
+			len = read_small(fd, d->d_name, &seen, max_file, body,
+					 &st);
+			if (len < 0)
+				continue;
+			rc = fn(ud, d->d_name, &st, body, (size_t)len);
+			if (rc != 0)
+				goto out;
+		}
+	}
+out:
+	if (rc == FSOPS_LIST_FULL)
+		rc = 0;
+	free(body);
+	free(dents);
+	close(fd);
+	return rc;
+}

@@ -152,4 +152,20 @@ int fsops_list(const struct agent *a, const char *rel, int64_t cursor,
 	       fsops_entry_fn fn, void *ud, bool *more, int64_t *next)
 	__attribute__((warn_unused_result));
 
+/*
+ * The small regular files directly in directory rel, in directory order:
+ * fn gets each one's name, attributes and whole contents (at most
+ * max_file bytes; larger files, other types and symlinks are passed
+ * over, as are files that cannot be opened or that changed while being
+ * read). A file is opened by its name in the directory, never through a
+ * symlink. Stops when fn returns FSOPS_LIST_FULL; a negative errno from
+ * fn is returned.
+ */
+typedef int (*fsops_body_fn)(void *ud, const char *name, const struct stat *st,
+			     const void *data, size_t len);
+
+int fsops_contents(const struct agent *a, const char *rel, size_t max_file,
+		   fsops_body_fn fn, void *ud)
+	__attribute__((warn_unused_result));
+
 #endif

@@ -132,6 +132,7 @@ static const struct route routes[] = {
 	EXT_GET("stat"),
 	EXT_GET("list"),
 	EXT_GET("tree"),
+	EXT_GET("contents"),
 	EXT_GET("read"),
 	EXT_GET("readlink"),
 	EXT_GET("statfs"),
@@ -550,6 +551,12 @@ static struct MHD_Response *text_response(const char *text, size_t n, bool copy)
 
 int agent_reply_json(struct agent_req *r, unsigned status, struct buf *b)
 {
+	return agent_reply_buf(r, status, "application/json", b);
+}
+
+int agent_reply_buf(struct agent_req *r, unsigned status, const char *type,
+		    struct buf *b)
+{
 	struct MHD_Response *resp;
 	size_t len;
 	char *data = buf_take(b, &len);
@@ -562,8 +569,7 @@ int agent_reply_json(struct agent_req *r, unsigned status, struct buf *b)
 		free(data);
 		return -ENOMEM;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	return queue(r, status, resp);
 }
 

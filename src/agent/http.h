@@ -61,6 +61,9 @@ bool agent_req_is_json(const struct agent_req *r);
 
 /* JSON answer; the body buffer's storage is taken (b is left empty). */
 int agent_reply_json(struct agent_req *r, unsigned status, struct buf *b);
+/* The same with another Content-Type. */
+int agent_reply_buf(struct agent_req *r, unsigned status, const char *type,
+		    struct buf *b);
 /* Empty body (204 for write, mkdir and activate; empty 404/405). */
 int agent_reply_empty(struct agent_req *r, unsigned status);
 /* Typed error: text/plain; charset=utf-8 body "CODE: message". */

@@ -53,7 +53,9 @@
 
 /* The file extension's name in the health answer, and its version. */
 #define PROTO_EXT_FILES "files"
-#define PROTO_EXT_FILES_VERSION 3 /* 2: GET tree; 3: create with a write */
+#define PROTO_EXT_FILES_VERSION \
+	4 /* 2: GET tree; 3: create with a write;
+				    4: GET contents */
 
 /* GET /v1/health answer. Strings are bounded copies; a field the agent
  * did not send is "" (or 0 for the numbers). */

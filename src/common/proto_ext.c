@@ -1005,3 +1005,61 @@ int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)
 	*out = s;
 	return 0;
 }
+
+/* ---- contents of a directory's small files -------------------------------- */
+
+int proto_contents_add(struct buf *out, const char *name,
+		       const struct proto_attr *a, const void *data, size_t len)
+{
+	size_t start = out->len;
+	int rc;
+
+	if (a->size != len)
+		return -EINVAL;
+	rc = proto_attr_encode(a, name, NULL, out);
+	if (rc == 0)
+		rc = buf_append(out, "\n", 1);
+	if (rc == 0 && len > 0)
+		rc = buf_append(out, data, len);
+	if (rc != 0)
+		rollback(out, start);
+	return rc;
+}
+
+int proto_contents_next(const char *p, size_t n, size_t *pos,
+			struct proto_dirent *ent, const char **data)
+{
+	const char *s, *nl;
+	size_t left;
+	cJSON *root;
+	int rc = 0;
+
+	if (*pos >= n)
+		return 0;
+	s = p + *pos;
+	left = n - *pos;
+	nl = memchr(s, '\n',
+		    left < PROTO_EXT_CONTENTS_LINE_MAX + 1
+			    ? left
+			    : PROTO_EXT_CONTENTS_LINE_MAX + 1);
+	if (nl == NULL)
+		return -EINVAL;
+	root = parse_object(s, (size_t)(nl - s), &rc);
+	if (root == NULL)
+		return rc;
+	rc = dirent_from_json(root, ent);
+	cJSON_Delete(root);
+	if (rc < 0)
+		return rc;
+	left -= (size_t)(nl - s) + 1;
+	if (ent->attr.type != PROTO_FT_FILE || ent->target != NULL ||
+	    ent->attr.size > left) {
+		free(ent->name);
+		free(ent->target);
+		ent->name = ent->target = NULL;
+		return -EINVAL;
+	}
+	*data = nl + 1;
+	*pos = (size_t)(nl + 1 - p) + (size_t)ent->attr.size;
+	return 1;
+}

@@ -213,6 +213,31 @@ int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 	__attribute__((warn_unused_result));
 void proto_tree_cleanup(struct proto_tree *t);
 
+/*
+ * The contents of a directory's small files in one answer (GET contents,
+ * version 4): a sequence of records, each an attribute object with "name"
+ * on one line, a newline, then exactly "size" bytes of the file.
+ */
+#define PROTO_EXT_CONTENTS_FILE_DEFAULT (256UL * 1024) /* maxFile */
+#define PROTO_EXT_CONTENTS_FILE_MAX (1024UL * 1024)
+#define PROTO_EXT_CONTENTS_BYTES_DEFAULT (8UL * 1024 * 1024) /* maxBytes */
+#define PROTO_EXT_CONTENTS_BYTES_MAX (16UL * 1024 * 1024)
+#define PROTO_EXT_CONTENTS_FILES_MAX 4096 /* records per answer */
+#define PROTO_EXT_CONTENTS_LINE_MAX 4096 /* one record's attribute line */
+
+/* Append one record; on failure out is left as it was. */
+int proto_contents_add(struct buf *out, const char *name,
+		       const struct proto_attr *a, const void *data, size_t len)
+	__attribute__((warn_unused_result));
+/* The record at *pos of an answer of n bytes: 1 with ent (name, attr;
+ * the caller frees ent->name) and *data pointing into p at attr.size
+ * bytes, *pos moved past it; 0 at the end; -EINVAL for a malformed or
+ * truncated record, a record that is not a regular file, or a name that
+ * is not one path component. */
+int proto_contents_next(const char *p, size_t n, size_t *pos,
+			struct proto_dirent *ent, const char **data)
+	__attribute__((warn_unused_result));
+
 /* A timestamp for utimens. */
 enum proto_time_how {
 	PROTO_TIME_OMIT = 0, /* "omit" or absent: leave unchanged */

@@ -37,6 +37,7 @@
 #include "common/xalloc.h"
 #include "fs/cache.h"
 #include "fs/fs_i.h"
+#include "fs/prefetch.h"
 
 #define LIST_PAGE 4096
 #define WRITE_EXTENT_MAX (8UL * 1024 * 1024)
@@ -293,6 +294,9 @@ struct handle {
 	uint64_t next_off; /* where a sequential reader is */
 	unsigned seq_hits;
 	bool ra_off; /* readahead given up (changes) */
+	bool pf_tried; /* prefetched contents looked for */
+	char *pf_data; /* the whole file, prefetched (else NULL) */
+	size_t pf_len;
 };
 
 static void handle_unref(struct handle *h)
@@ -310,6 +314,7 @@ static void handle_unref(struct handle *h)
 			atomic_fetch_sub(&ra_bytes, RA_CHUNK);
 		free(h->ring[i].data);
 	}
+	free(h->pf_data);
 	wnode_put(h->w);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);
@@ -933,6 +938,8 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 	(void)off;
 	(void)fi;
 	(void)fl;
+	if (sb->ext_contents)
+		prefetch_listed(sb->fs, sb->id, rel);
 	if (readdir_cached(sb, rel, buf, filler))
 		return 0;
 	if (sb->ext_tree) {
@@ -1061,6 +1068,8 @@ static int files_open(struct sbx *sb, const char *rel,
 		rc = revalidate(sb, rel, h, fi);
 		if (rc < 0)
 			goto fail;
+		if (acc == O_RDONLY && sb->ext_contents)
+			prefetch_opened(sb->fs, sb->id, rel);
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
@@ -1184,6 +1193,56 @@ static int read_direct(struct sbx *sb, struct handle *h, char *buf, size_t size,
 	return (int)got;
 }
 
+/*
+ * Serve a read from contents read ahead with the file's directory, when
+ * there are some: -EAGAIN when not (the read goes on as usual).
+ */
+static int read_prefetched(struct sbx *sb, struct handle *h, const char *rel,
+			   char *buf, size_t size, off_t off)
+{
+	char etag[PROTO_ETAG_MAX];
+	char *data = NULL;
+	size_t len = 0;
+	bool first;
+	int rc;
+
+	pthread_mutex_lock(&h->lock);
+	first = !h->pf_tried && !(h->flags & O_TRUNC) &&
+		(h->flags & O_ACCMODE) == O_RDONLY && sb->ext_contents;
+	h->pf_tried = true;
+	pthread_mutex_unlock(&h->lock);
+	if (first && prefetch_take(sb->fs, sb->id, rel, &data, &len, etag)) {
+		pthread_mutex_lock(&h->lock);
+		if (h->pf_data == NULL) {
+			h->pf_data = data;
+			h->pf_len = len;
+			data = NULL;
+			snprintf(h->etag, sizeof(h->etag), "%s", etag);
+			h->size = len;
+			h->size_known = true;
+		}
+		pthread_mutex_unlock(&h->lock);
+		free(data);
+	}
+	pthread_mutex_lock(&h->lock);
+	if (h->pf_data == NULL) {
+		pthread_mutex_unlock(&h->lock);
+		return -EAGAIN;
+	}
+	if ((uint64_t)off >= h->pf_len) {
+		rc = 0;
+	} else {
+		size_t n = h->pf_len - (size_t)off;
+
+		if (n > size)
+			n = size;
+		memcpy(buf, h->pf_data + off, n);
+		rc = (int)n;
+	}
+	pthread_mutex_unlock(&h->lock);
+	return rc;
+}
+
 static int files_read(struct sbx *sb, const char *rel, char *buf, size_t size,
 		      off_t off, struct fuse_file_info *fi)
 {
@@ -1196,8 +1255,11 @@ static int files_read(struct sbx *sb, const char *rel, char *buf, size_t size,
 	rc = flush_path(sb, rel);
 	if (rc < 0)
 		return rc;
-	pthread_once(&ra_once, ra_start);
-	rc = ra_read(h, buf, size, (uint64_t)off);
+	rc = read_prefetched(sb, h, rel, buf, size, off);
+	if (rc == -EAGAIN) {
+		pthread_once(&ra_once, ra_start);
+		rc = ra_read(h, buf, size, (uint64_t)off);
+	}
 	if (rc == -EAGAIN)
 		rc = read_direct(sb, h, buf, size, off);
 	if (rc >= 0 && h->etag[0] != '\0')

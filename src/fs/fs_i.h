@@ -84,6 +84,7 @@ struct sbx {
 	bool ext; /* the file extension is advertised */
 	bool ext_tree; /* ... at version 2: GET tree */
 	bool ext_create_write; /* ... at version 3: a write creates */
+	bool ext_contents; /* ... at version 4: GET contents */
 	uint64_t ext_max_write; /* the agent's largest extension write */
 	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
 	struct sbx *next; /* fs->sandboxes, guarded by fs->lock */

@@ -262,6 +262,7 @@ static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 	sb->ext = h.ext_files >= 1;
 	sb->ext_tree = h.ext_files >= 2;
 	sb->ext_create_write = h.ext_files >= 3;
+	sb->ext_contents = h.ext_files >= 4;
 	sb->ext_max_write = h.ext_max_write;
 	pthread_mutex_unlock(&sb->lock);
 	return 0;
@@ -287,6 +288,7 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 		sb->ext = h.ext_files >= 1;
 		sb->ext_tree = h.ext_files >= 2;
 		sb->ext_create_write = h.ext_files >= 3;
+		sb->ext_contents = h.ext_files >= 4;
 		sb->ext_max_write = h.ext_max_write;
 	}
 	pthread_mutex_unlock(&sb->lock);

@@ -17,6 +17,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
 	%reldir%/t-create.sh \
+	%reldir%/t-prefetch.sh \
 	%reldir%/t-tree.sh \
 	%reldir%/t-errors.sh \
 	%reldir%/t-strict-v1.sh \

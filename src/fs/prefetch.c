@@ -1,0 +1,457 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * prefetch: directories' small files read ahead, one request a directory.
+ *
+ * State, under one mutex:
+ *  - a direct-mapped table of recently opened directories, each SEEN (one
+ *    file opened), FETCHING (a worker is asking the agent) or DONE;
+ *  - the bodies that arrived, in a chained hash by (sandbox, path), with a
+ *    FIFO for eviction past PREFETCH_MAX_BYTES or PREFETCH_MAX_FILES;
+ *  - a queue of directories to fetch, for PREFETCH_WORKERS threads.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent_client.h"
+#include "common/log.h"
+#include "common/path.h"
+#include "common/xalloc.h"
+#include "fs/cache.h"
+#include "fs/fs_i.h"
+#include "fs/prefetch.h"
+
+#define DIR_SLOTS 256
+#define BODY_BUCKETS 4096
+#define PREFETCH_WORKERS 2
+#define QUEUE_MAX 64
+
+enum dir_state { DIR_FREE = 0, DIR_SEEN, DIR_FETCHING, DIR_DONE };
+
+struct dir_rec {
+	char *sbx;
+	char *dir;
+	enum dir_state state;
+	uint64_t first; /* hash of the first file opened (SEEN); 0: the
+			   directory was listed */
+	long long stamp_ms; /* when SEEN or DONE began */
+};
+
+struct body {
+	char *key; /* "sbx\0rel" */
+	size_t keylen;
+	char *data;
+	size_t len;
+	char etag[PROTO_ETAG_MAX];
+	struct body *hnext; /* bucket chain */
+	struct body *older, *newer; /* FIFO */
+};
+
+struct job {
+	struct sbfs *fs;
+	char *sbx;
+	char *dir;
+	struct job *next;
+};
+
+static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pf_done = PTHREAD_COND_INITIALIZER; /* a fetch ended */
+static pthread_cond_t pf_work = PTHREAD_COND_INITIALIZER; /* a job queued */
+static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
+static bool pf_started;
+static struct dir_rec dirs[DIR_SLOTS];
+static struct body *buckets[BODY_BUCKETS];
+static struct body *oldest, *newest;
+static size_t held_bytes, held_files;
+static struct job *q_head, *q_tail;
+static size_t q_len;
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t fnv(const char *p, size_t n, uint64_t h)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static uint64_t key_hash(const char *sbx, const char *rel)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	h = fnv(sbx, strlen(sbx) + 1, h);
+	return fnv(rel, strlen(rel), h);
+}
+
+/* The directory part of rel ("" for the root) into buf. */
+static void parent_of(const char *rel, char *buf, size_t size)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+
+	if (n >= size)
+		n = size - 1;
+	memcpy(buf, rel, n);
+	buf[n] = '\0';
+}
+
+static long long window_ms(const struct sbfs *fs)
+{
+	return (long long)(fs->o.attr_timeout * 1000.0);
+}
+
+/* ---- the store (pf_lock held) ------------------------------------------ */
+
+static char *make_key(const char *sbx, const char *rel, size_t *len)
+{
+	size_t a = strlen(sbx) + 1, b = strlen(rel);
+	char *k = xmalloc(a + b + 1);
+
+	memcpy(k, sbx, a);
+	memcpy(k + a, rel, b + 1);
+	*len = a + b;
+	return k;
+}
+
+static struct body **find_slot(const char *key, size_t keylen)
+{
+	struct body **pp = &buckets[fnv(key, keylen, 14695981039346656037ULL) %
+				    BODY_BUCKETS];
+
+	for (; *pp != NULL; pp = &(*pp)->hnext)
+		if ((*pp)->keylen == keylen &&
+		    memcmp((*pp)->key, key, keylen) == 0)
+			break;
+	return pp;
+}
+
+/* Unlink b (found at *pp) from both lists and free it. */
+static void body_remove(struct body **pp, struct body *b, bool keep_data)
+{
+	*pp = b->hnext;
+	if (b->older != NULL)
+		b->older->newer = b->newer;
+	else
+		oldest = b->newer;
+	if (b->newer != NULL)
+		b->newer->older = b->older;
+	else
+		newest = b->older;
+	held_bytes -= b->len;
+	held_files--;
+	if (!keep_data)
+		free(b->data);
+	free(b->key);
+	free(b);
+}
+
+static void evict_oldest(void)
+{
+	struct body *b = oldest;
+
+	body_remove(find_slot(b->key, b->keylen), b, false);
+}
+
+static void body_put(const char *sbx, const char *rel, const void *data,
+		     size_t len, const char *etag)
+{
+	struct body *b, **pp;
+	size_t keylen;
+	char *key = make_key(sbx, rel, &keylen);
+
+	pp = find_slot(key, keylen);
+	if (*pp != NULL)
+		body_remove(pp, *pp, false);
+	while (oldest != NULL && (held_bytes + len > PREFETCH_MAX_BYTES ||
+				  held_files + 1 > PREFETCH_MAX_FILES))
+		evict_oldest();
+	b = xcalloc(1, sizeof(*b));
+	b->key = key;
+	b->keylen = keylen;
+	b->data = xmalloc(len > 0 ? len : 1);
+	memcpy(b->data, data, len);
+	b->len = len;
+	snprintf(b->etag, sizeof(b->etag), "%s", etag);
+	pp = find_slot(key, keylen);
+	b->hnext = *pp;
+	*pp = b;
+	b->older = newest;
+	if (newest != NULL)
+		newest->newer = b;
+	else
+		oldest = b;
+	newest = b;
+	held_bytes += len;
+	held_files++;
+}
+
+/* ---- the workers ----------------------------------------------------------- */
+
+struct fetch {
+	struct sbfs *fs;
+	const char *sbx;
+	const char *dir;
+};
+
+static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
+		       const void *data, size_t len)
+{
+	struct fetch *f = ud;
+	char *rel = *f->dir == '\0' ? xstrdup(name)
+				    : xasprintf("%s/%s", f->dir, name);
+	char etag[PROTO_ETAG_MAX];
+
+	/* The answer's attributes are the freshest the mount has: a read
+	 * takes the body only while they are still the ones held. */
+	cache_put(f->fs->cache, f->sbx, rel, a, NULL);
+	proto_attr_etag(a, etag);
+	pthread_mutex_lock(&pf_lock);
+	body_put(f->sbx, rel, data, len, etag);
+	pthread_mutex_unlock(&pf_lock);
+	free(rel);
+	return 0;
+}
+
+static struct dir_rec *dir_slot(const char *sbx, const char *dir)
+{
+	uint64_t h = key_hash(sbx, dir);
+
+	return &dirs[h % DIR_SLOTS];
+}
+
+static bool dir_is(const struct dir_rec *d, const char *sbx, const char *dir)
+{
+	return d->state != DIR_FREE && strcmp(d->sbx, sbx) == 0 &&
+	       strcmp(d->dir, dir) == 0;
+}
+
+static void *pf_worker(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct sbx_error err;
+		struct fetch f;
+		struct dir_rec *d;
+		struct job *j;
+		int rc;
+
+		pthread_mutex_lock(&pf_lock);
+		while (q_head == NULL)
+			pthread_cond_wait(&pf_work, &pf_lock);
+		j = q_head;
+		q_head = j->next;
+		if (q_head == NULL)
+			q_tail = NULL;
+		q_len--;
+		pthread_mutex_unlock(&pf_lock);
+
+		f.fs = j->fs;
+		f.sbx = j->sbx;
+		f.dir = j->dir;
+		sbx_error_clear(&err);
+		rc = ac_contents(j->fs->t, j->sbx, j->dir, PREFETCH_FILE_MAX,
+				 PREFETCH_ANSWER_MAX, fetched_one, &f, &err);
+		if (rc < 0)
+			log_debug("sandbox %s: reading %s ahead: %s", j->sbx,
+				  *j->dir ? j->dir : ".", err.reason);
+
+		pthread_mutex_lock(&pf_lock);
+		d = dir_slot(j->sbx, j->dir);
+		if (dir_is(d, j->sbx, j->dir) && d->state == DIR_FETCHING) {
+			d->state = DIR_DONE;
+			d->stamp_ms = mono_ms();
+		}
+		pthread_cond_broadcast(&pf_done);
+		pthread_mutex_unlock(&pf_lock);
+		free(j->sbx);
+		free(j->dir);
+		free(j);
+	}
+	return NULL;
+}
+
+static void pf_start(void)
+{
+	pthread_attr_t at;
+	unsigned i;
+
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	for (i = 0; i < PREFETCH_WORKERS; i++) {
+		pthread_t t;
+
+		if (pthread_create(&t, &at, pf_worker, NULL) == 0)
+			pf_started = true;
+	}
+	pthread_attr_destroy(&at);
+}
+
+/* ---- the interface ----------------------------------------------------------- */
+
+void prefetch_listed(struct sbfs *fs, const char *sbx, const char *dir)
+{
+	long long now = mono_ms();
+	struct dir_rec *d;
+
+	if (window_ms(fs) <= 0)
+		return;
+	pthread_mutex_lock(&pf_lock);
+	d = dir_slot(sbx, dir);
+	if (dir_is(d, sbx, dir) &&
+	    (d->state == DIR_FETCHING ||
+	     (d->state == DIR_DONE && now - d->stamp_ms < window_ms(fs)))) {
+		pthread_mutex_unlock(&pf_lock);
+		return;
+	}
+	if (!dir_is(d, sbx, dir)) {
+		free(d->sbx);
+		free(d->dir);
+		d->sbx = xstrdup(sbx);
+		d->dir = xstrdup(dir);
+	}
+	d->state = DIR_SEEN;
+	d->first = 0;
+	d->stamp_ms = now;
+	pthread_mutex_unlock(&pf_lock);
+}
+
+void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
+{
+	char dir[PATH_MAX_BYTES + 1];
+	uint64_t me = key_hash(sbx, rel) | 1; /* never 0 */
+	long long now = mono_ms(), win = window_ms(fs);
+	struct dir_rec *d;
+	struct job *j;
+
+	if (win <= 0)
+		return;
+	pthread_once(&pf_once, pf_start);
+	parent_of(rel, dir, sizeof(dir));
+	pthread_mutex_lock(&pf_lock);
+	d = dir_slot(sbx, dir);
+	if (!pf_started ||
+	    (dir_is(d, sbx, dir) &&
+	     (d->state == DIR_FETCHING ||
+	      (d->state == DIR_DONE && now - d->stamp_ms < win)))) {
+		pthread_mutex_unlock(&pf_lock);
+		return;
+	}
+	if (!dir_is(d, sbx, dir) || d->state != DIR_SEEN ||
+	    now - d->stamp_ms >= win || d->first == me) {
+		/* The first file of a walk, perhaps: remember it. */
+		if (!dir_is(d, sbx, dir)) {
+			free(d->sbx);
+			free(d->dir);
+			d->sbx = xstrdup(sbx);
+			d->dir = xstrdup(dir);
+		}
+		d->state = DIR_SEEN;
+		d->first = me;
+		d->stamp_ms = now;
+		pthread_mutex_unlock(&pf_lock);
+		return;
+	}
+	/* A file of a directory just listed, or a second one: a walk. */
+	if (q_len >= QUEUE_MAX) {
+		pthread_mutex_unlock(&pf_lock);
+		return;
+	}
+	d->state = DIR_FETCHING;
+	j = xcalloc(1, sizeof(*j));
+	j->fs = fs;
+	j->sbx = xstrdup(sbx);
+	j->dir = xstrdup(dir);
+	if (q_tail != NULL)
+		q_tail->next = j;
+	else
+		q_head = j;
+	q_tail = j;
+	q_len++;
+	pthread_cond_signal(&pf_work);
+	pthread_mutex_unlock(&pf_lock);
+}
+
+bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
+		   char **data, size_t *len, char *etag)
+{
+	char dir[PATH_MAX_BYTES + 1], now_tag[PROTO_ETAG_MAX];
+	struct proto_attr a;
+	struct body *b, **pp;
+	struct timespec until;
+	struct dir_rec *d;
+	size_t keylen;
+	char *key;
+	bool ok = false;
+
+	if (!pf_started)
+		return false;
+	/* Too large to be in an answer: nothing to wait for. */
+	if (cache_get(fs->cache, sbx, rel, &a, NULL) &&
+	    a.size > PREFETCH_FILE_MAX)
+		return false;
+	parent_of(rel, dir, sizeof(dir));
+	key = make_key(sbx, rel, &keylen);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += fs->o.timeout_s > 0 ? fs->o.timeout_s : 60;
+	pthread_mutex_lock(&pf_lock);
+	d = dir_slot(sbx, dir);
+	/* The file's body may be on its way: waiting costs less than
+	 * asking for it again. */
+	while (dir_is(d, sbx, dir) && d->state == DIR_FETCHING &&
+	       *find_slot(key, keylen) == NULL) {
+		if (pthread_cond_timedwait(&pf_done, &pf_lock, &until) != 0)
+			break;
+	}
+	pp = find_slot(key, keylen);
+	b = *pp;
+	if (b != NULL) {
+		*data = b->data;
+		*len = b->len;
+		snprintf(etag, PROTO_ETAG_MAX, "%s", b->etag);
+		body_remove(pp, b, true);
+		ok = true;
+	}
+	pthread_mutex_unlock(&pf_lock);
+	free(key);
+	if (!ok)
+		return false;
+	/* Only while the attributes held still describe these contents. */
+	if (cache_get(fs->cache, sbx, rel, &a, NULL)) {
+		proto_attr_etag(&a, now_tag);
+		if (strcmp(now_tag, etag) == 0 && a.size == *len)
+			return true;
+	}
+	free(*data);
+	*data = NULL;
+	return false;
+}
+
+void prefetch_drop_sandbox(const char *sbx)
+{
+	size_t n = strlen(sbx) + 1;
+	struct body *b, *next;
+
+	pthread_mutex_lock(&pf_lock);
+	for (b = oldest; b != NULL; b = next) {
+		next = b->newer;
+		if (b->keylen >= n && memcmp(b->key, sbx, n) == 0)
+			body_remove(find_slot(b->key, b->keylen), b, false);
+	}
+	pthread_mutex_unlock(&pf_lock);
+}

@@ -1,0 +1,89 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# t-prefetch: a program that lists a directory and reads its files (grep
+# -r, rsync, tar c) gets the small files' contents in one request for the
+# directory (GET contents), not one request a file; a lone cat fetches no
+# directory; what is served is what the sandbox holds: the right bytes, a
+# change made in the sandbox once the attribute timeout passed, and this
+# mount's own writes at once.
+
+. "$(dirname "$0")/lib.sh"
+
+need_fuse
+
+# The agent's request log tells what was asked.
+agent_wrapper --log-level debug
+sbx_create a
+sbx_start a
+B=$(sbx_root a)
+F=$MNT/a/files
+ALOG=$(sbx_agent_log a)
+mount_fs attr_timeout=2,entry_timeout=2,negative_timeout=2
+
+# requests ROUTE: how many the agent served (its log names the route,
+# not the query).
+requests() {
+	grep -c "http: GET /sandboxfs/v1/$1" "$ALOG"
+}
+
+w() {
+	with_timeout 60 "$@"
+}
+
+mkdir -p "$B/w/sub"
+i=10
+while [ "$i" -lt 40 ]; do
+	head -c $((i * 97)) /dev/urandom >"$B/w/f$i"
+	i=$((i + 1))
+done
+head -c 600000 /dev/urandom >"$B/w/big"
+printf 'below\n' >"$B/w/sub/s"
+ln -s f10 "$B/w/link"
+# The sandbox's user owns its files.
+chown -hR --reference="$B" "$B/w"
+
+# ---- a walk: one request for the directory's small files --------------------
+contents0=$(requests 'contents ')
+reads0=$(requests 'read ')
+w ls "$F/w" >/dev/null || fail "ls w"
+for f in "$F"/w/f*; do
+	w cat "$f" || fail "cat $f"
+done >"$TMP/walk.mount"
+for f in "$B"/w/f*; do
+	cat "$f"
+done >"$TMP/walk.direct"
+assert_file_eq "$TMP/walk.direct" "$TMP/walk.mount" "the files read in a walk"
+assert_eq 1 "$(($(requests 'contents ') - contents0))" \
+	"GET contents of w during the walk"
+assert_eq 0 "$(($(requests 'read ') - reads0))" \
+	"GET read during the walk"
+# The large file is read as usual, and right.
+assert_file_eq "$B/w/big" "$F/w/big" "w/big"
+assert_content "$F/w/link" "$(cat "$B/w/f10")" "w/link (a symlink, not prefetched)"
+
+# ---- a lone cat fetches no directory ---------------------------------------
+sleep 2.5
+contents0=$(requests 'contents ')
+assert_content "$F/w/sub/s" "below" "w/sub/s"
+assert_file_eq "$B/w/f11" "$F/w/f11" "w/f11 read alone"
+assert_eq 0 "$(($(requests 'contents ') - contents0))" \
+	"GET contents after lone reads"
+
+# ---- a change in the sandbox shows once attr_timeout has passed -------------
+sleep 2.5
+printf 'changed in the sandbox\n' >"$B/w/f12"
+sleep 2.5
+w ls "$F/w" >/dev/null
+w cat "$F/w/f13" >/dev/null
+assert_content "$F/w/f12" "changed in the sandbox" "w/f12 after a change in the sandbox"
+
+# ---- this mount's own write is read back at once ------------------------------
+sleep 2.5
+w ls "$F/w" >/dev/null
+w cat "$F/w/f14" >/dev/null
+printf 'mine\n' >"$F/w/f20" || fail "write w/f20"
+assert_content "$F/w/f20" "mine" "w/f20 after this mount's write"
+assert_content "$B/w/f20" "mine" "w/f20 in the sandbox"
+
+finish
