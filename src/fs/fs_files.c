@@ -1068,7 +1068,9 @@ static int files_open(struct sbx *sb, const char *rel,
 		rc = revalidate(sb, rel, h, fi);
 		if (rc < 0)
 			goto fail;
-		if (acc == O_RDONLY && sb->ext_contents)
+		/* Pages the kernel keeps need no contents: nothing to
+		 * read ahead for them. */
+		if (acc == O_RDONLY && sb->ext_contents && !fi->keep_cache)
 			prefetch_opened(sb->fs, sb->id, rel);
 	}
 	fi->fh = (uint64_t)(uintptr_t)h;

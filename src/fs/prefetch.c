@@ -71,6 +71,8 @@ static struct body *oldest, *newest;
 static size_t held_bytes, held_files;
 static struct job *q_head, *q_tail;
 static size_t q_len;
+static unsigned pf_active; /* jobs a worker is on */
+static bool pf_stopping;
 
 static long long mono_ms(void)
 {
@@ -259,6 +261,7 @@ static void *pf_worker(void *arg)
 		if (q_head == NULL)
 			q_tail = NULL;
 		q_len--;
+		pf_active++;
 		pthread_mutex_unlock(&pf_lock);
 
 		f.fs = j->fs;
@@ -277,6 +280,7 @@ static void *pf_worker(void *arg)
 			d->state = DIR_DONE;
 			d->stamp_ms = mono_ms();
 		}
+		pf_active--;
 		pthread_cond_broadcast(&pf_done);
 		pthread_mutex_unlock(&pf_lock);
 		free(j->sbx);
@@ -453,5 +457,34 @@ void prefetch_drop_sandbox(const char *sbx)
 		if (b->keylen >= n && memcmp(b->key, sbx, n) == 0)
 			body_remove(find_slot(b->key, b->keylen), b, false);
 	}
+	pthread_mutex_unlock(&pf_lock);
+}
+
+void prefetch_shutdown(void)
+{
+	struct job *j;
+	unsigned i;
+
+	pthread_mutex_lock(&pf_lock);
+	pf_stopping = true;
+	while ((j = q_head) != NULL) {
+		q_head = j->next;
+		free(j->sbx);
+		free(j->dir);
+		free(j);
+	}
+	q_tail = NULL;
+	q_len = 0;
+	while (pf_active > 0)
+		pthread_cond_wait(&pf_done, &pf_lock);
+	while (oldest != NULL)
+		evict_oldest();
+	for (i = 0; i < DIR_SLOTS; i++) {
+		free(dirs[i].sbx);
+		free(dirs[i].dir);
+		memset(&dirs[i], 0, sizeof(dirs[i]));
+	}
+	/* Nothing refers to the old mount any more: a new one may fetch. */
+	pf_stopping = false;
 	pthread_mutex_unlock(&pf_lock);
 }

@@ -48,4 +48,9 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 /* Drop what is held for a sandbox (it was removed or restarted). */
 void prefetch_drop_sandbox(const char *sbx);
 
+/* Before fs goes away: no new fetches, the queued ones dropped, the ones
+ * under way waited for (each is bounded by the mount's deadlines), and
+ * everything held freed. */
+void prefetch_shutdown(void);
+
 #endif

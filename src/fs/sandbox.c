@@ -20,6 +20,7 @@
 #include "common/xalloc.h"
 #include "fs/cache.h"
 #include "fs/fs_i.h"
+#include "fs/prefetch.h"
 #include "provider_local.h"
 
 #ifdef HAVE_PROVIDER_AZURE
@@ -106,6 +107,7 @@ void sbfs_free(struct sbfs *fs)
 
 	if (fs == NULL)
 		return;
+	prefetch_shutdown();
 	for (sb = fs->sandboxes; sb != NULL; sb = next) {
 		next = sb->next;
 		fs_jobs_free(sb->jobs);
@@ -389,6 +391,7 @@ void sbfs_refresh(struct sbfs *fs, struct sbx *sb)
 	sb->health_known = false;
 	pthread_mutex_unlock(&sb->lock);
 	cache_drop_sandbox(fs->cache, sb->id);
+	prefetch_drop_sandbox(sb->id);
 }
 
 /* Outcomes an application asks about on purpose: not worth a warning. */
