@@ -31,6 +31,7 @@
 #define BODY_BUCKETS 4096
 #define PREFETCH_WORKERS 2
 #define QUEUE_MAX 64
+#define SUBDIRS_AHEAD 8 /* of a walked directory, fetched next */
 
 enum dir_state { DIR_FREE = 0, DIR_SEEN, DIR_FETCHING, DIR_DONE };
 
@@ -57,6 +58,7 @@ struct job {
 	struct sbfs *fs;
 	char *sbx;
 	char *dir;
+	bool ahead; /* a subdirectory of a walked one: fetches no further */
 	struct job *next;
 };
 
@@ -243,6 +245,85 @@ static bool dir_is(const struct dir_rec *d, const char *sbx, const char *dir)
 	       strcmp(d->dir, dir) == 0;
 }
 
+/* Queue a fetch of dir and mark it FETCHING (pf_lock held). */
+static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
+		    bool ahead)
+{
+	struct dir_rec *d = dir_slot(sbx, dir);
+	struct job *j;
+
+	if (q_len >= QUEUE_MAX || pf_stopping)
+		return false;
+	if (!dir_is(d, sbx, dir)) {
+		/* Another directory's fetch under way keeps its slot. */
+		if (d->state == DIR_FETCHING)
+			return false;
+		free(d->sbx);
+		free(d->dir);
+		d->sbx = xstrdup(sbx);
+		d->dir = xstrdup(dir);
+	}
+	d->state = DIR_FETCHING;
+	j = xcalloc(1, sizeof(*j));
+	j->fs = fs;
+	j->sbx = xstrdup(sbx);
+	j->dir = xstrdup(dir);
+	j->ahead = ahead;
+	if (q_tail != NULL)
+		q_tail->next = j;
+	else
+		q_head = j;
+	q_tail = j;
+	q_len++;
+	pthread_cond_signal(&pf_work);
+	return true;
+}
+
+struct subdirs {
+	char *names[SUBDIRS_AHEAD];
+	size_t n;
+};
+
+static void collect_subdir(void *ud, const char *name, enum proto_ftype type)
+{
+	struct subdirs *sd = ud;
+
+	if (type == PROTO_FT_DIR && sd->n < SUBDIRS_AHEAD)
+		sd->names[sd->n++] = xstrdup(name);
+}
+
+/*
+ * A walker that reads a directory's files goes into its subdirectories
+ * next: fetch the first few of them ahead, so that their files (and the
+ * agent's disk) are ready when it gets there. Only one level: what the
+ * walker does not reach is not fetched further.
+ */
+static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
+				const char *dir)
+{
+	long long now = mono_ms(), win = window_ms(fs);
+	struct subdirs sd;
+	size_t i;
+
+	sd.n = 0;
+	if (!cache_dir_each(fs->cache, sbx, dir, collect_subdir, &sd))
+		return;
+	pthread_mutex_lock(&pf_lock);
+	for (i = 0; i < sd.n; i++) {
+		char *sub = *dir == '\0' ? xstrdup(sd.names[i])
+					 : xasprintf("%s/%s", dir, sd.names[i]);
+		struct dir_rec *d = dir_slot(sbx, sub);
+
+		if (!(dir_is(d, sbx, sub) &&
+		      (d->state == DIR_FETCHING ||
+		       (d->state == DIR_DONE && now - d->stamp_ms < win))))
+			enqueue(fs, sbx, sub, true);
+		free(sub);
+		free(sd.names[i]);
+	}
+	pthread_mutex_unlock(&pf_lock);
+}
+
 static void *pf_worker(void *arg)
 {
 	(void)arg;
@@ -273,6 +354,8 @@ static void *pf_worker(void *arg)
 		if (rc < 0)
 			log_debug("sandbox %s: reading %s ahead: %s", j->sbx,
 				  *j->dir ? j->dir : ".", err.reason);
+		else if (!j->ahead)
+			fetch_subdirs_ahead(j->fs, j->sbx, j->dir);
 
 		pthread_mutex_lock(&pf_lock);
 		d = dir_slot(j->sbx, j->dir);
@@ -341,7 +424,6 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 	uint64_t me = key_hash(sbx, rel) | 1; /* never 0 */
 	long long now = mono_ms(), win = window_ms(fs);
 	struct dir_rec *d;
-	struct job *j;
 
 	if (win <= 0)
 		return;
@@ -372,22 +454,7 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 		return;
 	}
 	/* A file of a directory just listed, or a second one: a walk. */
-	if (q_len >= QUEUE_MAX) {
-		pthread_mutex_unlock(&pf_lock);
-		return;
-	}
-	d->state = DIR_FETCHING;
-	j = xcalloc(1, sizeof(*j));
-	j->fs = fs;
-	j->sbx = xstrdup(sbx);
-	j->dir = xstrdup(dir);
-	if (q_tail != NULL)
-		q_tail->next = j;
-	else
-		q_head = j;
-	q_tail = j;
-	q_len++;
-	pthread_cond_signal(&pf_work);
+	enqueue(fs, sbx, dir, false);
 	pthread_mutex_unlock(&pf_lock);
 }
 
