@@ -276,6 +276,8 @@ static pthread_mutex_t ra_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ra_cond = PTHREAD_COND_INITIALIZER;
 static struct ra_job *ra_head, *ra_tail;
 static pthread_once_t ra_once = PTHREAD_ONCE_INIT;
+static pthread_cond_t ra_idle = PTHREAD_COND_INITIALIZER;
+static unsigned ra_pending; /* jobs queued or being fetched; ra_lock */
 static atomic_size_t ra_bytes; /* chunk memory in use, all handles */
 
 /* An open file. */
@@ -371,6 +373,10 @@ static void *ra_worker(void *arg)
 		pthread_cond_broadcast(&h->cond);
 		pthread_mutex_unlock(&h->lock);
 		handle_unref(h);
+		pthread_mutex_lock(&ra_lock);
+		if (--ra_pending == 0)
+			pthread_cond_broadcast(&ra_idle);
+		pthread_mutex_unlock(&ra_lock);
 	}
 	return NULL;
 }
@@ -430,9 +436,18 @@ static bool ra_schedule(struct handle *h, uint64_t off)
 	else
 		ra_head = j;
 	ra_tail = j;
+	ra_pending++;
 	pthread_cond_signal(&ra_cond);
 	pthread_mutex_unlock(&ra_lock);
 	return true;
+}
+
+void fs_files_shutdown(void)
+{
+	pthread_mutex_lock(&ra_lock);
+	while (ra_pending > 0)
+		pthread_cond_wait(&ra_idle, &ra_lock);
+	pthread_mutex_unlock(&ra_lock);
 }
 
 /* Drop every chunk that is not being fetched (h->lock held). */

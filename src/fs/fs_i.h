@@ -224,6 +224,9 @@ struct fs_tree_ops {
 };
 
 extern const struct fs_tree_ops fs_files_ops; /* the extension */
+/* Before the mount goes away: wait for the readahead fetches under way
+ * (each bounded by the mount's deadlines). */
+void fs_files_shutdown(void);
 extern const struct fs_tree_ops fs_files_v1_ops; /* v1 and native */
 
 /* The table for a sandbox entered with health (ext, v1 or native). */

@@ -108,6 +108,7 @@ void sbfs_free(struct sbfs *fs)
 	if (fs == NULL)
 		return;
 	prefetch_shutdown();
+	fs_files_shutdown();
 	for (sb = fs->sandboxes; sb != NULL; sb = next) {
 		next = sb->next;
 		fs_jobs_free(sb->jobs);
