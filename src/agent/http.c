@@ -1523,14 +1523,18 @@ void agent_http_stop(struct agent *a)
 	struct timespec ts;
 	uint64_t one = 1;
 	int waited = 0;
-	int lfd;
 
 	if (h == NULL)
 		return;
 	atomic_store(&h->stopping, true);
-	/* No new connections; the quiesced listening socket is ours again. */
-	lfd = MHD_quiesce_daemon(h->d);
 	/*
+	 * No MHD_quiesce_daemon here: with a thread pool on epoll, libmicro-
+	 * httpd 0.9.75 removes the listening socket from each worker's epoll
+	 * set from this thread while the workers may be removing it
+	 * themselves, and the loser of that race aborts the process. A
+	 * connection accepted during the short sweep below is served like
+	 * any other (nothing suspends any more) and closed by the stop.
+	 *
 	 * The library must not be stopped with a connection suspended. Once
 	 * stopping is set nothing suspends again (content readers end the
 	 * stream with an error, new deferrals are not parked), so resuming
@@ -1545,8 +1549,6 @@ void agent_http_stop(struct agent *a)
 			break;
 	}
 	MHD_stop_daemon(h->d);
-	if (lfd >= 0)
-		close(lfd);
 	atomic_store(&h->watch_stop, true);
 	if (write(h->watch_wake, &one, sizeof(one)) < 0)
 		log_debug("http: eventfd write: %s", strerror(errno));
