@@ -20,7 +20,10 @@ sbx_start a
 B=$(sbx_root a)
 F=$MNT/a/files
 ALOG=$(sbx_agent_log a)
-mount_fs attr_timeout=2,entry_timeout=2,negative_timeout=2
+# The walk must fit in attr_timeout (what is read ahead is good for that
+# long); the waits below outlast it.
+T=$((2 * SLOW))
+mount_fs attr_timeout=$T,entry_timeout=$T,negative_timeout=$T
 
 # requests ROUTE: how many the agent served (its log names the route,
 # not the query).
@@ -65,7 +68,7 @@ assert_file_eq "$B/w/big" "$F/w/big" "w/big"
 assert_content "$F/w/link" "$(cat "$B/w/f10")" "w/link (a symlink, not prefetched)"
 
 # ---- a lone cat fetches no directory ---------------------------------------
-sleep 2.5
+sleep $((T + 1))
 contents0=$(requests 'contents ')
 assert_content "$F/w/sub/s" "below" "w/sub/s"
 assert_file_eq "$B/w/f11" "$F/w/f11" "w/f11 read alone"
@@ -73,15 +76,15 @@ assert_eq 0 "$(($(requests 'contents ') - contents0))" \
 	"GET contents after lone reads"
 
 # ---- a change in the sandbox shows once attr_timeout has passed -------------
-sleep 2.5
+sleep $((T + 1))
 printf 'changed in the sandbox\n' >"$B/w/f12"
-sleep 2.5
+sleep $((T + 1))
 w ls "$F/w" >/dev/null
 w cat "$F/w/f13" >/dev/null
 assert_content "$F/w/f12" "changed in the sandbox" "w/f12 after a change in the sandbox"
 
 # ---- this mount's own write is read back at once ------------------------------
-sleep 2.5
+sleep $((T + 1))
 w ls "$F/w" >/dev/null
 w cat "$F/w/f14" >/dev/null
 printf 'mine\n' >"$F/w/f20" || fail "write w/f20"
