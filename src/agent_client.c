@@ -529,50 +529,103 @@ out:
 	return rc;
 }
 
+/* Records of a contents answer, handed on as each one is whole. */
+struct contents_sink {
+	struct buf pending; /* bytes of the record under way */
+	bool have_head;
+	struct proto_dirent ent; /* its attribute line, once whole */
+	size_t head;
+	size_t total, limit; /* bytes seen, and the most allowed */
+	ac_contents_fn fn;
+	void *ud;
+};
+
+static int contents_sink_cb(void *arg, const void *data, size_t len)
+{
+	struct contents_sink *cs = arg;
+	int rc;
+
+	if (len > cs->limit - cs->total)
+		return -EFBIG;
+	cs->total += len;
+	rc = buf_append(&cs->pending, data, len);
+	if (rc < 0)
+		return rc;
+	for (;;) {
+		size_t whole;
+
+		if (!cs->have_head) {
+			memset(&cs->ent, 0, sizeof(cs->ent));
+			rc = proto_contents_head(cs->pending.data,
+						 cs->pending.len, &cs->ent,
+						 &cs->head);
+			if (rc <= 0)
+				return rc;
+			cs->have_head = true;
+		}
+		whole = cs->head + (size_t)cs->ent.attr.size;
+		if (cs->pending.len < whole)
+			return 0;
+		rc = cs->fn(cs->ud, cs->ent.name, &cs->ent.attr,
+			    cs->pending.data + cs->head,
+			    (size_t)cs->ent.attr.size);
+		free(cs->ent.name);
+		cs->ent.name = NULL;
+		cs->have_head = false;
+		if (rc < 0)
+			return rc;
+		memmove(cs->pending.data, cs->pending.data + whole,
+			cs->pending.len - whole);
+		cs->pending.len -= whole;
+	}
+}
+
 int ac_contents(struct transport *t, const char *id, const char *dir,
 		size_t max_file, size_t max_bytes, ac_contents_fn fn, void *ud,
 		struct sbx_error *err)
 {
+	struct contents_sink cs;
 	struct transport_resp resp;
 	struct buf q = BUF_INIT(0);
-	size_t pos = 0, limit;
+	struct transport_req req = {
+		.op = TRANSPORT_OP_FILES,
+		.idempotent = true,
+		.method = "GET",
+		.sink = contents_sink_cb,
+	};
 	int rc;
 
 	if (max_bytes == 0 || max_bytes > PROTO_EXT_CONTENTS_BYTES_MAX)
 		max_bytes = PROTO_EXT_CONTENTS_BYTES_DEFAULT;
-	limit = max_bytes + PROTO_EXT_CONTENTS_FILES_MAX *
-				    (PROTO_EXT_CONTENTS_LINE_MAX + 1);
+	if (max_file == 0 || max_file > PROTO_EXT_CONTENTS_FILE_MAX)
+		max_file = PROTO_EXT_CONTENTS_FILE_MAX;
+	memset(&cs, 0, sizeof(cs));
+	/* One record at a time: its line and its bytes. */
+	buf_init(&cs.pending, PROTO_EXT_CONTENTS_LINE_MAX + 1 + max_file);
+	cs.limit = max_bytes + PROTO_EXT_CONTENTS_FILES_MAX *
+				       (PROTO_EXT_CONTENTS_LINE_MAX + 1);
+	cs.fn = fn;
+	cs.ud = ud;
+	req.sink_arg = &cs;
 	transport_resp_init(&resp);
 	rc = path_query(&q, EXT_PREFIX "contents", dir, NULL);
-	if (rc == 0 && max_file > 0)
-		rc = buf_printf(&q, "&maxFile=%zu", max_file);
 	if (rc == 0)
-		rc = buf_printf(&q, "&maxBytes=%zu", max_bytes);
+		rc = buf_printf(&q, "&maxFile=%zu&maxBytes=%zu", max_file,
+				max_bytes);
 	if (rc < 0) {
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL, limit,
-		    &resp, err);
-	if (rc < 0)
-		goto out;
-	for (;;) {
-		struct proto_dirent ent;
-		const char *data;
-
-		memset(&ent, 0, sizeof(ent));
-		rc = proto_contents_next(resp.body.data, resp.body.len, &pos,
-					 &ent, &data);
-		if (rc <= 0)
-			break;
-		rc = fn(ud, ent.name, &ent.attr, data, (size_t)ent.attr.size);
-		free(ent.name);
-		if (rc < 0)
-			goto out;
-	}
-	if (rc < 0)
+	req.path = q.data;
+	rc = transport_send(t, id, &req, &resp, err);
+	if (rc == 0 && (cs.have_head || cs.pending.len > 0)) {
+		/* The answer ended inside a record. */
+		rc = -EINVAL;
 		bad_answer(err, TRANSPORT_OP_FILES, rc);
+	}
 out:
+	free(cs.ent.name);
+	buf_cleanup(&cs.pending);
 	transport_resp_cleanup(&resp);
 	buf_cleanup(&q);
 	return rc;

@@ -2079,6 +2079,9 @@ START_TEST(wire_contents)
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_ptr_nonnull(strstr(r.headers.data,
 				     "Content-Type: application/octet-stream"));
+	/* Streamed: each file goes out as it is read. */
+	ck_assert_ptr_nonnull(
+		strcasestr(r.headers.data, "Transfer-Encoding: chunked"));
 	n = decode_contents(&r, files, 16);
 	th_resp_cleanup(&r);
 	ck_assert_uint_eq(n, 2);

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +26,10 @@
 #include <unistd.h>
 
 #include "agent/fsops.h"
+#include "agent/jobs.h"
 #include "agent/routes.h"
 #include "common/errname.h"
+#include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
@@ -738,10 +741,18 @@ static bool parse_time_arg(const char *s, struct timespec *ts)
 
 /* ---- GET contents ---------------------------------------------------------- */
 
+/* Records queued on a streamed answer; a writer blocks past this many. */
+#define CONTENTS_STREAM_DEPTH 8
+
 struct contents_walk {
-	struct buf *out;
+	struct buf *out; /* the whole answer (buffered), or NULL */
+	struct agent_stream *s; /* the streamed answer, or NULL */
+	struct agent_jobs *jobs;
+	struct buf rec; /* one record, for the stream */
+	size_t max_file;
 	size_t left; /* bytes of contents still allowed */
 	size_t files;
+	int fd; /* the directory (streamed answers) */
 };
 
 static int contents_add(void *ud, const char *name, const struct stat *st,
@@ -749,6 +760,7 @@ static int contents_add(void *ud, const char *name, const struct stat *st,
 {
 	struct contents_walk *w = ud;
 	struct proto_attr pa;
+	int rc;
 
 	if (w->files == PROTO_EXT_CONTENTS_FILES_MAX)
 		return FSOPS_LIST_FULL;
@@ -757,11 +769,72 @@ static int contents_add(void *ud, const char *name, const struct stat *st,
 	if (len > w->left)
 		return FSOPS_LIST_FULL;
 	attr_from_stat(st, &pa);
-	if (proto_contents_add(w->out, name, &pa, data, len) != 0)
-		return -ENOMEM;
+	if (w->s == NULL) {
+		if (proto_contents_add(w->out, name, &pa, data, len) != 0)
+			return -ENOMEM;
+	} else {
+		buf_reset(&w->rec);
+		if (proto_contents_add(&w->rec, name, &pa, data, len) != 0)
+			return -ENOMEM;
+		/* -EPIPE: the client is gone; the walk stops. */
+		rc = agent_stream_write(w->s, w->rec.data, w->rec.len);
+		if (rc < 0)
+			return rc;
+	}
 	w->left -= len;
 	w->files++;
 	return 0;
+}
+
+/* A streamed answer's writer: each file goes out as soon as it is read,
+ * so the client's reader takes it while the next one is read. */
+static void *contents_main(void *arg)
+{
+	struct contents_walk *w = arg;
+	int rc;
+
+	rc = fsops_contents_fd(w->fd, w->max_file, contents_add, w);
+	if (rc < 0 && rc != -EPIPE)
+		log_debug("contents: the answer ends early: %s", strerror(-rc));
+	agent_stream_finish(w->s);
+	agent_jobs_exec_end(w->jobs);
+	buf_cleanup(&w->rec);
+	free(w);
+	return NULL;
+}
+
+/* Stream the answer from a thread of its own; false when that cannot be
+ * (the agent is stopping, no thread): the caller answers it whole. */
+static bool contents_stream(struct agent_req *r, struct contents_walk *w)
+{
+	pthread_attr_t attr;
+	pthread_t thread;
+	int rc;
+
+	/* Counted with exec's streams: the agent waits for them to end
+	 * when it stops. */
+	if (agent_jobs_exec_begin(w->jobs) < 0)
+		return false;
+	if (agent_reply_stream(r, 200, "application/octet-stream",
+			       CONTENTS_STREAM_DEPTH, &w->s) < 0) {
+		agent_jobs_exec_end(w->jobs);
+		w->s = NULL;
+		return false;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&thread, &attr, contents_main, w);
+	pthread_attr_destroy(&attr);
+	if (rc != 0) {
+		/* Committed already: an empty answer, the client reads the
+		 * files one by one. */
+		agent_stream_finish(w->s);
+		agent_jobs_exec_end(w->jobs);
+		close(w->fd);
+		buf_cleanup(&w->rec);
+		free(w);
+	}
+	return true;
 }
 
 static int route_contents(struct agent_req *r)
@@ -774,10 +847,10 @@ static int route_contents(struct agent_req *r)
 	uint64_t max_file = PROTO_EXT_CONTENTS_FILE_DEFAULT;
 	uint64_t max_bytes = PROTO_EXT_CONTENTS_BYTES_DEFAULT;
 	struct buf out = BUF_INIT(0);
-	struct contents_walk w;
+	struct contents_walk *w;
 	char rel[REL_MAX];
 	enum path_verdict v;
-	int rc;
+	int fd, rc;
 
 	if (raw == NULL)
 		return agent_reply_text(r, 400, TXT_NO_PATH);
@@ -792,14 +865,27 @@ static int route_contents(struct agent_req *r)
 		return reply_invalid(r, "maxBytes must be at most 16777216");
 	if (max_file > max_bytes)
 		max_file = max_bytes;
-	/* Contents, plus one attribute line a file at most. */
+	/* The directory's own errors are answers; past this, 200. */
+	fd = fsops_contents_open(a, rel);
+	if (fd < 0)
+		return reply_errno(r, fd, raw);
+	w = xcalloc(1, sizeof(*w));
+	w->jobs = a->jobs;
+	w->max_file = (size_t)max_file;
+	w->left = (size_t)max_bytes;
+	w->fd = fd;
+	/* One record, its line and its bytes, at a time. */
+	buf_init(&w->rec, PROTO_EXT_CONTENTS_LINE_MAX + 1 + (size_t)max_file);
+	if (contents_stream(r, w))
+		return 0;
+	/* Whole: contents plus one attribute line a file at most. */
 	buf_init(&out,
 		 (size_t)max_bytes + PROTO_EXT_CONTENTS_FILES_MAX *
 					     (PROTO_EXT_CONTENTS_LINE_MAX + 1));
-	w.out = &out;
-	w.left = (size_t)max_bytes;
-	w.files = 0;
-	rc = fsops_contents(a, rel, (size_t)max_file, contents_add, &w);
+	w->out = &out;
+	rc = fsops_contents_fd(fd, (size_t)max_file, contents_add, w);
+	buf_cleanup(&w->rec);
+	free(w);
 	if (rc < 0) {
 		buf_cleanup(&out);
 		if (rc == -ENOMEM)

@@ -167,5 +167,11 @@ typedef int (*fsops_body_fn)(void *ud, const char *name, const struct stat *st,
 int fsops_contents(const struct agent *a, const char *rel, size_t max_file,
 		   fsops_body_fn fn, void *ud)
 	__attribute__((warn_unused_result));
+/* The same in two steps: open the directory (its errors come first, before
+ * an answer is committed), then walk it; fsops_contents_fd closes fd. */
+int fsops_contents_open(const struct agent *a, const char *rel)
+	__attribute__((warn_unused_result));
+int fsops_contents_fd(int fd, size_t max_file, fsops_body_fn fn, void *ud)
+	__attribute__((warn_unused_result));
 
 #endif

@@ -1026,40 +1026,54 @@ int proto_contents_add(struct buf *out, const char *name,
 	return rc;
 }
 
-int proto_contents_next(const char *p, size_t n, size_t *pos,
-			struct proto_dirent *ent, const char **data)
+int proto_contents_head(const char *p, size_t n, struct proto_dirent *ent,
+			size_t *head)
 {
-	const char *s, *nl;
-	size_t left;
+	size_t scan = n < PROTO_EXT_CONTENTS_LINE_MAX + 1
+			      ? n
+			      : PROTO_EXT_CONTENTS_LINE_MAX + 1;
+	const char *nl = memchr(p, '\n', scan);
 	cJSON *root;
 	int rc = 0;
 
-	if (*pos >= n)
-		return 0;
-	s = p + *pos;
-	left = n - *pos;
-	nl = memchr(s, '\n',
-		    left < PROTO_EXT_CONTENTS_LINE_MAX + 1
-			    ? left
-			    : PROTO_EXT_CONTENTS_LINE_MAX + 1);
 	if (nl == NULL)
-		return -EINVAL;
-	root = parse_object(s, (size_t)(nl - s), &rc);
+		return n > PROTO_EXT_CONTENTS_LINE_MAX ? -EINVAL : 0;
+	root = parse_object(p, (size_t)(nl - p), &rc);
 	if (root == NULL)
 		return rc;
 	rc = dirent_from_json(root, ent);
 	cJSON_Delete(root);
 	if (rc < 0)
 		return rc;
-	left -= (size_t)(nl - s) + 1;
-	if (ent->attr.type != PROTO_FT_FILE || ent->target != NULL ||
-	    ent->attr.size > left) {
+	if (ent->attr.type != PROTO_FT_FILE || ent->target != NULL) {
 		free(ent->name);
 		free(ent->target);
 		ent->name = ent->target = NULL;
 		return -EINVAL;
 	}
-	*data = nl + 1;
-	*pos = (size_t)(nl + 1 - p) + (size_t)ent->attr.size;
+	*head = (size_t)(nl - p) + 1;
+	return 1;
+}
+
+int proto_contents_next(const char *p, size_t n, size_t *pos,
+			struct proto_dirent *ent, const char **data)
+{
+	size_t head = 0;
+	int rc;
+
+	if (*pos >= n)
+		return 0;
+	rc = proto_contents_head(p + *pos, n - *pos, ent, &head);
+	if (rc == 0)
+		return -EINVAL; /* a line cut short */
+	if (rc < 0)
+		return rc;
+	if (ent->attr.size > n - *pos - head) {
+		free(ent->name);
+		ent->name = NULL;
+		return -EINVAL;
+	}
+	*data = p + *pos + head;
+	*pos += head + (size_t)ent->attr.size;
 	return 1;
 }

@@ -237,6 +237,12 @@ int proto_contents_add(struct buf *out, const char *name,
 int proto_contents_next(const char *p, size_t n, size_t *pos,
 			struct proto_dirent *ent, const char **data)
 	__attribute__((warn_unused_result));
+/* The attribute line of the record that starts p (n bytes so far, as
+ * they arrive): 1 with ent (the caller frees ent->name) and *head, the
+ * line's length with its newline (the contents follow it); 0 when the
+ * line is not all there yet; -EINVAL as proto_contents_next says. */
+int proto_contents_head(const char *p, size_t n, struct proto_dirent *ent,
+			size_t *head) __attribute__((warn_unused_result));
 
 /* A timestamp for utimens. */
 enum proto_time_how {

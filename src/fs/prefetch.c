@@ -227,6 +227,9 @@ static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
 	proto_attr_etag(a, etag);
 	pthread_mutex_lock(&pf_lock);
 	body_put(f->sbx, rel, data, len, etag);
+	/* The answer arrives a file at a time: a reader waiting for this
+	 * one goes on now. */
+	pthread_cond_broadcast(&pf_done);
 	pthread_mutex_unlock(&pf_lock);
 	free(rel);
 	return 0;
