@@ -731,16 +731,6 @@ int fsops_contents_open(const struct agent *a, const char *rel)
 	return open_beneath(a, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
 }
 
-int fsops_contents(const struct agent *a, const char *rel, size_t max_file,
-		   fsops_body_fn fn, void *ud)
-{
-	int fd = fsops_contents_open(a, rel);
-
-	if (fd < 0)
-		return fd;
-	return fsops_contents_fd(fd, max_file, fn, ud);
-}
-
 int fsops_contents_fd(int fd, size_t max_file, fsops_body_fn fn, void *ud)
 {
 	char *dents = NULL, *body = NULL;

@@ -153,22 +153,19 @@ int fsops_list(const struct agent *a, const char *rel, int64_t cursor,
 	__attribute__((warn_unused_result));
 
 /*
- * The small regular files directly in directory rel, in directory order:
- * fn gets each one's name, attributes and whole contents (at most
- * max_file bytes; larger files, other types and symlinks are passed
- * over, as are files that cannot be opened or that changed while being
- * read). A file is opened by its name in the directory, never through a
- * symlink. Stops when fn returns FSOPS_LIST_FULL; a negative errno from
- * fn is returned.
+ * The small regular files directly in a directory, in directory order:
+ * fsops_contents_open() opens directory rel (its errors come first, before
+ * an answer is committed); fsops_contents_fd() walks it and closes fd. fn
+ * gets each file's name, attributes and whole contents (at most max_file
+ * bytes; larger files, other types and symlinks are passed over, as are
+ * files that cannot be opened or that changed while being read). A file
+ * is opened by its name in the directory, never through a symlink. The
+ * walk stops when fn returns FSOPS_LIST_FULL; a negative errno from fn is
+ * returned.
  */
 typedef int (*fsops_body_fn)(void *ud, const char *name, const struct stat *st,
 			     const void *data, size_t len);
 
-int fsops_contents(const struct agent *a, const char *rel, size_t max_file,
-		   fsops_body_fn fn, void *ud)
-	__attribute__((warn_unused_result));
-/* The same in two steps: open the directory (its errors come first, before
- * an answer is committed), then walk it; fsops_contents_fd closes fd. */
 int fsops_contents_open(const struct agent *a, const char *rel)
 	__attribute__((warn_unused_result));
 int fsops_contents_fd(int fd, size_t max_file, fsops_body_fn fn, void *ud)

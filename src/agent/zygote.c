@@ -343,14 +343,13 @@ SHARED_VM_CODE static void cloexec_from(int lowfd, int maxfd)
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-/* The command: pid 2 of its namespace, in its init's process group. */
-SHARED_VM_CODE static int command_main(void *arg)
+/* Every disposition back to the default, nothing blocked: what a new
+ * program is owed (async-signal-safe). */
+SHARED_VM_CODE static void signals_to_default(void)
 {
-	const struct zplan *p = arg;
-	char found[PATH_MAX];
 	struct sigaction sa;
-	int stage = ZST_SETUP, sig;
 	sigset_t none;
+	int sig;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_DFL;
@@ -359,6 +358,16 @@ SHARED_VM_CODE static int command_main(void *arg)
 			sigaction(sig, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* The command: pid 2 of its namespace, in its init's process group. */
+SHARED_VM_CODE static int command_main(void *arg)
+{
+	const struct zplan *p = arg;
+	char found[PATH_MAX];
+	int stage = ZST_SETUP;
+
+	signals_to_default();
 	if (dup2(p->in_fd, 0) < 0 || dup2(p->out_fd, 1) < 0 ||
 	    dup2(p->err_fd, 2) < 0)
 		goto fail;
@@ -1202,17 +1211,9 @@ __attribute__((noreturn)) static void start_child(const struct start_plan *p)
 {
 	static char *const no_env[] = {NULL};
 	struct start_report r = {1, 0};
-	struct sigaction sa;
-	int sig, i, tmp[5], rep;
-	sigset_t none;
+	int i, tmp[5], rep;
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	signals_to_default();
 	/* Out of the way of the agent's process group and terminal. */
 	setsid();
 	rep = fcntl(p->rep_w, F_DUPFD_CLOEXEC, 16);

@@ -248,6 +248,37 @@ static bool dir_is(const struct dir_rec *d, const char *sbx, const char *dir)
 	       strcmp(d->dir, dir) == 0;
 }
 
+/* dir is being fetched, or was less than win ms ago (pf_lock held). */
+static bool dir_busy(const struct dir_rec *d, const char *sbx, const char *dir,
+		     long long now, long long win)
+{
+	return dir_is(d, sbx, dir) &&
+	       (d->state == DIR_FETCHING ||
+		(d->state == DIR_DONE && now - d->stamp_ms < win));
+}
+
+/* Make d dir's record, taking the slot from another directory's when it
+ * must (pf_lock held). */
+static void dir_claim(struct dir_rec *d, const char *sbx, const char *dir)
+{
+	if (dir_is(d, sbx, dir))
+		return;
+	free(d->sbx);
+	free(d->dir);
+	d->sbx = xstrdup(sbx);
+	d->dir = xstrdup(dir);
+}
+
+/* dir was listed (first 0) or its file first opened (pf_lock held). */
+static void dir_seen(struct dir_rec *d, const char *sbx, const char *dir,
+		     uint64_t first, long long now)
+{
+	dir_claim(d, sbx, dir);
+	d->state = DIR_SEEN;
+	d->first = first;
+	d->stamp_ms = now;
+}
+
 /* Queue a fetch of dir and mark it FETCHING (pf_lock held). */
 static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 		    bool ahead)
@@ -257,15 +288,10 @@ static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 
 	if (q_len >= QUEUE_MAX || pf_stopping)
 		return false;
-	if (!dir_is(d, sbx, dir)) {
-		/* Another directory's fetch under way keeps its slot. */
-		if (d->state == DIR_FETCHING)
-			return false;
-		free(d->sbx);
-		free(d->dir);
-		d->sbx = xstrdup(sbx);
-		d->dir = xstrdup(dir);
-	}
+	/* Another directory's fetch under way keeps its slot. */
+	if (!dir_is(d, sbx, dir) && d->state == DIR_FETCHING)
+		return false;
+	dir_claim(d, sbx, dir);
 	d->state = DIR_FETCHING;
 	j = xcalloc(1, sizeof(*j));
 	j->fs = fs;
@@ -317,9 +343,7 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 					 : xasprintf("%s/%s", dir, sd.names[i]);
 		struct dir_rec *d = dir_slot(sbx, sub);
 
-		if (!(dir_is(d, sbx, sub) &&
-		      (d->state == DIR_FETCHING ||
-		       (d->state == DIR_DONE && now - d->stamp_ms < win))))
+		if (!dir_busy(d, sbx, sub, now, win))
 			enqueue(fs, sbx, sub, true);
 		free(sub);
 		free(sd.names[i]);
@@ -396,28 +420,15 @@ static void pf_start(void)
 
 void prefetch_listed(struct sbfs *fs, const char *sbx, const char *dir)
 {
-	long long now = mono_ms();
+	long long now = mono_ms(), win = window_ms(fs);
 	struct dir_rec *d;
 
-	if (window_ms(fs) <= 0)
+	if (win <= 0)
 		return;
 	pthread_mutex_lock(&pf_lock);
 	d = dir_slot(sbx, dir);
-	if (dir_is(d, sbx, dir) &&
-	    (d->state == DIR_FETCHING ||
-	     (d->state == DIR_DONE && now - d->stamp_ms < window_ms(fs)))) {
-		pthread_mutex_unlock(&pf_lock);
-		return;
-	}
-	if (!dir_is(d, sbx, dir)) {
-		free(d->sbx);
-		free(d->dir);
-		d->sbx = xstrdup(sbx);
-		d->dir = xstrdup(dir);
-	}
-	d->state = DIR_SEEN;
-	d->first = 0;
-	d->stamp_ms = now;
+	if (!dir_busy(d, sbx, dir, now, win))
+		dir_seen(d, sbx, dir, 0, now);
 	pthread_mutex_unlock(&pf_lock);
 }
 
@@ -434,30 +445,17 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 	parent_of(rel, dir, sizeof(dir));
 	pthread_mutex_lock(&pf_lock);
 	d = dir_slot(sbx, dir);
-	if (!pf_started ||
-	    (dir_is(d, sbx, dir) &&
-	     (d->state == DIR_FETCHING ||
-	      (d->state == DIR_DONE && now - d->stamp_ms < win)))) {
-		pthread_mutex_unlock(&pf_lock);
-		return;
-	}
-	if (!dir_is(d, sbx, dir) || d->state != DIR_SEEN ||
-	    now - d->stamp_ms >= win || d->first == me) {
+	if (!pf_started || dir_busy(d, sbx, dir, now, win)) {
+		/* Nothing to do. */
+	} else if (!dir_is(d, sbx, dir) || d->state != DIR_SEEN ||
+		   now - d->stamp_ms >= win || d->first == me) {
 		/* The first file of a walk, perhaps: remember it. */
-		if (!dir_is(d, sbx, dir)) {
-			free(d->sbx);
-			free(d->dir);
-			d->sbx = xstrdup(sbx);
-			d->dir = xstrdup(dir);
-		}
-		d->state = DIR_SEEN;
-		d->first = me;
-		d->stamp_ms = now;
-		pthread_mutex_unlock(&pf_lock);
-		return;
+		dir_seen(d, sbx, dir, me, now);
+	} else {
+		/* A file of a directory just listed, or a second one: a
+		 * walk. */
+		enqueue(fs, sbx, dir, false);
 	}
-	/* A file of a directory just listed, or a second one: a walk. */
-	enqueue(fs, sbx, dir, false);
 	pthread_mutex_unlock(&pf_lock);
 }
 
