@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,13 @@ int main(int argc, char *argv[])
 	int rc, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
+	/* Buffers of a megabyte and more come and go with every read and
+	 * write (libfuse's, the readahead's): glibc's sliding mmap threshold
+	 * would keep them in its heaps once freed, and the daemon's resident
+	 * memory would stay at the busiest moment of its life. A fixed
+	 * threshold gives them back (SEMANTICS.md, memory). */
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+	mallopt(M_ARENA_MAX, 4);
 	log_init("sandboxfs", LOG_LEVEL_WARN);
 	memset(&cmd, 0, sizeof(cmd));
 	rc = sbfs_opts_parse(&args, &o);

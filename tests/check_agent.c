@@ -218,6 +218,9 @@ START_TEST(health_before_activation)
 	ck_assert_int_eq(strlen(h.boot_id), 36);
 	ck_assert_int_eq(h.ext_files, 4);
 	ck_assert_uint_eq(h.ext_max_write, 16777216);
+	/* Whom the file routes act as: the exec identity when the agent
+	 * drops privileges, else its own. */
+	ck_assert(h.ext_has_ids);
 	ck_assert(!proto_health_ready(&h));
 	th_resp_cleanup(&r);
 	/* The exact body, field by field. */
@@ -228,8 +231,8 @@ START_TEST(health_before_activation)
 			 "{\"protocolVersion\":1,\"bootId\":\"%s\",\"status\":"
 			 "\"awaiting-network-verification\",\"imageCommand\":{"
 			 "\"status\":\"none\"},\"extensions\":{\"files\":4,"
-			 "\"maxWrite\":16777216}}",
-			 h.boot_id);
+			 "\"maxWrite\":16777216,\"uid\":%u,\"gid\":%u}}",
+			 h.boot_id, (unsigned)h.ext_uid, (unsigned)h.ext_gid);
 		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",
 		       want);
 	}

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/routes.h"
 #include "common/log.h"
@@ -80,6 +81,13 @@ int agent_route_health(struct agent_req *r)
 	if (!a->cfg.strict_v1) {
 		h.ext_files = PROTO_EXT_FILES_VERSION;
 		h.ext_max_write = a->cfg.ext_max_write;
+		/* Whom the file routes act as: a client can then tell which
+		 * changes the sandbox will refuse before it sends them. */
+		h.ext_has_ids = true;
+		h.ext_uid = a->cfg.drop_privileges ? (uint32_t)a->cfg.exec_uid
+						   : (uint32_t)geteuid();
+		h.ext_gid = a->cfg.drop_privileges ? (uint32_t)a->cfg.exec_gid
+						   : (uint32_t)getegid();
 	}
 	rc = proto_health_encode(&h, &out);
 	if (rc == 0)

@@ -194,6 +194,12 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 		    cJSON_AddNumberToObject(ext, "maxWrite",
 					    (double)h->ext_max_write) == NULL)
 			goto out;
+		if (h->ext_has_ids &&
+		    (cJSON_AddNumberToObject(ext, "uid", (double)h->ext_uid) ==
+			     NULL ||
+		     cJSON_AddNumberToObject(ext, "gid", (double)h->ext_gid) ==
+			     NULL))
+			goto out;
 	}
 	rc = pj_print(root, out);
 out:
@@ -231,12 +237,18 @@ int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 		copy_str(h.image_status, sizeof(h.image_status), s);
 	ext = cJSON_GetObjectItemCaseSensitive(root, "extensions");
 	if (cJSON_IsObject(ext)) {
-		uint64_t v;
+		uint64_t v, u, g;
 
 		if (pj_u64(ext, PROTO_EXT_FILES, false, &v) == 0 && v < 1000)
 			h.ext_files = (long)v;
 		if (pj_u64(ext, "maxWrite", false, &v) == 0)
 			h.ext_max_write = v;
+		if (pj_u64(ext, "uid", false, &u) == 0 && u < UINT32_MAX &&
+		    pj_u64(ext, "gid", false, &g) == 0 && g < UINT32_MAX) {
+			h.ext_has_ids = true;
+			h.ext_uid = (uint32_t)u;
+			h.ext_gid = (uint32_t)g;
+		}
 	}
 	cJSON_Delete(root);
 	*out = h;

@@ -66,6 +66,10 @@ struct proto_health {
 	char boot_id[80];
 	long ext_files; /* extensions.files version; 0 = none */
 	uint64_t ext_max_write; /* extensions.maxWrite (bytes); 0 = unset */
+	/* extensions.uid and .gid: whom the file routes act as */
+	bool ext_has_ids;
+	uint32_t ext_uid;
+	uint32_t ext_gid;
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)

@@ -21,6 +21,7 @@ struct entry {
 	size_t sbxlen; /* length of the sandbox part */
 	uint32_t hash;
 	long long stamp_ms; /* when stored */
+	bool stale; /* attr: times and links moved since (cache_touch) */
 	struct proto_attr attr;
 	char *target;
 	char etag[PROTO_ETAG_MAX];
@@ -243,13 +244,14 @@ void cache_put(struct cache *c, const char *sbx, const char *rel,
 	e = map_upsert(&c->attrs, key, sbxlen);
 	e->attr = *a;
 	e->stamp_ms = mono_ms();
+	e->stale = false;
 	free(e->target);
 	e->target = target ? xstrdup(target) : NULL;
 	pthread_mutex_unlock(&c->lock);
 }
 
-bool cache_get(struct cache *c, const char *sbx, const char *rel,
-	       struct proto_attr *a, char **target)
+static bool attr_get(struct cache *c, const char *sbx, const char *rel,
+		     struct proto_attr *a, char **target, bool stale_ok)
 {
 	struct entry *e;
 	size_t sbxlen;
@@ -265,6 +267,8 @@ bool cache_get(struct cache *c, const char *sbx, const char *rel,
 		map_remove(&c->attrs, e);
 		e = NULL;
 	}
+	if (e != NULL && e->stale && !stale_ok)
+		e = NULL;
 	if (e != NULL) {
 		lru_unlink(&c->attrs, e);
 		lru_push(&c->attrs, e);
@@ -276,6 +280,32 @@ bool cache_get(struct cache *c, const char *sbx, const char *rel,
 	pthread_mutex_unlock(&c->lock);
 	free(key);
 	return found;
+}
+
+bool cache_get(struct cache *c, const char *sbx, const char *rel,
+	       struct proto_attr *a, char **target)
+{
+	return attr_get(c, sbx, rel, a, target, false);
+}
+
+bool cache_get_access(struct cache *c, const char *sbx, const char *rel,
+		      struct proto_attr *a)
+{
+	return attr_get(c, sbx, rel, a, NULL, true);
+}
+
+void cache_touch(struct cache *c, const char *sbx, const char *rel)
+{
+	struct entry *e;
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+
+	pthread_mutex_lock(&c->lock);
+	e = map_find(&c->attrs, key, fnv1a(key));
+	if (e != NULL)
+		e->stale = true;
+	pthread_mutex_unlock(&c->lock);
+	free(key);
 }
 
 void cache_forget(struct cache *c, const char *sbx, const char *rel)
@@ -307,6 +337,31 @@ void cache_forget_tree(struct cache *c, const char *sbx, const char *rel)
 	map_remove_prefix(&c->dirs, key);
 	pthread_mutex_unlock(&c->lock);
 	free(key);
+}
+
+size_t cache_forget_ino(struct cache *c, const char *sbx, uint64_t ino,
+			char ***rels)
+{
+	size_t sbxlen = strlen(sbx), n = 0, cap = 0;
+	struct entry *e, *next;
+	char **v = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	for (e = c->attrs.lru_head; e != NULL; e = next) {
+		next = e->lnext;
+		if (e->attr.ino != ino || e->sbxlen != sbxlen ||
+		    strncmp(e->key, sbx, sbxlen) != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 4;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		v[n++] = xstrdup(e->key + sbxlen + 1);
+		map_remove(&c->attrs, e);
+	}
+	pthread_mutex_unlock(&c->lock);
+	*rels = v;
+	return n;
 }
 
 void cache_drop_sandbox(struct cache *c, const char *sbx)

@@ -17,6 +17,8 @@
 #define SBFS_FS_CACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "common/proto_files.h"
 
@@ -38,11 +40,25 @@ void cache_put(struct cache *c, const char *sbx, const char *rel,
  * the symlink target (NULL when none). false when unknown or expired. */
 bool cache_get(struct cache *c, const char *sbx, const char *rel,
 	       struct proto_attr *a, char **target);
+/* The type, mode and owner of a path, also after cache_touch (within the
+ * timeout): what permission decisions need. */
+bool cache_get_access(struct cache *c, const char *sbx, const char *rel,
+		      struct proto_attr *a);
+/* A directory's entries changed through this mount: its times and link
+ * count are no longer known (cache_get misses), its mode and owner still
+ * are (cache_get_access). */
+void cache_touch(struct cache *c, const char *sbx, const char *rel);
 /* Forget one path's attributes. */
 void cache_forget(struct cache *c, const char *sbx, const char *rel);
 /* Forget a path and everything below it (rename or removal of a
  * directory), attributes and validators. */
 void cache_forget_tree(struct cache *c, const char *sbx, const char *rel);
+/* Forget the attributes of every path of sbx that has inode number ino
+ * (the names of a hard-linked file, after a change through one of them).
+ * *rels receives their paths (a heap array of heap strings, NULL when
+ * none); returns how many. */
+size_t cache_forget_ino(struct cache *c, const char *sbx, uint64_t ino,
+			char ***rels);
 /* Forget everything about a sandbox. */
 void cache_drop_sandbox(struct cache *c, const char *sbx);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/path.h"
 #include "common/proto_exec.h"
 #include "fs/fs.h"
 #include "fs/fs_i.h"
@@ -767,6 +768,17 @@ static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 
 /* ---- the mount ------------------------------------------------------------- */
 
+void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel)
+{
+	char path[PATH_MAX_BYTES + PROVIDER_ID_MAX + 16];
+
+	if (fs->fuse == NULL)
+		return;
+	snprintf(path, sizeof(path), "/%s/files%s%s", id, *rel ? "/" : "", rel);
+	/* -ENOENT: the kernel holds nothing of it. */
+	(void)fuse_invalidate_path(fs->fuse, path);
+}
+
 static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 {
 	struct sbfs *fs = ctx_fs();
@@ -795,6 +807,7 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
+	fs->fuse = fuse_get_context()->fuse;
 	return fs;
 }
 

@@ -10,26 +10,32 @@
  * and the validator). Attributes from listings and stats are reused for
  * the attribute timeout.
  *
- * Writes are gathered per open file into one extent (up to the agent's
- * largest write) and sent when the next write is not contiguous, when the
- * extent is full, and at flush (close), fsync and before any operation
- * that must see them (stat, read, truncate, rename). close() reports a
- * failed upload, so a file close() called saved is saved.
+ * Reads are exact (SEMANTICS.md): a read returns every byte asked for up
+ * to the end of the file, or fails. What the readahead window and the
+ * prefetched contents hold only saves requests; whatever they do not hold
+ * is read directly, and bytes of two versions of a file are never mixed
+ * in one answer.
  *
- * Sequential reads are served by a readahead window of chunks fetched in
- * parallel by a small worker pool (large ranged reads), which widens as
- * the reader keeps going; random reads go straight to the agent.
+ * Writes are gathered per path into one extent (up to the agent's largest
+ * write) and sent when the next write is not contiguous, when the extent is
+ * full, at most WRITE_WINDOW_MS after its first byte, and at flush (close),
+ * fsync and before any operation that must see them (stat, read, truncate,
+ * rename). Bytes that could not be stored put every open file that was
+ * open for writing at the time in error: its later writes, fsyncs and
+ * close fail, so no program ends with a hole and a clean close.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <time.h>
 
 #include "agent_client.h"
 #include "common/log.h"
@@ -38,13 +44,24 @@
 #include "fs/cache.h"
 #include "fs/fs_i.h"
 #include "fs/prefetch.h"
+#include "fs/readahead.h"
 
 #define LIST_PAGE 4096
+/* The largest listing remembered (SEMANTICS.md, memory). */
+#define LISTING_KEEP_MAX 16384
 #define WRITE_EXTENT_MAX (8UL * 1024 * 1024)
-#define RA_CHUNK (4UL * 1024 * 1024)
-#define RA_WINDOW_MAX 16 /* chunks ahead: 64 MiB */
-#define RA_WORKERS 8
-#define RA_GLOBAL_MAX (512UL * 1024 * 1024)
+/* The longest gathered bytes wait before they are sent (the gathering
+ * window, SEMANTICS.md), and how often the flusher looks. */
+#define WRITE_WINDOW_MS 1000
+#define FLUSHER_TICK_MS 250
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- per-path write state ------------------------------------------------ */
 
@@ -53,18 +70,27 @@
  * of a file and every path operation sees the same pending bytes.
  */
 struct wnode {
-	char *sbx;
-	char *rel;
+	struct sbx *sb;
+	char *rel; /* guarded by wnodes_lock (a rename changes it) */
 	unsigned refs; /* open handles; guarded by wnodes_lock */
-	pthread_mutex_t lock; /* guards the extent */
+	pthread_mutex_t lock; /* guards the rest */
 	struct buf data;
 	uint64_t off;
 	bool dirty;
 	bool append; /* the extent goes to the end of the file */
+	long long dirty_ms; /* when the extent got its first byte */
+	/* Changes made to the file's bytes or size through this mount: a
+	 * handle's cached bytes are good only for the count they were read
+	 * at. Atomic: counted without the lock (another name's change). */
+	atomic_uint gen;
+	/* Uploads that failed, and the last one's errno: a writer open at
+	 * the time of a loss is told at its next write, fsync or close. */
+	unsigned err_gen;
+	int err;
 	/* A mode that forbids the owner to write, asked for while the file
 	 * is open: the agent opens the path for each write, so it is applied
 	 * when the last descriptor closes (POSIX lets an open descriptor
-	 * keep writing). Guarded by lock. */
+	 * keep writing). */
 	bool has_final_mode;
 	uint32_t final_mode;
 	/* Times set while bytes were pending (tar's futimens right after
@@ -79,25 +105,24 @@ struct wnode {
 	/* Removed while open: what is written to it goes nowhere, and the
 	 * path is free for a new node. Set under both locks. */
 	bool orphan;
-	unsigned opens; /* open descriptors; guarded by lock */
+	unsigned opens; /* open descriptors */
 	struct wnode *next;
 };
 
 static pthread_mutex_t wnodes_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wnode *wnodes;
 
-static struct wnode *wnode_get(const char *sbx, const char *rel)
+static struct wnode *wnode_get(struct sbx *sb, const char *rel)
 {
 	struct wnode *w;
 
 	pthread_mutex_lock(&wnodes_lock);
 	for (w = wnodes; w != NULL; w = w->next)
-		if (!w->orphan && strcmp(w->sbx, sbx) == 0 &&
-		    strcmp(w->rel, rel) == 0)
+		if (!w->orphan && w->sb == sb && strcmp(w->rel, rel) == 0)
 			break;
 	if (w == NULL) {
 		w = xcalloc(1, sizeof(*w));
-		w->sbx = xstrdup(sbx);
+		w->sb = sb;
 		w->rel = xstrdup(rel);
 		pthread_mutex_init(&w->lock, NULL);
 		buf_init(&w->data, WRITE_EXTENT_MAX);
@@ -124,20 +149,18 @@ static void wnode_put(struct wnode *w)
 	pthread_mutex_unlock(&wnodes_lock);
 	buf_cleanup(&w->data);
 	pthread_mutex_destroy(&w->lock);
-	free(w->sbx);
 	free(w->rel);
 	free(w);
 }
 
 /* The open node of a path, with a reference, or NULL. */
-static struct wnode *wnode_find(const char *sbx, const char *rel)
+static struct wnode *wnode_find(struct sbx *sb, const char *rel)
 {
 	struct wnode *w;
 
 	pthread_mutex_lock(&wnodes_lock);
 	for (w = wnodes; w != NULL; w = w->next)
-		if (!w->orphan && strcmp(w->sbx, sbx) == 0 &&
-		    strcmp(w->rel, rel) == 0)
+		if (!w->orphan && w->sb == sb && strcmp(w->rel, rel) == 0)
 			break;
 	if (w != NULL)
 		w->refs++;
@@ -145,11 +168,67 @@ static struct wnode *wnode_find(const char *sbx, const char *rel)
 	return w;
 }
 
-/* Send w's extent (w->lock held). */
+/* A copy of the node's path as it is now (a rename may change it). */
+static char *wnode_rel(struct wnode *w)
+{
+	char *rel;
+
+	pthread_mutex_lock(&wnodes_lock);
+	rel = xstrdup(w->rel);
+	pthread_mutex_unlock(&wnodes_lock);
+	return rel;
+}
+
+/* The file changed through this mount. */
+static void wnode_changed(struct wnode *w)
+{
+	atomic_fetch_add(&w->gen, 1);
+}
+
+static void path_changed(struct sbx *sb, const char *rel);
+
+/*
+ * A change through rel reached a file with other names (a link count over
+ * one, in a of before or after the change): the other names' attributes
+ * and pages are forgotten here and in the kernel, so that they show the
+ * change at once. Each name is a file of its own to the kernel (the
+ * path-based API), so this cannot be left to it.
+ */
+static void links_changed(struct sbx *sb, const char *rel,
+			  const struct proto_attr *a)
+{
+	char **v = NULL;
+	size_t i, n;
+
+	if (a == NULL || a->nlink <= 1 || a->type == PROTO_FT_DIR)
+		return;
+	n = cache_forget_ino(sb->fs->cache, sb->id, a->ino, &v);
+	for (i = 0; i < n; i++) {
+		if (strcmp(v[i], rel) != 0) {
+			path_changed(sb, v[i]);
+			cache_forget_content(sb->fs->cache, sb->id, v[i]);
+			sbfs_kernel_forget(sb->fs, sb->id, v[i]);
+		}
+		free(v[i]);
+	}
+	free(v);
+}
+
+/* Bytes a writer was told were written could not be stored (w->lock
+ * held). */
+static void wnode_lost(struct wnode *w, int rc)
+{
+	w->err_gen++;
+	w->err = rc < 0 ? rc : -EIO;
+}
+
+/* Send w's extent (w->lock held). A failure is recorded as a loss: the
+ * writers are told (handle_error), whoever caused the flush. */
 static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
 {
 	struct proto_attr a;
 	struct sbx_error err;
+	char *rel;
 	int rc;
 
 	if (!w->dirty)
@@ -160,70 +239,146 @@ static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
 		w->has_times = false;
 		return 0;
 	}
+	rel = wnode_rel(w);
 	sbx_error_clear(&err);
-	rc = ac_write_range(sb->fs->t, sb->id, w->rel,
+	rc = ac_write_range(sb->fs->t, sb->id, rel,
 			    w->append ? UINT64_MAX : w->off, w->data.data,
 			    w->data.len, w->mk_pending ? &w->mk : NULL,
 			    w->has_times ? w->times : NULL, &a, &err);
 	w->has_times = false;
 	w->mk_pending = false;
-	/* Either way the bytes are no longer ours to send again: a failed
-	 * upload is reported to this flush's caller, as close(2) does. */
+	/* Either way the bytes are no longer ours to send again. */
 	buf_reset(&w->data);
 	w->dirty = false;
-	if (rc < 0)
-		return sbfs_fail(sb->fs, sb->id, "write", w->rel, &err);
-	cache_put(sb->fs->cache, sb->id, w->rel, &a, NULL);
-	return 0;
-}
-
-/* Flush the pending extent of a path, if a descriptor holds one. */
-static int flush_path(struct sbx *sb, const char *rel)
-{
-	struct wnode *w = wnode_find(sb->id, rel);
-	int rc;
-
-	if (w == NULL)
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	rc = wnode_flush_locked(sb, w);
-	pthread_mutex_unlock(&w->lock);
-	wnode_put(w);
+	wnode_changed(w);
+	if (rc < 0) {
+		rc = sbfs_fail(sb->fs, sb->id, "write", rel, &err);
+		wnode_lost(w, rc);
+	} else {
+		links_changed(sb, rel, &a);
+		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
+	}
+	free(rel);
 	return rc;
 }
 
-/* Flush every pending extent at or below rel (before a rename or removal
- * of a directory), and re-key open nodes after a rename. */
-static int flush_tree(struct sbx *sb, const char *rel)
+/*
+ * Flush the pending extent of a path, if a descriptor holds one, before an
+ * operation that must see it. A failure is the writers' (recorded as a
+ * loss), not this operation's: the operation goes on with what the agent
+ * has.
+ */
+static void flush_path(struct sbx *sb, const char *rel)
 {
-	size_t n = strlen(rel);
-	struct wnode *w;
-	int rc = 0;
+	struct wnode *w = wnode_find(sb, rel);
 
-	for (;;) {
-		struct wnode *found = NULL;
+	if (w == NULL)
+		return;
+	pthread_mutex_lock(&w->lock);
+	(void)wnode_flush_locked(sb, w);
+	pthread_mutex_unlock(&w->lock);
+	wnode_put(w);
+}
 
-		pthread_mutex_lock(&wnodes_lock);
-		for (w = wnodes; w != NULL; w = w->next) {
-			if (strcmp(w->sbx, sb->id) != 0 || !w->dirty)
-				continue;
-			if (n == 0 ||
-			    (strncmp(w->rel, rel, n) == 0 &&
-			     (w->rel[n] == '\0' || w->rel[n] == '/'))) {
-				found = w;
-				found->refs++;
-				break;
-			}
+/* A node of the snapshot below, and what chose it. */
+typedef bool wnode_pick_fn(const struct wnode *w, const void *arg);
+
+/* The nodes pick chooses, each with a reference (put them back with
+ * wnodes_put): flushing them one by one then needs no list lock, and a
+ * node a writer refills meanwhile is not chased forever. */
+static size_t wnodes_pick(wnode_pick_fn *pick, const void *arg,
+			  struct wnode ***out)
+{
+	struct wnode *w, **v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&wnodes_lock);
+	for (w = wnodes; w != NULL; w = w->next) {
+		if (!pick(w, arg))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			v = xrealloc(v, cap * sizeof(*v));
 		}
-		pthread_mutex_unlock(&wnodes_lock);
-		if (found == NULL)
-			return rc;
-		pthread_mutex_lock(&found->lock);
-		if (wnode_flush_locked(sb, found) < 0 && rc == 0)
-			rc = -EIO;
-		pthread_mutex_unlock(&found->lock);
-		wnode_put(found);
+		w->refs++;
+		v[n++] = w;
 	}
+	pthread_mutex_unlock(&wnodes_lock);
+	*out = v;
+	return n;
+}
+
+static void wnodes_put(struct wnode **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		wnode_put(v[i]);
+	free(v);
+}
+
+struct tree_pick {
+	struct sbx *sb;
+	const char *rel;
+	size_t n;
+};
+
+/* Dirty, at or below rel ("" is the root). */
+static bool pick_tree(const struct wnode *w, const void *arg)
+{
+	const struct tree_pick *t = arg;
+
+	return w->sb == t->sb && w->dirty &&
+	       (t->n == 0 || (strncmp(w->rel, t->rel, t->n) == 0 &&
+			      (w->rel[t->n] == '\0' || w->rel[t->n] == '/')));
+}
+
+/* Not yet created, directly in dir. */
+static bool pick_new_child(const struct wnode *w, const void *arg)
+{
+	const struct tree_pick *t = arg;
+	const char *rest;
+
+	if (w->sb != t->sb || !w->mk_pending || w->orphan)
+		return false;
+	if (t->n > 0 &&
+	    (strncmp(w->rel, t->rel, t->n) != 0 || w->rel[t->n] != '/'))
+		return false;
+	rest = w->rel + (t->n > 0 ? t->n + 1 : 0);
+	return strchr(rest, '/') == NULL;
+}
+
+/* Flush every pending extent at or below rel (before a rename or removal
+ * of a directory). Failures are the writers' (see flush_path). */
+static void flush_tree(struct sbx *sb, const char *rel)
+{
+	struct tree_pick t = {sb, rel, strlen(rel)};
+	struct wnode **v;
+	size_t i, n = wnodes_pick(pick_tree, &t, &v);
+
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&v[i]->lock);
+		(void)wnode_flush_locked(sb, v[i]);
+		pthread_mutex_unlock(&v[i]->lock);
+	}
+	wnodes_put(v, n);
+}
+
+/* Create, in the sandbox, the files this mount made in dir and has not
+ * created yet: dir's own times and link count are asked about. */
+static void flush_new_children(struct sbx *sb, const char *dir)
+{
+	struct tree_pick t = {sb, dir, strlen(dir)};
+	struct wnode **v;
+	size_t i, n = wnodes_pick(pick_new_child, &t, &v);
+
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&v[i]->lock);
+		if (v[i]->mk_pending)
+			(void)wnode_flush_locked(sb, v[i]);
+		pthread_mutex_unlock(&v[i]->lock);
+	}
+	wnodes_put(v, n);
 }
 
 static void rekey_tree(struct sbx *sb, const char *from, const char *to)
@@ -233,7 +388,7 @@ static void rekey_tree(struct sbx *sb, const char *from, const char *to)
 
 	pthread_mutex_lock(&wnodes_lock);
 	for (w = wnodes; w != NULL; w = w->next) {
-		if (strcmp(w->sbx, sb->id) != 0)
+		if (w->sb != sb || w->orphan)
 			continue;
 		if (strncmp(w->rel, from, n) == 0 &&
 		    (w->rel[n] == '\0' || w->rel[n] == '/')) {
@@ -246,315 +401,238 @@ static void rekey_tree(struct sbx *sb, const char *from, const char *to)
 	pthread_mutex_unlock(&wnodes_lock);
 }
 
-/* ---- readahead ------------------------------------------------------------ */
+/* Count a change to rel's bytes made through this mount without its
+ * node's extent (truncate, rename over it). */
+static void path_changed(struct sbx *sb, const char *rel)
+{
+	struct wnode *w = wnode_find(sb, rel);
 
-enum chunk_state {
-	CHUNK_EMPTY = 0,
-	CHUNK_FETCHING,
-	CHUNK_READY,
-	CHUNK_FAILED,
-};
+	if (w == NULL)
+		return;
+	wnode_changed(w);
+	wnode_put(w);
+}
 
-struct chunk {
-	uint64_t off;
-	size_t len; /* bytes asked for */
-	size_t got; /* bytes that came (short at end of file) */
-	unsigned char *data;
-	enum chunk_state state;
-	int err;
-};
+/* ---- the gathering window's flusher --------------------------------------- */
 
-struct handle;
+static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
+static bool flusher_running, flusher_stop;
+static pthread_t flusher_tid;
 
-struct ra_job {
-	struct handle *h;
-	struct chunk *c;
-	struct ra_job *next;
-};
+/* Dirty for longer than the window (any dirty one when arg is set). */
+static bool pick_old(const struct wnode *w, const void *arg)
+{
+	const long long *now = arg;
 
-static pthread_mutex_t ra_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t ra_cond = PTHREAD_COND_INITIALIZER;
-static struct ra_job *ra_head, *ra_tail;
-static pthread_once_t ra_once = PTHREAD_ONCE_INIT;
-static pthread_cond_t ra_idle = PTHREAD_COND_INITIALIZER;
-static unsigned ra_pending; /* jobs queued or being fetched; ra_lock */
-static atomic_size_t ra_bytes; /* chunk memory in use, all handles */
+	return w->dirty &&
+	       (now == NULL || *now - w->dirty_ms >= WRITE_WINDOW_MS);
+}
+
+/* Send every extent whose first byte is older than the window (all of
+ * them when all is set). */
+static void flush_old(bool all)
+{
+	long long now = mono_ms();
+	struct wnode **v;
+	size_t i, n = wnodes_pick(pick_old, all ? NULL : &now, &v);
+
+	for (i = 0; i < n; i++) {
+		struct wnode *w = v[i];
+
+		/* A writer holding the node is about to send it anyway. */
+		if (!all && pthread_mutex_trylock(&w->lock) != 0)
+			continue;
+		if (all)
+			pthread_mutex_lock(&w->lock);
+		if (pick_old(w, all ? NULL : &now))
+			(void)wnode_flush_locked(w->sb, w);
+		pthread_mutex_unlock(&w->lock);
+	}
+	wnodes_put(v, n);
+}
+
+static void *flusher_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&flusher_lock);
+	while (!flusher_stop) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += FLUSHER_TICK_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&flusher_cond, &flusher_lock, &ts);
+		if (flusher_stop)
+			break;
+		pthread_mutex_unlock(&flusher_lock);
+		flush_old(false);
+		pthread_mutex_lock(&flusher_lock);
+	}
+	pthread_mutex_unlock(&flusher_lock);
+	return NULL;
+}
+
+/* Start the flusher on the first gathered byte. */
+static void flusher_need(void)
+{
+	pthread_mutex_lock(&flusher_lock);
+	if (!flusher_running && !flusher_stop) {
+		if (pthread_create(&flusher_tid, NULL, flusher_main, NULL) == 0)
+			flusher_running = true;
+		else
+			log_warn("the write flusher could not start: gathered "
+				 "bytes wait for close or fsync");
+	}
+	pthread_mutex_unlock(&flusher_lock);
+}
+
+void fs_files_shutdown(void)
+{
+	bool joined;
+
+	pthread_mutex_lock(&flusher_lock);
+	flusher_stop = true;
+	joined = flusher_running;
+	flusher_running = false;
+	pthread_cond_broadcast(&flusher_cond);
+	pthread_mutex_unlock(&flusher_lock);
+	if (joined)
+		pthread_join(flusher_tid, NULL);
+	/* What files still open at the unmount gathered is sent now. */
+	flush_old(true);
+	pthread_mutex_lock(&flusher_lock);
+	flusher_stop = false;
+	pthread_mutex_unlock(&flusher_lock);
+}
+
+/* ---- open files ------------------------------------------------------------ */
 
 /* An open file. */
 struct handle {
 	struct sbx *sb;
 	struct wnode *w;
 	int flags;
-	char etag[PROTO_ETAG_MAX]; /* the contents this handle reads */
-	uint64_t size; /* known size (for readahead bounds) */
-	bool size_known;
+	bool writer; /* open for writing */
+	/* Guarded by w->lock: the losses seen when opened, and this open
+	 * file's error once it has seen one (sticky until close). */
+	unsigned err_seen;
+	int err;
 	pthread_mutex_t lock; /* guards everything below */
-	pthread_cond_t cond;
-	unsigned refs; /* the handle + queued chunk jobs */
-	struct chunk ring[RA_WINDOW_MAX];
-	unsigned window; /* chunks to keep ahead */
-	uint64_t next_off; /* where a sequential reader is */
-	unsigned seq_hits;
-	bool ra_off; /* readahead given up (changes) */
+	unsigned gen; /* w->gen that the cached bytes below belong to */
+	char etag[PROTO_ETAG_MAX]; /* the version of the bytes last read */
+	struct ra_stream *ra; /* the readahead window, for readers */
 	bool pf_tried; /* prefetched contents looked for */
 	char *pf_data; /* the whole file, prefetched (else NULL) */
 	size_t pf_len;
 };
 
-static void handle_unref(struct handle *h)
+/* This open file's sticky error (w->lock held): 0, or the errno of bytes
+ * it (or another writer of the file) lost since it was opened. Readers
+ * are never in error. */
+static int handle_error(struct handle *h)
 {
-	unsigned i;
+	if (!h->writer)
+		return 0;
+	if (h->err == 0 && h->w->err_gen != h->err_seen)
+		h->err = h->w->err < 0 ? h->w->err : -EIO;
+	return h->err;
+}
 
-	pthread_mutex_lock(&h->lock);
-	if (--h->refs > 0) {
-		pthread_mutex_unlock(&h->lock);
-		return;
+/* What the readahead workers need to fetch a chunk of the file. */
+struct fetch_ctx {
+	struct sbx *sb;
+	struct wnode *w;
+};
+
+static int fetch_chunk(void *ctx, uint64_t off, size_t len,
+		       const char *if_match, void *dst, size_t *got, char *etag,
+		       uint64_t *size)
+{
+	struct fetch_ctx *fc = ctx;
+	struct sbx_error err;
+	char *rel = wnode_rel(fc->w);
+	int rc;
+
+	sbx_error_clear(&err);
+	rc = ac_read_range(fc->sb->fs->t, fc->sb->id, rel, off, len, if_match,
+			   dst, got, etag, size, &err);
+	/* The reader's own read meets a lasting error and reports it. */
+	if (rc < 0)
+		log_debug("sandbox %s: readahead of %s at %llu: %s", fc->sb->id,
+			  rel, (unsigned long long)off, err.reason);
+	free(rel);
+	return rc < 0 ? sbx_error_errno(&err) : 0;
+}
+
+static void fetch_ctx_free(void *ctx)
+{
+	struct fetch_ctx *fc = ctx;
+
+	wnode_put(fc->w);
+	free(fc);
+}
+
+static struct handle *handle_new(struct sbx *sb, const char *rel, int flags)
+{
+	struct handle *h = xcalloc(1, sizeof(*h));
+
+	h->sb = sb;
+	h->w = wnode_get(sb, rel);
+	h->flags = flags;
+	h->writer = (flags & O_ACCMODE) != O_RDONLY;
+	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_lock(&h->w->lock);
+	h->w->opens++;
+	h->err_seen = h->w->err_gen;
+	h->gen = atomic_load(&h->w->gen);
+	pthread_mutex_unlock(&h->w->lock);
+	if ((flags & O_ACCMODE) != O_WRONLY) {
+		struct fetch_ctx *fc = xcalloc(1, sizeof(*fc));
+
+		fc->sb = sb;
+		fc->w = wnode_get(sb, rel);
+		h->ra = ra_stream_new(sb->fs->ra, fetch_chunk, fetch_ctx_free,
+				      fc);
 	}
-	pthread_mutex_unlock(&h->lock);
-	for (i = 0; i < RA_WINDOW_MAX; i++) {
-		if (h->ring[i].data != NULL)
-			atomic_fetch_sub(&ra_bytes, RA_CHUNK);
-		free(h->ring[i].data);
-	}
+	return h;
+}
+
+static void handle_free(struct handle *h)
+{
+	ra_stream_close(h->ra);
 	free(h->pf_data);
 	wnode_put(h->w);
-	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
 
-static void *ra_worker(void *arg)
+static void handle_close(struct handle *h)
 {
-	(void)arg;
-	for (;;) {
-		struct ra_job *j;
-		struct handle *h;
-		struct chunk *c;
-		struct sbx_error err;
-		char etag[PROTO_ETAG_MAX];
-		uint64_t size;
-		size_t got = 0;
-		int rc;
-
-		pthread_mutex_lock(&ra_lock);
-		while (ra_head == NULL)
-			pthread_cond_wait(&ra_cond, &ra_lock);
-		j = ra_head;
-		ra_head = j->next;
-		if (ra_head == NULL)
-			ra_tail = NULL;
-		pthread_mutex_unlock(&ra_lock);
-
-		h = j->h;
-		c = j->c;
-		free(j);
-		sbx_error_clear(&err);
-		etag[0] = '\0';
-		rc = ac_read_range(h->sb->fs->t, h->sb->id, h->w->rel, c->off,
-				   c->len, h->etag[0] ? h->etag : NULL, c->data,
-				   &got, etag, &size, &err);
-		if (rc < 0)
-			rc = sbfs_fail(h->sb->fs, h->sb->id, "read", h->w->rel,
-				       &err);
-		pthread_mutex_lock(&h->lock);
-		if (rc < 0) {
-			c->state = CHUNK_FAILED;
-			c->err = rc;
-		} else {
-			c->state = CHUNK_READY;
-			c->got = got;
-			if (h->etag[0] == '\0' && etag[0] != '\0')
-				snprintf(h->etag, sizeof(h->etag), "%s", etag);
-			if (size != UINT64_MAX) {
-				h->size = size;
-				h->size_known = true;
-			}
-		}
-		pthread_cond_broadcast(&h->cond);
-		pthread_mutex_unlock(&h->lock);
-		handle_unref(h);
-		pthread_mutex_lock(&ra_lock);
-		if (--ra_pending == 0)
-			pthread_cond_broadcast(&ra_idle);
-		pthread_mutex_unlock(&ra_lock);
-	}
-	return NULL;
+	pthread_mutex_lock(&h->w->lock);
+	h->w->opens--;
+	pthread_mutex_unlock(&h->w->lock);
+	handle_free(h);
 }
 
-static void ra_start(void)
+/* Drop what h holds of the file's bytes when the file changed through
+ * this mount since it was read (h->lock held). */
+static void handle_sync(struct handle *h)
 {
-	unsigned i;
+	unsigned gen = atomic_load(&h->w->gen);
 
-	for (i = 0; i < RA_WORKERS; i++) {
-		pthread_t tid;
-		pthread_attr_t at;
-
-		pthread_attr_init(&at);
-		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-		if (pthread_create(&tid, &at, ra_worker, NULL) != 0)
-			log_warn("readahead worker could not start");
-		pthread_attr_destroy(&at);
-	}
-}
-
-/* Queue a fetch of the chunk covering off (h->lock held). */
-static bool ra_schedule(struct handle *h, uint64_t off)
-{
-	uint64_t coff = off - off % RA_CHUNK;
-	struct chunk *c = &h->ring[(coff / RA_CHUNK) % RA_WINDOW_MAX];
-	struct ra_job *j;
-	size_t len = RA_CHUNK;
-
-	if (h->size_known && coff >= h->size)
-		return false;
-	if (c->state != CHUNK_EMPTY && c->off == coff)
-		return true;
-	if (c->state == CHUNK_FETCHING)
-		return false; /* the slot is busy with an older chunk */
-	if (h->size_known && coff + len > h->size)
-		len = (size_t)(h->size - coff);
-	if (c->data == NULL) {
-		if (atomic_load(&ra_bytes) + RA_CHUNK > RA_GLOBAL_MAX)
-			return false;
-		c->data = malloc(RA_CHUNK);
-		if (c->data == NULL)
-			return false;
-		atomic_fetch_add(&ra_bytes, RA_CHUNK);
-	}
-	c->off = coff;
-	c->len = len < RA_CHUNK ? len : RA_CHUNK;
-	c->got = 0;
-	c->err = 0;
-	c->state = CHUNK_FETCHING;
-	h->refs++;
-	j = xcalloc(1, sizeof(*j));
-	j->h = h;
-	j->c = c;
-	pthread_mutex_lock(&ra_lock);
-	if (ra_tail)
-		ra_tail->next = j;
-	else
-		ra_head = j;
-	ra_tail = j;
-	ra_pending++;
-	pthread_cond_signal(&ra_cond);
-	pthread_mutex_unlock(&ra_lock);
-	return true;
-}
-
-void fs_files_shutdown(void)
-{
-	pthread_mutex_lock(&ra_lock);
-	while (ra_pending > 0)
-		pthread_cond_wait(&ra_idle, &ra_lock);
-	pthread_mutex_unlock(&ra_lock);
-}
-
-/* Drop every chunk that is not being fetched (h->lock held). */
-static void ra_reset(struct handle *h)
-{
-	unsigned i;
-
-	for (i = 0; i < RA_WINDOW_MAX; i++)
-		if (h->ring[i].state != CHUNK_FETCHING)
-			h->ring[i].state = CHUNK_EMPTY;
-	h->seq_hits = 0;
-	h->window = 1;
-}
-
-/*
- * Serve [off, off+size) from the window when the reader is sequential.
- * Returns bytes copied (may be 0 at end of file), -EAGAIN when the
- * caller should read directly, or a negative errno.
- */
-static int ra_read(struct handle *h, char *buf, size_t size, uint64_t off)
-{
-	size_t done = 0;
-	int rc = 0;
-
-	pthread_mutex_lock(&h->lock);
-	if (h->ra_off) {
-		pthread_mutex_unlock(&h->lock);
-		return -EAGAIN;
-	}
-	/* Sequential when the read continues where the window is; the
-	 * kernel's parallel readahead may deliver them slightly out of
-	 * order, so "near the last end" counts too. */
-	if ((off == h->next_off && (off > 0 || h->seq_hits > 0)) ||
-	    (off > h->next_off && off - h->next_off <= 2 * RA_CHUNK &&
-	     h->seq_hits > 0) ||
-	    (off < h->next_off && h->next_off - off <= 2 * RA_CHUNK &&
-	     h->seq_hits > 0)) {
-		h->seq_hits++;
-	} else {
-		ra_reset(h);
-		/* The first read of a run goes straight to the agent: most
-		 * files are read whole by it. */
-		h->seq_hits = off == 0 ? 1 : 0;
-		h->next_off = off + size;
-		pthread_mutex_unlock(&h->lock);
-		return -EAGAIN;
-	}
-	if (h->seq_hits >= 2 && h->window < RA_WINDOW_MAX &&
-	    h->seq_hits % 4 == 0)
-		h->window *= 2;
-	if (h->window > RA_WINDOW_MAX)
-		h->window = RA_WINDOW_MAX;
-	if (h->window == 0)
-		h->window = 1;
-	while (done < size) {
-		uint64_t pos = off + done;
-		uint64_t coff = pos - pos % RA_CHUNK;
-		struct chunk *c = &h->ring[(coff / RA_CHUNK) % RA_WINDOW_MAX];
-		unsigned i;
-
-		if (h->size_known && pos >= h->size)
-			break;
-		/* Keep the window full ahead of the reader. */
-		for (i = 0; i < h->window; i++)
-			if (!ra_schedule(h, coff + (uint64_t)i * RA_CHUNK))
-				break;
-		if (c->off != coff || c->state == CHUNK_EMPTY) {
-			rc = -EAGAIN;
-			break;
-		}
-		while (c->state == CHUNK_FETCHING && c->off == coff)
-			pthread_cond_wait(&h->cond, &h->lock);
-		if (c->off != coff || c->state == CHUNK_EMPTY) {
-			rc = -EAGAIN;
-			break;
-		}
-		if (c->state == CHUNK_FAILED) {
-			rc = c->err;
-			if (rc == -ESTALE) {
-				/* The file changed under the window: read it
-				 * afresh, directly. */
-				ra_reset(h);
-				h->etag[0] = '\0';
-				rc = -EAGAIN;
-			}
-			c->state = CHUNK_EMPTY;
-			break;
-		}
-		{
-			size_t in = (size_t)(pos - c->off);
-			size_t n;
-
-			if (in >= c->got)
-				break; /* end of file inside this chunk */
-			n = c->got - in;
-			if (n > size - done)
-				n = size - done;
-			memcpy(buf + done, c->data + in, n);
-			done += n;
-		}
-	}
-	if (done > 0)
-		h->next_off = off + done;
-	pthread_mutex_unlock(&h->lock);
-	if (done > 0)
-		return (int)done;
-	return rc;
+	if (gen == h->gen)
+		return;
+	h->gen = gen;
+	free(h->pf_data);
+	h->pf_data = NULL;
+	h->pf_len = 0;
+	h->etag[0] = '\0';
+	if (h->ra != NULL)
+		ra_invalidate(h->ra);
 }
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -604,6 +682,9 @@ static void listing_add(struct sbx *sb, const char *rel, enum proto_ftype t)
 	const char *name = split_parent(rel, parent, sizeof(parent));
 
 	cache_dir_add(sb->fs->cache, sb->id, parent, name, t);
+	/* The directory's own times and link count moved: its next stat
+	 * asks the agent. */
+	cache_touch(sb->fs->cache, sb->id, parent);
 }
 
 static void listing_remove(struct sbx *sb, const char *rel)
@@ -612,6 +693,7 @@ static void listing_remove(struct sbx *sb, const char *rel)
 	const char *name = split_parent(rel, parent, sizeof(parent));
 
 	cache_dir_remove(sb->fs->cache, sb->id, parent, name);
+	cache_touch(sb->fs->cache, sb->id, parent);
 }
 
 static void listing_forget_parent(struct sbx *sb, const char *rel)
@@ -620,6 +702,7 @@ static void listing_forget_parent(struct sbx *sb, const char *rel)
 
 	split_parent(rel, parent, sizeof(parent));
 	cache_dir_forget(sb->fs->cache, sb->id, parent);
+	cache_touch(sb->fs->cache, sb->id, parent);
 }
 
 /* A name the parent's fresh listing does not hold does not exist (as
@@ -676,27 +759,10 @@ static int ext_op(struct sbx *sb, const char *op, const char *rel,
 	return 0;
 }
 
-static struct handle *handle_new(struct sbx *sb, const char *rel, int flags)
-{
-	struct handle *h = xcalloc(1, sizeof(*h));
-
-	h->sb = sb;
-	h->w = wnode_get(sb->id, rel);
-	pthread_mutex_lock(&h->w->lock);
-	h->w->opens++;
-	pthread_mutex_unlock(&h->w->lock);
-	h->flags = flags;
-	h->refs = 1;
-	h->window = 1;
-	pthread_mutex_init(&h->lock, NULL);
-	pthread_cond_init(&h->cond, NULL);
-	return h;
-}
-
 /* Show a mode that waits for the last close as the file's mode. */
 static void pending_mode(struct sbx *sb, const char *rel, struct proto_attr *a)
 {
-	struct wnode *w = wnode_find(sb->id, rel);
+	struct wnode *w = wnode_find(sb, rel);
 
 	if (w == NULL)
 		return;
@@ -714,16 +780,20 @@ static int apply_final_mode(struct sbx *sb, struct wnode *w)
 	struct proto_attr a;
 	int rc;
 
+	char *rel;
+
 	if (!w->has_final_mode)
 		return 0;
 	w->has_final_mode = false;
+	rel = wnode_rel(w);
 	memset(&req, 0, sizeof(req));
-	req.path = w->rel;
+	req.path = rel;
 	req.has_mode = true;
 	req.mode = w->final_mode;
-	rc = ext_op(sb, "chmod", w->rel, &req, &a);
+	rc = ext_op(sb, "chmod", rel, &req, &a);
 	if (rc == 0)
-		cache_put(sb->fs->cache, sb->id, w->rel, &a, NULL);
+		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
+	free(rel);
 	return rc;
 }
 
@@ -734,7 +804,7 @@ static int apply_final_mode(struct sbx *sb, struct wnode *w)
  */
 static bool pending_attr(struct sbx *sb, const char *rel, struct proto_attr *a)
 {
-	struct wnode *w = wnode_find(sb->id, rel);
+	struct wnode *w = wnode_find(sb, rel);
 	bool known = false;
 	struct timespec now;
 	uint64_t end;
@@ -785,12 +855,13 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 		sbfs_attr_to_stat(&a, st);
 		return 0;
 	}
-	rc = flush_path(sb, rel);
-	if (rc < 0)
-		return rc;
+	flush_path(sb, rel);
 	if (!cache_get(sb->fs->cache, sb->id, rel, &a, NULL)) {
 		if (listed_absent(sb, rel))
 			return -ENOENT;
+		/* A directory's times and links count the files this mount
+		 * made in it. */
+		flush_new_children(sb, rel);
 		rc = stat_remote(sb, rel, &a);
 		if (rc < 0)
 			return rc;
@@ -939,6 +1010,17 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 	return have;
 }
 
+static void free_dirents(struct proto_dirent *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].target);
+	}
+	free(v);
+}
+
 static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 			 fuse_fill_dir_t filler, off_t off,
 			 struct fuse_file_info *fi, enum fuse_readdir_flags fl)
@@ -984,6 +1066,17 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 
 			sbfs_attr_to_stat(&d->attr, &st);
 			filler(buf, d->name, &st, 0, FUSE_FILL_DIR_PLUS);
+			if (nall == LISTING_KEEP_MAX) {
+				/* Too large to remember: the kernel keeps
+				 * what it was given, and holding it here
+				 * too would only double the memory. */
+				free_dirents(all, nall);
+				all = NULL;
+				capall = 0;
+				nall = LISTING_KEEP_MAX + 1;
+			}
+			if (nall > LISTING_KEEP_MAX)
+				continue;
 			if (nall == capall) {
 				capall = capall ? capall * 2 : 256;
 				all = xrealloc(all, capall * sizeof(*all));
@@ -998,13 +1091,10 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 		if (cursor == NULL)
 			break;
 	}
-	if (rc == 0)
+	if (rc == 0 && nall <= LISTING_KEEP_MAX)
 		remember_listing(sb, rel, all, nall);
-	for (i = 0; i < nall; i++) {
-		free(all[i].name);
-		free(all[i].target);
-	}
-	free(all);
+	if (all != NULL)
+		free_dirents(all, nall);
 	return rc;
 }
 
@@ -1023,11 +1113,11 @@ static int revalidate(struct sbx *sb, const char *rel, struct handle *h,
 	if (rc < 0)
 		return rc;
 	proto_attr_etag(&a, now);
-	h->size = a.size;
-	h->size_known = true;
 	if (strcmp(now, cached) == 0) {
 		fi->keep_cache = 1;
 		snprintf(h->etag, sizeof(h->etag), "%s", now);
+		if (h->ra != NULL)
+			ra_observe(h->ra, now, a.size);
 	} else {
 		cache_forget_content(sb->fs->cache, sb->id, rel);
 	}
@@ -1045,9 +1135,7 @@ static int files_open(struct sbx *sb, const char *rel,
 		return -EROFS;
 	/* Close-to-open: a new descriptor sees what the open ones wrote
 	 * (and a file this mount has not created yet comes into being). */
-	rc = flush_path(sb, rel);
-	if (rc < 0)
-		return rc;
+	flush_path(sb, rel);
 	if (acc != O_RDONLY) {
 		struct proto_attr a;
 
@@ -1058,7 +1146,6 @@ static int files_open(struct sbx *sb, const char *rel,
 		    (a.perm & 0222) == 0)
 			return -EACCES;
 	}
-	h = handle_new(sb, rel, fi->flags);
 	if (fi->flags & O_TRUNC) {
 		struct proto_ext_req req;
 		struct proto_attr a;
@@ -1068,18 +1155,15 @@ static int files_open(struct sbx *sb, const char *rel,
 		req.has_size = true;
 		req.size = 0;
 		rc = ext_op(sb, "truncate", rel, &req, &a);
+		path_changed(sb, rel);
 		if (rc < 0)
-			goto fail;
+			return rc;
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 		cache_forget_content(sb->fs->cache, sb->id, rel);
 		fi->keep_cache = 0;
+		h = handle_new(sb, rel, fi->flags);
 	} else {
-		struct proto_attr a;
-
-		if (cache_get(sb->fs->cache, sb->id, rel, &a, NULL)) {
-			h->size = a.size;
-			h->size_known = true;
-		}
+		h = handle_new(sb, rel, fi->flags);
 		rc = revalidate(sb, rel, h, fi);
 		if (rc < 0)
 			goto fail;
@@ -1091,7 +1175,7 @@ static int files_open(struct sbx *sb, const char *rel,
 	fi->fh = (uint64_t)(uintptr_t)h;
 	return 0;
 fail:
-	handle_unref(h);
+	handle_close(h);
 	return rc;
 }
 
@@ -1114,13 +1198,42 @@ static void planned_attr(struct sbx *sb, const char *rel, uint32_t perm,
 	a->uid = (uint32_t)sb->fs->uid;
 	a->gid = (uint32_t)sb->fs->gid;
 	split_parent(rel, parent, sizeof(parent));
-	if (cache_get(sb->fs->cache, sb->id, parent, &pa, NULL)) {
+	if (cache_get_access(sb->fs->cache, sb->id, parent, &pa)) {
 		a->uid = pa.uid;
 		a->gid = pa.gid;
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	a->atime = a->mtime = a->ctime = now.tv_sec;
 	a->atime_ns = a->mtime_ns = a->ctime_ns = (uint32_t)now.tv_nsec;
+}
+
+/*
+ * May the agent make a name in rel's parent? From the parent's cached mode
+ * and owner and whom the agent's file routes act as (its health); false
+ * when either is unknown, and then the create is asked for at once, so
+ * that a refusal comes back from open(2) with its errno.
+ */
+static bool parent_writable(struct sbx *sb, const char *rel)
+{
+	char parent[PATH_MAX_BYTES + 1];
+	struct proto_attr pa;
+	uint32_t bits;
+
+	if (!sb->health.ext_has_ids)
+		return false;
+	split_parent(rel, parent, sizeof(parent));
+	if (!cache_get_access(sb->fs->cache, sb->id, parent, &pa) ||
+	    pa.type != PROTO_FT_DIR)
+		return false;
+	if (sb->health.ext_uid == 0)
+		return true;
+	if (pa.uid == sb->health.ext_uid)
+		bits = pa.perm >> 6;
+	else if (pa.gid == sb->health.ext_gid)
+		bits = pa.perm >> 3;
+	else
+		bits = pa.perm;
+	return (bits & 03) == 03;
 }
 
 static int files_create(struct sbx *sb, const char *rel, mode_t mode,
@@ -1132,11 +1245,11 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 	int rc = 0;
 
 	bool deferred = (mode & 0200) == 0;
-	/* A name the parent's listing does not hold is created with its
-	 * first upload, at the latest when it is closed: a new file costs
-	 * one request, not two. */
-	bool later =
-		sb->ext_create_write && !sb->fs->o.ro && listed_absent(sb, rel);
+	/* A name the parent's listing does not hold, in a directory the
+	 * agent may write, is created with its first upload, at the latest
+	 * when it is closed: a new file costs one request, not two. */
+	bool later = sb->ext_create_write && !sb->fs->o.ro &&
+		     listed_absent(sb, rel) && parent_writable(sb, rel);
 
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
@@ -1153,6 +1266,8 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 		rc = ext_op(sb, "create", rel, &req, &a);
 	if (rc < 0)
 		return rc;
+	if (req.truncate)
+		path_changed(sb, rel);
 	h = handle_new(sb, rel, fi->flags);
 	pthread_mutex_lock(&h->w->lock);
 	if (later) {
@@ -1161,6 +1276,7 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 		h->w->mk.exclusive = req.exclusive;
 		h->w->planned = a;
 		h->w->dirty = true;
+		h->w->dirty_ms = mono_ms();
 		h->w->off = 0;
 		h->w->append = (fi->flags & O_APPEND) != 0;
 	}
@@ -1170,117 +1286,134 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 		a.perm = mode & 07777;
 	}
 	pthread_mutex_unlock(&h->w->lock);
+	if (later)
+		flusher_need();
 	cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
 	listing_add(sb, rel, PROTO_FT_FILE);
-	h->size = a.size;
-	h->size_known = true;
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = 0;
 	return 0;
 }
 
-static int read_direct(struct sbx *sb, struct handle *h, char *buf, size_t size,
-		       off_t off)
+/* One ranged read of the agent's file: *got bytes (fewer than size only
+ * at the end of the file), their version and the file's size. */
+static int read_direct(struct sbx *sb, const char *rel, char *buf, size_t size,
+		       uint64_t off, size_t *got, char *etag, uint64_t *full)
 {
-	char etag[PROTO_ETAG_MAX];
 	struct sbx_error err;
-	uint64_t full = UINT64_MAX;
-	size_t got = 0;
 	int rc;
 
 	sbx_error_clear(&err);
 	etag[0] = '\0';
-	rc = ac_read_range(sb->fs->t, sb->id, h->w->rel, (uint64_t)off, size,
-			   NULL, buf, &got, etag, &full, &err);
+	*full = UINT64_MAX;
+	*got = 0;
+	rc = ac_read_range(sb->fs->t, sb->id, rel, off, size, NULL, buf, got,
+			   etag, full, &err);
 	if (rc < 0)
-		return fail(sb, "read", h->w->rel, &err);
-	pthread_mutex_lock(&h->lock);
-	if (etag[0] != '\0' && strcmp(etag, h->etag) != 0) {
-		/* The contents changed since the window was filled. */
-		if (h->etag[0] != '\0')
-			ra_reset(h);
-		snprintf(h->etag, sizeof(h->etag), "%s", etag);
-	}
-	if (full != UINT64_MAX) {
-		h->size = full;
-		h->size_known = true;
-	}
-	pthread_mutex_unlock(&h->lock);
-	return (int)got;
+		return fail(sb, "read", rel, &err);
+	return 0;
 }
 
 /*
  * Serve a read from contents read ahead with the file's directory, when
- * there are some: -EAGAIN when not (the read goes on as usual).
+ * there are some (the whole file, of one version): -EAGAIN when not (the
+ * read goes on as usual). h->lock held.
  */
 static int read_prefetched(struct sbx *sb, struct handle *h, const char *rel,
-			   char *buf, size_t size, off_t off)
+			   char *buf, size_t size, uint64_t off)
 {
 	char etag[PROTO_ETAG_MAX];
 	char *data = NULL;
-	size_t len = 0;
-	bool first;
-	int rc;
+	size_t len = 0, n;
 
-	pthread_mutex_lock(&h->lock);
-	first = !h->pf_tried && !(h->flags & O_TRUNC) &&
-		(h->flags & O_ACCMODE) == O_RDONLY && sb->ext_contents;
-	h->pf_tried = true;
-	pthread_mutex_unlock(&h->lock);
-	if (first && prefetch_take(sb->fs, sb->id, rel, &data, &len, etag)) {
-		pthread_mutex_lock(&h->lock);
-		if (h->pf_data == NULL) {
+	if (!h->pf_tried && !(h->flags & O_TRUNC) &&
+	    (h->flags & O_ACCMODE) == O_RDONLY && sb->ext_contents) {
+		h->pf_tried = true;
+		if (prefetch_take(sb->fs, sb->id, rel, &data, &len, etag)) {
 			h->pf_data = data;
 			h->pf_len = len;
-			data = NULL;
 			snprintf(h->etag, sizeof(h->etag), "%s", etag);
-			h->size = len;
-			h->size_known = true;
 		}
-		pthread_mutex_unlock(&h->lock);
-		free(data);
 	}
-	pthread_mutex_lock(&h->lock);
-	if (h->pf_data == NULL) {
-		pthread_mutex_unlock(&h->lock);
+	h->pf_tried = true;
+	if (h->pf_data == NULL)
 		return -EAGAIN;
-	}
-	if ((uint64_t)off >= h->pf_len) {
-		rc = 0;
-	} else {
-		size_t n = h->pf_len - (size_t)off;
+	if (off >= h->pf_len)
+		return 0;
+	n = h->pf_len - (size_t)off;
+	if (n > size)
+		n = size;
+	memcpy(buf, h->pf_data + off, n);
+	return (int)n;
+}
 
-		if (n > size)
-			n = size;
-		memcpy(buf, h->pf_data + off, n);
-		rc = (int)n;
+/*
+ * Read [off, off + size) exactly: what the readahead window holds of its
+ * start, the rest directly, both of one version of the file. h->lock is
+ * not held (readers of one file read in parallel).
+ */
+static int read_exact(struct sbx *sb, struct handle *h, const char *rel,
+		      char *buf, size_t size, uint64_t off, char *etag)
+{
+	char dtag[PROTO_ETAG_MAX];
+	uint64_t full;
+	size_t done = 0, got;
+	bool eof = false;
+	int rc;
+
+	etag[0] = '\0';
+	if (h->ra != NULL)
+		done = ra_read(h->ra, buf, size, off, &eof, etag);
+	if (eof || done == size)
+		return (int)done;
+	rc = read_direct(sb, rel, buf + done, size - done, off + done, &got,
+			 dtag, &full);
+	if (rc < 0)
+		return rc;
+	if (done > 0 && strcmp(etag, dtag) != 0) {
+		/* The file changed between the window's bytes and these:
+		 * one answer for the whole range instead. */
+		done = 0;
+		rc = read_direct(sb, rel, buf, size, off, &got, dtag, &full);
+		if (rc < 0)
+			return rc;
 	}
-	pthread_mutex_unlock(&h->lock);
-	return rc;
+	if (h->ra != NULL)
+		ra_observe(h->ra, dtag, full);
+	snprintf(etag, PROTO_ETAG_MAX, "%s", dtag);
+	return (int)(done + got);
 }
 
 static int files_read(struct sbx *sb, const char *rel, char *buf, size_t size,
 		      off_t off, struct fuse_file_info *fi)
 {
 	struct handle *h = fh(fi);
+	char etag[PROTO_ETAG_MAX];
 	int rc;
 
 	if (h == NULL)
 		return -EBADF;
+	if (off < 0)
+		return -EINVAL;
+	if (size > INT_MAX)
+		size = INT_MAX;
 	/* A reader sees its own writes. */
-	rc = flush_path(sb, rel);
-	if (rc < 0)
-		return rc;
-	rc = read_prefetched(sb, h, rel, buf, size, off);
-	if (rc == -EAGAIN) {
-		pthread_once(&ra_once, ra_start);
-		rc = ra_read(h, buf, size, (uint64_t)off);
-	}
+	flush_path(sb, rel);
+	pthread_mutex_lock(&h->lock);
+	handle_sync(h);
+	rc = read_prefetched(sb, h, rel, buf, size, (uint64_t)off);
+	if (rc != -EAGAIN)
+		snprintf(etag, sizeof(etag), "%s", h->etag);
+	pthread_mutex_unlock(&h->lock);
 	if (rc == -EAGAIN)
-		rc = read_direct(sb, h, buf, size, off);
-	if (rc >= 0 && h->etag[0] != '\0')
-		cache_set_content(sb->fs->cache, sb->id, rel, h->etag);
+		rc = read_exact(sb, h, rel, buf, size, (uint64_t)off, etag);
+	if (rc >= 0 && etag[0] != '\0') {
+		pthread_mutex_lock(&h->lock);
+		snprintf(h->etag, sizeof(h->etag), "%s", etag);
+		pthread_mutex_unlock(&h->lock);
+		cache_set_content(sb->fs->cache, sb->id, rel, etag);
+	}
 	return rc;
 }
 
@@ -1288,25 +1421,35 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 		       size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct handle *h = fh(fi);
+	struct proto_attr la;
 	struct wnode *w;
 	size_t max;
-	bool append;
+	bool append, linked;
 	int rc = 0;
 
 	if (h == NULL)
 		return -EBADF;
 	if (sb->fs->o.ro)
 		return -EROFS;
+	if (size > INT_MAX)
+		return -EINVAL;
 	w = h->w;
 	append = (h->flags & O_APPEND) != 0;
 	max = sb->ext_max_write > 0 && sb->ext_max_write < WRITE_EXTENT_MAX
 		      ? (size_t)sb->ext_max_write
 		      : WRITE_EXTENT_MAX;
+	linked = cache_get_access(sb->fs->cache, sb->id, rel, &la) &&
+		 la.nlink > 1 && la.type == PROTO_FT_FILE;
 	pthread_mutex_lock(&w->lock);
+	/* No write succeeds past bytes this open file lost. */
+	rc = handle_error(h);
+	if (rc < 0)
+		goto out;
 	if (w->dirty && (w->has_times || w->append != append ||
 			 (!append && (uint64_t)off != w->off + w->data.len) ||
 			 w->data.len + size > max)) {
-		rc = wnode_flush_locked(sb, w);
+		(void)wnode_flush_locked(sb, w);
+		rc = handle_error(h);
 		if (rc < 0)
 			goto out;
 	}
@@ -1323,10 +1466,14 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 		rc = ac_write_range(sb->fs->t, sb->id, rel,
 				    append ? UINT64_MAX : (uint64_t)off, buf,
 				    size, NULL, NULL, &a, &err);
+		wnode_changed(w);
 		if (rc < 0) {
 			rc = fail(sb, "write", rel, &err);
+			wnode_lost(w, rc);
+			rc = handle_error(h);
 			goto out;
 		}
+		links_changed(sb, rel, &a);
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 		rc = (int)size;
 		goto out;
@@ -1334,27 +1481,52 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 	rc = buf_append(&w->data, buf, size);
 	if (rc < 0)
 		goto out;
+	if (!w->dirty)
+		w->dirty_ms = mono_ms();
 	w->dirty = true;
+	wnode_changed(w);
 	rc = (int)size;
 	/* Our own pages and attributes are about to change. */
 	cache_forget(sb->fs->cache, sb->id, rel);
+	if (linked) {
+		/* A file with other names is written through at once: a
+		 * reader of another name flushes only that name. */
+		(void)wnode_flush_locked(sb, w);
+		rc = handle_error(h);
+		if (rc == 0)
+			rc = (int)size;
+	}
 out:
 	pthread_mutex_unlock(&w->lock);
 	if (rc > 0) {
-		pthread_mutex_lock(&h->lock);
-		ra_reset(h);
-		h->size_known = false;
-		pthread_mutex_unlock(&h->lock);
+		flusher_need();
 		cache_forget_content(sb->fs->cache, sb->id, rel);
 	}
+	return rc;
+}
+
+/* Send the file's gathered bytes; then this open file's sticky error. */
+static int flush_handle(struct sbx *sb, struct handle *h)
+{
+	int rc;
+
+	pthread_mutex_lock(&h->w->lock);
+	(void)wnode_flush_locked(sb, h->w);
+	rc = handle_error(h);
+	pthread_mutex_unlock(&h->w->lock);
 	return rc;
 }
 
 static int files_flush(struct sbx *sb, const char *rel,
 		       struct fuse_file_info *fi)
 {
-	(void)fi;
-	return flush_path(sb, rel);
+	struct handle *h = fh(fi);
+
+	if (h == NULL) {
+		flush_path(sb, rel);
+		return 0;
+	}
+	return flush_handle(sb, h);
 }
 
 static int files_release(struct sbx *sb, const char *rel,
@@ -1367,18 +1539,16 @@ static int files_release(struct sbx *sb, const char *rel,
 		return 0;
 	(void)rel;
 	pthread_mutex_lock(&h->w->lock);
-	rc = wnode_flush_locked(sb, h->w);
-	if (--h->w->opens == 0) {
+	(void)wnode_flush_locked(sb, h->w);
+	rc = handle_error(h);
+	if (h->w->opens == 1) {
 		int mrc = apply_final_mode(sb, h->w);
 
 		if (rc == 0)
 			rc = mrc;
 	}
 	pthread_mutex_unlock(&h->w->lock);
-	pthread_mutex_lock(&h->lock);
-	h->ra_off = true;
-	pthread_mutex_unlock(&h->lock);
-	handle_unref(h);
+	handle_close(h);
 	fi->fh = 0;
 	return rc;
 }
@@ -1387,13 +1557,17 @@ static int files_fsync(struct sbx *sb, const char *rel, int datasync,
 		       struct fuse_file_info *fi)
 {
 	struct proto_ext_req req;
+	struct handle *h = fh(fi);
 	int rc;
 
 	(void)datasync;
-	(void)fi;
-	rc = flush_path(sb, rel);
-	if (rc < 0)
-		return rc;
+	if (h != NULL) {
+		rc = flush_handle(sb, h);
+		if (rc < 0)
+			return rc;
+	} else {
+		flush_path(sb, rel);
+	}
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	return ext_op(sb, "fsync", rel, &req, NULL);
@@ -1422,13 +1596,15 @@ static int files_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 static int files_unlink(struct sbx *sb, const char *rel)
 {
 	struct proto_ext_req req;
+	struct proto_attr before;
 	struct wnode *w;
-	bool never_made = false;
+	bool never_made = false, known;
 	int rc;
 
+	known = cache_get_access(sb->fs->cache, sb->id, rel, &before);
 	/* Pending bytes of a removed file would only recreate it (or fail):
 	 * descriptors still open write into nothing, as on a local file. */
-	w = wnode_find(sb->id, rel);
+	w = wnode_find(sb, rel);
 	if (w != NULL) {
 		pthread_mutex_lock(&w->lock);
 		never_made = w->mk_pending;
@@ -1441,6 +1617,7 @@ static int files_unlink(struct sbx *sb, const char *rel)
 		w->dirty = false;
 		w->has_times = false;
 		w->has_final_mode = false;
+		wnode_changed(w);
 		pthread_mutex_unlock(&w->lock);
 		wnode_put(w);
 	}
@@ -1451,6 +1628,8 @@ static int files_unlink(struct sbx *sb, const char *rel)
 		req.path = (char *)rel;
 		rc = ext_op(sb, "unlink", rel, &req, NULL);
 	}
+	if (rc == 0 && known)
+		links_changed(sb, rel, &before);
 	if (rc == 0)
 		listing_remove(sb, rel);
 	cache_forget(sb->fs->cache, sb->id, rel);
@@ -1480,11 +1659,8 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
-	rc = flush_tree(sb, from);
-	if (rc == 0)
-		rc = flush_tree(sb, to);
-	if (rc < 0)
-		return rc;
+	flush_tree(sb, from);
+	flush_tree(sb, to);
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)from;
 	req.to = (char *)to;
@@ -1507,8 +1683,20 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 	}
 	cache_forget_tree(sb->fs->cache, sb->id, from);
 	cache_forget_tree(sb->fs->cache, sb->id, to);
-	if (rc == 0 && !req.exchange)
-		rekey_tree(sb, from, to);
+	if (rc == 0) {
+		/* What was at `to` is replaced (or swapped): open files of
+		 * either name read afresh. */
+		path_changed(sb, to);
+		path_changed(sb, from);
+		if (req.exchange) {
+			/* "\001" never starts a path component. */
+			rekey_tree(sb, from, "\001");
+			rekey_tree(sb, to, from);
+			rekey_tree(sb, "\001", to);
+		} else {
+			rekey_tree(sb, from, to);
+		}
+	}
 	return rc;
 }
 
@@ -1518,15 +1706,15 @@ static int files_link(struct sbx *sb, const char *from, const char *to)
 	struct proto_attr a;
 	int rc;
 
-	rc = flush_path(sb, from);
-	if (rc < 0)
-		return rc;
+	flush_path(sb, from);
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)from;
 	req.to = (char *)to;
 	rc = ext_op(sb, "link", to, &req, &a);
 	cache_forget(sb->fs->cache, sb->id, from);
 	if (rc == 0) {
+		links_changed(sb, to, &a);
+		sbfs_kernel_forget(sb->fs, sb->id, from);
 		cache_put(sb->fs->cache, sb->id, to, &a, NULL);
 		listing_add(sb, to, a.type);
 	}
@@ -1595,16 +1783,14 @@ static int files_chmod(struct sbx *sb, const char *rel, mode_t mode,
 	req.path = (char *)rel;
 	req.has_mode = true;
 	req.mode = mode & 07777;
-	w = wnode_find(sb->id, rel);
+	w = wnode_find(sb, rel);
 	if (w != NULL) {
 		pthread_mutex_lock(&w->lock);
 		if (w->opens > 0) {
 			/* Open descriptors keep writing after a chmod that
 			 * takes write away: send their bytes, and keep the
 			 * owner's write bit until the last close. */
-			rc = wnode_flush_locked(sb, w);
-			if (rc < 0)
-				goto unlock;
+			(void)wnode_flush_locked(sb, w);
 			w->has_final_mode = (mode & 0200) == 0;
 			w->final_mode = mode & 07777;
 			if (w->has_final_mode)
@@ -1613,16 +1799,17 @@ static int files_chmod(struct sbx *sb, const char *rel, mode_t mode,
 		rc = ext_op(sb, "chmod", rel, &req, &a);
 		if (rc == 0 && w->has_final_mode)
 			a.perm = mode & 07777;
-	unlock:
 		pthread_mutex_unlock(&w->lock);
 		wnode_put(w);
 	} else {
 		rc = ext_op(sb, "chmod", rel, &req, &a);
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		links_changed(sb, rel, &a);
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
-	else
+	} else {
 		cache_forget(sb->fs->cache, sb->id, rel);
+	}
 	return rc;
 }
 
@@ -1636,19 +1823,21 @@ static int files_truncate(struct sbx *sb, const char *rel, off_t size,
 	(void)fi;
 	if (size < 0)
 		return -EINVAL;
-	rc = flush_path(sb, rel);
-	if (rc < 0)
-		return rc;
+	flush_path(sb, rel);
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	req.has_size = true;
 	req.size = (uint64_t)size;
 	rc = ext_op(sb, "truncate", rel, &req, &a);
+	/* Every open file reads the new size and bytes at once. */
+	path_changed(sb, rel);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
-	if (rc == 0)
+	if (rc == 0) {
+		links_changed(sb, rel, &a);
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
-	else
+	} else {
 		cache_forget(sb->fs->cache, sb->id, rel);
+	}
 	return rc;
 }
 
@@ -1676,7 +1865,7 @@ static int files_utimens(struct sbx *sb, const char *rel,
 	/* An agent that does not advertise version 2 ignores times given
 	 * with a write: send them on their own there. */
 	if (tv != NULL && !sb->fs->o.ro && sb->ext_tree) {
-		struct wnode *w = wnode_find(sb->id, rel);
+		struct wnode *w = wnode_find(sb, rel);
 		bool merged = false;
 
 		/* Bytes are pending (a writer that sets times right after
@@ -1697,10 +1886,10 @@ static int files_utimens(struct sbx *sb, const char *rel,
 			return 0;
 		}
 	}
-	/* A later upload of pending bytes would move mtime again. */
-	rc = flush_path(sb, rel);
-	if (rc < 0)
-		return rc;
+	/* A later upload of pending bytes would move mtime again, and so
+	 * would the creation of a new file in a directory. */
+	flush_path(sb, rel);
+	flush_new_children(sb, rel);
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)rel;
 	/* The kernel already followed the caller's symlinks: the path names
@@ -1714,10 +1903,12 @@ static int files_utimens(struct sbx *sb, const char *rel,
 		to_proto_time(&tv[1], &req.mtime);
 	}
 	rc = ext_op(sb, "utimens", rel, &req, &a);
-	if (rc == 0)
+	if (rc == 0) {
+		links_changed(sb, rel, &a);
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
-	else
+	} else {
 		cache_forget(sb->fs->cache, sb->id, rel);
+	}
 	return rc;
 }
 

@@ -104,8 +104,15 @@ struct sbfs {
 	size_t nids;
 	long long ids_ms; /* when it was read (monotonic ms) */
 	struct cache *cache;
+	struct readahead *ra; /* sequential readers' windows */
+	struct fuse *fuse; /* set when the mount starts (fs.c) */
 	char *spool_dir; /* where large job output spills */
 };
+
+/* The readahead pool of a mount: its workers and the chunk memory all its
+ * readers share (SEMANTICS.md, memory). */
+#define SBFS_RA_WORKERS 8
+#define SBFS_RA_BUDGET (64UL * 1024 * 1024)
 
 /* ---- the mount (sandbox.c) ----------------------------------------------- */
 
@@ -175,6 +182,11 @@ void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
  */
 bool sbfs_link_escapes(const char *rel, const char *target);
 
+/* Make the kernel forget what it caches of files/<rel> in sandbox id (its
+ * attributes and pages), after a change it could not see (another name of
+ * a hard-linked file). A no-op before the mount serves. */
+void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel);
+
 /* Convert extension attributes to struct stat. */
 void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st);
 
@@ -224,8 +236,8 @@ struct fs_tree_ops {
 };
 
 extern const struct fs_tree_ops fs_files_ops; /* the extension */
-/* Before the mount goes away: wait for the readahead fetches under way
- * (each bounded by the mount's deadlines). */
+/* Before the mount goes away: stop the write flusher and send what files
+ * still open have gathered. */
 void fs_files_shutdown(void);
 extern const struct fs_tree_ops fs_files_v1_ops; /* v1 and native */
 

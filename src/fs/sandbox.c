@@ -21,6 +21,7 @@
 #include "fs/cache.h"
 #include "fs/fs_i.h"
 #include "fs/prefetch.h"
+#include "fs/readahead.h"
 #include "provider_local.h"
 
 #ifdef HAVE_PROVIDER_AZURE
@@ -88,6 +89,12 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 			      "the HTTP client could not start");
 		goto fail;
 	}
+	rc = readahead_new(SBFS_RA_WORKERS, SBFS_RA_BUDGET, &fs->ra);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "the readahead pool could not be made");
+		goto fail;
+	}
 	rc = cache_new(o->attr_timeout, &fs->cache);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
@@ -109,6 +116,7 @@ void sbfs_free(struct sbfs *fs)
 		return;
 	prefetch_shutdown();
 	fs_files_shutdown();
+	readahead_free(fs->ra);
 	for (sb = fs->sandboxes; sb != NULL; sb = next) {
 		next = sb->next;
 		fs_jobs_free(sb->jobs);
@@ -238,6 +246,22 @@ static bool state_needs_resume(enum provider_state st)
 	return st != PROVIDER_STATE_RUNNING;
 }
 
+/* What the agent's health of the current boot says it can do (sb->lock
+ * held). */
+static void take_health(struct sbfs *fs, struct sbx *sb,
+			const struct proto_health *h)
+{
+	sb->health = *h;
+	sb->health_known = true;
+	/* The request may itself have activated a new connection. */
+	sb->health_gen = transport_generation(fs->t, sb->id);
+	sb->ext = h->ext_files >= 1;
+	sb->ext_tree = h->ext_files >= 2;
+	sb->ext_create_write = h->ext_files >= 3;
+	sb->ext_contents = h->ext_files >= 4;
+	sb->ext_max_write = h->ext_max_write;
+}
+
 /* Ask the agent's health when the boot may have changed since last time. */
 static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 {
@@ -258,15 +282,7 @@ static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 	if (rc < 0)
 		return sbfs_fail(fs, sb->id, op, "", &err);
 	pthread_mutex_lock(&sb->lock);
-	sb->health = h;
-	sb->health_known = true;
-	/* The request above may itself have activated a new connection. */
-	sb->health_gen = transport_generation(fs->t, sb->id);
-	sb->ext = h.ext_files >= 1;
-	sb->ext_tree = h.ext_files >= 2;
-	sb->ext_create_write = h.ext_files >= 3;
-	sb->ext_contents = h.ext_files >= 4;
-	sb->ext_max_write = h.ext_max_write;
+	take_health(fs, sb, &h);
 	pthread_mutex_unlock(&sb->lock);
 	return 0;
 }
@@ -284,16 +300,8 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 	if (rc < 0)
 		return sbfs_fail(fs, sb->id, op, "", &err);
 	pthread_mutex_lock(&sb->lock);
-	if (h.protocol_version == PROTO_VERSION) {
-		sb->health = h;
-		sb->health_known = true;
-		sb->health_gen = transport_generation(fs->t, sb->id);
-		sb->ext = h.ext_files >= 1;
-		sb->ext_tree = h.ext_files >= 2;
-		sb->ext_create_write = h.ext_files >= 3;
-		sb->ext_contents = h.ext_files >= 4;
-		sb->ext_max_write = h.ext_max_write;
-	}
+	if (h.protocol_version == PROTO_VERSION)
+		take_health(fs, sb, &h);
 	pthread_mutex_unlock(&sb->lock);
 	return 0;
 }

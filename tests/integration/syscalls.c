@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -681,6 +682,68 @@ static void names(void)
 	     rename("with space", "also spaced"));
 }
 
+/* A file that grows and shrinks under a reader that has read it: every
+ * descriptor, mapped or not, sees the new size and bytes at once, and
+ * copy_file_range copies them. */
+static void grow(void)
+{
+	unsigned char pat[0x10000];
+	loff_t in = 0, out = 0;
+	ssize_t total = 0, r = 0;
+	size_t i;
+	int fd, rd, cp;
+	void *m;
+
+	puts("== growing and shrinking a file a reader has read");
+	for (i = 0; i < sizeof(pat); i++)
+		pat[i] = (unsigned char)(i * 7 + 3);
+	fd = xopen("open grow rw", "grow", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	rd = xopen("open grow ro", "grow", O_RDONLY, 0);
+	if (fd < 0 || rd < 0)
+		return;
+	STEP("write 64 KiB", write(fd, pat, sizeof(pat)));
+	/* The reader reads it all, in order, as far as the end. */
+	for (i = 0; i <= sizeof(pat) / 4096; i++)
+		do_read("read the file in order", rd, 4096);
+	do_pread("pread the old end", rd, 4096, 0xf000);
+	STEP("ftruncate to 192 KiB", ftruncate(fd, 0x30000));
+	show_fstat("fstat the reader", rd);
+	do_pread("pread the new part through the reader", rd, 4096, 0x20000);
+	do_pread("pread across the old end", rd, 4096, 0xf800);
+	m = mmap(NULL, 0x30000, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		printf("mmap: %s\n", errname(errno));
+	} else {
+		memcpy((char *)m + 0x28000, "mapped", 6);
+		STEP("msync", msync(m, 0x30000, MS_SYNC));
+		show_bytes("a mapped read of the new part",
+			   (unsigned char *)m + 0x2fff0, 16, 0);
+		munmap(m, 0x30000);
+	}
+	do_pread("pread the mapped write", rd, 16, 0x28000);
+	cp = xopen("open grow.copy", "grow.copy", O_RDWR | O_CREAT | O_TRUNC,
+		   0644);
+	while (cp >= 0 && total < 0x30000) {
+		r = copy_file_range(fd, &in, cp, &out, (size_t)(0x30000 - total),
+				    0);
+		if (r <= 0)
+			break;
+		total += r;
+	}
+	printf("copy_file_range: %zd of %d%s%s\n", total, 0x30000,
+	       r < 0 ? ": " : "", r < 0 ? errname(errno) : "");
+	xclose("close grow.copy", cp);
+	show_file("the copy", "grow.copy");
+	STEP("ftruncate to 100 bytes", ftruncate(fd, 100));
+	show_fstat("fstat the reader after the shrink", rd);
+	do_pread("pread past the new end", rd, 4096, 50);
+	STEP("pwrite past the end (a hole)", pwrite(fd, "end", 3, 0x40000));
+	do_pread("pread the hole's end", rd, 16, 0x3fff0);
+	xclose("close grow ro", rd);
+	xclose("close grow rw", fd);
+	show_file("grow", "grow");
+}
+
 /* ---- the tree ------------------------------------------------------------ */
 
 static int cmp_names(const void *a, const void *b)
@@ -794,6 +857,7 @@ int main(int argc, char *argv[])
 	links();
 	attrs();
 	names();
+	grow();
 	puts("== tree");
 	tree(".", 0);
 	return 0;

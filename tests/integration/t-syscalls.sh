@@ -5,9 +5,11 @@
 # directory of the sandbox's backing root and once on a directory under
 # the mount: open, read, write, pread, pwrite, ftruncate, truncate,
 # O_APPEND, O_EXCL, O_TRUNC, rename (and renameat2), link, unlink, mkdir,
-# rmdir, symlink, readlink, stat, chmod, utimensat, and the errno of each
-# failing call must come out the same, line for line. Then the trees the
-# two runs left behind on disk must be the same too.
+# rmdir, symlink, readlink, stat, chmod, utimensat, a file growing and
+# shrinking under a reader (pread, mmap, copy_file_range), and the errno
+# of each failing call must come out the same, line for line, with the
+# caches off and with the default caches. Then the trees the runs left
+# behind on disk must be the same too.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -33,6 +35,18 @@ with_timeout 300 "$SBFS_SYSCALLS" "$MNT/a/files/mounted" >"$TMP/mount.out" 2>"$T
 [ "$(wc -l <"$TMP/direct.out")" -gt 200 ] || fail "the direct run printed too little"
 if ! diff -u "$TMP/direct.out" "$TMP/mount.out" >"$TMP/diff"; then
 	fail "the mount's results differ from the backing root's:"
+	head -n 120 "$TMP/diff" | sed 's/^/  /'
+fi
+
+# Again with the default caches: this process's own changes are visible
+# to it at once whatever is cached (SEMANTICS.md), so nothing may differ.
+umount_fs
+mount_fs
+with_timeout 30 mkdir "$MNT/a/files/cached" || die "mkdir through the mount"
+with_timeout 300 "$SBFS_SYSCALLS" "$MNT/a/files/cached" >"$TMP/cached.out" 2>"$TMP/cached.err" ||
+	fail "the run through the mount with caches failed: $(cat "$TMP/cached.err")"
+if ! diff -u "$TMP/direct.out" "$TMP/cached.out" >"$TMP/diff"; then
+	fail "with caches, the mount's results differ from the backing root's:"
 	head -n 120 "$TMP/diff" | sed 's/^/  /'
 fi
 
