@@ -591,7 +591,12 @@ int agent_reply_empty(struct agent_req *r, unsigned status)
 static char *typed_body(const char *code, const char *fmt, va_list ap,
 			size_t *len) __attribute__((format(printf, 2, 0)));
 
-/* "CODE: message" into a heap string (NULL on failure). */
+/* The longest error body the agent sends: well under the 4096 bytes a
+ * client reads of one (doc/protocol-v1.md, errors). */
+#define ERROR_BODY_SENT_MAX 1024
+
+/* "CODE: message" into a heap string (NULL on failure), at most
+ * ERROR_BODY_SENT_MAX bytes. */
 static char *typed_body(const char *code, const char *fmt, va_list ap,
 			size_t *len)
 {
@@ -614,6 +619,18 @@ static char *typed_body(const char *code, const char *fmt, va_list ap,
 			goto fail;
 		vsnprintf(p, (size_t)n + 1, fmt, ap);
 		buf_commit(&b, (size_t)n);
+	}
+	if (b.len > ERROR_BODY_SENT_MAX) {
+		/* A message that echoes a path near PATH_MAX would pass the
+		 * 4096 bytes a client reads of an error body, and the answer
+		 * would be lost: keep its start (the code and errno name)
+		 * and its end. */
+		size_t keep = (ERROR_BODY_SENT_MAX - 5) / 2;
+
+		memcpy(b.data + keep, " ... ", 5);
+		memmove(b.data + keep + 5, b.data + b.len - keep, keep);
+		b.len = 2 * keep + 5;
+		b.data[b.len] = '\0';
 	}
 	return buf_take(&b, len);
 fail:

@@ -88,7 +88,7 @@ bool path_component_valid(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (n == 0 || n > 255)
+	if (n == 0 || n > NAME_MAX_BYTES)
 		return false;
 	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return false;

@@ -16,6 +16,8 @@
 #include <stddef.h>
 
 #define PATH_MAX_BYTES 4096
+/* The longest name of one component (NAME_MAX of Linux file systems). */
+#define NAME_MAX_BYTES 255
 
 enum path_verdict {
 	PATH_OK = 0,

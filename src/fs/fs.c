@@ -94,6 +94,24 @@ static int job_file(const char *name, enum fs_job_file *jf)
 	return -ENOENT;
 }
 
+/* A path the sandbox can take: at most PATH_MAX_BYTES - 1 bytes and
+ * components of at most NAME_MAX_BYTES, as on a local file system
+ * (ENAMETOOLONG), checked here so that no agent is asked. */
+static int rel_check(const char *rel)
+{
+	size_t n = 0;
+	const char *p;
+
+	for (p = rel; *p != '\0'; p++) {
+		if (*p == '/') {
+			n = 0;
+		} else if (++n > NAME_MAX_BYTES) {
+			return -ENAMETOOLONG;
+		}
+	}
+	return p - rel >= PATH_MAX_BYTES ? -ENAMETOOLONG : 0;
+}
+
 static int fs_parse(const char *path, struct node *n)
 {
 	const char *p = path;
@@ -117,7 +135,7 @@ static int fs_parse(const char *path, struct node *n)
 	if (strcmp(part, "files") == 0) {
 		n->kind = N_FILES;
 		n->rel = p;
-		return 0;
+		return rel_check(p);
 	}
 	if (*p != '\0' && strcmp(part, "jobs") != 0)
 		return -ENOENT;
@@ -519,6 +537,22 @@ static int fs_chown(const char *path, uid_t uid, gid_t gid,
 	return n.kind == N_FILES ? 0 : -EPERM;
 }
 
+static int fs_mknod(const char *path, mode_t mode, dev_t rdev)
+{
+	struct node n;
+	int rc = parse_new(path, &n);
+
+	(void)rdev;
+	if (rc < 0)
+		return rc;
+	if (n.kind != N_FILES || *n.rel == '\0')
+		return not_files(&n);
+	/* Regular files come through create; FIFOs, sockets and devices
+	 * are not made in a sandbox (SEMANTICS.md). */
+	(void)mode;
+	return -EPERM;
+}
+
 static int fs_symlink(const char *target, const char *path)
 {
 	FILES_OP("symlink", symlink(sb, target, n.rel));
@@ -815,6 +849,7 @@ static const struct fuse_operations sbfs_ops = {
 	.init = fs_init,
 	.getattr = fs_getattr,
 	.readlink = fs_readlink,
+	.mknod = fs_mknod,
 	.mkdir = fs_mkdir,
 	.unlink = fs_unlink,
 	.rmdir = fs_rmdir,

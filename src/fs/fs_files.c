@@ -18,7 +18,7 @@
  *
  * Writes are gathered per path into one extent (up to the agent's largest
  * write) and sent when the next write is not contiguous, when the extent is
- * full, at most WRITE_WINDOW_MS after its first byte, and at flush (close),
+ * full, at most write_window after its first byte, and at flush (close),
  * fsync and before any operation that must see them (stat, read, truncate,
  * rename). Bytes that could not be stored put every open file that was
  * open for writing at the time in error: its later writes, fsyncs and
@@ -50,10 +50,9 @@
 /* The largest listing remembered (SEMANTICS.md, memory). */
 #define LISTING_KEEP_MAX 16384
 #define WRITE_EXTENT_MAX (8UL * 1024 * 1024)
-/* The longest gathered bytes wait before they are sent (the gathering
- * window, SEMANTICS.md), and how often the flusher looks. */
-#define WRITE_WINDOW_MS 1000
-#define FLUSHER_TICK_MS 250
+/* How often the flusher looks for gathered bytes older than the mount's
+ * write_window (the gathering window, SEMANTICS.md). */
+#define FLUSHER_TICK_MS 100
 
 static long long mono_ms(void)
 {
@@ -425,8 +424,8 @@ static bool pick_old(const struct wnode *w, const void *arg)
 {
 	const long long *now = arg;
 
-	return w->dirty &&
-	       (now == NULL || *now - w->dirty_ms >= WRITE_WINDOW_MS);
+	return w->dirty && (now == NULL ||
+			    *now - w->dirty_ms >= w->sb->fs->o.write_window_ms);
 }
 
 /* Send every extent whose first byte is older than the window (all of
@@ -1488,9 +1487,10 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 	rc = (int)size;
 	/* Our own pages and attributes are about to change. */
 	cache_forget(sb->fs->cache, sb->id, rel);
-	if (linked) {
+	if (linked || sb->fs->o.write_window_ms == 0) {
 		/* A file with other names is written through at once: a
-		 * reader of another name flushes only that name. */
+		 * reader of another name flushes only that name. So is
+		 * every file with no gathering window. */
 		(void)wnode_flush_locked(sb, w);
 		rc = handle_error(h);
 		if (rc == 0)

@@ -54,6 +54,8 @@ struct sbfs_opts {
 	long job_timeout_s; /* a job's timeoutMs when the command sets
 				    none, default 86400 */
 	long list_cache_ms; /* how long the provider's list is reused */
+	long write_window_ms; /* longest a written byte waits unsent, 1000;
+				 0 sends each write at once */
 	bool noautoresume; /* do not resume a stopped sandbox */
 	bool ro; /* refuse every change with EROFS */
 	bool foreground;

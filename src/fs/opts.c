@@ -33,6 +33,7 @@ struct raw {
 	char *negative_timeout;
 	char *job_timeout;
 	char *list_cache;
+	char *write_window;
 	int noautoresume;
 	int ro;
 	int show_help;
@@ -72,6 +73,7 @@ static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("entry_timeout=%s", entry_timeout),
 	ROPT("negative_timeout=%s", negative_timeout),
 	ROPT("job_timeout=%s", job_timeout), ROPT("list_cache=%s", list_cache),
+	ROPT("write_window=%s", write_window),
 	ROPT("noautoresume", noautoresume), FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION), FUSE_OPT_KEY("--version", KEY_VERSION),
@@ -163,6 +165,10 @@ void sbfs_usage(const char *prog)
 	       "                            sets none (default 86400)\n"
 	       "    -o list_cache=SECONDS   reuse the sandbox list (default "
 	       "1)\n"
+	       "    -o write_window=SECONDS longest a written byte waits in "
+	       "the\n"
+	       "                            mount before it is sent "
+	       "(default 1)\n"
 	       "    -o noautoresume         do not resume stopped sandboxes\n"
 	       "    -o ro                   read-only mount\n"
 	       "    -o azure_subscription=ID,azure_resource_group=RG,\n"
@@ -200,6 +206,7 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	o->negative_timeout = 1.0;
 	o->job_timeout_s = 86400;
 	o->list_cache_ms = 1000;
+	o->write_window_ms = 1000;
 	if (fuse_opt_parse(args, o, sbfs_opt_spec, NULL) < 0 ||
 	    fuse_opt_parse(args, &r, raw_opt_spec, raw_proc) < 0)
 		goto out;
@@ -254,6 +261,10 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	if (seconds("list_cache", r.list_cache, &d, false) < 0)
 		goto bad;
 	o->list_cache_ms = (long)(d * 1000.0);
+	d = (double)o->write_window_ms / 1000.0;
+	if (seconds("write_window", r.write_window, &d, false) < 0)
+		goto bad;
+	o->write_window_ms = (long)(d * 1000.0);
 	/* mount.fuse3 passes "SOURCE MOUNTPOINT": the source names nothing
 	 * here (the provider options do). */
 	if (r.npositional == 0) {
@@ -275,6 +286,7 @@ out:
 	free(r.negative_timeout);
 	free(r.job_timeout);
 	free(r.list_cache);
+	free(r.write_window);
 	free(r.positional[0]);
 	free(r.positional[1]);
 	return rc;

@@ -16,6 +16,8 @@ check_PROGRAMS += %reldir%/syscalls
 SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
+	%reldir%/t-reads.sh \
+	%reldir%/t-write-errors.sh \
 	%reldir%/t-create.sh \
 	%reldir%/t-prefetch.sh \
 	%reldir%/t-tree.sh \

@@ -7,7 +7,9 @@
 # root: nothing before the close, everything after it; what a second
 # descriptor, stat, mv and rm see in between; an empty file; a read-only
 # mode; times from tar; and an exclusive create that lost the race to the
-# sandbox, which must fail at close and leave the sandbox's file alone.
+# sandbox, which must fail at close and leave the sandbox's file alone;
+# a directory the sandbox may not write, refused at open; and the
+# gathering window, which sends bytes of a file still open.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -18,8 +20,10 @@ sbx_start a
 B=$(sbx_root a)
 F=$MNT/a/files
 # The listing a create consults is as fresh as attr_timeout: long enough
-# here for a slow machine (valgrind) to get from one step to the next.
-mount_fs attr_timeout=60,entry_timeout=60
+# here for a slow machine (valgrind) to get from one step to the next. So
+# is the gathering window, so that "nothing before the close" holds
+# however slow the machine is.
+mount_fs attr_timeout=60,entry_timeout=60,write_window=60
 
 w() {
 	with_timeout 60 "$@"
@@ -144,5 +148,30 @@ else
 fi
 assert_content "$B/d/race" "theirs" "the sandbox's d/race"
 allow_log 'd/race'
+
+# ---- a directory the sandbox may not write: refused at open ---------------------
+# The sandbox's user cannot write a root-owned 0755 directory: the create
+# must fail where it was asked (open, so touch and the shell see EACCES),
+# not at close, and leave nothing behind.
+mkdir "$B/rootdir"
+chown 0:0 "$B/rootdir"
+chmod 0755 "$B/rootdir"
+w ls "$F/rootdir" >/dev/null || fail "ls rootdir"
+assert_errno 'Permission denied' touch "$F/rootdir/x"
+assert_errno 'Permission denied' sh -c "echo x >'$F/rootdir/y'"
+[ -e "$B/rootdir/x" ] && fail "rootdir/x was made"
+assert_errno 'No such file or directory' stat "$F/rootdir/x"
+allow_log 'rootdir'
+
+# ---- the gathering window: bytes reach the sandbox without a close --------------
+umount_fs
+mount_fs write_window=1
+w mkdir "$F/win" || fail "mkdir win"
+writer_start "$F/win/slow"
+writer_put 'early' 5
+wait_for 10 test -s "$B/win/slow" ||
+	fail "win/slow did not reach the sandbox within the window while open"
+assert_content "$B/win/slow" "early" "win/slow while still open"
+writer_end || fail "writing win/slow: $(cat "$TMP/dd.err")"
 
 finish

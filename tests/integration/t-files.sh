@@ -66,12 +66,30 @@ assert_eq "$(cd "$B" && find tree | LC_ALL=C sort)" \
 for p in rand text tree/f1 tree/link; do
 	same_stat "$p"
 done
-# A directory's own attributes (links, mtime) change with its entries and
-# may be attr_timeout (1 s) old.
-sleep 1.2
+# A directory's own attributes (links, mtime) show this mount's changes
+# to its entries at once, after each kind of change (rsync -a sets a
+# directory's mtime after filling it, and must find it kept).
 for p in tree tree/sub; do
 	same_stat "$p"
 done
+w touch "$F/tree/sub/new" || fail "touch tree/sub/new"
+same_stat tree/sub
+w mkdir "$F/tree/sub/nd" || fail "mkdir tree/sub/nd"
+same_stat tree/sub
+w mv "$F/tree/sub/new" "$F/tree/sub/nd/new" || fail "mv into tree/sub/nd"
+same_stat tree/sub
+same_stat tree/sub/nd
+w ln -s new "$F/tree/sub/nd/sl" || fail "ln -s in tree/sub/nd"
+same_stat tree/sub/nd
+w rm "$F/tree/sub/nd/sl" "$F/tree/sub/nd/new" || fail "rm in tree/sub/nd"
+same_stat tree/sub/nd
+w rmdir "$F/tree/sub/nd" || fail "rmdir tree/sub/nd"
+same_stat tree/sub
+printf 'x\n' >"$TMP/x"
+w cp "$TMP/x" "$F/tree/sub/cp" || fail "cp into tree/sub"
+w touch -d '2001-01-01 00:00:00' "$F/tree/sub" || fail "touch -d tree/sub"
+same_stat tree/sub
+w rm "$F/tree/sub/cp" || fail "rm tree/sub/cp"
 # ls -l: modes, links, owners, sizes, times and link targets alike.
 # shellcheck disable=SC2012 # ls -l output is what is compared
 assert_eq "$(ls -ln --time-style=+%s "$B/tree" | sed 1d)" \
