@@ -7,7 +7,9 @@
 # /etc/passwd, or up with ../) cannot be read through the mount (ELOOP or
 # EACCES) and never shows the host's file; the synthetic files refuse to
 # be written or removed; nothing can be made above files/ (EPERM); a
-# directory read as a file is EISDIR, a file used as a directory ENOTDIR.
+# directory read as a file is EISDIR, a file used as a directory ENOTDIR;
+# a path near PATH_MAX is ENOENT or ENAMETOOLONG, never EIO; mkfifo and
+# mknod are EPERM.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -108,6 +110,35 @@ assert_errno 'Not a directory' cat "$F/present/x"
 assert_errno 'Is a directory' cat "$MNT/a/jobs"
 assert_errno 'No such file or directory' cat "$MNT/nosuchsandbox/info"
 assert_errno 'No such file or directory' ls "$MNT/a/nosuchentry"
+
+# ---- names the sandbox cannot take, and special files ------------------------------
+# A path near PATH_MAX (reached by cd, so the kernel does not count the
+# mountpoint) gets ENOENT or ENAMETOOLONG, as on a local file system,
+# never EIO, and costs no re-activation.
+act0=$(activations)
+long=$(printf 'd%.0s' $(seq 1 200))
+deep=$long
+for i in $(seq 1 19); do
+	deep=$deep/$long
+done
+mkdir -p "$B/$deep" || die "mkdir the deep tree"
+# The sandbox's user owns its tree.
+chown -R --reference="$B" "$B/$long"
+for n in 40 60 80 100; do
+	x=$(printf 'x%.0s' $(seq 1 "$n"))
+	with_timeout 30 sh -c "cd '$F/$deep' && stat '$x'" >/dev/null 2>"$TMP/long.err"
+	grep -Eq 'No such file or directory|File name too long' "$TMP/long.err" ||
+		fail "stat of a ${n}-byte name near PATH_MAX: $(cut -c1-60 "$TMP/long.err")"
+	with_timeout 30 sh -c "cd '$F/$deep' && mkdir '$x'" 2>"$TMP/long.err" ||
+		grep -q 'File name too long' "$TMP/long.err" ||
+		fail "mkdir of a ${n}-byte name near PATH_MAX: $(cut -c1-60 "$TMP/long.err")"
+done
+assert_errno 'File name too long' touch "$F/$(printf 'n%.0s' $(seq 1 256))"
+sleep 0.5
+assert_eq "$act0" "$(activations)" "activations after long paths"
+assert_errno 'Operation not permitted' mkfifo "$F/fifo"
+assert_errno 'Operation not permitted' mknod "$F/null" c 1 3
+[ -e "$B/fifo" ] && fail "mkfifo made a FIFO in the sandbox"
 
 # The errors above are expected; the debug log names them, never as
 # warnings.
