@@ -635,6 +635,59 @@ START_TEST(content_never_expires)
 }
 END_TEST
 
+START_TEST(attr_touch_keeps_access)
+{
+	struct proto_attr a = attr_n(7), got;
+
+	/* A directory whose entries changed: a stat misses (times and links
+	 * moved), a permission decision still has mode and owner. */
+	a.type = PROTO_FT_DIR;
+	a.perm = 0751;
+	cache_put(c, SBX, "d", &a, NULL);
+	cache_touch(c, SBX, "d");
+	ck_assert(!cache_get(c, SBX, "d", &got, NULL));
+	ck_assert(cache_get_access(c, SBX, "d", &got));
+	ck_assert_uint_eq(got.perm, 0751);
+	/* A fresh put makes it whole again. */
+	cache_put(c, SBX, "d", &a, NULL);
+	ck_assert(cache_get(c, SBX, "d", &got, NULL));
+	/* Touching what is not there is nothing. */
+	cache_touch(c, SBX, "nothing");
+	ck_assert(!cache_get_access(c, SBX, "nothing", &got));
+}
+END_TEST
+
+START_TEST(attr_forget_ino_finds_every_name)
+{
+	struct proto_attr a = attr_n(9), b = attr_n(10), got;
+	char **v = NULL;
+	size_t n, i;
+	int seen = 0;
+
+	a.ino = 77;
+	a.nlink = 3;
+	b.ino = 78;
+	cache_put(c, SBX, "one", &a, NULL);
+	cache_put(c, SBX, "d/two", &a, NULL);
+	cache_put(c, SBX, "other", &b, NULL);
+	cache_put(c, "elsewhere", "one", &a, NULL);
+	n = cache_forget_ino(c, SBX, 77, &v);
+	ck_assert_uint_eq(n, 2);
+	for (i = 0; i < n; i++) {
+		seen |= strcmp(v[i], "one") == 0 ? 1 : 0;
+		seen |= strcmp(v[i], "d/two") == 0 ? 2 : 0;
+		free(v[i]);
+	}
+	free(v);
+	ck_assert_int_eq(seen, 3);
+	ck_assert(!cache_get(c, SBX, "one", &got, NULL));
+	ck_assert(!cache_get(c, SBX, "d/two", &got, NULL));
+	ck_assert(cache_get(c, SBX, "other", &got, NULL));
+	ck_assert(cache_get(c, "elsewhere", "one", &got, NULL));
+	ck_assert_uint_eq(cache_forget_ino(c, SBX, 12345, &v), 0);
+}
+END_TEST
+
 Suite *make_fs_cache_suite(void)
 {
 	Suite *s = suite_create("fs_cache");
@@ -655,6 +708,8 @@ Suite *make_fs_cache_suite(void)
 	tcase_add_checked_fixture(tc, long_setup, cache_teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, attr_put_get_forget);
+	tcase_add_test(tc, attr_touch_keeps_access);
+	tcase_add_test(tc, attr_forget_ino_finds_every_name);
 	tcase_add_test(tc, attr_expires);
 	tcase_add_test(tc, attr_bounded_oldest_first);
 	tcase_add_test(tc, content_put_get_forget_bounded);

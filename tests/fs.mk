@@ -8,3 +8,6 @@ check_sandboxfs_SOURCES += %reldir%/check_fs_v1.c
 ## The mount's cache on its own: directory listings, attributes and
 ## content validators (put, lookup, expiry, forgetting, bounds).
 check_sandboxfs_SOURCES += %reldir%/check_fs_cache.c
+## The readahead window on its own (src/fs/readahead.c): exact reads
+## against a simulated file whose fetches are slow, fail or go stale.
+check_sandboxfs_SOURCES += %reldir%/check_fs_readahead.c
