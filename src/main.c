@@ -10,20 +10,58 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 
 #include "common/log.h"
+#include "common/xalloc.h"
 #include "fs/fs.h"
 
 /* Kernel readahead for a sequential reader of a mount (KiB). */
 #define SBFS_READAHEAD_KB 4096
+
+/* The mount already at path, as "TYPE SOURCE" into what; false when path
+ * is no mount point. */
+static bool mounted_at(const char *path, char *what, size_t size)
+{
+	char line[8192], mp[4096], type[256], src[4096];
+	bool found = false;
+	char *abs = realpath(path, NULL);
+	FILE *f;
+
+	if (abs == NULL)
+		return false;
+	f = fopen("/proc/self/mountinfo", "re");
+	if (f == NULL) {
+		free(abs);
+		return false;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char *sep = strstr(line, " - ");
+
+		/* "id parent MAJ:MIN root MOUNTPOINT opts ... - TYPE SRC" */
+		if (sep == NULL ||
+		    sscanf(line, "%*d %*d %*s %*s %4095s", mp) != 1 ||
+		    sscanf(sep + 3, "%255s %4095s", type, src) != 2)
+			continue;
+		if (strcmp(mp, abs) == 0) {
+			snprintf(what, size, "%s %s", type, src);
+			found = true;
+		}
+	}
+	fclose(f);
+	free(abs);
+	return found;
+}
 
 int main(int argc, char *argv[])
 {
@@ -34,8 +72,8 @@ int main(int argc, char *argv[])
 	struct sbfs *fs = NULL;
 	struct fuse *fuse = NULL;
 	struct sbx_error err;
-	char text[1024];
-	int rc, status = 1;
+	char what[4400];
+	int rc, status = 1, log_fd = -1;
 
 	signal(SIGPIPE, SIG_IGN);
 	/* Buffers of a megabyte and more come and go with every read and
@@ -68,11 +106,50 @@ int main(int argc, char *argv[])
 	else if (getenv("SANDBOXFS_LOG_LEVEL") != NULL &&
 		 strcmp(getenv("SANDBOXFS_LOG_LEVEL"), "info") == 0)
 		log_set_level(LOG_LEVEL_INFO);
+	/* A second mount over the first would hide it, and fusermount3
+	 * refuses it for users with a bare "Permission denied". */
+	if (mounted_at(cmd.mountpoint, what, sizeof(what))) {
+		fprintf(stderr,
+			"sandboxfs: %s is already a mount point (%s): unmount "
+			"it first (fusermount3 -u %s)\n",
+			cmd.mountpoint, what, cmd.mountpoint);
+		goto out;
+	}
+	if (o.log_file != NULL) {
+		log_fd = open(o.log_file,
+			      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (log_fd < 0) {
+			fprintf(stderr, "sandboxfs: -o log=%s: %s\n",
+				o.log_file, strerror(errno));
+			goto out;
+		}
+		log_use_fd(log_fd);
+	}
 
 	sbx_error_clear(&err);
 	if (sbfs_new(&o, &fs, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.reason);
+		log_error("%s", err.reason);
 		goto out;
+	}
+	/* mount(8) and df show where the sandboxes come from, as sshfs shows
+	 * user@host:path. */
+	if (!o.has_fsname) {
+		char src[PATH_MAX + 32], *opt = NULL, *arg;
+		int arc;
+
+		sbfs_source(fs, src, sizeof(src));
+		arg = xasprintf("fsname=%s", src);
+		arc = fuse_opt_add_opt_escaped(&opt, arg);
+		free(arg);
+		if (arc == 0) {
+			arg = xasprintf("-o%s", opt);
+			arc = fuse_opt_add_arg(&args, arg);
+			free(arg);
+		}
+		free(opt);
+		if (arc < 0)
+			goto out;
 	}
 	fuse = fuse_new(&args, fs_operations(), sizeof(struct fuse_operations),
 			fs);
@@ -83,7 +160,7 @@ int main(int argc, char *argv[])
 	sbfs_tune_mount(cmd.mountpoint, SBFS_READAHEAD_KB);
 	if (fuse_daemonize(cmd.foreground) != 0)
 		goto unmount;
-	if (!cmd.foreground)
+	if (!cmd.foreground && log_fd < 0)
 		log_use_syslog(true);
 	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
 		goto unmount;
@@ -97,7 +174,10 @@ int main(int argc, char *argv[])
 			loop, cmd.max_threads > 10 && cmd.max_threads <= 100000
 				      ? cmd.max_threads
 				      : 64);
-		fuse_loop_cfg_set_idle_threads(loop, cmd.max_idle_threads);
+		/* libfuse's "unset" (UINT_MAX) would only draw a warning. */
+		if (cmd.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(loop,
+						       cmd.max_idle_threads);
 		rc = fuse_loop_mt(fuse, loop);
 	}
 	status = rc == 0 ? 0 : 1;
@@ -113,6 +193,9 @@ out:
 	free(cmd.mountpoint);
 	sbfs_opts_cleanup(&o);
 	fuse_opt_free_args(&args);
-	(void)text;
+	if (log_fd >= 0) {
+		log_use_fd(-1);
+		close(log_fd);
+	}
 	return status;
 }

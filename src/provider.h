@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/statvfs.h>
 
 #include "common/buf.h"
 #include "sbx_error.h"
@@ -121,6 +122,14 @@ struct provider_ops {
 	 * file, pinned name resolution "host:port:addr" entries), or NULL. */
 	const char *(*ca_file)(struct provider *p);
 	const char *const *(*resolve)(struct provider *p);
+
+	/* What the mount shows as its source in mount(8) and df, into buf:
+	 * the provider and the sandboxes' home ("local:/var/lib/sandboxfs").
+	 * Optional: NULL shows the provider's name. */
+	void (*home)(struct provider *p, char *buf, size_t size);
+	/* The file system the sandboxes live on, for df at the top of the
+	 * mount. Optional: NULL shows an empty one. */
+	int (*statfs)(struct provider *p, struct statvfs *st);
 
 	void (*free)(struct provider *p);
 };

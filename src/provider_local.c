@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sys/statvfs.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -651,6 +652,16 @@ static void local_free(struct provider *p)
 	free(lp);
 }
 
+static void local_home(struct provider *p, char *buf, size_t size)
+{
+	snprintf(buf, size, "local:%s", priv_of(p)->ctl.state_dir);
+}
+
+static int local_statfs(struct provider *p, struct statvfs *st)
+{
+	return statvfs(priv_of(p)->ctl.state_dir, st) < 0 ? -errno : 0;
+}
+
 static const struct provider_ops local_ops = {
 	.name = "local",
 	.list = local_list,
@@ -665,6 +676,8 @@ static const struct provider_ops local_ops = {
 	.native_exec = local_native_exec,
 	.ca_file = NULL,
 	.resolve = NULL,
+	.home = local_home,
+	.statfs = local_statfs,
 	.free = local_free,
 };
 

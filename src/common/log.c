@@ -18,6 +18,7 @@
 static const char *log_progname = "sandboxfs";
 static volatile int log_level_cur = LOG_LEVEL_WARN;
 static volatile bool log_syslog;
+static volatile int log_fd = -1; /* a log file, when set */
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
@@ -45,19 +46,39 @@ void log_use_syslog(bool on)
 	log_syslog = on;
 }
 
+void log_use_fd(int fd)
+{
+	log_fd = fd;
+}
+
 void log_vlog(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
-	char line[2048];
-	int n, m;
+	char line[2048], stamp[40] = "";
+	int n, m, fd = log_fd;
 
 	if ((int)level > log_level_cur)
 		return;
-	if (log_syslog) {
+	if (log_syslog && fd < 0) {
 		vsyslog(prio[level], fmt, ap);
 		return;
 	}
-	n = snprintf(line, sizeof(line), "%s: %s: ", log_progname,
+	if (fd >= 0) {
+		/* A file outlives the terminal: each line says when and
+		 * who. */
+		struct timespec ts;
+		struct tm tm;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = (int)strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S",
+				  &tm);
+		snprintf(stamp + n, sizeof(stamp) - (size_t)n, ".%03ldZ [%d] ",
+			 ts.tv_nsec / 1000000, (int)getpid());
+	} else {
+		fd = STDERR_FILENO;
+	}
+	n = snprintf(line, sizeof(line), "%s%s: %s: ", stamp, log_progname,
 		     level_names[level]);
 	if (n < 0)
 		return;
@@ -69,7 +90,7 @@ void log_vlog(enum log_level level, const char *fmt, va_list ap)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
 	/* One write keeps lines from several threads whole. */
-	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+	if (write(fd, line, (size_t)n) < 0)
 		return;
 }
 

@@ -3,7 +3,8 @@
  * log: leveled logging for the three programs (the tmux model).
  *
  * One line per call, written with a single write(2) so lines from several
- * threads never interleave. The sink is stderr (the default) or syslog.
+ * threads never interleave. The sink is stderr (the default), a log file
+ * or syslog.
  * Callers must never pass a credential: nothing here redacts.
  *
  * Thread-safe.
@@ -27,6 +28,10 @@ void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 /* Send further lines to syslog (daemon facility) instead of stderr. */
 void log_use_syslog(bool on);
+/* Send further lines to fd (a log file, opened O_APPEND by the caller),
+ * each with its time (UTC) and pid, instead of stderr or syslog; -1 goes
+ * back. */
+void log_use_fd(int fd);
 
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

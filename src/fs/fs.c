@@ -623,12 +623,8 @@ static int fs_statfs(const char *path, struct statvfs *st)
 	int rc = fs_parse(path, &n);
 
 	if (rc < 0 || n.kind != N_FILES) {
-		/* Outside files/ there is no storage to speak of. */
-		memset(st, 0, sizeof(*st));
-		st->f_bsize = 4096;
-		st->f_frsize = 4096;
-		st->f_namemax = 255;
-		return 0;
+		/* Above files/, df shows where the sandboxes live. */
+		return sbfs_home_statfs(fs, st);
 	}
 	rc = enter(fs, &n, "statfs", true, &sb);
 	if (rc < 0)

@@ -851,7 +851,7 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 
 	(void)fi;
 	if (pending_attr(sb, rel, &a)) {
-		sbfs_attr_to_stat(&a, st);
+		sbfs_attr_to_stat(sb, &a, st);
 		return 0;
 	}
 	flush_path(sb, rel);
@@ -866,7 +866,7 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 			return rc;
 	}
 	pending_mode(sb, rel, &a);
-	sbfs_attr_to_stat(&a, st);
+	sbfs_attr_to_stat(sb, &a, st);
 	return 0;
 }
 
@@ -951,7 +951,7 @@ static int readdir_cached(struct sbx *sb, const char *rel, void *buf,
 	for (i = 0; i < nm.n; i++) {
 		struct stat st;
 
-		sbfs_attr_to_stat(&attrs[i], &st);
+		sbfs_attr_to_stat(sb, &attrs[i], &st);
 		if (filler(buf, nm.v[i], &st, 0, FUSE_FILL_DIR_PLUS))
 			break;
 	}
@@ -1063,7 +1063,7 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 			struct proto_dirent *d = &page.entries[i];
 			struct stat st;
 
-			sbfs_attr_to_stat(&d->attr, &st);
+			sbfs_attr_to_stat(sb, &d->attr, &st);
 			filler(buf, d->name, &st, 0, FUSE_FILL_DIR_PLUS);
 			if (nall == LISTING_KEEP_MAX) {
 				/* Too large to remember: the kernel keeps
@@ -1135,15 +1135,21 @@ static int files_open(struct sbx *sb, const char *rel,
 	/* Close-to-open: a new descriptor sees what the open ones wrote
 	 * (and a file this mount has not created yet comes into being). */
 	flush_path(sb, rel);
-	if (acc != O_RDONLY) {
+	{
 		struct proto_attr a;
 
-		/* Writes go to the agent later, by path: refuse now what
-		 * they would be refused then (no write bit for anyone), as
-		 * open(2) would. */
-		if (cache_get(sb->fs->cache, sb->id, rel, &a, NULL) &&
-		    (a.perm & 0222) == 0)
-			return -EACCES;
+		if (cache_get_access(sb->fs->cache, sb->id, rel, &a)) {
+			/* FIFOs, sockets and devices of the sandbox cannot be
+			 * opened from the host: refused here, never blocking
+			 * (SEMANTICS.md). */
+			if (a.type != PROTO_FT_FILE)
+				return -ENXIO;
+			/* Writes go to the agent later, by path: refuse now
+			 * what they would be refused then (no write bit for
+			 * anyone), as open(2) would. */
+			if (acc != O_RDONLY && (a.perm & 0222) == 0)
+				return -EACCES;
+		}
 	}
 	if (fi->flags & O_TRUNC) {
 		struct proto_ext_req req;
@@ -1743,7 +1749,7 @@ static int files_readlink(struct sbx *sb, const char *rel, char *buf,
 {
 	struct proto_attr a;
 	struct sbx_error err;
-	char *target = NULL;
+	char *target = NULL, *shown;
 	int rc;
 
 	if (size == 0)
@@ -1757,14 +1763,10 @@ static int files_readlink(struct sbx *sb, const char *rel, char *buf,
 		if (rc < 0)
 			return fail(sb, "readlink", rel, &err);
 	}
-	if (sbfs_link_escapes(rel, target)) {
-		log_debug("sandbox %s: %s leads out of the sandbox (%s): not "
-			  "followed",
-			  sb->id, rel, target);
-		free(target);
-		return -ELOOP;
-	}
-	snprintf(buf, size, "%s", target);
+	shown = sbfs_link_show(sb->fs, rel, target);
+	/* Cut to the buffer, as readlink(2) does. */
+	snprintf(buf, size, "%s", shown);
+	free(shown);
 	free(target);
 	return 0;
 }

@@ -1157,7 +1157,7 @@ static int v1_getattr(struct sbx *sb, const char *rel, struct stat *st,
 	rc = attr_of(sb, "getattr", rel, &a, NULL);
 	if (rc < 0)
 		return rc;
-	sbfs_attr_to_stat(&a, st);
+	sbfs_attr_to_stat(sb, &a, st);
 	if (h != NULL) {
 		pthread_mutex_lock(&h->lock);
 		dirty = handle_dirty(h);
@@ -1258,9 +1258,9 @@ static int v1_readdir(struct sbx *sb, const char *rel, void *buf,
 			cache_put(sb->fs->cache, sb->id, child, &rec.attr,
 				  rec.attr.type == PROTO_FT_SYMLINK ? rec.target
 								    : NULL);
-			sbfs_attr_to_stat(&rec.attr, &st);
+			sbfs_attr_to_stat(sb, &rec.attr, &st);
 		} else {
-			sbfs_attr_to_stat(&rec.attr, &st);
+			sbfs_attr_to_stat(sb, &rec.attr, &st);
 			st.st_mode &= S_IFMT;
 		}
 		free(child);
@@ -1582,7 +1582,7 @@ static int v1_symlink(struct sbx *sb, const char *target, const char *rel)
 static int v1_readlink(struct sbx *sb, const char *rel, char *buf, size_t size)
 {
 	struct proto_attr a;
-	char *target = NULL;
+	char *target = NULL, *shown;
 	size_t n;
 	int rc;
 
@@ -1598,15 +1598,13 @@ static int v1_readlink(struct sbx *sb, const char *rel, char *buf, size_t size)
 		free(target);
 		return -EINVAL;
 	}
-	if (sbfs_link_escapes(rel, target)) {
-		free(target);
-		return -ELOOP;
-	}
-	n = strlen(target);
+	shown = sbfs_link_show(sb->fs, rel, target);
+	n = strlen(shown);
 	if (n >= size)
 		n = size - 1;
-	memcpy(buf, target, n);
+	memcpy(buf, shown, n);
 	buf[n] = '\0';
+	free(shown);
 	free(target);
 	return 0;
 }

@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include "common/proto.h"
@@ -46,6 +47,7 @@ struct fs_jobs;
 struct sbfs_opts {
 	char *provider; /* "local" (default) or "azure" */
 	char *state_dir; /* local provider: the state directory */
+	char *log_file; /* -o log=FILE, or NULL */
 	long timeout_s; /* an agent's answer (response deadline), 60 */
 	long connect_timeout_s; /* 10 */
 	double attr_timeout; /* seconds, for files/ attributes */
@@ -57,6 +59,9 @@ struct sbfs_opts {
 	long write_window_ms; /* longest a written byte waits unsent, 1000;
 				 0 sends each write at once */
 	bool noautoresume; /* do not resume a stopped sandbox */
+	bool raw_symlinks; /* show a link leading out as stored */
+	bool shared_exec; /* exec and ctl files writable by all users */
+	bool has_fsname; /* the user named the mount's source */
 	bool ro; /* refuse every change with EROFS */
 	bool foreground;
 	bool debug;
@@ -124,6 +129,13 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 	     struct sbx_error *err) __attribute__((warn_unused_result));
 void sbfs_free(struct sbfs *fs);
 
+/* The mount's source as mount(8) and df show it ("local:/var/lib/...").
+ */
+void sbfs_source(struct sbfs *fs, char *buf, size_t size);
+/* The file system the sandboxes live on (df at the top of the mount); an
+ * empty one when the provider cannot tell. */
+int sbfs_home_statfs(struct sbfs *fs, struct statvfs *st);
+
 /* Monotonic milliseconds. */
 long long sbfs_now_ms(void);
 
@@ -178,9 +190,7 @@ void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
 /*
  * Whether a symlink at rel (relative to the session root) whose text is
  * target would lead out of the sandbox when the kernel follows it: an
- * absolute target, or a relative one that climbs above the root. Such a
- * link is shown (lstat) but not followed: readlink answers ELOOP
- * (design.md 6), so the host's files never appear through a sandbox.
+ * absolute target, or a relative one that climbs above the root.
  */
 bool sbfs_link_escapes(const char *rel, const char *target);
 
@@ -189,8 +199,30 @@ bool sbfs_link_escapes(const char *rel, const char *target);
  * a hard-linked file). A no-op before the mount serves. */
 void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel);
 
-/* Convert extension attributes to struct stat. */
-void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st);
+/*
+ * What readlink shows for a link at rel (relative to the session root)
+ * whose stored text is target: the target itself when it stays inside the
+ * sandbox (or with -o symlinks=raw); otherwise a relative path that stays
+ * inside files/ (SEMANTICS.md, symbolic links): an absolute target is taken
+ * from the root of files/ (SBFS_SANDBOX_ROOT, where the sandbox's
+ * commands see their root, is that root), and climbing above the root
+ * stops at it. A heap string.
+ */
+char *sbfs_link_show(const struct sbfs *fs, const char *rel,
+		     const char *target);
+
+/* Where a sandbox's commands see its session root (doc/commands.md). */
+#define SBFS_SANDBOX_ROOT "/sandbox"
+
+/* The mode of the files that start or stop things (exec, ctl): the
+ * mounting user's only, unless -o shared_exec (SEMANTICS.md, sharing). */
+mode_t sbfs_control_mode(const struct sbfs *fs, bool readable);
+
+/* Convert extension attributes to struct stat, as this mount shows them
+ * (sb's identity as the mounting user, no set-id bits, no device numbers;
+ * sb may be NULL). */
+void sbfs_attr_to_stat(const struct sbx *sb, const struct proto_attr *a,
+		       struct stat *st);
 
 /* ---- files/ (fs_files.c, fs_files_v1.c) ----------------------------------- */
 

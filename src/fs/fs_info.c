@@ -37,7 +37,8 @@ struct info_handle {
  */
 int fs_info_getattr(struct sbx *sb, bool ctl, struct stat *st)
 {
-	sbfs_synth_stat(sb->fs, st, false, ctl ? 0220 : 0444, 0);
+	sbfs_synth_stat(sb->fs, st, false,
+			ctl ? sbfs_control_mode(sb->fs, false) : 0444, 0);
 	return 0;
 }
 

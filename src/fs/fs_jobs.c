@@ -530,7 +530,7 @@ out:
 
 int fs_exec_getattr(struct sbx *sb, struct stat *st)
 {
-	sbfs_synth_stat(sb->fs, st, false, 0666, 0);
+	sbfs_synth_stat(sb->fs, st, false, sbfs_control_mode(sb->fs, true), 0);
 	return 0;
 }
 
@@ -698,7 +698,7 @@ int fs_jobs_getattr(struct sbx *sb, const char *job, enum fs_job_file f,
 		set_time(st, &j->changed);
 		break;
 	case FS_JOB_CTL:
-		sbfs_synth_stat(sb->fs, st, false, 0220, 0);
+		sbfs_synth_stat(sb->fs, st, false, sbfs_control_mode(sb->fs, false), 0);
 		set_time(st, &j->started);
 		break;
 	}

@@ -22,6 +22,10 @@ enum {
 	KEY_RO,
 	KEY_DISCARD,
 	KEY_TIMEOUT_ALL,
+	KEY_ALLOW_OTHER,
+	KEY_DEFAULT_PERMISSIONS,
+	KEY_FSNAME,
+	KEY_SUBTYPE,
 };
 
 /* Raw option values; numbers are parsed after fuse_opt. */
@@ -34,8 +38,14 @@ struct raw {
 	char *job_timeout;
 	char *list_cache;
 	char *write_window;
+	char *symlinks;
 	int noautoresume;
 	int ro;
+	int shared_exec;
+	int allow_other;
+	int default_permissions;
+	int has_fsname;
+	int has_subtype;
 	int show_help;
 	int show_version;
 	unsigned npositional;
@@ -54,6 +64,7 @@ struct raw {
 static const struct fuse_opt sbfs_opt_spec[] = {
 	SOPT("provider=%s", provider),
 	SOPT("state_dir=%s", state_dir),
+	SOPT("log=%s", log_file),
 	SOPT("azure_subscription=%s", azure_subscription),
 	SOPT("azure_resource_group=%s", azure_resource_group),
 	SOPT("azure_group=%s", azure_group),
@@ -73,7 +84,16 @@ static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("entry_timeout=%s", entry_timeout),
 	ROPT("negative_timeout=%s", negative_timeout),
 	ROPT("job_timeout=%s", job_timeout), ROPT("list_cache=%s", list_cache),
-	ROPT("write_window=%s", write_window),
+	ROPT("write_window=%s", write_window), ROPT("symlinks=%s", symlinks),
+	ROPT("shared_exec", shared_exec),
+	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
+	FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
+	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
+	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	/* A sandbox's set-id programs and device nodes are never honoured
+	 * on the host (SEMANTICS.md): nosuid and nodev are always in force,
+	 * and mount(8)'s default suid and dev are dropped. */
+	FUSE_OPT_KEY("suid", KEY_DISCARD), FUSE_OPT_KEY("dev", KEY_DISCARD),
 	ROPT("noautoresume", noautoresume), FUSE_OPT_KEY("ro", KEY_RO),
 	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
 	FUSE_OPT_KEY("-V", KEY_VERSION), FUSE_OPT_KEY("--version", KEY_VERSION),
@@ -104,6 +124,18 @@ static int raw_proc(void *data, const char *arg, int key,
 		return 1;
 	case KEY_DISCARD:
 		return 0;
+	case KEY_ALLOW_OTHER:
+		r->allow_other = 1;
+		return 1;
+	case KEY_DEFAULT_PERMISSIONS:
+		r->default_permissions = 1;
+		return 1;
+	case KEY_FSNAME:
+		r->has_fsname = 1;
+		return 1;
+	case KEY_SUBTYPE:
+		r->has_subtype = 1;
+		return 1;
 	case FUSE_OPT_KEY_NONOPT:
 		if (r->npositional >= 2) {
 			fprintf(stderr, "sandboxfs: too many arguments: %s\n",
@@ -117,6 +149,33 @@ static int raw_proc(void *data, const char *arg, int key,
 			return 0;
 		return 1;
 	}
+}
+
+/*
+ * fstab's first field, as mount.fuse3 passes it: "local:DIR" (the local
+ * provider, its state directory), "local", "azure" or "sandboxfs" (the
+ * defaults and the -o options decide). -o options win over the source.
+ */
+static int source_parse(const char *src, struct sbfs_opts *o)
+{
+	const char *colon = strchr(src, ':');
+	size_t n = colon ? (size_t)(colon - src) : strlen(src);
+
+	if (n == 9 && strncmp(src, "sandboxfs", 9) == 0 && colon == NULL)
+		return 0;
+	if ((n == 5 && strncmp(src, "local", 5) == 0) ||
+	    (n == 5 && strncmp(src, "azure", 5) == 0 && colon == NULL)) {
+		if (o->provider == NULL)
+			o->provider = xstrndup(src, n);
+		if (colon != NULL && colon[1] != '\0' && o->state_dir == NULL)
+			o->state_dir = xstrdup(colon + 1);
+		return 0;
+	}
+	fprintf(stderr,
+		"sandboxfs: %s: not a source sandboxfs knows (local:DIR, "
+		"local, azure or sandboxfs)\n",
+		src);
+	return -1;
 }
 
 static int seconds(const char *name, const char *v, double *out, bool integer)
@@ -153,6 +212,9 @@ void sbfs_usage(const char *prog)
 	       "    -o provider=NAME        local (default) or azure\n"
 	       "    -o state_dir=DIR        the local provider's state "
 	       "directory\n"
+	       "    -o log=FILE             log to FILE (appended) instead "
+	       "of syslog\n"
+	       "                            or standard error\n"
 	       "    -o timeout=SECONDS      wait for an agent's answer "
 	       "(default 60)\n"
 	       "    -o connect_timeout=SECONDS  connect deadline (default 10)\n"
@@ -169,6 +231,15 @@ void sbfs_usage(const char *prog)
 	       "the\n"
 	       "                            mount before it is sent "
 	       "(default 1)\n"
+	       "    -o symlinks=transform|raw  show a link that leads out "
+	       "of its\n"
+	       "                            sandbox rewritten to stay "
+	       "inside (default),\n"
+	       "                            or as stored\n"
+	       "    -o shared_exec          with allow_other: let every "
+	       "user who may\n"
+	       "                            use the mount start and cancel "
+	       "jobs\n"
 	       "    -o noautoresume         do not resume stopped sandboxes\n"
 	       "    -o ro                   read-only mount\n"
 	       "    -o azure_subscription=ID,azure_resource_group=RG,\n"
@@ -265,13 +336,35 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	if (seconds("write_window", r.write_window, &d, false) < 0)
 		goto bad;
 	o->write_window_ms = (long)(d * 1000.0);
-	/* mount.fuse3 passes "SOURCE MOUNTPOINT": the source names nothing
-	 * here (the provider options do). */
+	if (r.symlinks == NULL || strcmp(r.symlinks, "transform") == 0) {
+		o->raw_symlinks = false;
+	} else if (strcmp(r.symlinks, "raw") == 0) {
+		o->raw_symlinks = true;
+	} else {
+		fprintf(stderr,
+			"sandboxfs: -o symlinks=%s: transform or raw, please\n",
+			r.symlinks);
+		goto bad;
+	}
+	o->shared_exec = r.shared_exec != 0;
 	if (r.npositional == 0) {
 		fprintf(stderr, "sandboxfs: no mountpoint given (see "
 				"sandboxfs --help)\n");
-		goto out;
+		goto bad;
 	}
+	/* mount.fuse3 passes "SOURCE MOUNTPOINT" (fstab's first field). */
+	if (r.npositional == 2 && source_parse(r.positional[0], o) < 0)
+		goto bad;
+	/* Other users see only what the kernel lets them: their access is
+	 * checked against the modes shown (SEMANTICS.md, sharing). */
+	if (r.allow_other && !r.default_permissions &&
+	    fuse_opt_add_arg(args, "-odefault_permissions") < 0)
+		goto out;
+	if (fuse_opt_add_arg(args, "-onosuid,nodev") < 0 ||
+	    (!r.has_subtype &&
+	     fuse_opt_add_arg(args, "-osubtype=sandboxfs") < 0))
+		goto out;
+	o->has_fsname = r.has_fsname != 0;
 	if (fuse_opt_add_arg(args, r.positional[r.npositional - 1]) < 0)
 		goto out;
 	rc = 0;
@@ -287,6 +380,7 @@ out:
 	free(r.job_timeout);
 	free(r.list_cache);
 	free(r.write_window);
+	free(r.symlinks);
 	free(r.positional[0]);
 	free(r.positional[1]);
 	return rc;
@@ -296,6 +390,7 @@ void sbfs_opts_cleanup(struct sbfs_opts *o)
 {
 	free(o->provider);
 	free(o->state_dir);
+	free(o->log_file);
 	free(o->azure_subscription);
 	free(o->azure_resource_group);
 	free(o->azure_group);

@@ -132,6 +132,25 @@ void sbfs_free(struct sbfs *fs)
 	free(fs);
 }
 
+void sbfs_source(struct sbfs *fs, char *buf, size_t size)
+{
+	if (fs->prov->ops->home != NULL)
+		fs->prov->ops->home(fs->prov, buf, size);
+	else
+		snprintf(buf, size, "%s", fs->prov->ops->name);
+}
+
+int sbfs_home_statfs(struct sbfs *fs, struct statvfs *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->f_bsize = 4096;
+	st->f_frsize = 4096;
+	st->f_namemax = 255;
+	if (fs->prov->ops->statfs == NULL)
+		return 0;
+	return fs->prov->ops->statfs(fs->prov, st);
+}
+
 void sbfs_ids_free(char **ids, size_t n)
 {
 	size_t i;
@@ -467,6 +486,92 @@ bool sbfs_link_escapes(const char *rel, const char *target)
 	return false;
 }
 
+char *sbfs_link_show(const struct sbfs *fs, const char *rel, const char *target)
+{
+	struct buf out = BUF_INIT(0);
+	const char *p = target, **stack = NULL;
+	size_t *lens = NULL, n = 0, cap = 0, depth = 0, i;
+	int rc = 0;
+
+	if (fs->o.raw_symlinks || !sbfs_link_escapes(rel, target))
+		return xstrdup(target);
+	for (i = 0; rel[i] != '\0'; i++)
+		if (rel[i] == '/')
+			depth++;
+	if (*p == '/') {
+		/* The sandbox sees its own root at SBFS_SANDBOX_ROOT; any other
+		 * absolute place is taken from the root of files/. */
+		size_t rl = strlen(SBFS_SANDBOX_ROOT);
+
+		if (strncmp(p, SBFS_SANDBOX_ROOT, rl) == 0 &&
+		    (p[rl] == '/' || p[rl] == '\0'))
+			p += rl;
+	} else {
+		/* Relative: from the link's own directory. */
+		const char *q = rel;
+
+		for (i = 0; i < depth; i++) {
+			size_t l = strcspn(q, "/");
+
+			if (n == cap) {
+				cap = cap ? cap * 2 : 8;
+				stack = xrealloc(stack, cap * sizeof(*stack));
+				lens = xrealloc(lens, cap * sizeof(*lens));
+			}
+			stack[n] = q;
+			lens[n++] = l;
+			q += l + 1;
+		}
+	}
+	/* Resolve . and .. by name, stopping at the root of files/. */
+	while (*p != '\0') {
+		size_t l = strcspn(p, "/");
+
+		if (l == 2 && p[0] == '.' && p[1] == '.') {
+			if (n > 0)
+				n--;
+		} else if (l > 0 && !(l == 1 && p[0] == '.')) {
+			if (n == cap) {
+				cap = cap ? cap * 2 : 8;
+				stack = xrealloc(stack, cap * sizeof(*stack));
+				lens = xrealloc(lens, cap * sizeof(*lens));
+			}
+			stack[n] = p;
+			lens[n++] = l;
+		}
+		p += l;
+		while (*p == '/')
+			p++;
+	}
+	/* Up from the link's directory to files/, then down. */
+	for (i = 0; i < depth && rc == 0; i++)
+		rc = buf_append_str(&out,
+				    i + 1 < depth || n > 0 ? "../" : "..");
+	for (i = 0; i < n && rc == 0; i++) {
+		rc = buf_append(&out, stack[i], lens[i]);
+		if (rc == 0 && i + 1 < n)
+			rc = buf_append_str(&out, "/");
+	}
+	if (rc == 0 && out.len == 0)
+		rc = buf_append_str(&out, ".");
+	free(stack);
+	free(lens);
+	if (rc < 0) {
+		/* Unbounded buffer: only memory can fail, and xalloc aborts
+		 * on that; keep a safe answer anyway. */
+		buf_cleanup(&out);
+		return xstrdup(".");
+	}
+	return buf_take(&out, &i);
+}
+
+mode_t sbfs_control_mode(const struct sbfs *fs, bool readable)
+{
+	if (fs->o.shared_exec)
+		return readable ? 0666 : 0222;
+	return readable ? 0600 : 0200;
+}
+
 void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
 		     mode_t perm, off_t size)
 {
@@ -482,9 +587,10 @@ void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
 	st->st_ctim = fs->start;
 }
 
-void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st)
+void sbfs_attr_to_stat(const struct sbx *sb, const struct proto_attr *a,
+		       struct stat *st)
 {
-	mode_t type;
+	mode_t type, perm = a->perm & 07777;
 
 	switch (a->type) {
 	case PROTO_FT_DIR:
@@ -492,9 +598,6 @@ void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st)
 		break;
 	case PROTO_FT_SYMLINK:
 		type = S_IFLNK;
-		break;
-	case PROTO_FT_FIFO:
-		type = S_IFIFO;
 		break;
 	case PROTO_FT_SOCKET:
 		type = S_IFSOCK;
@@ -506,19 +609,38 @@ void sbfs_attr_to_stat(const struct proto_attr *a, struct stat *st)
 		type = S_IFBLK;
 		break;
 	default:
+		/* A FIFO would be opened by the host's kernel as a pipe of
+		 * its own, which no one in the sandbox writes to: shown as
+		 * a regular file whose open is refused (SEMANTICS.md). */
 		type = S_IFREG;
 		break;
 	}
+	/* A sandbox's set-id bits never reach the host (the mount is
+	 * nosuid too); a directory's set-group-id is only its group rule. */
+	perm &= ~(mode_t)S_ISUID;
+	if (type != S_IFDIR)
+		perm &= ~(mode_t)S_ISGID;
 	memset(st, 0, sizeof(*st));
-	st->st_mode = type | (a->perm & 07777);
+	st->st_mode = type | perm;
 	st->st_nlink = (nlink_t)(a->nlink ? a->nlink : 1);
 	st->st_uid = a->uid;
 	st->st_gid = a->gid;
-	st->st_size = (off_t)a->size;
+	/* The sandbox's own user is the mounting user (SEMANTICS.md,
+	 * ownership): git and other ownership checks accept its files. An
+	 * agent that does not say whom it acts as (strict v1) has all its
+	 * files shown as the mounting user's. */
+	if (sb != NULL &&
+	    (!sb->health.ext_has_ids || a->uid == sb->health.ext_uid))
+		st->st_uid = sb->fs->uid;
+	if (sb != NULL &&
+	    (!sb->health.ext_has_ids || a->gid == sb->health.ext_gid))
+		st->st_gid = sb->fs->gid;
+	st->st_size = a->type == PROTO_FT_FIFO ? 0 : (off_t)a->size;
 	st->st_ino = (ino_t)a->ino;
 	st->st_blocks = (blkcnt_t)a->blocks;
 	st->st_blksize = 65536;
-	st->st_rdev = (dev_t)a->rdev;
+	/* Device numbers are the sandbox's, never the host's. */
+	st->st_rdev = 0;
 	st->st_atim.tv_sec = a->atime;
 	st->st_atim.tv_nsec = a->atime_ns;
 	st->st_mtim.tv_sec = a->mtime;

@@ -18,6 +18,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-syscalls.sh \
 	%reldir%/t-reads.sh \
 	%reldir%/t-write-errors.sh \
+	%reldir%/t-share.sh \
 	%reldir%/t-create.sh \
 	%reldir%/t-prefetch.sh \
 	%reldir%/t-tree.sh \
