@@ -5,9 +5,11 @@
 # message, a non-zero status and no mount left behind (a missing state
 # directory, an unknown provider, a bad option value, no mountpoint);
 # --help and --version; without -f sandboxfs daemonizes and
-# fusermount3 -u stops it; the /etc/fstab way, mount -t fuse.sandboxfs,
-# works through mount.fuse3 with fstab-only options; -o ro refuses every
-# change with EROFS.
+# fusermount3 -u stops it; mount(8) and df show local:STATE as the
+# source; a mountpoint already mounted is refused; -o log=FILE logs there
+# with times; the /etc/fstab way, mount -t fuse.sandboxfs, works through
+# mount.fuse3 with fstab-only options and a local:STATE source; -o ro
+# refuses every change with EROFS.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -68,6 +70,35 @@ if is_mounted "$MNT"; then
 	assert_content "$MNT/a/files/hello" hello "a file, state from the environment"
 	with_timeout 10 fusermount3 -u "$MNT" || fail "fusermount3 -u"
 fi
+
+# ---- the source, df, a mountpoint taken, a log file ----------------------------------------
+mkdir "$(sbx_root a)/rootdir"
+chmod 0755 "$(sbx_root a)/rootdir"
+with_timeout 20 "$SBFS_MOUNT" -o "state_dir=$STATE,timeout=5,log=$TMP/daemon.log" "$MNT" \
+	2>"$TMP/err" || fail "mount with a log file: $(cat "$TMP/err")"
+if is_mounted "$MNT"; then
+	src=$(awk -v m="$MNT" '$5 == m { for (i = 7; i < NF; i++) if ($i == "-") print $(i + 2) }' \
+		/proc/self/mountinfo)
+	assert_eq "local:$STATE" "$src" "the mount's source"
+	assert_eq "local:$STATE" "$(df --output=source "$MNT" | sed 1d)" "df's source"
+	[ "$(df --output=size "$MNT" | sed 1d | tr -d ' ')" -gt 0 ] ||
+		fail "df shows no size at the top of the mount"
+	with_timeout 20 "$SBFS_MOUNT" -f -o "state_dir=$STATE" "$MNT" >"$TMP/out" 2>"$TMP/err" &&
+		fail "a second mount on a mounted mountpoint succeeded"
+	grep -q 'already a mount point' "$TMP/err" ||
+		fail "a second mount's message: $(cat "$TMP/err")"
+	assert_eq 1 "$(grep -c " $MNT " /proc/self/mountinfo)" "mounts on the mountpoint"
+	# A refused change is a warning, in the log file with its time.
+	with_timeout 20 sh -c "echo x >'$MNT/a/files/rootdir/x'" 2>/dev/null &&
+		fail "a write into a directory the sandbox may not write worked"
+	wait_for 10 grep -q 'warning: sandbox a:.*rootdir' "$TMP/daemon.log" ||
+		fail "the log file has no warning: $(cat "$TMP/daemon.log")"
+	grep -Eq '^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T' "$TMP/daemon.log" ||
+		fail "the log file's lines have no time: $(head -n 2 "$TMP/daemon.log")"
+	with_timeout 10 fusermount3 -u "$MNT" || fail "fusermount3 -u"
+	wait_for 10 sh -c "! grep -q ' $MNT ' /proc/self/mountinfo"
+fi
+[ "$(stat -c %a "$TMP/daemon.log")" = 600 ] || fail "the log file is not 0600"
 
 # ---- -o ro ---------------------------------------------------------------------------------
 mount_fs ro
@@ -142,6 +173,12 @@ else
 		-o "rw,$fstab_opts" -t fuse.sandboxfs >"$TMP/out" 2>&1 ||
 		fail "mount.fuse3 -t fuse.sandboxfs: $(cat "$TMP/out")"
 	fstab_check "mount.fuse3 -t fuse.sandboxfs" fuse.sandboxfs
+	# "local:/state  /mnt  fuse.sandboxfs  options": the source names
+	# the state directory.
+	with_timeout 30 env PATH="$TMP/bin:$PATH" "$m3" "local:$STATE" "$MNT" \
+		-o "rw,timeout=5,_netdev" -t fuse.sandboxfs >"$TMP/out" 2>&1 ||
+		fail "mount.fuse3 local:STATE: $(cat "$TMP/out")"
+	fstab_check "mount.fuse3 local:STATE" fuse.sandboxfs
 fi
 
 finish
