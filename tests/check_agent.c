@@ -231,8 +231,9 @@ START_TEST(health_before_activation)
 			 "{\"protocolVersion\":1,\"bootId\":\"%s\",\"status\":"
 			 "\"awaiting-network-verification\",\"imageCommand\":{"
 			 "\"status\":\"none\"},\"extensions\":{\"files\":4,"
-			 "\"maxWrite\":16777216,\"uid\":%u,\"gid\":%u}}",
-			 h.boot_id, (unsigned)h.ext_uid, (unsigned)h.ext_gid);
+			 "\"maxWrite\":16777216,\"uid\":%u,\"gid\":%u%s}}",
+			 h.boot_id, (unsigned)h.ext_uid, (unsigned)h.ext_gid,
+			 h.ext_owner_access ? ",\"ownerAccess\":true" : "");
 		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",
 		       want);
 	}

@@ -1618,6 +1618,19 @@ START_TEST(wire_tree_unreadable_left_out)
 	make_dir(ag.root, "z/deep");
 	locked = join(ag.root, "locked");
 	ck_assert(chmod(locked, 0) == 0);
+	if (geteuid() == 0) {
+		/* Root's agent has root's access to the files (the owner's,
+		 * SEMANTICS.md): nothing is unreadable to it. */
+		bfs_dirs("", NULL, &want);
+		get_tree("", NULL, &t);
+		ck_assert(t.complete);
+		ck_assert_uint_eq(t.ndirs, want.n);
+		proto_tree_cleanup(&t);
+		dirvec_free(&want);
+		ck_assert(chmod(locked, 0755) == 0);
+		free(locked);
+		return;
+	}
 	bfs_dirs("", "locked", &want);
 	ck_assert_uint_eq(want.n, 4);
 
@@ -1836,24 +1849,21 @@ START_TEST(wire_write_times)
 	ck_assert(len == 4 && memcmp(text, "aBcd", 4) == 0);
 	free(text);
 
-	/* times need what utimensat needs: on a file the agent's user may
-	 * write but does not own, "now" is fine and a given time is EPERM,
-	 * after the bytes */
+	/* times need what utimensat needs: on a file the agent's user does
+	 * not own, a given time needs the owner's access, which root's agent
+	 * has (root owns the sandbox: SEMANTICS.md, ownership) */
 	if (geteuid() == 0) {
 		char *p = join(ag.root, "theirs");
 
 		th_write_file(p, "0123", 4);
-		ck_assert(chmod(p, 0666) == 0);
+		ck_assert(chmod(p, 0644) == 0);
 		ext_write("theirs", "offset=0&atime=now&mtime=now", "a", 1, &r);
 		ck_assert_uint_eq(expect_attr(&r, "theirs", NULL).uid, 0);
 		ext_write("theirs", "offset=1&mtime=1.000000000", "b", 1, &r);
-		expect(&r, 409,
-		       "FS_ERROR: EPERM: Operation not permitted: theirs");
+		ck_assert_int_eq(expect_attr(&r, "theirs", NULL).mtime, 1);
 		text = slurp(ag.root, "theirs", &len);
 		ck_assert(len == 4 && memcmp(text, "ab23", 4) == 0);
 		free(text);
-		lstat_root("theirs", &st);
-		ck_assert_int_ne(st.st_mtim.tv_sec, 1);
 		free(p);
 	}
 }

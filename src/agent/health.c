@@ -88,6 +88,8 @@ int agent_route_health(struct agent_req *r)
 						   : (uint32_t)geteuid();
 		h.ext_gid = a->cfg.drop_privileges ? (uint32_t)a->cfg.exec_gid
 						   : (uint32_t)getegid();
+		/* Root's agent keeps root's access to the files (resolve.c). */
+		h.ext_owner_access = a->cfg.drop_privileges;
 	}
 	rc = proto_health_encode(&h, &out);
 	if (rc == 0)

@@ -8,9 +8,12 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/capability.h>
 
 #ifdef HAVE_LINUX_OPENAT2_H
 #include <linux/openat2.h>
@@ -82,6 +85,33 @@ int agent_resolve_parent(const struct agent *a, const char *rel,
 	return agent_resolve_open(a, scratch, O_PATH | O_DIRECTORY, 0, how);
 }
 
+/*
+ * The agent's clients hold the per-boot credential: they are the sandbox's
+ * owner, who can do anything to the session root on the host. When that
+ * owner is root, the file routes keep root's access to the files
+ * (overriding modes and owners, as root's own tools do), though new files
+ * are the sandbox user's (fsuid): a read-only directory can be filled,
+ * as rsync -a into a native copy does (SEMANTICS.md, ownership). Paths
+ * stay confined beneath the root by openat2 whatever the access.
+ * setfsuid dropped these from the thread's effective set; the permitted
+ * set still holds them. Per thread, like the fs ids.
+ */
+static int owner_access(void)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	uint32_t want = (1U << CAP_DAC_OVERRIDE) | (1U << CAP_DAC_READ_SEARCH) |
+			(1U << CAP_FOWNER);
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) < 0)
+		return -1;
+	if ((d[0].permitted & want) != want)
+		return -1;
+	d[0].effective |= want;
+	return (int)syscall(SYS_capset, &h, d);
+}
+
 int agent_resolve_thread_creds(const struct agent *a)
 {
 	static __thread bool done;
@@ -99,6 +129,8 @@ int agent_resolve_thread_creds(const struct agent *a)
 	setfsuid(a->cfg.exec_uid);
 	if ((gid_t)setfsgid((gid_t)-1) != a->cfg.exec_gid ||
 	    (uid_t)setfsuid((uid_t)-1) != a->cfg.exec_uid)
+		return -EPERM;
+	if (owner_access() < 0)
 		return -EPERM;
 	done = true;
 	return 0;

@@ -50,8 +50,11 @@ int agent_resolve_parent(const struct agent *a, const char *rel,
 /*
  * When the agent runs as root with an exec user, make the calling thread
  * act on files as that user (setfsuid/setfsgid, per thread on Linux), so
- * files the agent creates belong to the user the commands run as. Cheap
- * after the first call on a thread. Returns 0 or -EPERM.
+ * files the agent creates belong to the user the commands run as, while
+ * keeping root's access to the files (CAP_DAC_OVERRIDE,
+ * CAP_DAC_READ_SEARCH, CAP_FOWNER in the thread's effective set): the
+ * clients are the sandbox's owner, root. Cheap after the first call on a
+ * thread. Returns 0 or -EPERM.
  */
 int agent_resolve_thread_creds(const struct agent *a);
 

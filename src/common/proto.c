@@ -200,6 +200,9 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 		     cJSON_AddNumberToObject(ext, "gid", (double)h->ext_gid) ==
 			     NULL))
 			goto out;
+		if (h->ext_owner_access &&
+		    cJSON_AddBoolToObject(ext, "ownerAccess", 1) == NULL)
+			goto out;
 	}
 	rc = pj_print(root, out);
 out:
@@ -249,6 +252,8 @@ int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 			h.ext_uid = (uint32_t)u;
 			h.ext_gid = (uint32_t)g;
 		}
+		h.ext_owner_access = cJSON_IsTrue(
+			cJSON_GetObjectItemCaseSensitive(ext, "ownerAccess"));
 	}
 	cJSON_Delete(root);
 	*out = h;

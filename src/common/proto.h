@@ -70,6 +70,9 @@ struct proto_health {
 	bool ext_has_ids;
 	uint32_t ext_uid;
 	uint32_t ext_gid;
+	/* extensions.ownerAccess: the file routes have root's access to the
+	 * files (the owner is root), whatever their modes */
+	bool ext_owner_access;
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)

@@ -1230,7 +1230,7 @@ static bool parent_writable(struct sbx *sb, const char *rel)
 	if (!cache_get_access(sb->fs->cache, sb->id, parent, &pa) ||
 	    pa.type != PROTO_FT_DIR)
 		return false;
-	if (sb->health.ext_uid == 0)
+	if (sb->health.ext_uid == 0 || sb->health.ext_owner_access)
 		return true;
 	if (pa.uid == sb->health.ext_uid)
 		bits = pa.perm >> 6;

@@ -280,4 +280,25 @@ assert_eq 1000000000 "$(stat -c %Y "$B/doc.txt~")" "cp -p kept the mtime"
 # ---- df ------------------------------------------------------------------------------
 w df "$F" >/dev/null || fail "df files/"
 
+# ---- rsync -a of a tree with read-only directories, in and out ------------------
+# The mounting user does what the owner of a native copy could: the tree
+# copied into the mount and back out is the tree copied natively.
+mkdir -p "$TMP/ro/top/sub" "$TMP/ro/top/open"
+printf 'in a read-only directory\n' >"$TMP/ro/top/sub/f"
+printf 'x\n' >"$TMP/ro/top/open/g"
+# Old times: rsync leaves a directory's time alone when it is within the
+# same second as the source's.
+find "$TMP/ro" -exec touch -h -d '2001-02-03 04:05:06.123456789' {} +
+chmod 0444 "$TMP/ro/top/sub/f"
+chmod 0555 "$TMP/ro/top/sub" "$TMP/ro/top"
+with_timeout 60 rsync -a "$TMP/ro/" "$TMP/ro-native/" || fail "rsync -a natively"
+w rsync -a "$TMP/ro/" "$F/ro/" || fail "rsync -a of read-only directories into the mount"
+w rsync -a "$F/ro/" "$TMP/ro-back/" || fail "rsync -a of read-only directories out of the mount"
+tree_of() {
+	(cd "$1" && find . -printf '%p %y %m %s %T@\n' | LC_ALL=C sort)
+}
+assert_eq "$(tree_of "$TMP/ro-native")" "$(tree_of "$B/ro")" "the tree rsync -a made in the sandbox"
+assert_eq "$(tree_of "$TMP/ro-native")" "$(tree_of "$TMP/ro-back")" "the tree rsync -a copied back out"
+chmod -R u+w "$TMP/ro" "$TMP/ro-native" "$TMP/ro-back" "$B/ro"
+
 finish
