@@ -273,12 +273,27 @@ static int local_credential(struct provider *p, const char *id, char **bytes,
 	return 0;
 }
 
+static int no_op(const struct proto_record *rec, void *arg)
+{
+	(void)rec;
+	(void)arg;
+	return 0;
+}
+
 static int local_resume(struct provider *p, const char *id,
 			struct sbx_error *err)
 {
 	struct local_err le = {""};
+	struct sbx_error probe;
 	int rc = local_ctl_start(&priv_of(p)->ctl, id, &le);
 
+	/* A sandbox that is there but whose agent cannot start (a missing
+	 * or broken agent program) is an error to see, not a sandbox that
+	 * is gone. */
+	sbx_error_clear(&probe);
+	if (rc == -ENOENT &&
+	    with_record(priv_of(p), id, no_op, NULL, &probe) == 0)
+		rc = -EIO;
 	if (rc < 0) {
 		fail(err, rc, "resume", id, &le);
 		err->code = SBX_COMMAND_FAILED;

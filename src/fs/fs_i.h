@@ -94,6 +94,11 @@ struct sbx {
 	bool ext_contents; /* ... at version 4: GET contents */
 	uint64_t ext_max_write; /* the agent's largest extension write */
 	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
+	/* The last error worth a warning, for info's lastError. */
+	bool has_last_error;
+	struct timespec last_error_at; /* CLOCK_REALTIME */
+	char last_error_op[32];
+	char last_error[1024];
 	struct sbx *next; /* fs->sandboxes, guarded by fs->lock */
 };
 

@@ -12,11 +12,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -70,8 +72,40 @@ static int json_str_or_null(struct buf *out, const char *s)
 			 : buf_append_str(out, "null");
 }
 
+/* The last warning of a sandbox, as info shows it. */
+struct last_error {
+	bool has;
+	struct timespec at;
+	char op[32];
+	char text[1024];
+};
+
+static int last_error_json(const struct last_error *le, struct buf *out)
+{
+	char stamp[32];
+	struct tm tm;
+	int rc;
+
+	if (!le->has)
+		return buf_append_str(out, "null");
+	gmtime_r(&le->at.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	rc = buf_printf(out,
+			"{\n    \"time\": \"%s\",\n    \"operation\": ", stamp);
+	if (rc == 0)
+		rc = proto_json_string(out, le->op);
+	if (rc == 0)
+		rc = buf_append_str(out, ",\n    \"message\": ");
+	if (rc == 0)
+		rc = proto_json_string(out, le->text);
+	if (rc == 0)
+		rc = buf_append_str(out, "\n  }");
+	return rc;
+}
+
 static int info_json(const struct provider_record *rec, bool agent, bool files,
-		     const char *boot_id, const char *route, struct buf *out)
+		     const char *boot_id, const char *route,
+		     const struct last_error *le, struct buf *out)
 {
 	size_t i;
 	int rc;
@@ -119,6 +153,10 @@ static int info_json(const struct provider_record *rec, bool agent, bool files,
 	if (rc == 0)
 		rc = json_str_or_null(out, route);
 	if (rc == 0)
+		rc = buf_append_str(out, ",\n  \"lastError\": ");
+	if (rc == 0)
+		rc = last_error_json(le, out);
+	if (rc == 0)
 		rc = buf_append_str(out, "\n}\n");
 	return rc;
 }
@@ -130,6 +168,7 @@ static int info_build(struct sbx *sb, struct buf *out)
 	enum transport_kind kind;
 	struct proto_health h;
 	struct sbx_error err;
+	struct last_error le;
 	char *route = NULL;
 	bool known, ext, agent;
 	int rc;
@@ -139,6 +178,12 @@ static int info_build(struct sbx *sb, struct buf *out)
 	rc = p->ops->record(p, sb->id, &rec, &err);
 	if (rc < 0)
 		return sbfs_fail(sb->fs, sb->id, "info", "", &err);
+	pthread_mutex_lock(&sb->lock);
+	le.has = sb->has_last_error;
+	le.at = sb->last_error_at;
+	snprintf(le.op, sizeof(le.op), "%s", sb->last_error_op);
+	snprintf(le.text, sizeof(le.text), "%s", sb->last_error);
+	pthread_mutex_unlock(&sb->lock);
 	rc = transport_kind_of(&rec, &kind, &err);
 	if (rc < 0) {
 		rc = sbfs_fail(sb->fs, sb->id, "info", "", &err);
@@ -155,7 +200,7 @@ static int info_build(struct sbx *sb, struct buf *out)
 	rc = info_json(&rec, agent, agent && known && ext,
 		       agent && known && h.boot_id[0] != '\0' ? h.boot_id
 							      : NULL,
-		       route, out);
+		       route, &le, out);
 out:
 	free(route);
 	provider_record_cleanup(&rec);

@@ -449,13 +449,29 @@ int sbfs_fail(struct sbfs *fs, const char *id, const char *op, const char *path,
 	int rc = sbx_error_errno(err);
 	char text[1024];
 
-	(void)fs;
 	sbx_error_describe(err, text, sizeof(text));
-	if (expected_errno(-rc))
+	if (expected_errno(-rc)) {
 		log_debug("sandbox %s: %s %s: %s", id, op, path, text);
-	else
+	} else {
+		struct sbx *sb = sbfs_known(fs, id);
+
 		log_warn("sandbox %s: %s%s%s: %s", id, op, *path ? " " : "",
 			 path, text);
+		/* Where a user of a daemonized mount looks first: the
+		 * sandbox's info file. */
+		if (sb != NULL) {
+			pthread_mutex_lock(&sb->lock);
+			sb->has_last_error = true;
+			clock_gettime(CLOCK_REALTIME, &sb->last_error_at);
+			snprintf(sb->last_error_op, sizeof(sb->last_error_op),
+				 "%s", op);
+			snprintf(sb->last_error, sizeof(sb->last_error),
+				 "%.200s%s%.800s", path, *path ? ": " : "",
+				 text);
+			pthread_mutex_unlock(&sb->lock);
+			sbfs_leave(sb);
+		}
+	}
 	return rc;
 }
 

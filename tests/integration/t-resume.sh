@@ -6,7 +6,9 @@
 # listing the mount or looking at the sandbox's directory resumes
 # nothing; with -o noautoresume the same operation fails with EHOSTDOWN
 # and the sandbox stays stopped; a resume that fails leaves the sandbox
-# stopped, never removed; the ctl file's stop and resume.
+# stopped, never removed; an agent that cannot start at all is an error
+# that says why (the log, info's lastError), never an empty directory;
+# the ctl file's stop and resume.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -87,7 +89,24 @@ assert_eq Stopped "$(sbx_field a state)" "state after a failed resume"
 [ -f "$B/lib.sh" ] || fail "a failed resume lost a file"
 assert_ok ls "$MNT"
 umount_fs
+
+# ---- an agent program that is missing: an error that says why ---------------------
+# Never an empty directory: ls fails (EIO), the reason is a warning in the
+# -f log, and the sandbox's info file holds it as lastError.
+SANDBOXFS_AGENT=$TMP/no-such-agent
+mount_fs
+assert_errno 'Input/output error' ls "$MNT/a/files"
+assert_errno 'Input/output error' cat "$MNT/a/files/lib.sh"
+grep -q "warning: sandbox a: .*cannot run $TMP/no-such-agent" "$LOG" ||
+	fail "the -f log does not say why: $(tail -n 3 "$LOG")"
+with_timeout 20 cat "$MNT/a/info" >"$TMP/info" || fail "cat info"
+grep -q '"lastError": {' "$TMP/info" || fail "info has no lastError: $(cat "$TMP/info")"
+grep -q "cannot run $TMP/no-such-agent" "$TMP/info" ||
+	fail "info's lastError does not say why: $(cat "$TMP/info")"
+grep -q '"lastError": null' "$MNT/b/info" ||
+	fail "a sandbox without errors has a lastError: $(cat "$MNT/b/info")"
+umount_fs
 SANDBOXFS_AGENT=$good_agent
 
-allow_log 'resum|start|agent.log|refusing|did not|Host is down|EHOSTDOWN|Stopped'
+allow_log 'resum|start|agent.log|refusing|did not|Host is down|EHOSTDOWN|Stopped|cannot run'
 finish
