@@ -1,6 +1,14 @@
-## doc
-EXTRA_DIST += %reldir%/protocol-v1.md
-EXTRA_DIST += %reldir%/commands.md
-EXTRA_DIST += %reldir%/azure.md
-EXTRA_DIST += %reldir%/protocol-ext.md
-EXTRA_DIST += %reldir%/internals/transport.md %reldir%/internals/cache.md
+## doc: the wire protocols, the internals and the user documents, all
+## installed under the documentation directory ($(docdir)), with
+## SEMANTICS.md and README.md at its top.
+dist_doc_DATA += README.md SEMANTICS.md
+protodocdir = $(docdir)/doc
+dist_protodoc_DATA = \
+	%reldir%/protocol-v1.md \
+	%reldir%/commands.md \
+	%reldir%/azure.md \
+	%reldir%/protocol-ext.md
+internalsdocdir = $(docdir)/doc/internals
+dist_internalsdoc_DATA = \
+	%reldir%/internals/transport.md \
+	%reldir%/internals/cache.md

@@ -153,8 +153,12 @@ int main(int argc, char *argv[])
 	}
 	fuse = fuse_new(&args, fs_operations(), sizeof(struct fuse_operations),
 			fs);
-	if (fuse == NULL)
+	if (fuse == NULL) {
+		/* libfuse said why (an option it does not know, most
+		 * likely): a usage error. */
+		status = 2;
 		goto out;
+	}
 	if (fuse_mount(fuse, cmd.mountpoint) != 0)
 		goto out;
 	sbfs_tune_mount(cmd.mountpoint, SBFS_READAHEAD_KB);

@@ -62,6 +62,37 @@ for o in $opts; do
 done
 echo "# sandboxfs: $n options checked"
 
+# ---- sandboxfs: the defaults --help states are the page's ------------------------------
+# "-o NAME=... (default X)" in --help (the default may be on the next
+# line) must have "(default X)" within the page's entry for NAME.
+FS_BIN=${SBFS_MOUNT:-./sandboxfs}
+if [ -x "$FS_BIN" ]; then
+	"$FS_BIN" --help 2>&1 | awk '
+		/^ *-o [a-z_]+/ { if (name != "") print name, def; name = $2; sub(/=.*/, "", name); def = "" }
+		/\(default [^)]*\)/ { d = $0; sub(/.*\(default /, "", d); sub(/\).*/, "", d); def = d }
+		END { if (name != "") print name, def }' |
+	while read -r name def; do
+		[ -n "$def" ] || continue
+		# The page's entry: from ".It Cm NAME" to the next ".It".
+		entry=$(awk -v n="$name" '
+			$0 ~ "^\\.It Cm " n "( |$)" { on = 1; print; next }
+			on && /^\.It / { exit }
+			on { print }' "$FS_MAN" | tr '\n' ' ')
+		case $entry in
+		*"(default $def)"* | *"(default $def "* | *"default $def)"*) ;;
+		*) echo "FAIL: --help says $name defaults to $def; man/sandboxfs.1 does not" ;;
+		esac
+	done >"${TMPDIR:-/tmp}/check_defaults.$$"
+	while read -r line; do
+		fail "${line#FAIL: }"
+	done <"${TMPDIR:-/tmp}/check_defaults.$$"
+	nd=$("$FS_BIN" --help 2>&1 | grep -c '(default')
+	rm -f "${TMPDIR:-/tmp}/check_defaults.$$"
+	echo "# sandboxfs: $nd defaults checked against the page"
+else
+	fail "$FS_BIN is not built"
+fi
+
 # ---- sandbox-agent: --help --------------------------------------------------------------
 "$AGENT" --help >"${TMPDIR:-/tmp}/check_manpage.$$" 2>&1
 rc=$?

@@ -256,10 +256,32 @@ void sbfs_usage(const char *prog)
 	       "    -o azure_record_cache=SECONDS  reuse a sandbox's record "
 	       "(default 2)\n"
 	       "\n"
-	       "FUSE options:\n",
+	       "FUSE options (libfuse's; sandboxfs's defaults):\n"
+	       "    -h, --help              this text\n"
+	       "    -V, --version           the version\n"
+	       "    -f                      stay in the foreground, log to "
+	       "standard error\n"
+	       "    -d, -o debug            trace every request (implies "
+	       "-f)\n"
+	       "    -s                      serve one request at a time\n"
+	       "    -o allow_other          let other users use the mount "
+	       "(implies\n"
+	       "                            default_permissions)\n"
+	       "    -o allow_root           let root use the mount too\n"
+	       "    -o default_permissions  the kernel checks modes against "
+	       "the caller\n"
+	       "    -o auto_unmount         unmount when sandboxfs exits\n"
+	       "    -o max_threads=N        requests served at once (default "
+	       "64)\n"
+	       "    -o max_idle_threads=N   idle worker threads kept\n"
+	       "    -o clone_fd             a FUSE descriptor per thread\n"
+	       "    -o fsname=NAME          the source mount(8) shows "
+	       "(default\n"
+	       "                            local:STATE_DIR)\n"
+	       "    -o subtype=NAME         the type mount(8) shows (default "
+	       "sandboxfs)\n"
+	       "nosuid and nodev are always in force.\n",
 	       prog);
-	fuse_cmdline_help();
-	fuse_lib_help(NULL);
 }
 
 int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
