@@ -72,8 +72,8 @@ if is_mounted "$MNT"; then
 fi
 
 # ---- the source, df, a mountpoint taken, a log file ----------------------------------------
-mkdir "$(sbx_root a)/rootdir"
-chmod 0755 "$(sbx_root a)/rootdir"
+sbx_create odd
+sed -i 's/"native-file-v1"/"native-file-v9"/' "$STATE/sandboxes/odd/sandbox.json"
 with_timeout 20 "$SBFS_MOUNT" -o "state_dir=$STATE,timeout=5,log=$TMP/daemon.log" "$MNT" \
 	2>"$TMP/err" || fail "mount with a log file: $(cat "$TMP/err")"
 if is_mounted "$MNT"; then
@@ -88,10 +88,10 @@ if is_mounted "$MNT"; then
 	grep -q 'already a mount point' "$TMP/err" ||
 		fail "a second mount's message: $(cat "$TMP/err")"
 	assert_eq 1 "$(grep -c " $MNT " /proc/self/mountinfo)" "mounts on the mountpoint"
-	# A refused change is a warning, in the log file with its time.
-	with_timeout 20 sh -c "echo x >'$MNT/a/files/rootdir/x'" 2>/dev/null &&
-		fail "a write into a directory the sandbox may not write worked"
-	wait_for 10 grep -q 'warning: sandbox a:.*rootdir' "$TMP/daemon.log" ||
+	# A sandbox whose transport label is one this client does not know
+	# fails closed, with a warning in the log file, with its time.
+	assert_errno 'Protocol error' ls "$MNT/odd/files"
+	wait_for 10 grep -q 'warning: sandbox odd:.*label' "$TMP/daemon.log" ||
 		fail "the log file has no warning: $(cat "$TMP/daemon.log")"
 	grep -Eq '^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T' "$TMP/daemon.log" ||
 		fail "the log file's lines have no time: $(head -n 2 "$TMP/daemon.log")"
