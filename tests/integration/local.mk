@@ -13,12 +13,18 @@ EXTRA_DIST += %reldir%/t-sandboxctl.sh
 check_PROGRAMS += %reldir%/syscalls
 %canon_reldir%_syscalls_SOURCES = %reldir%/syscalls.c
 %canon_reldir%_syscalls_CFLAGS = $(AM_CFLAGS)
+## The random differential tester (fsx.c says how to run and replay it).
+check_PROGRAMS += %reldir%/fsx
+%canon_reldir%_fsx_SOURCES = %reldir%/fsx.c
+%canon_reldir%_fsx_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
+%canon_reldir%_fsx_LDADD = $(PTHREAD_LIBS)
 SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
 	%reldir%/t-reads.sh \
 	%reldir%/t-write-errors.sh \
 	%reldir%/t-share.sh \
+	%reldir%/t-fsx.sh \
 	%reldir%/t-create.sh \
 	%reldir%/t-prefetch.sh \
 	%reldir%/t-tree.sh \
