@@ -3,7 +3,10 @@
 #
 # t-bench-smoke: the benchmark's small variant (bench/smoke) runs through:
 # two sandboxes (extension and strict v1), an sshd and sshfs on loopback,
-# the delay proxy, and every workload gives a number for every target.
+# the delay proxy, and every workload gives a number for every target,
+# with every answer of sandboxfs and native checked against the native
+# directory's (a wrong one fails this test). Then bench/run --self-test
+# spoils every answer of sandboxfs on purpose and must catch each of them.
 # Speed is not judged. It needs root and FUSE (skips without them, fails
 # with SBFS_REQUIRE_FUSE=1), and sshfs and openssh-server, which CI
 # installs: without them it fails, saying so.
