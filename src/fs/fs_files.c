@@ -332,13 +332,13 @@ static bool pick_tree(const struct wnode *w, const void *arg)
 			      (w->rel[t->n] == '\0' || w->rel[t->n] == '/')));
 }
 
-/* Not yet created, directly in dir. */
+/* Pending bytes (a file not yet created among them), directly in dir. */
 static bool pick_new_child(const struct wnode *w, const void *arg)
 {
 	const struct tree_pick *t = arg;
 	const char *rest;
 
-	if (w->sb != t->sb || !w->mk_pending || w->orphan)
+	if (w->sb != t->sb || !w->dirty || w->orphan)
 		return false;
 	if (t->n > 0 &&
 	    (strncmp(w->rel, t->rel, t->n) != 0 || w->rel[t->n] != '/'))
@@ -363,8 +363,9 @@ static void flush_tree(struct sbx *sb, const char *rel)
 	wnodes_put(v, n);
 }
 
-/* Create, in the sandbox, the files this mount made in dir and has not
- * created yet: dir's own times and link count are asked about. */
+/* Send what is gathered for the files directly in dir, creating those
+ * this mount made and has not created yet: dir's own times and link count
+ * are asked about, or its listing with its entries' sizes. */
 static void flush_new_children(struct sbx *sb, const char *dir)
 {
 	struct tree_pick t = {sb, dir, strlen(dir)};
@@ -373,8 +374,7 @@ static void flush_new_children(struct sbx *sb, const char *dir)
 
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
-		if (v[i]->mk_pending)
-			(void)wnode_flush_locked(sb, v[i]);
+		(void)wnode_flush_locked(sb, v[i]);
 		pthread_mutex_unlock(&v[i]->lock);
 	}
 	wnodes_put(v, n);
@@ -1034,6 +1034,11 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 	(void)off;
 	(void)fi;
 	(void)fl;
+	/* The agent lists what it has, and a listing of rel may bring those
+	 * of the directories below it: files made here and not created yet,
+	 * and gathered bytes, go first (their names and sizes show in the
+	 * entries, and no listing kept here loses them). */
+	flush_tree(sb, rel);
 	if (sb->ext_contents)
 		prefetch_listed(sb->fs, sb->id, rel);
 	if (readdir_cached(sb, rel, buf, filler))
@@ -1439,7 +1444,9 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 	if (size > INT_MAX)
 		return -EINVAL;
 	w = h->w;
-	append = (h->flags & O_APPEND) != 0;
+	/* The kernel writing back mapped pages writes them where they are,
+	 * whatever the descriptor's O_APPEND. */
+	append = (h->flags & O_APPEND) != 0 && !fi->writepage;
 	max = sb->ext_max_write > 0 && sb->ext_max_write < WRITE_EXTENT_MAX
 		      ? (size_t)sb->ext_max_write
 		      : WRITE_EXTENT_MAX;
