@@ -688,6 +688,55 @@ START_TEST(attr_forget_ino_finds_every_name)
 }
 END_TEST
 
+START_TEST(answers_older_than_a_change_are_dropped)
+{
+	struct proto_attr old = attr_n(1), now = attr_n(2), got;
+	const char *names[] = {"x"};
+	const enum proto_ftype types[] = {PROTO_FT_FILE};
+	bool present;
+	uint64_t mark;
+
+	/* A stat asked before a write answers after it: the write's
+	 * attributes stay. */
+	mark = cache_mark(c);
+	cache_put(c, SBX, "f", &now, NULL);
+	cache_put_seen(c, SBX, "f", &old, NULL, mark);
+	ck_assert(cache_get(c, SBX, "f", &got, NULL));
+	ck_assert_uint_eq(got.size, 2);
+	/* ... and after a forget nothing comes back from the old answer. */
+	mark = cache_mark(c);
+	cache_forget(c, SBX, "f");
+	cache_put_seen(c, SBX, "f", &old, NULL, mark);
+	ck_assert(!cache_get(c, SBX, "f", &got, NULL));
+	/* An answer asked for after the change is kept. */
+	mark = cache_mark(c);
+	cache_put_seen(c, SBX, "f", &old, NULL, mark);
+	ck_assert(cache_get(c, SBX, "f", &got, NULL));
+	ck_assert_uint_eq(got.size, 1);
+	/* Other paths are not held back by a change. */
+	mark = cache_mark(c);
+	cache_forget(c, SBX, "f");
+	cache_put_seen(c, SBX, "g", &old, NULL, mark);
+	ck_assert(cache_get(c, SBX, "g", &got, NULL));
+
+	/* A listing asked before a name was made here is dropped. */
+	cache_dir_put(c, SBX, "d", NULL, NULL, 0);
+	mark = cache_mark(c);
+	cache_dir_add(c, SBX, "d", "new", PROTO_FT_FILE);
+	cache_dir_put_seen(c, SBX, "d", names, types, 1, mark);
+	ck_assert(cache_dir_lookup(c, SBX, "d", "new", &present));
+	ck_assert(present);
+	ck_assert(cache_dir_lookup(c, SBX, "d", "x", &present));
+	ck_assert(!present);
+
+	/* A subtree forgotten: every answer under way is old. */
+	mark = cache_mark(c);
+	cache_forget_tree(c, SBX, "elsewhere");
+	cache_put_seen(c, SBX, "h", &old, NULL, mark);
+	ck_assert(!cache_get(c, SBX, "h", &got, NULL));
+}
+END_TEST
+
 Suite *make_fs_cache_suite(void)
 {
 	Suite *s = suite_create("fs_cache");
@@ -710,6 +759,7 @@ Suite *make_fs_cache_suite(void)
 	tcase_add_test(tc, attr_put_get_forget);
 	tcase_add_test(tc, attr_touch_keeps_access);
 	tcase_add_test(tc, attr_forget_ino_finds_every_name);
+	tcase_add_test(tc, answers_older_than_a_change_are_dropped);
 	tcase_add_test(tc, attr_expires);
 	tcase_add_test(tc, attr_bounded_oldest_first);
 	tcase_add_test(tc, content_put_get_forget_bounded);

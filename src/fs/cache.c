@@ -26,6 +26,7 @@ struct entry {
 	char *target;
 	char etag[PROTO_ETAG_MAX];
 	struct dirlist *dl;
+	uint64_t changed; /* changes: the count at the path's last change */
 	struct entry *hnext;
 	struct entry *lprev, *lnext;
 };
@@ -60,6 +61,14 @@ struct cache {
 	struct map attrs;
 	struct map content;
 	struct map dirs; /* entry->dl */
+	/* This mount's own changes: the count so far, the count at each
+	 * path's last change (entry->changed), and a floor under which every
+	 * answer is old (a subtree forgotten, a change record dropped). An
+	 * answer asked for at mark is kept only when nothing of its path
+	 * changed since (cache_mark). */
+	uint64_t seq;
+	uint64_t floor;
+	struct map changes;
 };
 
 static long long mono_ms(void)
@@ -215,8 +224,47 @@ int cache_new(double ttl_s, struct cache **out)
 	map_init(&c->attrs, CACHE_MAX_ATTRS);
 	map_init(&c->content, CACHE_MAX_CONTENT);
 	map_init(&c->dirs, CACHE_MAX_DIRS);
+	map_init(&c->changes, CACHE_MAX_CHANGES);
 	*out = c;
 	return 0;
+}
+
+/* Count a change of key (c->lock held; key is borrowed). */
+static void changed_key(struct cache *c, const char *key, size_t sbxlen)
+{
+	struct entry *e;
+
+	c->seq++;
+	if (c->changes.count >= c->changes.max && c->changes.lru_tail != NULL) {
+		/* The oldest record goes: answers older than it can no
+		 * longer be judged one by one. */
+		if (c->changes.lru_tail->changed > c->floor)
+			c->floor = c->changes.lru_tail->changed;
+		map_remove(&c->changes, c->changes.lru_tail);
+	}
+	e = map_upsert(&c->changes, xstrdup(key), sbxlen);
+	e->changed = c->seq;
+}
+
+/* May an answer asked for at mark be kept for key? (c->lock held) */
+static bool still_true(struct cache *c, const char *key, uint64_t mark)
+{
+	struct entry *e;
+
+	if (mark < c->floor)
+		return false;
+	e = map_find(&c->changes, key, fnv1a(key));
+	return e == NULL || e->changed <= mark;
+}
+
+uint64_t cache_mark(struct cache *c)
+{
+	uint64_t m;
+
+	pthread_mutex_lock(&c->lock);
+	m = c->seq;
+	pthread_mutex_unlock(&c->lock);
+	return m;
 }
 
 void cache_free(struct cache *c)
@@ -226,12 +274,14 @@ void cache_free(struct cache *c)
 	map_clear(&c->attrs);
 	map_clear(&c->content);
 	map_clear(&c->dirs);
+	map_clear(&c->changes);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
 
-void cache_put(struct cache *c, const char *sbx, const char *rel,
-	       const struct proto_attr *a, const char *target)
+static void attr_put(struct cache *c, const char *sbx, const char *rel,
+		     const struct proto_attr *a, const char *target, bool seen,
+		     uint64_t mark)
 {
 	struct entry *e;
 	size_t sbxlen;
@@ -241,6 +291,13 @@ void cache_put(struct cache *c, const char *sbx, const char *rel,
 		return;
 	key = make_key(sbx, rel, &sbxlen);
 	pthread_mutex_lock(&c->lock);
+	if (seen && !still_true(c, key, mark)) {
+		pthread_mutex_unlock(&c->lock);
+		free(key);
+		return;
+	}
+	if (!seen)
+		changed_key(c, key, sbxlen);
 	e = map_upsert(&c->attrs, key, sbxlen);
 	e->attr = *a;
 	e->stamp_ms = mono_ms();
@@ -248,6 +305,19 @@ void cache_put(struct cache *c, const char *sbx, const char *rel,
 	free(e->target);
 	e->target = target ? xstrdup(target) : NULL;
 	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_put(struct cache *c, const char *sbx, const char *rel,
+	       const struct proto_attr *a, const char *target)
+{
+	attr_put(c, sbx, rel, a, target, false, 0);
+}
+
+void cache_put_seen(struct cache *c, const char *sbx, const char *rel,
+		    const struct proto_attr *a, const char *target,
+		    uint64_t mark)
+{
+	attr_put(c, sbx, rel, a, target, true, mark);
 }
 
 static bool attr_get(struct cache *c, const char *sbx, const char *rel,
@@ -301,6 +371,7 @@ void cache_touch(struct cache *c, const char *sbx, const char *rel)
 	char *key = make_key(sbx, rel, &sbxlen);
 
 	pthread_mutex_lock(&c->lock);
+	changed_key(c, key, sbxlen);
 	e = map_find(&c->attrs, key, fnv1a(key));
 	if (e != NULL)
 		e->stale = true;
@@ -315,6 +386,7 @@ void cache_forget(struct cache *c, const char *sbx, const char *rel)
 	char *key = make_key(sbx, rel, &sbxlen);
 
 	pthread_mutex_lock(&c->lock);
+	changed_key(c, key, sbxlen);
 	e = map_find(&c->attrs, key, fnv1a(key));
 	if (e != NULL)
 		map_remove(&c->attrs, e);
@@ -335,6 +407,8 @@ void cache_forget_tree(struct cache *c, const char *sbx, const char *rel)
 	map_remove_prefix(&c->attrs, key);
 	map_remove_prefix(&c->content, key);
 	map_remove_prefix(&c->dirs, key);
+	/* A whole subtree: every answer under way is older. */
+	c->floor = ++c->seq;
 	pthread_mutex_unlock(&c->lock);
 	free(key);
 }
@@ -357,6 +431,7 @@ size_t cache_forget_ino(struct cache *c, const char *sbx, uint64_t ino,
 			v = xrealloc(v, cap * sizeof(*v));
 		}
 		v[n++] = xstrdup(e->key + sbxlen + 1);
+		changed_key(c, e->key, sbxlen);
 		map_remove(&c->attrs, e);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -511,12 +586,13 @@ static struct dirlist *dl_get(struct cache *c, const char *key)
 	return e->dl;
 }
 
-void cache_dir_put(struct cache *c, const char *sbx, const char *dir,
-		   const char *const *names, const enum proto_ftype *types,
-		   size_t n)
+static void dir_put(struct cache *c, const char *sbx, const char *dir,
+		    const char *const *names, const enum proto_ftype *types,
+		    size_t n, bool seen, uint64_t mark)
 {
 	struct dirlist *d;
 	struct entry *e;
+	char *key;
 	size_t i;
 
 	if (c->ttl_ms == 0)
@@ -525,12 +601,35 @@ void cache_dir_put(struct cache *c, const char *sbx, const char *dir,
 	dl_reindex(d, n);
 	for (i = 0; i < n; i++)
 		dl_append(d, names[i], (unsigned char)types[i]);
+	key = dir_key(sbx, dir);
 	pthread_mutex_lock(&c->lock);
-	e = map_upsert(&c->dirs, dir_key(sbx, dir), strlen(sbx));
+	if (seen && !still_true(c, key, mark)) {
+		pthread_mutex_unlock(&c->lock);
+		free(key);
+		dirlist_free(d);
+		return;
+	}
+	if (!seen)
+		changed_key(c, key, strlen(sbx));
+	e = map_upsert(&c->dirs, key, strlen(sbx));
 	dirlist_free(e->dl);
 	e->dl = d;
 	e->stamp_ms = mono_ms();
 	pthread_mutex_unlock(&c->lock);
+}
+
+void cache_dir_put(struct cache *c, const char *sbx, const char *dir,
+		   const char *const *names, const enum proto_ftype *types,
+		   size_t n)
+{
+	dir_put(c, sbx, dir, names, types, n, false, 0);
+}
+
+void cache_dir_put_seen(struct cache *c, const char *sbx, const char *dir,
+			const char *const *names, const enum proto_ftype *types,
+			size_t n, uint64_t mark)
+{
+	dir_put(c, sbx, dir, names, types, n, true, mark);
 }
 
 bool cache_dir_each(struct cache *c, const char *sbx, const char *dir,
@@ -579,6 +678,7 @@ void cache_dir_add(struct cache *c, const char *sbx, const char *dir,
 	struct dirlist *d;
 
 	pthread_mutex_lock(&c->lock);
+	changed_key(c, key, strlen(sbx));
 	d = dl_get(c, key);
 	if (d != NULL)
 		dl_append(d, name, (unsigned char)type);
@@ -594,6 +694,7 @@ void cache_dir_remove(struct cache *c, const char *sbx, const char *dir,
 	long i;
 
 	pthread_mutex_lock(&c->lock);
+	changed_key(c, key, strlen(sbx));
 	d = dl_get(c, key);
 	if (d != NULL && (i = dl_find(d, name)) >= 0)
 		d->type[i] = DIRNAME_GONE;
@@ -607,6 +708,7 @@ void cache_dir_forget(struct cache *c, const char *sbx, const char *dir)
 	struct entry *e;
 
 	pthread_mutex_lock(&c->lock);
+	changed_key(c, key, strlen(sbx));
 	e = map_find(&c->dirs, key, fnv1a(key));
 	if (e != NULL)
 		map_remove(&c->dirs, e);

@@ -33,9 +33,26 @@ int cache_new(double ttl_s, struct cache **out)
 	__attribute__((warn_unused_result));
 void cache_free(struct cache *c);
 
-/* Remember attributes (and a symlink's target, may be NULL). */
+/*
+ * Answers race with this mount's own changes: a stat asked before a write
+ * may come back after the write's answer, with the old size. So an answer
+ * that only observes (a stat, a listing) is put with the mark taken before
+ * it was asked for, and dropped when its path changed through this mount
+ * since (put, forget, touch, a listing change); the answers to the
+ * mount's own changes (cache_put, cache_dir_put) are changes themselves.
+ */
+#define CACHE_MAX_CHANGES 16384
+uint64_t cache_mark(struct cache *c);
+
+/* Remember attributes (and a symlink's target, may be NULL) that this
+ * mount's own change brought. */
 void cache_put(struct cache *c, const char *sbx, const char *rel,
 	       const struct proto_attr *a, const char *target);
+/* Remember attributes an answer asked for at mark observed, unless rel
+ * changed since. */
+void cache_put_seen(struct cache *c, const char *sbx, const char *rel,
+		    const struct proto_attr *a, const char *target,
+		    uint64_t mark);
 /* Fresh attributes into *a, and (when target is not NULL) a heap copy of
  * the symlink target (NULL when none). false when unknown or expired. */
 bool cache_get(struct cache *c, const char *sbx, const char *rel,
@@ -72,10 +89,14 @@ void cache_drop_sandbox(struct cache *c, const char *sbx);
  */
 #define CACHE_MAX_DIRS 16384
 
-/* Remember dir's complete listing: n names with their types. */
+/* Remember dir's complete listing: n names with their types (this mount
+ * made it so; cache_dir_put_seen for a listing asked for at mark). */
 void cache_dir_put(struct cache *c, const char *sbx, const char *dir,
 		   const char *const *names, const enum proto_ftype *types,
 		   size_t n);
+void cache_dir_put_seen(struct cache *c, const char *sbx, const char *dir,
+			const char *const *names, const enum proto_ftype *types,
+			size_t n, uint64_t mark);
 /* A fresh listing of dir: calls fn for each name (under the cache lock:
  * fn must not call back into the cache) and returns true; false when
  * unknown or expired. */

@@ -722,6 +722,7 @@ static bool listed_absent(struct sbx *sb, const char *rel)
 
 static int stat_remote(struct sbx *sb, const char *rel, struct proto_attr *a)
 {
+	uint64_t mark = cache_mark(sb->fs->cache);
 	struct sbx_error err;
 	char *target = NULL;
 	int rc;
@@ -733,7 +734,7 @@ static int stat_remote(struct sbx *sb, const char *rel, struct proto_attr *a)
 			cache_forget(sb->fs->cache, sb->id, rel);
 		return fail(sb, "stat", rel, &err);
 	}
-	cache_put(sb->fs->cache, sb->id, rel, a, target);
+	cache_put_seen(sb->fs->cache, sb->id, rel, a, target, mark);
 	free(target);
 	return 0;
 }
@@ -873,7 +874,8 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 /* Remember one directory's whole listing: its entries' attributes and
  * its names. */
 static void remember_listing(struct sbx *sb, const char *dir,
-			     const struct proto_dirent *ents, size_t n)
+			     const struct proto_dirent *ents, size_t n,
+			     uint64_t mark)
 {
 	const char **names = xcalloc(n + 1, sizeof(*names));
 	enum proto_ftype *types = xcalloc(n + 1, sizeof(*types));
@@ -882,13 +884,13 @@ static void remember_listing(struct sbx *sb, const char *dir,
 	for (i = 0; i < n; i++) {
 		char *child = child_path(dir, ents[i].name);
 
-		cache_put(sb->fs->cache, sb->id, child, &ents[i].attr,
-			  ents[i].target);
+		cache_put_seen(sb->fs->cache, sb->id, child, &ents[i].attr,
+			       ents[i].target, mark);
 		free(child);
 		names[i] = ents[i].name;
 		types[i] = ents[i].attr.type;
 	}
-	cache_dir_put(sb->fs->cache, sb->id, dir, names, types, n);
+	cache_dir_put_seen(sb->fs->cache, sb->id, dir, names, types, n, mark);
 	free(names);
 	free(types);
 }
@@ -977,6 +979,7 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 	struct proto_tree tree;
 	struct sbx_error err;
 	unsigned budget = TREE_BUDGET_FIRST;
+	uint64_t mark;
 	bool present = false;
 	size_t i;
 	int rc, have = 0;
@@ -991,6 +994,7 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 	}
 	memset(&tree, 0, sizeof(tree));
 	sbx_error_clear(&err);
+	mark = cache_mark(sb->fs->cache);
 	rc = ac_tree(sb->fs->t, sb->id, rel, budget, &tree, &err);
 	if (rc < 0)
 		return fail(sb, "list", rel, &err);
@@ -1000,7 +1004,7 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 			    : *rel == '\0'   ? xstrdup(d->path)
 					     : xasprintf("%s/%s", rel, d->path);
 
-		remember_listing(sb, dir, d->entries, d->n);
+		remember_listing(sb, dir, d->entries, d->n, mark);
 		if (*d->path == '\0')
 			have = 1;
 		free(dir);
@@ -1029,6 +1033,7 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 	struct proto_dirent *all = NULL;
 	size_t nall = 0, capall = 0, i;
 	char *cursor = NULL;
+	uint64_t mark;
 	int rc = 0;
 
 	(void)off;
@@ -1051,6 +1056,7 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 			return 0;
 	}
 	/* A directory too large for one answer: page through it. */
+	mark = cache_mark(sb->fs->cache);
 	filler(buf, ".", NULL, 0, 0);
 	filler(buf, "..", NULL, 0, 0);
 	for (;;) {
@@ -1096,7 +1102,7 @@ static int files_readdir(struct sbx *sb, const char *rel, void *buf,
 			break;
 	}
 	if (rc == 0 && nall <= LISTING_KEEP_MAX)
-		remember_listing(sb, rel, all, nall);
+		remember_listing(sb, rel, all, nall, mark);
 	if (all != NULL)
 		free_dirents(all, nall);
 	return rc;

@@ -806,6 +806,7 @@ static void find_cmd(struct cmd *c, const char *rel, bool list, bool short_form)
 static int stat_remote(struct sbx *sb, const char *op, const char *rel,
 		       struct proto_attr *a, char **target)
 {
+	uint64_t mark = cache_mark(sb->fs->cache);
 	struct cmd c = {{NULL}, 0};
 	struct cmd_out o;
 	struct fs_v1_rec rec;
@@ -835,8 +836,9 @@ static int stat_remote(struct sbx *sb, const char *op, const char *rel,
 				    : "a malformed record");
 		goto out;
 	}
-	cache_put(sb->fs->cache, sb->id, rel, &rec.attr,
-		  rec.attr.type == PROTO_FT_SYMLINK ? rec.target : NULL);
+	cache_put_seen(sb->fs->cache, sb->id, rel, &rec.attr,
+		       rec.attr.type == PROTO_FT_SYMLINK ? rec.target : NULL,
+		       mark);
 	*a = rec.attr;
 	if (target != NULL)
 		*target = rec.attr.type == PROTO_FT_SYMLINK
@@ -1225,6 +1227,7 @@ static int v1_readdir(struct sbx *sb, const char *rel, void *buf,
 		      fuse_fill_dir_t filler, off_t off,
 		      struct fuse_file_info *fi, enum fuse_readdir_flags fl)
 {
+	uint64_t mark = cache_mark(sb->fs->cache);
 	struct cmd_out o;
 	struct fs_v1_rec rec;
 	size_t pos = 0;
@@ -1255,9 +1258,11 @@ static int v1_readdir(struct sbx *sb, const char *rel, void *buf,
 		full = !short_form && rec.attr.type != PROTO_FT_UNKNOWN;
 		child = child_path(rel, rec.name);
 		if (full) {
-			cache_put(sb->fs->cache, sb->id, child, &rec.attr,
-				  rec.attr.type == PROTO_FT_SYMLINK ? rec.target
-								    : NULL);
+			cache_put_seen(sb->fs->cache, sb->id, child, &rec.attr,
+				       rec.attr.type == PROTO_FT_SYMLINK
+					       ? rec.target
+					       : NULL,
+				       mark);
 			sbfs_attr_to_stat(sb, &rec.attr, &st);
 		} else {
 			sbfs_attr_to_stat(sb, &rec.attr, &st);

@@ -211,6 +211,7 @@ struct fetch {
 	struct sbfs *fs;
 	const char *sbx;
 	const char *dir;
+	uint64_t mark; /* the cache's mark when the answer was asked for */
 };
 
 static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
@@ -221,9 +222,10 @@ static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
 				    : xasprintf("%s/%s", f->dir, name);
 	char etag[PROTO_ETAG_MAX];
 
-	/* The answer's attributes are the freshest the mount has: a read
-	 * takes the body only while they are still the ones held. */
-	cache_put(f->fs->cache, f->sbx, rel, a, NULL);
+	/* The answer's attributes are the freshest the mount has (unless
+	 * the mount changed the file since): a read takes the body only
+	 * while they are still the ones held. */
+	cache_put_seen(f->fs->cache, f->sbx, rel, a, NULL, f->mark);
 	proto_attr_etag(a, etag);
 	pthread_mutex_lock(&pf_lock);
 	body_put(f->sbx, rel, data, len, etag);
@@ -375,6 +377,7 @@ static void *pf_worker(void *arg)
 		f.fs = j->fs;
 		f.sbx = j->sbx;
 		f.dir = j->dir;
+		f.mark = cache_mark(j->fs->cache);
 		sbx_error_clear(&err);
 		rc = ac_contents(j->fs->t, j->sbx, j->dir, PREFETCH_FILE_MAX,
 				 PREFETCH_ANSWER_MAX, fetched_one, &f, &err);
