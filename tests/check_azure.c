@@ -1845,7 +1845,7 @@ START_TEST(routes_outside_the_policy_are_refused_before_the_credential)
 	env_provider(&e, -1);
 	memset(&req, 0, sizeof(req));
 	req.op = TRANSPORT_OP_HEALTH;
-	req.idempotent = true;
+	req.cls = TRANSPORT_SAFE;
 	req.method = "GET";
 	req.path = "/v1/health?version=1";
 	for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
@@ -1918,7 +1918,7 @@ START_TEST(activation_is_judged_on_a_fresh_record)
 	t = agent_transport(e.prov);
 	memset(&req, 0, sizeof(req));
 	req.op = TRANSPORT_OP_HEALTH;
-	req.idempotent = true;
+	req.cls = TRANSPORT_SAFE;
 	req.method = "GET";
 	req.path = "/v1/health?version=1";
 
