@@ -81,6 +81,8 @@ int agent_route_health(struct agent_req *r)
 		h.ext_files = PROTO_EXT_FILES_VERSION;
 		h.ext_max_write = a->cfg.ext_max_write;
 	}
+	if (agent_http_reply_cache(a))
+		h.ext_reply_cache = PROTO_EXT_REPLY_CACHE_VERSION;
 	rc = proto_health_encode(&h, &out);
 	if (rc == 0)
 		rc = agent_reply_json(r, 200, &out);
