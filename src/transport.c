@@ -1392,9 +1392,11 @@ static int send_request(struct transport *t, struct slot *s, const char *id,
 			goto out;
 		}
 		/* A body lost on the way can be asked for again under its
-		 * key, unless some of it went to the caller already. */
+		 * key, unless some of it went to the caller's sink already
+		 * (a buffered one is simply read again). */
 		if (keyed && err->code != SBX_UNEXPECTED_FORMAT &&
-		    a.x.body_bytes == 0 && now_ms() < a.x.total)
+		    (req->sink == NULL || a.x.body_bytes == 0) &&
+		    now_ms() < a.x.total)
 			goto ask_again;
 		if (err->code != SBX_UNEXPECTED_FORMAT)
 			slot_invalidate(s, used);

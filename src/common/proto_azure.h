@@ -63,10 +63,11 @@ struct proto_azure_egress {
 	size_t nhost_rules; /* entries of "hostRules" */
 	size_t nrules; /* entries of "rules" */
 	/* The first way the policy departs from the documented shape
-	 * (protocol.md 8: defaultAction Allow|Deny, hostRules[] of
-	 * {pattern, action Allow|Deny}, rules[] of {match:{host},
-	 * action:{type Allow|Deny}}, trafficInspection Full|Partial|Legacy|
-	 * None), or NULL when it does not. Static text. */
+	 * (doc/transport-rules.md 10: defaultAction Allow|Deny, hostRules[]
+	 * of {pattern, action Allow|Deny}, rules[] of {match?:{host?, path?,
+	 * method?}, action:{type Allow|Deny|Transform|Rewrite, ...}},
+	 * trafficInspection Full|Partial|Legacy|None), or NULL when it does
+	 * not. Static text. */
 	const char *problem;
 };
 

@@ -13,6 +13,11 @@ EXTRA_DIST += %reldir%/t-sandboxctl.sh
 check_PROGRAMS += %reldir%/syscalls
 %canon_reldir%_syscalls_SOURCES = %reldir%/syscalls.c
 %canon_reldir%_syscalls_CFLAGS = $(AM_CFLAGS)
+## A relay that makes an agent's answers trickle (t-deadline.sh).
+check_PROGRAMS += %reldir%/trickle
+%canon_reldir%_trickle_SOURCES = %reldir%/trickle.c
+%canon_reldir%_trickle_CFLAGS = $(AM_CFLAGS)
+%canon_reldir%_trickle_LDADD = $(PTHREAD_LIBS)
 SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
@@ -24,6 +29,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-jobs.sh \
 	%reldir%/t-jobs-stream.sh \
 	%reldir%/t-lifecycle.sh \
+	%reldir%/t-deadline.sh \
 	%reldir%/t-resume.sh \
 	%reldir%/t-multi.sh \
 	%reldir%/t-native.sh \
