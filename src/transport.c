@@ -1354,10 +1354,15 @@ static int send_request(struct transport *t, struct slot *s, const char *id,
 		attempt_failed(err, req, o, &a.x);
 		rc = -EIO;
 		goto out;
+	case XFER_SINK:
+		/* It could not even be prepared: nothing was sent. */
+		attempt_failed(err, req, o, &a.x);
+		rc = -EIO;
+		goto out;
 	default:
 		attempt_failed(err, req, o, &a.x);
 		rc = -EIO;
-		if (keyed && o != XFER_SINK)
+		if (keyed)
 			goto ask_again;
 		slot_invalidate(s, used);
 		goto out;

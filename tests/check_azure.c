@@ -2111,6 +2111,56 @@ START_TEST(a_real_agent_behind_the_proxy)
 }
 END_TEST
 
+static void slow_credential(struct azure_fake *f, enum azure_fake_route r,
+			    const char *id, void *arg)
+{
+	(void)f;
+	(void)r;
+	(void)id;
+	(void)arg;
+	usleep(3000 * 1000);
+}
+
+/*
+ * The readiness deadline bounds the credential fetch it starts: a data
+ * plane that takes three seconds to hand out the credential ends a wait
+ * whose deadline is 800 ms at about that deadline, not after the read.
+ */
+START_TEST(readiness_deadline_bounds_the_credential_fetch)
+{
+	struct transport_config cfg;
+	struct sbx_error err;
+	struct transport *t = NULL;
+	struct env e;
+	long long t0, elapsed;
+	int rc;
+
+	env_start(&e);
+	azure_fake_add(e.fake, ID);
+	azure_fake_set_agent(e.fake, ID, 1, true, NULL, 0);
+	azure_fake_set_file(e.fake, ID, AZURE_FAKE_TOKEN_PATH,
+			    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", 44);
+	env_provider(&e, -1);
+	/* A token first, so that only the credential read is slow. */
+	read_record(e.prov, ID);
+	azure_fake_set_hook(e.fake, AZF_CREDENTIAL, slow_credential, NULL);
+	transport_config_defaults(&cfg);
+	cfg.ready_timeout_ms = 800;
+	cfg.ready_interval_ms = 50;
+	ck_assert_int_eq(transport_new(e.prov, &cfg, &t), 0);
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_wait_ready(t, ID, NULL, &err);
+	elapsed = th_now_ms() - t0;
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 700 && elapsed < 2500, "%lld ms: %s", elapsed,
+		      err.reason);
+	ck_assert_uint_ge(azure_fake_calls(e.fake, AZF_CREDENTIAL), 1);
+	transport_free(t);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(routes_outside_the_policy_are_refused_before_the_credential)
 {
 	static const char *const urls[] = {
@@ -2301,6 +2351,7 @@ Suite *make_azure_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, a_real_agent_behind_the_proxy);
 	tcase_add_test(tc, the_data_plane_and_entra_honour_https_proxy);
+	tcase_add_test(tc, readiness_deadline_bounds_the_credential_fetch);
 	tcase_add_test(
 		tc,
 		routes_outside_the_policy_are_refused_before_the_credential);

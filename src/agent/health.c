@@ -5,9 +5,9 @@
  * Health is public and reports the protocol version, this start's boot id,
  * whether the agent has been activated, the image command's state (this
  * agent never runs one: "none") and, unless strict v1, the file extension
- * it serves. Activation only flips the gate that http.c checks; the
- * credential was checked before the handler runs. Neither route touches
- * the filesystem.
+ * it serves and its reply cache (doc/protocol-ext.md 1 and 10).
+ * Activation only flips the gate that http.c checks; the credential was
+ * checked before the handler runs. Neither route touches the filesystem.
  */
 #include "config.h"
 

@@ -1579,7 +1579,7 @@ static int reply_unauthorized(struct agent_req *r, const char *text)
 	return queue(r, 401, resp);
 }
 
-/* protocol.md 2.3: "Authorization: Bearer <token>", compared in constant
+/* doc/protocol-v1.md 2: "Authorization: Bearer <token>", compared in constant
  * time. */
 static enum pending check_credential(const struct agent_req *r)
 {
@@ -1601,7 +1601,7 @@ static enum MHD_Result answer_pending(struct agent_req *r)
 		break;
 	case PEND_NOT_FOUND:
 		/* An unknown path is an empty 404: clients read an untyped
-		 * 404 as a stale route (protocol.md 4). */
+		 * 404 as a stale route (doc/transport-rules.md 4). */
 		agent_reply_empty(r, 404);
 		break;
 	case PEND_METHOD:
@@ -1745,18 +1745,31 @@ static enum MHD_Result rc_hash_arg(void *cls, enum MHD_ValueKind kind,
 	return MHD_YES;
 }
 
-/* What a keyed request is: method, path, query arguments and body. A
- * repeat must be this same request. */
+/* How much of a large body the fingerprint reads, at each end. */
+#define RC_FP_EDGE (32UL * 1024)
+
+/*
+ * What a keyed request is: method, path, query arguments and body (its
+ * length and, past 64 KiB, its first and last 32 KiB: a repeat under the
+ * same key is told apart from another request, not authenticated, and a
+ * 16 MiB write should not cost a pass over its bytes). A repeat must be
+ * this same request.
+ */
 static uint64_t rc_fingerprint(const struct agent_req *r)
 {
+	const char *b = r->body.data ? r->body.data : "";
+	size_t n = r->body.len;
 	uint64_t h = 14695981039346656037ULL;
 
 	h = fnv(h, r->method, strlen(r->method) + 1);
 	h = fnv(h, r->path, strlen(r->path) + 1);
 	MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, rc_hash_arg,
 				  &h);
-	h = fnv(h, "", 1);
-	return fnv(h, r->body.data ? r->body.data : "", r->body.len);
+	h = fnv(h, &n, sizeof(n));
+	if (n <= 2 * RC_FP_EDGE)
+		return fnv(h, b, n);
+	h = fnv(h, b, RC_FP_EDGE);
+	return fnv(h, b + n - RC_FP_EDGE, RC_FP_EDGE);
 }
 
 enum rc_begin {

@@ -110,7 +110,8 @@ int agent_reply_text(struct agent_req *r, unsigned status, const char *text);
  */
 int agent_reply_bad_body(struct agent_req *r, int decode_rc);
 
-/* The untyped texts of those rejections (axum's wording, protocol.md 4). */
+/* The untyped texts of those rejections (axum's wording, doc/protocol-v1.md
+ * 4). */
 #define AGENT_TEXT_JSON_SYNTAX "Failed to parse the request body as JSON"
 #define AGENT_TEXT_JSON_SHAPE \
 	"Failed to deserialize the JSON body into the target type"

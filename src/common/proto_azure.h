@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto_azure: the JSON of the Azure sandbox data plane and of the Azure
- * token endpoints (protocol.md 8), as plain C structs. It decodes a
+ * token endpoints (doc/transport-rules.md 10, doc/azure.md), as plain C
+ * structs. It decodes a
  * sandbox object (id, state and labels through proto_record, plus the
  * ports, the egress policy and the vnet connection), the list envelope
  * ({"value":[...], "nextLink"}), the native exec answer ({"stdout",

@@ -68,7 +68,8 @@ struct sbfs_opts {
 	char *azure_config; /* a config file with the above */
 	char *azure_ca_file; /* extra trusted CA (tests) */
 	char *azure_resolve; /* host:port:addr pins, comma separated */
-	char *azure_record_cache; /* seconds a record is reused (2) */
+	char *azure_record_cache; /* seconds a record is reused in
+					listings (2) */
 };
 
 /* One sandbox as this mount sees it. */
