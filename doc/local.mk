@@ -7,7 +7,8 @@ dist_protodoc_DATA = \
 	%reldir%/protocol-v1.md \
 	%reldir%/commands.md \
 	%reldir%/azure.md \
-	%reldir%/protocol-ext.md
+	%reldir%/protocol-ext.md \
+	%reldir%/transport-rules.md
 internalsdocdir = $(docdir)/doc/internals
 dist_internalsdoc_DATA = \
 	%reldir%/internals/transport.md \

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * agent_client: typed agent operations over transport_send. Each function
- * builds the request with the proto module, names the operation for the
- * transport's classification, and decodes the answer.
+ * builds the request with the proto module, names the operation and its
+ * class (doc/transport-rules.md 8: safe to repeat, a change, a command)
+ * for the transport, and decodes the answer.
  */
 #include "config.h"
 
@@ -21,7 +22,7 @@
 #define LIST_ANSWER (16UL * 1024 * 1024)
 #define POLL_ANSWER (24UL * 1024 * 1024)
 /* A command's terminal frame may come this long after its own timeout
- * (protocol.md 6, TERMINAL_FRAME_GRACE). */
+ * (doc/transport-rules.md 9, the seed's TERMINAL_FRAME_GRACE). */
 #define TERMINAL_FRAME_GRACE_MS 60000LL
 
 int ac_query_escape(struct buf *out, const char *s)
@@ -76,15 +77,16 @@ static void local_failure(struct sbx_error *err, const char *op, int rc)
 	err->err = -rc;
 }
 
-/* Send a request whose answer is buffered (small JSON or nothing). */
+/* Send a request whose answer is buffered (small JSON or nothing). cls
+ * says whether it may reach the agent twice (doc/transport-rules.md 8). */
 static int simple(struct transport *t, const char *id, const char *op,
-		  bool idempotent, const char *method, const char *path,
-		  const struct buf *body, size_t max_answer,
+		  enum transport_class cls, const char *method,
+		  const char *path, const struct buf *body, size_t max_answer,
 		  struct transport_resp *resp, struct sbx_error *err)
 {
 	struct transport_req req = {
 		.op = op,
-		.idempotent = idempotent,
+		.cls = cls,
 		.method = method,
 		.path = path,
 		.content_type = body != NULL ? "application/json" : NULL,
@@ -105,7 +107,7 @@ int ac_health(struct transport *t, const char *id, struct proto_health *h,
 	int rc;
 
 	transport_resp_init(&resp);
-	rc = simple(t, id, TRANSPORT_OP_HEALTH, true, "GET",
+	rc = simple(t, id, TRANSPORT_OP_HEALTH, TRANSPORT_SAFE, "GET",
 		    "/v1/health?version=1", NULL, SMALL_ANSWER, &resp, err);
 	if (rc == 0) {
 		rc = proto_health_decode(resp.body.data, resp.body.len, h);
@@ -130,8 +132,8 @@ int ac_read_file(struct transport *t, const char *id, const char *path,
 		goto out;
 	}
 	/* base64 of 32 MiB plus the JSON around it */
-	rc = simple(t, id, TRANSPORT_OP_READ, true, "GET", q.data, NULL,
-		    PROTO_HTTP_BODY_LIMIT, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_READ, TRANSPORT_SAFE, "GET", q.data,
+		    NULL, PROTO_HTTP_BODY_LIMIT, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_file_contents_decode(resp.body.data, resp.body.len, out);
@@ -172,8 +174,8 @@ int ac_write_file(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_WRITE, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_WRITE, true, "PUT", "/v1/files", &body,
-		    SMALL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_WRITE, TRANSPORT_CHANGE, "PUT",
+		    "/v1/files", &body, SMALL_ANSWER, &resp, err);
 out:
 	transport_resp_cleanup(&resp);
 	buf_cleanup(&body);
@@ -193,8 +195,8 @@ int ac_mkdir_p(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_WRITE, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_WRITE, true, "POST", "/v1/mkdir", &body,
-		    SMALL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_WRITE, TRANSPORT_CHANGE, "POST",
+		    "/v1/mkdir", &body, SMALL_ANSWER, &resp, err);
 out:
 	transport_resp_cleanup(&resp);
 	buf_cleanup(&body);
@@ -285,7 +287,7 @@ int ac_exec(struct transport *t, const char *id,
 	struct buf body = BUF_INIT(PROTO_EXEC_MAX_BODY);
 	struct transport_req req = {
 		.op = TRANSPORT_OP_EXEC,
-		.idempotent = false,
+		.cls = TRANSPORT_COMMAND,
 		.method = "POST",
 		.path = "/v1/exec",
 		.content_type = "application/json",
@@ -310,10 +312,14 @@ int ac_exec(struct transport *t, const char *id,
 	limit = ereq->timeout_ms > (uint64_t)(INT64_MAX / 2)
 			? (uint64_t)(INT64_MAX / 2)
 			: ereq->timeout_ms;
+	/* A command runs as long as its own timeout: its exchange is not
+	 * bound by the response deadline or by the operation's
+	 * (doc/transport-rules.md 9). */
 	req.deadline_ms =
 		(long)(limit + TERMINAL_FRAME_GRACE_MS > (uint64_t)LONG_MAX
 			       ? LONG_MAX
 			       : limit + TERMINAL_FRAME_GRACE_MS);
+	req.outlives_op = true;
 	req.body = body.data;
 	req.body_len = body.len;
 	req.sink_arg = &s;
@@ -370,7 +376,7 @@ int ac_job_start(struct transport *t, const char *id,
 		local_failure(err, TRANSPORT_OP_JOB_START, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_START, false, "POST",
+	rc = simple(t, id, TRANSPORT_OP_JOB_START, TRANSPORT_COMMAND, "POST",
 		    "/v1/jobs/start", &body, SMALL_ANSWER, &resp, err);
 	if (rc < 0)
 		goto out;
@@ -400,8 +406,8 @@ int ac_job_poll(struct transport *t, const char *id,
 		local_failure(err, TRANSPORT_OP_JOB_POLL, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_POLL, true, "POST", "/v1/jobs/poll",
-		    &body, POLL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE, "POST",
+		    "/v1/jobs/poll", &body, POLL_ANSWER, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_job_poll_decode(resp.body.data, resp.body.len, out);
@@ -431,7 +437,7 @@ int ac_job_cancel(struct transport *t, const char *id, const char *job_id,
 		local_failure(err, TRANSPORT_OP_JOB_CANCEL, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_CANCEL, true, "POST",
+	rc = simple(t, id, TRANSPORT_OP_JOB_CANCEL, TRANSPORT_CHANGE, "POST",
 		    "/v1/jobs/cancel", &body, SMALL_ANSWER, &resp, err);
 out:
 	transport_resp_cleanup(&resp);
@@ -454,8 +460,8 @@ int ac_stat(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
-		    SMALL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
+		    NULL, SMALL_ANSWER, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, target);
@@ -488,8 +494,8 @@ int ac_list(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
-		    LIST_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
+		    NULL, LIST_ANSWER, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_list_decode(resp.body.data, resp.body.len, out);
@@ -516,8 +522,8 @@ int ac_tree(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
-		    PROTO_EXT_TREE_MAX_BYTES, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
+		    NULL, PROTO_EXT_TREE_MAX_BYTES, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_tree_decode(resp.body.data, resp.body.len, out);
@@ -589,7 +595,7 @@ int ac_contents(struct transport *t, const char *id, const char *dir,
 	struct buf q = BUF_INIT(0);
 	struct transport_req req = {
 		.op = TRANSPORT_OP_FILES,
-		.idempotent = true,
+		.cls = TRANSPORT_SAFE,
 		.method = "GET",
 		.sink = contents_sink_cb,
 	};
@@ -660,7 +666,7 @@ int ac_read_range(struct transport *t, const char *id, const char *path,
 	const char *headers[3] = {NULL, NULL, NULL};
 	struct transport_req req = {
 		.op = TRANSPORT_OP_READ,
-		.idempotent = true,
+		.cls = TRANSPORT_SAFE,
 		.method = "GET",
 		.sink = range_sink_cb,
 		.sink_arg = &sink,
@@ -739,7 +745,7 @@ int ac_write_range(struct transport *t, const char *id, const char *path,
 	char extra[80];
 	struct transport_req req = {
 		.op = TRANSPORT_OP_WRITE,
-		.idempotent = true,
+		.cls = TRANSPORT_CHANGE,
 		.method = "PUT",
 		.content_type = "application/octet-stream",
 		.body = data,
@@ -759,8 +765,6 @@ int ac_write_range(struct transport *t, const char *id, const char *path,
 		snprintf(extra + n, sizeof(extra) - n, "&create=%o%s",
 			 (unsigned)(mk->mode & 07777),
 			 mk->exclusive ? "&exclusive=1" : "");
-		/* Still safe to replay: a replay of an exclusive create can
-		 * only fail (EEXIST), never write twice. */
 	}
 	rc = path_query(&q, EXT_PREFIX "write", path, extra);
 	if (rc == 0 && times != NULL)
@@ -800,8 +804,8 @@ int ac_ext_op(struct transport *t, const char *id, const char *op,
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "POST", path, &body,
-		    SMALL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_CHANGE, "POST", path,
+		    &body, SMALL_ANSWER, &resp, err);
 	if (rc < 0 || attr == NULL)
 		goto out;
 	if (resp.status == 204 || resp.body.len == 0) {
@@ -830,8 +834,8 @@ int ac_readlink(struct transport *t, const char *id, const char *path,
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", q.data, NULL,
-		    SMALL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
+		    NULL, SMALL_ANSWER, &resp, err);
 	if (rc < 0)
 		goto out;
 	rc = proto_target_decode(resp.body.data, resp.body.len, target);
@@ -850,8 +854,8 @@ int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
 	int rc;
 
 	transport_resp_init(&resp);
-	rc = simple(t, id, TRANSPORT_OP_FILES, true, "GET", EXT_PREFIX "statfs",
-		    NULL, SMALL_ANSWER, &resp, err);
+	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
+		    EXT_PREFIX "statfs", NULL, SMALL_ANSWER, &resp, err);
 	if (rc == 0) {
 		rc = proto_statfs_decode(resp.body.data, resp.body.len, out);
 		if (rc < 0)

@@ -3,7 +3,9 @@
  * agent_client: typed agent operations over the transport core: v1 files,
  * the exec stream, jobs, and the file extension. It builds request bodies
  * and paths (with the proto module), sends them through transport_send with
- * the right operation name and idempotency, and decodes the answers into
+ * the right operation name and class (doc/transport-rules.md 8: reads are
+ * safe to repeat; writes, every metadata change and job cancels are
+ * changes; exec and job start are commands), and decodes the answers into
  * plain structs. It does not decide the transport (callers use
  * transport_session_kind first) and knows nothing about FUSE.
  *
@@ -62,7 +64,10 @@ struct ac_exit {
  * SBX_COMMAND_FAILED with failure = the frame's code. A stream that breaks
  * or ends without a terminal frame, or none within timeoutMs + 60 s, is
  * SBX_OUTCOME_UNKNOWN: the command may have run, and it is never sent
- * again.
+ * again unknowingly (an agent with a reply cache may be asked once more
+ * under the same key, when nothing of the stream arrived). The exchange
+ * is bounded by timeoutMs + 60 s, not by the caller's operation deadline
+ * (doc/transport-rules.md 9).
  */
 int ac_exec(struct transport *t, const char *id,
 	    const struct proto_exec_req *req, ac_frame_fn *cb, void *arg,
@@ -76,7 +81,8 @@ int ac_job_start(struct transport *t, const char *id,
 		 char job_id[PROTO_JOB_ID_MAX + 1], struct sbx_error *err)
 	__attribute__((warn_unused_result));
 /* POST /v1/jobs/poll. wait_ms > 0 asks an extension agent to hold the
- * answer (long-poll); the request deadline is extended to match. */
+ * answer (long-poll); it must stay well below the response deadline,
+ * which bounds the whole exchange. */
 int ac_job_poll(struct transport *t, const char *id,
 		const struct proto_job_poll_req *req,
 		struct proto_job_poll *out, struct sbx_error *err)
@@ -131,8 +137,8 @@ struct ac_create {
  * does); mk (may be NULL) creates the file first, so that a new file costs
  * one request; times (may be NULL: atime, mtime) are set after the bytes,
  * in the same request; attr (may be NULL) receives the attributes after
- * the write. A replay of an exclusive create after a lost answer fails
- * with EEXIST; it never acts twice. */
+ * the write. A change: it never reaches the agent twice unknowingly (an
+ * append sent twice would write twice). */
 int ac_write_range(struct transport *t, const char *id, const char *path,
 		   uint64_t off, const void *data, size_t len,
 		   const struct ac_create *mk, const struct proto_time *times,

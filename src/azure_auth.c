@@ -67,6 +67,7 @@ struct azure_auth {
 	/* The cached token. */
 	char *token;
 	int64_t expires_on;
+	int64_t retry_after; /* a failed refresh: none before this */
 	unsigned gen;
 	unsigned fetches;
 };
@@ -902,28 +903,76 @@ static int fetch(struct azure_auth *a, struct proto_azure_token *tok,
 	return rc;
 }
 
+/* Lock a, waiting no longer than the calling thread's operation deadline
+ * (another thread may be fetching a token). */
+static int lock_until_deadline(struct azure_auth *a, struct sbx_error *err)
+{
+	long long d = transport_op_deadline();
+	struct timespec ts;
+
+	if (d == 0) {
+		pthread_mutex_lock(&a->lock);
+		return 0;
+	}
+	ts.tv_sec = (time_t)(d / 1000);
+	ts.tv_nsec = (long)(d % 1000) * 1000000L;
+	if (pthread_mutex_clocklock(&a->lock, CLOCK_MONOTONIC, &ts) == 0)
+		return 0;
+	sbx_error_set(err, SBX_UNREACHABLE, NULL,
+		      "azure: the operation's deadline passed while another "
+		      "request fetched an access token");
+	err->err = EIO;
+	return -EIO;
+}
+
 int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
 		      struct sbx_error *err)
 {
 	struct proto_azure_token tok = {NULL, 0};
 	enum azure_auth_source used = AZURE_AUTH_NONE;
-	int rc = 0;
+	int64_t now;
+	int rc;
 
-	pthread_mutex_lock(&a->lock);
-	if (a->token == NULL ||
-	    now_s() >= a->expires_on - AZURE_AUTH_MARGIN_S) {
-		token_free(a->token);
-		a->token = NULL;
+	rc = lock_until_deadline(a, err);
+	if (rc < 0)
+		return rc;
+	now = now_s();
+	/* A token inside its last AZURE_AUTH_MARGIN_S is refreshed; while
+	 * a refresh fails, the token serves until it really expires, and
+	 * the next refresh waits AZURE_AUTH_RETRY_S (as the Azure SDKs do),
+	 * so that a token endpoint's outage does not fail calls a valid
+	 * token can still make (doc/transport-rules.md 10). */
+	if (a->token == NULL || now >= a->expires_on - AZURE_AUTH_MARGIN_S) {
+		bool usable = a->token != NULL && now < a->expires_on;
+
+		if (usable && now < a->retry_after)
+			goto use;
 		rc = fetch(a, &tok, &used, err);
+		if (rc < 0 && usable) {
+			char text[1024];
+
+			a->retry_after = now + AZURE_AUTH_RETRY_S;
+			log_warn("azure: refreshing the access token failed; "
+				 "the current one serves for %lld s more: %s",
+				 (long long)(a->expires_on - now),
+				 sbx_error_describe(err, text, sizeof(text)));
+			sbx_error_clear(err);
+			rc = 0;
+			goto use;
+		}
 		if (rc < 0) {
+			token_free(a->token);
+			a->token = NULL;
 			if (err->err == 0)
 				err->err = EIO;
 			goto out;
 		}
 		/* A token closer to its end than the margin still serves
 		 * this request; the next one fetches again. */
+		token_free(a->token);
 		a->token = tok.token;
 		a->expires_on = tok.expires_on;
+		a->retry_after = 0;
 		tok.token = NULL;
 		a->gen++;
 		a->kept = used;
@@ -932,6 +981,7 @@ int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
 			  azure_auth_source_name(used),
 			  (long long)(a->expires_on - now_s()));
 	}
+use:
 	*header = xasprintf("Authorization: Bearer %s", a->token);
 	if (gen != NULL)
 		*gen = a->gen;

@@ -25,9 +25,13 @@
  * first source that gives a token is kept for later fetches.
  *
  * Tokens are cached until AZURE_AUTH_MARGIN_S seconds before they expire,
- * wiped when dropped, never logged and never put on a command line. A
- * caller that got 401 from the data plane with a token drops it with
- * azure_auth_invalidate and asks again (once). Every failure is one
+ * then refreshed; when a refresh fails, the token still serves until it
+ * expires (the failure is logged) and the next refresh waits
+ * AZURE_AUTH_RETRY_S. They are wiped when dropped, never logged and never
+ * put on a command line. A caller that got 401 from the data plane with a
+ * token drops it with azure_auth_invalidate and asks again (once): that
+ * token is never used again. A thread waits for another's fetch no longer
+ * than its operation deadline (transport.h). Every failure is one
  * sbx_error whose reason names the source, the endpoint's status and its
  * error code and description, never a secret, assertion or token.
  *
@@ -46,6 +50,7 @@
 #define AZURE_AUTH_AUTHORITY "https://login.microsoftonline.com"
 #define AZURE_AUTH_IMDS "http://169.254.169.254"
 #define AZURE_AUTH_MARGIN_S 300
+#define AZURE_AUTH_RETRY_S 30
 /* Largest token answer, federated token file and CLI output read. */
 #define AZURE_AUTH_MAX_ANSWER (64UL * 1024)
 

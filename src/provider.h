@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * provider: the interface every sandbox provider implements (design.md 4).
+ * provider: the interface every sandbox provider implements (doc/internals/
+ * transport.md, "Providers").
  * A provider answers metadata questions about the sandboxes it knows (their
  * records, the agent's route, the per-boot credential) and performs
  * lifecycle requests (resume, stop); the transport core (transport.h)
@@ -84,9 +85,19 @@ struct provider_ops {
 	 * strings). */
 	int (*list)(struct provider *p, char ***ids, size_t *n,
 		    struct sbx_error *err);
-	/* Read a record; -ENOENT when the sandbox is gone. */
+	/* Read a record; -ENOENT when the sandbox is gone. Always the
+	 * provider's current answer: the transport reads one before every
+	 * operation that depends on it (doc/transport-rules.md 1). */
 	int (*record)(struct provider *p, const char *id,
 		      struct provider_record *out, struct sbx_error *err);
+	/* A record only to show a sandbox in a listing (its directory's
+	 * existence and attributes), which may come from what the
+	 * provider's last list or read returned a short while ago. Never
+	 * used for a decision about the transport or the sandbox's state.
+	 * Optional: NULL means record(). */
+	int (*record_listed)(struct provider *p, const char *id,
+			     struct provider_record *out,
+			     struct sbx_error *err);
 	/* The agent's route (heap URL string), unvalidated: the core checks
 	 * it with route_allowed. */
 	int (*route)(struct provider *p, const char *id, char **url,

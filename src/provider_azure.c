@@ -5,11 +5,14 @@
  * business, and the HTTP exchanges go through transport_http (no proxy,
  * no redirects, bounded answers, deadlines). JSON is proto_azure's.
  *
- * The record cache holds one decoded sandbox object per id. Two flags
- * carry the freshness rules of the header: needs_fresh (set by route(),
- * resume() and stop()) makes the next record() go out, and judgeable says
- * the entry came from such a read (or a plain one), not from route()'s own
- * read, so that judge() always looks at the record the activation read.
+ * The record cache holds one decoded sandbox object per id, from the last
+ * read or list. record() never answers from it (the transport reads the
+ * record before every operation, doc/transport-rules.md 1); only
+ * record_listed() does, to show sandboxes in a listing, for
+ * record_cache_ms. Two flags: needs_fresh (set by resume() and stop())
+ * makes the next record_listed() go out, and judgeable says the entry came
+ * from record() itself, not from route()'s read or a list page, so that
+ * judge() looks at the record the activation read.
  */
 #include "config.h"
 
@@ -473,7 +476,7 @@ static void entry_store(struct azure_priv *ap,
 	}
 	e->sb = copy;
 	e->read_ms = read_ms;
-	e->needs_fresh = !judgeable;
+	e->needs_fresh = false;
 	e->judgeable = judgeable;
 }
 
@@ -567,23 +570,12 @@ static int azure_record(struct provider *p, const char *id,
 {
 	struct azure_priv *ap = priv_of(p);
 	struct proto_azure_sandbox sb;
-	struct entry *e;
 	long long now = now_ms();
 	int rc;
 
 	if (!id_valid(id))
 		return bad_id(id, err);
-	pthread_mutex_lock(&ap->lock);
-	e = entry_find(ap, id);
-	if (e != NULL && !e->needs_fresh && ap->cache_ms > 0 &&
-	    now - e->read_ms < ap->cache_ms) {
-		ap->stats.record_hits++;
-		to_record(&e->sb, out);
-		pthread_mutex_unlock(&ap->lock);
-		return 0;
-	}
-	ap->stats.record_reads++;
-	pthread_mutex_unlock(&ap->lock);
+	count(ap, &ap->stats.record_reads);
 	rc = fetch_sandbox(ap, id, &sb, err);
 	if (rc < 0)
 		return rc;
@@ -593,6 +585,28 @@ static int azure_record(struct provider *p, const char *id,
 	to_record(&sb, out);
 	proto_azure_sandbox_cleanup(&sb);
 	return 0;
+}
+
+static int azure_record_listed(struct provider *p, const char *id,
+			       struct provider_record *out,
+			       struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	struct entry *e;
+
+	if (!id_valid(id))
+		return bad_id(id, err);
+	pthread_mutex_lock(&ap->lock);
+	e = entry_find(ap, id);
+	if (e != NULL && !e->needs_fresh && ap->cache_ms > 0 &&
+	    now_ms() - e->read_ms < ap->cache_ms) {
+		ap->stats.record_hits++;
+		to_record(&e->sb, out);
+		pthread_mutex_unlock(&ap->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&ap->lock);
+	return azure_record(p, id, out, err);
 }
 
 /* ---- the agent's route and credential ---------------------------------- */
@@ -984,9 +998,10 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 					  page.ids[i]);
 				continue;
 			}
-			/* A listed record is as fresh as a read one. */
+			/* Kept to show the sandbox in the listing, not to
+			 * judge it. */
 			if (page.decoded[i])
-				entry_store(ap, &page.records[i], now, true);
+				entry_store(ap, &page.records[i], now, false);
 			if (n == PROVIDER_AZURE_MAX_SANDBOXES)
 				continue;
 			if (n == cap) {
@@ -1215,6 +1230,7 @@ static const struct provider_ops azure_ops = {
 	.name = "azure",
 	.list = azure_list,
 	.record = azure_record,
+	.record_listed = azure_record_listed,
 	.route = azure_route,
 	.route_allowed = azure_route_allowed,
 	.credential = azure_credential,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * provider_azure: the Azure provider (design.md 4.2), over the Azure
- * sandbox data plane (protocol.md 8) at
+ * provider_azure: the Azure provider (doc/azure.md), over the Azure
+ * sandbox data plane (doc/transport-rules.md 10) at
  * https://management.<region>.azuredevcompute.io, with Entra ID tokens
  * from azure_auth for the scope https://dynamicsessions.io/.default.
  *
@@ -23,10 +23,11 @@
  * one sbx_error whose reason names the call and the data plane's status
  * and error, never a token (the caller logs it once).
  *
- * Records are reused for record_cache_ms (default 2 s) because the core
- * reads one before every operation, except that the read after a route
- * fetch (the activation's judged read), and the first read after a resume
- * or stop, always go to the data plane.
+ * record() always reads the data plane: the transport decides from a
+ * record read before every operation (doc/transport-rules.md 1).
+ * record_listed(), which only shows a sandbox in a listing, reuses what
+ * the last list or read returned for record_cache_ms (default 2 s), except
+ * after a resume or stop made through the provider.
  *
  * The route policy (route_allowed): https, a host ending in .adcproxy.io
  * or .azurecontainerapps.io (with a label before it), an optional port, no
@@ -71,7 +72,8 @@ struct provider_azure_config {
 	/* Pinned name resolution for every peer: "host:port:addr" entries
 	 * separated by commas, semicolons or white space. */
 	const char *resolve;
-	long record_cache_ms; /* < 0: the default; 0: no reuse */
+	long record_cache_ms; /* listings only; < 0: the default;
+				      0: no reuse */
 	long connect_timeout_ms; /* <= 0: 10000 */
 	/* The environment the credential chain reads (azure_auth.h); NULL:
 	 * the process's. */
@@ -133,7 +135,7 @@ bool provider_azure_route_allowed(const char *url);
 struct provider_azure_stats {
 	unsigned list_pages;
 	unsigned record_reads; /* record() and judge() reads that went out */
-	unsigned record_hits; /* record() answered from the cache */
+	unsigned record_hits; /* record_listed() answered from the cache */
 	unsigned routes; /* route() calls (one record read each, plus
 				  the read after a ports/add) */
 	unsigned ports_added;

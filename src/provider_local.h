@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * provider_local: the local provider (design.md 4.1), sandboxfs's embedded
+ * provider_local: the local provider (sandboxctl(1), man/sandboxctl.1),
+ * sandboxfs's embedded
  * default. Its sandboxes are the records under a state directory
  * (local_state.h); resume and stop run the same lifecycle as sandboxctl
  * (local_ctl.h). Records are re-read on every call, but parsed again only
@@ -25,7 +26,7 @@
 
 /*
  * Open the local provider on a state directory (NULL: $SANDBOXFS_STATE_DIR,
- * else the default of design.md 4.1). The directory must exist and be
+ * else the default of sandboxctl(1)). The directory must exist and be
  * readable: an unusable one is -ENOENT/-EACCES/-ENOTDIR with err saying
  * which directory and why.
  */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * transport: the shared transport core (see transport.h for the rules it
- * implements). This is the only file that includes libcurl.
+ * implements, and doc/transport-rules.md for where they come from). This
+ * is the only file that includes libcurl.
  *
  * Each request runs on a pooled (multi, easy) pair through a small driver
  * loop, so that every phase has its own deadline and the core can stop
@@ -12,8 +13,9 @@
  * Locking: t->lock guards the slot list; slot->lock guards the cached
  * connection and is held while a connection is fetched and activated (the
  * seed does the same: one fetch per stale route, not one per waiting
- * request), never while an operation's own body is read; slot->pool_lock
- * guards the idle handles.
+ * request), never while an operation's own body is read; a thread waits
+ * for it no longer than its operation deadline. slot->pool_lock guards
+ * the idle handles.
  */
 #include "config.h"
 
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -46,6 +49,9 @@ struct conn {
 	char *origin; /* url without its final '/', to join request paths */
 	char *token; /* 44 characters */
 	char *auth; /* "Authorization: Bearer <token>" */
+	/* The agent behind this connection advertised its reply cache in a
+	 * health answer carried by it (doc/transport-rules.md 8.3). */
+	atomic_bool keyed;
 };
 
 /* A pooled libcurl handle pair. The multi owns the connection cache, so a
@@ -90,6 +96,60 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---- the calling thread's operation deadline ------------------------------ */
+
+/* 0: none. Set by the filesystem layer around each operation, and by the
+ * readiness wait around its loop (doc/transport-rules.md 9). */
+static __thread long long op_deadline;
+static __thread bool op_timed_out;
+
+long long transport_now_ms(void)
+{
+	return now_ms();
+}
+
+void transport_op_set_deadline(long long deadline_ms)
+{
+	op_deadline = deadline_ms > 0 ? deadline_ms : 0;
+}
+
+long long transport_op_deadline(void)
+{
+	return op_deadline;
+}
+
+bool transport_op_timed_out(void)
+{
+	return op_timed_out;
+}
+
+void transport_op_clear_timed_out(void)
+{
+	op_timed_out = false;
+}
+
+/* The earlier of two deadlines, 0 meaning none. */
+static long long earliest(long long a, long long b)
+{
+	if (a == 0)
+		return b;
+	if (b == 0)
+		return a;
+	return a < b ? a : b;
+}
+
+static bool op_deadline_passed(void)
+{
+	return op_deadline != 0 && now_ms() >= op_deadline;
+}
+
+static void op_late(struct sbx_error *err, const char *op, const char *what)
+{
+	op_timed_out = true;
+	sbx_error_set(err, SBX_UNREACHABLE, NULL,
+		      "%s: the operation's deadline passed %s", op, what);
+}
+
 /* ---- connections -------------------------------------------------------- */
 
 static void conn_unref(struct conn *c)
@@ -121,6 +181,7 @@ static struct conn *conn_new(const char *url, const char *token, size_t len)
 								   : ulen);
 	c->token = xstrndup(token, len);
 	c->auth = xasprintf("Authorization: Bearer %s", c->token);
+	atomic_init(&c->keyed, false);
 	return c;
 }
 
@@ -199,13 +260,40 @@ static void handle_give(struct transport *t, struct slot *s, struct handle *h)
 	handle_free(h);
 }
 
+/*
+ * Take slot->lock, waiting no longer than the calling thread's operation
+ * deadline: another request may hold it for a whole fetch and activation,
+ * and an operation must not wait for that past its own deadline. Returns 0,
+ * or -ETIMEDOUT (the operation is marked as timed out).
+ */
+static int slot_lock(struct slot *s)
+{
+	long long d = op_deadline;
+	struct timespec ts;
+	int rc;
+
+	if (d == 0) {
+		pthread_mutex_lock(&s->lock);
+		return 0;
+	}
+	ts.tv_sec = (time_t)(d / 1000);
+	ts.tv_nsec = (long)(d % 1000) * 1000000L;
+	rc = pthread_mutex_clocklock(&s->lock, CLOCK_MONOTONIC, &ts);
+	if (rc == 0)
+		return 0;
+	op_timed_out = true;
+	return -ETIMEDOUT;
+}
+
 /* Clear the slot only if it still holds the connection the request used,
- * so a concurrent refresh is never clobbered. */
+ * so a concurrent refresh is never clobbered. When the slot is busy past
+ * the operation deadline, the holder is refreshing it anyway. */
 static void slot_invalidate(struct slot *s, const struct conn *used)
 {
 	struct conn *old = NULL;
 
-	pthread_mutex_lock(&s->lock);
+	if (slot_lock(s) < 0)
+		return;
 	if (s->conn != NULL && conn_same(s->conn, used)) {
 		old = s->conn;
 		s->conn = NULL;
@@ -237,6 +325,10 @@ struct xfer {
 	struct transport_resp *resp;
 	struct curl_slist *hdrs;
 	struct curl_slist *pins;
+	const char *key; /* Idempotency-Key value, or NULL */
+	bool fresh; /* a new connection, never a kept-alive one */
+	long long total; /* the exchange's deadline (absolute ms) */
+	size_t body_bytes; /* success-body bytes handed on so far */
 	char errbuf[CURL_ERROR_SIZE];
 	enum xfer_phase phase;
 	long cur_status; /* status of the header block being read */
@@ -266,6 +358,7 @@ static size_t xfer_header_cb(char *p, size_t size, size_t n, void *ud)
 		r->content_type[0] = '\0';
 		r->has_range = false;
 		r->full_size = UINT64_MAX;
+		r->replayed = false;
 		return len;
 	}
 	if (len <= 2 && (p[0] == '\r' || p[0] == '\n')) {
@@ -302,6 +395,8 @@ static size_t xfer_header_cb(char *p, size_t size, size_t n, void *ud)
 		}
 	} else if (strcasecmp(line, "X-Sandboxfs-Size") == 0) {
 		r->full_size = strtoull(v, NULL, 10);
+	} else if (strcasecmp(line, PROTO_HDR_REPLAYED) == 0) {
+		r->replayed = strcasecmp(v, "true") == 0;
 	}
 	return len;
 }
@@ -326,6 +421,7 @@ static size_t xfer_write_cb(char *p, size_t size, size_t n, void *ud)
 			return 0;
 		return len;
 	case XFER_BODY:
+		x->body_bytes += len;
 		if (x->req->sink != NULL) {
 			rc = x->req->sink(x->req->sink_arg, p, len);
 			if (rc < 0) {
@@ -371,6 +467,11 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 		x->hdrs = curl_slist_append(x->hdrs, conn->auth);
 	for (i = 0; extra != NULL && extra[i] != NULL; i++)
 		x->hdrs = curl_slist_append(x->hdrs, extra[i]);
+	if (x->key != NULL) {
+		snprintf(line, sizeof(line), "%s: %s",
+			 PROTO_HDR_IDEMPOTENCY_KEY, x->key);
+		x->hdrs = curl_slist_append(x->hdrs, line);
+	}
 	if (ctype != NULL) {
 		snprintf(line, sizeof(line), "Content-Type: %s", ctype);
 		x->hdrs = curl_slist_append(x->hdrs, line);
@@ -384,8 +485,14 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
-	curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(e, CURLOPT_PROXY, "");
+	if (http == NULL) {
+		/* The agent is reached directly, never through a proxy
+		 * (doc/transport-rules.md 2); provider requests take the
+		 * environment's proxy settings, as the Azure SDKs do
+		 * (rules 10). */
+		curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+		curl_easy_setopt(e, CURLOPT_PROXY, "");
+	}
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
@@ -421,9 +528,12 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 		curl_easy_setopt(e, CURLOPT_RESOLVE, pins);
 		x->pins = pins;
 	}
-	/* A command that may run must never be replayed by libcurl's own
-	 * retry on a reused connection that turned out dead. */
-	if (!http && !req->idempotent)
+	/* libcurl sends a request again, silently, when a kept-alive
+	 * connection turns out dead before any answer byte; a fresh
+	 * connection is never retried that way. So a request that must not
+	 * reach the agent twice unknowingly goes on a fresh one
+	 * (doc/transport-rules.md 8). */
+	if (x->fresh)
 		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
 
 	if (strcmp(method, "GET") == 0) {
@@ -471,13 +581,39 @@ static void xfer_finish(struct xfer *x)
 	buf_cleanup(&x->errbody);
 }
 
+/*
+ * The failures that prove the request never left this host: no TCP
+ * connection, or no TLS session over it (nothing is sent before the
+ * handshake completes). The seed counts both as connect errors
+ * (doc/transport-rules.md 4).
+ */
 static bool curl_is_connect_error(CURLcode rc)
 {
-	return rc == CURLE_COULDNT_CONNECT ||
-	       rc == CURLE_COULDNT_RESOLVE_HOST ||
-	       rc == CURLE_COULDNT_RESOLVE_PROXY ||
-	       rc == CURLE_OPERATION_TIMEDOUT; /* only the connect timeout is
-						  libcurl's; ours are below */
+	switch (rc) {
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+	case CURLE_OPERATION_TIMEDOUT: /* only the connect timeout is
+					  libcurl's; ours are below */
+	case CURLE_PROXY:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_CLIENTCERT:
+	case CURLE_USE_SSL_FAILED:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /*
@@ -530,11 +666,11 @@ static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
 			return XFER_BROKEN;
 		}
 		now = now_ms();
-		if (now >= deadline)
+		if (now >= deadline || (idle_ms > 0 && x->headers_done &&
+					now - x->last_byte_ms >= idle_ms)) {
+			op_timed_out = true;
 			return XFER_TIMEOUT;
-		if (idle_ms > 0 && x->headers_done &&
-		    now - x->last_byte_ms >= idle_ms)
-			return XFER_TIMEOUT;
+		}
 		wait = deadline - now;
 		if (idle_ms > 0 && x->headers_done &&
 		    x->last_byte_ms + idle_ms - now < wait)
@@ -557,7 +693,7 @@ static void xfer_resume_as(struct xfer *x, enum xfer_phase phase)
 	}
 }
 
-/* ---- classification (protocol.md 7.6) ------------------------------------ */
+/* ---- classification (doc/transport-rules.md 6) ----------------------------- */
 
 static void unanswered(struct sbx_error *err, const struct transport_req *req,
 		       const char *fmt, ...)
@@ -572,7 +708,7 @@ static void unanswered(struct sbx_error *err, const struct transport_req *req,
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
-	if (!req->idempotent)
+	if (req->cls == TRANSPORT_COMMAND)
 		sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
 			      "Sandbox operation '%s' did not report its "
 			      "outcome and may have taken effect: %s",
@@ -673,19 +809,22 @@ static bool body_typed_fs(const struct buf *b)
 }
 
 /*
- * Read a non-2xx answer's body (bounded by 4096 bytes and the response
- * deadline) and classify it (the seed's check_response). Returns true when
- * the body was read; false when reading it failed (err then holds the
- * unanswered error).
+ * Read a non-2xx answer's body (bounded by 4096 bytes, by the response
+ * deadline from now and by the exchange's own deadline) and classify it
+ * (the seed's check_response). Returns true when the body was read; false
+ * when reading it failed (err then holds the unanswered error).
  */
 static bool read_error_body(struct transport *t, struct xfer *x,
 			    struct sbx_error *err)
 {
+	long long deadline = now_ms() + t->cfg.response_timeout_ms;
 	enum xfer_outcome o;
 	char why[128];
 
+	if (x->total != 0 && x->total < deadline)
+		deadline = x->total;
 	xfer_resume_as(x, XFER_ERRBODY);
-	o = xfer_run(x, now_ms() + t->cfg.response_timeout_ms, 0);
+	o = xfer_run(x, deadline, 0);
 	if (o == XFER_OK)
 		return true;
 	body_reason(o, why, sizeof(why));
@@ -722,7 +861,7 @@ static int check_response(struct transport *t, struct xfer *x,
 	return -1;
 }
 
-/* ---- fetch and activate (protocol.md 7.2, 7.3) ---------------------------- */
+/* ---- fetch and activate (doc/transport-rules.md 2, 3) ---------------------- */
 
 static void invalid_route(struct sbx_error *err)
 {
@@ -800,7 +939,10 @@ static int activate_connection(struct transport *t, struct slot *s,
 	struct transport_resp resp;
 	struct transport_req req = {
 		.op = TRANSPORT_OP_ACTIVATE,
-		.idempotent = true,
+		/* It starts the image's code: never sent twice
+		 * unknowingly, though the seed classifies it as
+		 * unreachable when unanswered. */
+		.cls = TRANSPORT_CHANGE,
 		.method = "POST",
 		.path = "/v1/activate",
 		.max_body = 4096,
@@ -840,12 +982,18 @@ out:
 /* The seed's request(): the cached connection, fetched and activated when
  * the slot is empty. Returns a reference. */
 static int slot_connection(struct transport *t, struct slot *s, const char *id,
-			   struct conn **out, struct sbx_error *err)
+			   const char *op, struct conn **out,
+			   struct sbx_error *err)
 {
 	struct conn *c = NULL;
 	int rc = 0;
 
-	pthread_mutex_lock(&s->lock);
+	if (slot_lock(s) < 0) {
+		op_late(err, op,
+			"while another request refreshed the sandbox's "
+			"connection");
+		return -EIO;
+	}
 	if (s->conn == NULL) {
 		rc = fetch_connection(t, id, &c, err);
 		if (rc == 0) {
@@ -866,17 +1014,20 @@ static int slot_connection(struct transport *t, struct slot *s, const char *id,
 
 /* ---- sending ------------------------------------------------------------- */
 
-/* The response headers must come within the response deadline, and
- * within the request's overall deadline when it has one. */
-static long long request_deadline(const struct transport *t,
-				  const struct transport_req *req,
-				  long long start)
+/*
+ * One exchange's deadline (doc/transport-rules.md 9): the request's own
+ * limit, else the response deadline, for headers and body together; and
+ * the calling thread's operation deadline unless the request outlives it.
+ */
+static long long exchange_deadline(const struct transport *t,
+				   const struct transport_req *req,
+				   long long start)
 {
-	long long d = start + t->cfg.response_timeout_ms;
+	long long d =
+		start + (req->deadline_ms > 0 ? req->deadline_ms
+					      : t->cfg.response_timeout_ms);
 
-	if (req->deadline_ms > 0 && start + req->deadline_ms < d)
-		d = start + req->deadline_ms;
-	return d;
+	return req->outlives_op ? d : earliest(d, op_deadline);
 }
 
 static char *join_url(const struct conn *c, const char *path)
@@ -884,22 +1035,89 @@ static char *join_url(const struct conn *c, const char *path)
 	return xasprintf("%s%s", c ? c->origin : "", path);
 }
 
+/* One exchange on a pooled handle, up to its response headers. */
+struct attempt {
+	struct xfer x;
+	struct handle *h;
+	char *url;
+	bool started;
+};
+
 /*
- * Read a 2xx body into the sink or buffer. Failures after a success status
- * are classified as unanswered: the operation may have happened.
+ * Start an exchange of req on conn and run it until the response headers
+ * (which must come within the response deadline and the exchange's own).
+ * key (may be NULL) is sent as the Idempotency-Key; fresh asks for a new
+ * connection. XFER_SINK with sink_err -ENOMEM/-EIO when it could not even
+ * be prepared.
+ */
+static enum xfer_outcome attempt_start(struct transport *t, struct slot *s,
+				       const struct conn *conn,
+				       const struct transport_req *req,
+				       struct transport_resp *resp,
+				       const char *key, bool fresh,
+				       struct attempt *a)
+{
+	long long start = now_ms(), headers;
+
+	memset(a, 0, sizeof(*a));
+	a->h = handle_take(s);
+	a->url = join_url(conn, req->path);
+	a->started = true;
+	xfer_init(&a->x, a->h, req, resp);
+	a->x.key = key;
+	a->x.fresh = fresh;
+	a->x.total = exchange_deadline(t, req, start);
+	headers = earliest(start + t->cfg.response_timeout_ms, a->x.total);
+	if (xfer_setup(&a->x, t, conn, a->url, NULL) < 0) {
+		a->x.sink_err = -EIO;
+		return XFER_SINK;
+	}
+	return xfer_run(&a->x, headers, 0);
+}
+
+static void attempt_end(struct transport *t, struct slot *s, struct attempt *a)
+{
+	if (!a->started)
+		return;
+	xfer_finish(&a->x);
+	handle_give(t, s, a->h);
+	free(a->url);
+	a->started = false;
+}
+
+/* What an exchange that got no usable answer headers means for err. */
+static void attempt_failed(struct sbx_error *err,
+			   const struct transport_req *req, enum xfer_outcome o,
+			   const struct xfer *x)
+{
+	if (o == XFER_TIMEOUT)
+		unanswered(err, req,
+			   "the agent did not answer before the "
+			   "response deadline");
+	else if (o == XFER_SINK)
+		unanswered(err, req, "the request could not be prepared");
+	else
+		unanswered(err, req,
+			   "the agent connection failed after "
+			   "connecting (%s)",
+			   x->errbuf[0] ? x->errbuf : "no answer");
+}
+
+/*
+ * Read a 2xx body into the sink or buffer, until the exchange's deadline.
+ * Failures after a success status are classified as unanswered: the
+ * operation may have happened.
  */
 static int read_success_body(struct transport *t, struct xfer *x,
-			     long long start, struct sbx_error *err)
+			     struct sbx_error *err)
 {
 	const struct transport_req *req = x->req;
-	long long deadline = req->deadline_ms > 0 ? start + req->deadline_ms
-						  : (long long)1 << 62;
 	long idle = req->idle_timeout_ms == 0 ? t->cfg.body_idle_timeout_ms
 					      : req->idle_timeout_ms;
 	enum xfer_outcome o;
 
 	xfer_resume_as(x, XFER_BODY);
-	o = xfer_run(x, deadline, idle > 0 ? idle : 0);
+	o = xfer_run(x, x->total, idle > 0 ? idle : 0);
 	switch (o) {
 	case XFER_OK:
 		return 0;
@@ -929,106 +1147,152 @@ static int send_plain(struct transport *t, struct slot *s,
 		      const struct conn *conn, const struct transport_req *req,
 		      struct transport_resp *resp, struct sbx_error *err)
 {
-	struct handle *h = handle_take(s);
-	long long start = now_ms();
+	struct attempt a;
 	enum xfer_outcome o;
-	struct xfer x;
-	char *url = join_url(conn, req->path);
 	int rc;
 
-	xfer_init(&x, h, req, resp);
-	rc = xfer_setup(&x, t, conn, url, NULL);
-	if (rc < 0) {
-		unanswered(err, req, "the request could not be prepared");
-		goto out;
+	if (op_deadline_passed()) {
+		op_late(err, req->op, "before the request was sent");
+		return -EIO;
 	}
-	o = xfer_run(&x, request_deadline(t, req, start), 0);
-	if (o == XFER_TIMEOUT) {
-		unanswered(err, req,
-			   "the agent did not answer before the "
-			   "response deadline");
-		rc = -EIO;
-	} else if (o != XFER_OK) {
-		unanswered(err, req, "the agent connection failed (%s)",
-			   x.errbuf[0] ? x.errbuf : "no answer");
+	o = attempt_start(t, s, conn, req, resp, NULL,
+			  req->cls != TRANSPORT_SAFE, &a);
+	if (o != XFER_OK) {
+		attempt_failed(err, req, o, &a.x);
 		rc = -EIO;
 	} else if (resp->status < 200 || resp->status >= 300) {
-		check_response(t, &x, err);
+		check_response(t, &a.x, err);
 		rc = sbx_error_errno(err);
 	} else {
-		rc = read_success_body(t, &x, start, err);
+		rc = read_success_body(t, &a.x, err);
 	}
-out:
-	xfer_finish(&x);
-	handle_give(t, s, h);
-	free(url);
+	attempt_end(t, s, &a);
 	return rc;
 }
 
 static void log_failure(const char *id, const struct transport_req *req,
-			const struct sbx_error *err, bool typed)
+			const struct sbx_error *err)
 {
 	char text[1024];
 
 	/* The caller logs the failure once, with more context; here it is
 	 * only traced. */
-	(void)typed;
 	sbx_error_describe(err, text, sizeof(text));
 	log_debug("sandbox %s: %s: %s", id, req->op, text);
 }
 
-/*
- * The replay after a refresh (protocol.md 7.5 steps 4-6): exactly once, on
- * the connection the slot now holds.
- */
-static int replay(struct transport *t, struct slot *s, const char *id,
-		  struct conn *conn, const struct transport_req *req,
-		  struct transport_resp *resp, struct sbx_error *err)
+/* The reply cache's answers that say the first attempt's outcome cannot
+ * be learnt (doc/protocol-ext.md, the reply cache). */
+static bool body_outcome_unknowable(const struct buf *b)
 {
-	struct handle *h = handle_take(s);
-	long long start = now_ms();
-	bool keep = false;
+	static const char *const prefixes[] = {PROTO_ERR_IN_PROGRESS ":",
+					       PROTO_ERR_REPLY_NOT_KEPT ":",
+					       PROTO_ERR_KEY_REUSED ":"};
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		size_t n = strlen(prefixes[i]);
+
+		if (b->len >= n && memcmp(b->data, prefixes[i], n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * One more exchange that gives the final answer, with no refresh and no
+ * replay after it: the replay after a refresh (doc/transport-rules.md 5
+ * steps 4-6), and the second asking of a keyed request whose first answer
+ * was lost (rules 8.4). Returns 0 or a negative errno with err filled;
+ * *keep says the route answered for itself (a 2xx or a typed refusal), so
+ * it stays cached; *answered says an answer (any status) arrived.
+ */
+static int final_attempt(struct transport *t, struct slot *s, struct conn *conn,
+			 const struct transport_req *req, const char *key,
+			 bool fresh, struct transport_resp *resp,
+			 struct sbx_error *err, bool *keep, bool *answered)
+{
 	enum xfer_outcome o;
-	struct xfer x;
-	char *url = join_url(conn, req->path);
+	struct attempt a;
 	int rc = -EIO;
 
-	(void)id;
+	*keep = false;
+	*answered = false;
 	transport_resp_cleanup(resp);
 	transport_resp_init(resp);
-	xfer_init(&x, h, req, resp);
-	if (xfer_setup(&x, t, conn, url, NULL) < 0) {
-		unanswered(err, req, "the request could not be prepared");
-		goto out;
+	if (op_deadline_passed()) {
+		op_late(err, req->op, "before the request was sent again");
+		return -EIO;
 	}
-	o = xfer_run(&x, request_deadline(t, req, start), 0);
-	if (o == XFER_TIMEOUT) {
-		unanswered(err, req,
-			   "the agent did not answer before the "
-			   "response deadline");
-	} else if (o != XFER_OK) {
-		unanswered(err, req, "the agent connection failed (%s)",
-			   x.errbuf[0] ? x.errbuf : "no answer");
+	o = attempt_start(t, s, conn, req, resp, key, fresh, &a);
+	if (o != XFER_OK) {
+		attempt_failed(err, req, o, &a.x);
 	} else if (resp->status >= 200 && resp->status < 300) {
-		/* The fresh route answered; what happens to the body is the
+		/* The route answered; what happens to the body is the
 		 * operation's business. */
-		rc = read_success_body(t, &x, start, err);
-		keep = true;
-	} else if (read_error_body(t, &x, err)) {
-		refusal(err, req, resp->status, &x.errbody);
+		*answered = true;
+		rc = read_success_body(t, &a.x, err);
+		*keep = true;
+	} else if (read_error_body(t, &a.x, err)) {
+		*answered = true;
+		if (key != NULL && body_outcome_unknowable(&a.x.errbody)) {
+			char text[ERROR_BODY_MAX + 1];
+
+			body_text(&a.x.errbody, text, sizeof(text));
+			unanswered(err, req,
+				   "its answer was lost, and asked again with "
+				   "its idempotency key the agent said: %s",
+				   text);
+			*keep = true;
+		} else {
+			refusal(err, req, resp->status, &a.x.errbody);
+			/* A typed answer came from this route: keep it. */
+			*keep = body_typed_not_found(&a.x.errbody) ||
+				body_typed_fs(&a.x.errbody);
+		}
 		rc = sbx_error_errno(err);
-		/* A typed answer came from the fresh route: keep it. */
-		keep = body_typed_not_found(&x.errbody) ||
-		       body_typed_fs(&x.errbody);
 	}
-out:
-	xfer_finish(&x);
-	handle_give(t, s, h);
-	free(url);
-	/* A failed retry must not pin the route for the next operation. */
-	if (rc < 0 && !keep)
-		slot_invalidate(s, conn);
+	attempt_end(t, s, &a);
 	return rc;
+}
+
+/* A version 4 UUID from the kernel's generator, for an Idempotency-Key. */
+static void make_key(char out[PROTO_KEY_MAX + 1])
+{
+	unsigned char b[16];
+	size_t got = 0;
+
+	while (got < sizeof(b)) {
+		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			fatal("getrandom");
+		got += (size_t)n;
+	}
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, PROTO_KEY_MAX + 1,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* A health answer carried by conn says whether its agent keeps a reply
+ * cache; the connection remembers it (doc/transport-rules.md 8.3). */
+static void learn_health(struct conn *conn, const struct transport_req *req,
+			 const struct transport_resp *resp)
+{
+	struct proto_health h;
+
+	if (conn == NULL || req->sink != NULL ||
+	    strcmp(req->op, TRANSPORT_OP_HEALTH) != 0)
+		return;
+	if (proto_health_decode(resp->body.data, resp->body.len, &h) < 0)
+		return;
+	atomic_store(&conn->keyed, h.ext_reply_cache >= 1);
 }
 
 enum refresh_trigger {
@@ -1037,72 +1301,84 @@ enum refresh_trigger {
 	REFRESH_UNAUTHORIZED,
 };
 
-int transport_send(struct transport *t, const char *id,
-		   const struct transport_req *req, struct transport_resp *resp,
-		   struct sbx_error *err)
+/*
+ * The rules of doc/transport-rules.md 4 - 6 and 8 for one request. When
+ * answered_out is not NULL it receives a reference to the connection that
+ * carried the final answer (NULL when none did).
+ */
+static int send_request(struct transport *t, struct slot *s, const char *id,
+			const struct transport_req *req,
+			struct transport_resp *resp, struct sbx_error *err,
+			struct conn **answered_out)
 {
-	struct slot *s = slot_get(t, id);
 	struct conn *used = NULL, *fresh = NULL, *previous = NULL;
-	struct handle *h = NULL;
+	struct conn *answered = NULL;
 	enum refresh_trigger trigger;
-	long long start = now_ms();
 	enum xfer_outcome o;
-	struct xfer x;
-	bool held = false, typed = false;
-	char *url = NULL;
+	struct attempt a;
+	char key_buf[PROTO_KEY_MAX + 1];
+	const char *key = NULL;
+	bool keyed, keep, got_answer;
 	int rc;
 
 	sbx_error_clear(err);
-	memset(&x, 0, sizeof(x));
-	rc = slot_connection(t, s, id, &used, err);
+	memset(&a, 0, sizeof(a));
+	if (op_deadline_passed()) {
+		op_late(err, req->op, "before the request was sent");
+		rc = -EIO;
+		goto out;
+	}
+	rc = slot_connection(t, s, id, req->op, &used, err);
 	if (rc < 0)
 		goto out;
 
-	/* First attempt, bounded until the response headers. */
-	h = handle_take(s);
-	url = join_url(used, req->path);
-	xfer_init(&x, h, req, resp);
-	rc = xfer_setup(&x, t, used, url, NULL);
-	if (rc < 0) {
-		unanswered(err, req, "the request could not be prepared");
-		goto out;
+	/* A request that must not reach the agent twice unknowingly goes
+	 * on a fresh connection, unless the agent keeps a reply cache: then
+	 * its key makes a second delivery harmless (rules 8). */
+	keyed = req->cls != TRANSPORT_SAFE && atomic_load(&used->keyed);
+	if (keyed) {
+		make_key(key_buf);
+		key = key_buf;
 	}
-	o = xfer_run(&x, request_deadline(t, req, start), 0);
+	o = attempt_start(t, s, used, req, resp, key,
+			  req->cls != TRANSPORT_SAFE && !keyed, &a);
 	switch (o) {
 	case XFER_CONNECT:
 		/* Never delivered: safe to refresh and replay. */
 		trigger = REFRESH_CONNECT;
 		goto refresh;
-	case XFER_TIMEOUT:
-		slot_invalidate(s, used);
-		unanswered(err, req,
-			   "the agent did not answer before the "
-			   "response deadline");
-		rc = -EIO;
-		goto out;
 	case XFER_OK:
 		break;
-	default:
+	case XFER_TIMEOUT:
 		slot_invalidate(s, used);
-		unanswered(err, req,
-			   "the agent connection failed after "
-			   "connecting (%s)",
-			   x.errbuf[0] ? x.errbuf : "no answer");
+		attempt_failed(err, req, o, &a.x);
 		rc = -EIO;
+		goto out;
+	case XFER_SINK:
+		/* It could not even be prepared: nothing was sent. */
+		attempt_failed(err, req, o, &a.x);
+		rc = -EIO;
+		goto out;
+	default:
+		attempt_failed(err, req, o, &a.x);
+		rc = -EIO;
+		if (keyed)
+			goto ask_again;
+		slot_invalidate(s, used);
 		goto out;
 	}
 
 	if (resp->status == 404) {
-		if (!read_error_body(t, &x, err)) {
+		if (!read_error_body(t, &a.x, err)) {
 			slot_invalidate(s, used);
 			rc = -EIO;
 			goto out;
 		}
-		if (body_typed_not_found(&x.errbody)) {
+		if (body_typed_not_found(&a.x.errbody)) {
 			/* A typed refusal is the agent's final answer. */
-			refusal(err, req, 404, &x.errbody);
-			typed = true;
+			refusal(err, req, 404, &a.x.errbody);
 			rc = sbx_error_errno(err);
+			answered = conn_ref(used);
 			goto out;
 		}
 		/* An untyped 404 is a provider route miss. */
@@ -1112,24 +1388,84 @@ int transport_send(struct transport *t, const char *id,
 	if (resp->status == 401) {
 		/* Keep the answer unread while the credential is re-read. */
 		trigger = REFRESH_UNAUTHORIZED;
-		held = true;
 		goto refresh;
 	}
 	if (resp->status >= 200 && resp->status < 300) {
-		rc = read_success_body(t, &x, start, err);
+		rc = read_success_body(t, &a.x, err);
+		if (rc == 0) {
+			answered = conn_ref(used);
+			goto out;
+		}
+		/* A body lost on the way can be asked for again under its
+		 * key, unless some of it went to the caller's sink already
+		 * (a buffered one is simply read again). */
+		if (keyed && err->code != SBX_UNEXPECTED_FORMAT &&
+		    (req->sink == NULL || a.x.body_bytes == 0) &&
+		    now_ms() < a.x.total)
+			goto ask_again;
+		if (err->code != SBX_UNEXPECTED_FORMAT)
+			slot_invalidate(s, used);
 		goto out;
 	}
-	if (read_error_body(t, &x, err)) {
-		refusal(err, req, resp->status, &x.errbody);
-		typed = body_typed_fs(&x.errbody);
+	if (read_error_body(t, &a.x, err)) {
+		char code[64];
+
+		refusal(err, req, resp->status, &a.x.errbody);
+		rc = sbx_error_errno(err);
+		if (body_typed_fs(&a.x.errbody)) {
+			answered = conn_ref(used);
+			goto out;
+		}
+		/* A 5xx without the agent's typed body may come from a
+		 * gateway that lost the request or its answer. */
+		if (keyed && resp->status >= 500 &&
+		    !proto_error_code(a.x.errbody.data, a.x.errbody.len, code,
+				      sizeof(code)))
+			goto ask_again;
 	}
-	if (!typed)
-		slot_invalidate(s, used);
+	slot_invalidate(s, used);
 	rc = sbx_error_errno(err);
 	goto out;
 
+ask_again : {
+	/* The first answer was lost; the agent keeps it under the key
+	 * (rules 8.4): ask once more, on a fresh connection, within what is
+	 * left of the exchange's deadline. */
+	struct sbx_error first = *err;
+	struct transport_req again = *req;
+	long long left = a.x.total - now_ms();
+
+	attempt_end(t, s, &a);
+	if (left <= 0) {
+		slot_invalidate(s, used);
+		goto out;
+	}
+	again.deadline_ms = (long)left;
+	again.outlives_op = true; /* left is already within it */
+	log_debug("sandbox %s: %s: asking again with its idempotency key", id,
+		  req->op);
+	rc = final_attempt(t, s, used, &again, key, true, resp, err, &keep,
+			   &got_answer);
+	if (!got_answer) {
+		/* Nothing learnt: the first failure stands. */
+		*err = first;
+		rc = sbx_error_errno(err);
+	}
+	if (got_answer)
+		answered = conn_ref(used);
+	else
+		slot_invalidate(s, used);
+	goto out;
+}
+
 refresh:
-	pthread_mutex_lock(&s->lock);
+	if (slot_lock(s) < 0) {
+		op_late(err, req->op,
+			"while another request refreshed the sandbox's "
+			"connection");
+		rc = -EIO;
+		goto out;
+	}
 	if (s->conn == NULL || conn_same(s->conn, used)) {
 		previous = s->conn;
 		s->conn = NULL;
@@ -1146,7 +1482,7 @@ refresh:
 			s->conn = previous;
 			previous = NULL;
 			pthread_mutex_unlock(&s->lock);
-			check_response(t, &x, err);
+			check_response(t, &a.x, err);
 			rc = sbx_error_errno(err);
 			goto out;
 		}
@@ -1167,27 +1503,43 @@ refresh:
 		rc = -EPROTO;
 		goto out;
 	}
-	if (held) {
-		/* The refused answer is dropped unread. */
-		xfer_finish(&x);
-		held = false;
+	/* A refused answer held unread is dropped. */
+	attempt_end(t, s, &a);
+	/* The replay: exactly once, on the connection the slot now holds. */
+	keyed = req->cls != TRANSPORT_SAFE && atomic_load(&used->keyed);
+	if (keyed && key == NULL) {
+		make_key(key_buf);
+		key = key_buf;
 	}
-	rc = replay(t, s, id, used, req, resp, err);
-	if (rc < 0)
-		typed = err->code == SBX_COMMAND_FAILED &&
-			(err->err == ENOENT || err->status == 409);
+	rc = final_attempt(t, s, used, req, keyed ? key : NULL,
+			   req->cls != TRANSPORT_SAFE && !keyed, resp, err,
+			   &keep, &got_answer);
+	/* A failed retry must not pin the route for the next operation. */
+	if (rc < 0 && !keep)
+		slot_invalidate(s, used);
+	if (got_answer)
+		answered = conn_ref(used);
 out:
-	(void)held;
-	xfer_finish(&x);
-	if (h != NULL)
-		handle_give(t, s, h);
-	free(url);
+	attempt_end(t, s, &a);
+	if (rc == 0 && answered != NULL)
+		learn_health(answered, req, resp);
+	if (answered_out != NULL)
+		*answered_out = answered;
+	else
+		conn_unref(answered);
 	conn_unref(used);
 	conn_unref(fresh);
 	conn_unref(previous);
 	if (rc < 0)
-		log_failure(id, req, err, typed);
+		log_failure(id, req, err);
 	return rc;
+}
+
+int transport_send(struct transport *t, const char *id,
+		   const struct transport_req *req, struct transport_resp *resp,
+		   struct sbx_error *err)
+{
+	return send_request(t, slot_get(t, id), id, req, resp, err, NULL);
 }
 
 /* ---- transport decisions and lifecycle ---------------------------------- */
@@ -1369,20 +1721,20 @@ static int ready_probe(struct transport *t, struct slot *s, const char *id,
 {
 	struct transport_req req = {
 		.op = TRANSPORT_OP_HEALTH,
-		.idempotent = true,
+		.cls = TRANSPORT_SAFE,
 		.method = "GET",
 		.path = "/v1/health?version=1",
 		.max_body = 64 * 1024,
 	};
 	struct transport_resp resp;
-	struct conn *used = NULL;
+	struct conn *answered = NULL;
 	int rc;
 
-	req.deadline_ms = deadline - now_ms();
+	req.deadline_ms = (long)(deadline - now_ms());
 	if (req.deadline_ms < 1)
 		req.deadline_ms = 1;
 	transport_resp_init(&resp);
-	rc = transport_send(t, id, &req, &resp, err);
+	rc = send_request(t, s, id, &req, &resp, err, &answered);
 	if (rc < 0)
 		goto out;
 	rc = proto_health_decode(resp.body.data, resp.body.len, health);
@@ -1396,20 +1748,19 @@ static int ready_probe(struct transport *t, struct slot *s, const char *id,
 		goto out;
 	}
 	if (health->protocol_version == PROTO_VERSION &&
-	    strcmp(health->status, PROTO_STATUS_AWAITING) == 0) {
+	    strcmp(health->status, PROTO_STATUS_AWAITING) == 0 &&
+	    answered != NULL) {
 		/* Health is public and cannot reject a previous boot's
 		 * credential: a fresh boot at the same URL needs a new
-		 * credential and a policy-checked activation. */
-		pthread_mutex_lock(&s->lock);
-		used = conn_ref(s->conn);
-		pthread_mutex_unlock(&s->lock);
-		if (used != NULL)
-			slot_invalidate(s, used);
+		 * credential and a policy-checked activation. Only the
+		 * connection that carried this answer is dropped, never one
+		 * a concurrent refresh put in its place. */
+		slot_invalidate(s, answered);
 	}
 	not_ready(err);
 	rc = -EIO;
 out:
-	conn_unref(used);
+	conn_unref(answered);
 	transport_resp_cleanup(&resp);
 	return rc;
 }
@@ -1418,10 +1769,15 @@ int transport_wait_ready(struct transport *t, const char *id,
 			 struct proto_health *health_out, struct sbx_error *err)
 {
 	struct slot *s = slot_get(t, id);
-	long long deadline = now_ms() + t->cfg.ready_timeout_ms;
+	long long saved = op_deadline;
+	long long deadline =
+		earliest(now_ms() + t->cfg.ready_timeout_ms, saved);
 	struct proto_health health;
 	int rc;
 
+	/* The readiness deadline bounds everything the probes do: waiting
+	 * for the slot, the provider's fetch, the activation (rules 7). */
+	op_deadline = deadline;
 	for (;;) {
 		long long now;
 
@@ -1431,19 +1787,23 @@ int transport_wait_ready(struct transport *t, const char *id,
 		if (rc == 0) {
 			if (health_out != NULL)
 				*health_out = health;
-			return 0;
+			break;
 		}
 		now = now_ms();
 		if (!err->retryable)
-			return rc;
+			break;
 		if (now >= deadline) {
+			op_timed_out = true;
 			not_ready(err);
-			return -EIO;
+			rc = -EIO;
+			break;
 		}
 		sleep_ms(deadline - now < t->cfg.ready_interval_ms
 				 ? (long)(deadline - now)
 				 : t->cfg.ready_interval_ms);
 	}
+	op_deadline = saved;
+	return rc;
 }
 
 static bool state_asleep(enum provider_state st)
@@ -1454,34 +1814,46 @@ static bool state_asleep(enum provider_state st)
 static int wait_running(struct transport *t, const char *id,
 			struct sbx_error *err)
 {
-	long long deadline = now_ms() + t->cfg.running_timeout_ms;
+	long long saved = op_deadline;
+	long long deadline =
+		earliest(now_ms() + t->cfg.running_timeout_ms, saved);
 	struct provider_record rec;
 	int rc;
 
+	/* The record reads are bounded by the same deadline. */
+	op_deadline = deadline;
 	for (;;) {
 		enum provider_state st;
 
 		memset(&rec, 0, sizeof(rec));
 		rc = t->prov->ops->record(t->prov, id, &rec, err);
-		if (rc == -ENOENT)
-			return record_gone(err, "sandbox.resume", id);
+		if (rc == -ENOENT) {
+			rc = record_gone(err, "sandbox.resume", id);
+			break;
+		}
 		if (rc < 0)
-			return rc;
+			break;
 		st = rec.state;
 		provider_record_cleanup(&rec);
 		if (st == PROVIDER_STATE_RUNNING)
-			return 0;
-		if (st == PROVIDER_STATE_DELETING)
-			return record_gone(err, "sandbox.resume", id);
+			break;
+		if (st == PROVIDER_STATE_DELETING) {
+			rc = record_gone(err, "sandbox.resume", id);
+			break;
+		}
 		if (now_ms() >= deadline) {
+			op_timed_out = true;
 			sbx_error_set(err, SBX_UNREACHABLE, NULL,
 				      "sandbox.resume: sandbox '%s' did not "
 				      "reach Running (still %s)",
 				      id, provider_state_name(st));
-			return -EIO;
+			rc = -EIO;
+			break;
 		}
 		sleep_ms(t->cfg.ready_interval_ms);
 	}
+	op_deadline = saved;
+	return rc;
 }
 
 int transport_resume(struct transport *t, const char *id,
@@ -1492,6 +1864,7 @@ int transport_resume(struct transport *t, const char *id,
 	enum transport_kind kind;
 	struct sbx_error stop_err;
 	bool woke = false;
+	int rc_stop;
 	char text[1024];
 	int rc;
 
@@ -1528,9 +1901,16 @@ int transport_resume(struct transport *t, const char *id,
 fail:
 	provider_record_cleanup(&rec);
 	if (woke) {
-		/* Stop (never delete) only the sandbox this call woke. */
+		long long saved = op_deadline;
+
+		/* Stop (never delete) only the sandbox this call woke, even
+		 * when the caller's deadline is what ended the resume: the
+		 * stop request has its own. */
+		op_deadline = 0;
 		sbx_error_clear(&stop_err);
-		if (p->ops->stop(p, id, &stop_err) < 0)
+		rc_stop = p->ops->stop(p, id, &stop_err);
+		op_deadline = saved;
+		if (rc_stop < 0)
 			log_warn("sandbox %s: could not stop it again after a "
 				 "failed resume: %s",
 				 id,
@@ -1624,9 +2004,11 @@ static void http_handle_give(struct handle *h)
 int transport_http(const struct transport_http_req *hreq,
 		   struct transport_resp *resp, struct sbx_error *err)
 {
+	bool safe = strcmp(hreq->method, "GET") == 0 ||
+		    strcmp(hreq->method, "HEAD") == 0;
 	struct transport_req req = {
 		.op = "provider.http",
-		.idempotent = true,
+		.cls = safe ? TRANSPORT_SAFE : TRANSPORT_CHANGE,
 		.method = hreq->method,
 		.path = "",
 		.max_body = hreq->max_body,
@@ -1634,27 +2016,38 @@ int transport_http(const struct transport_http_req *hreq,
 	struct handle *h;
 	struct xfer x;
 	enum xfer_outcome o;
-	long long start = now_ms();
-	long timeout = hreq->timeout_ms > 0 ? hreq->timeout_ms : 60000;
+	long long deadline;
 	int rc;
 
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
 		return -EIO;
 	sbx_error_clear(err);
+	deadline = earliest(
+		now_ms() + (hreq->timeout_ms > 0 ? hreq->timeout_ms : 60000),
+		op_deadline);
+	if (now_ms() >= deadline) {
+		op_late(err, "provider.http", "before the request was sent");
+		return -ETIMEDOUT;
+	}
 	h = http_handle_take();
 	resp->body.max = hreq->max_body;
 	xfer_init(&x, h, &req, resp);
+	/* A provider call that is not a GET may change something (a
+	 * resume, a command through executeShellCommand): never on a
+	 * kept-alive connection libcurl might silently send it on again
+	 * (doc/transport-rules.md 8). */
+	x.fresh = !safe;
 	rc = xfer_setup(&x, NULL, NULL, hreq->url, hreq);
 	if (rc < 0) {
 		unanswered(err, &req, "the request could not be prepared");
 		goto out;
 	}
-	o = xfer_run(&x, start + timeout, 0);
+	o = xfer_run(&x, deadline, 0);
 	if (o == XFER_OK) {
 		/* Any status is an answer; the body is read whole. */
 		xfer_resume_as(&x, XFER_BODY);
-		o = xfer_run(&x, start + timeout, 0);
+		o = xfer_run(&x, deadline, 0);
 	}
 	switch (o) {
 	case XFER_OK:

@@ -3,34 +3,47 @@
  * transport: the shared transport core, and the only user of libcurl.
  *
  * It talks to every sandbox's agent for every provider, and implements the
- * client rules of protocol.md section 7 (the seed's Azure agent transport):
+ * client rules of doc/transport-rules.md (the seed's Azure agent
+ * transport, plus what this project adds to it):
  *
  *  - the provider label decides the transport (absent: native; the agent
- *    label: agent; anything else fails closed);
+ *    label: agent; anything else fails closed) (rules 1);
  *  - one cached connection per sandbox (route URL + credential), fetched
  *    from the provider (route checked against the provider's policy,
  *    credential exactly 44 base64 characters of 32 bytes) and activated
- *    (record re-read and judged, POST /v1/activate) before first use;
+ *    (record re-read and judged, POST /v1/activate) before first use
+ *    (rules 2, 3);
  *  - HTTP keep-alive: pooled libcurl handles per sandbox keep their TCP
  *    connections; no proxy, no redirects;
  *  - a request is refreshed and replayed at most once, and only after a
- *    connect failure, an untyped 404, or a 401 whose re-read credential
- *    changed; timeouts, broken responses and 5xx are never replayed and
- *    give an outcome-unknown error for non-idempotent operations and a
- *    retryable unreachable error for the others;
+ *    connect or TLS handshake failure, an untyped 404, or a 401 whose
+ *    re-read credential changed; timeouts, broken responses and 5xx are
+ *    never replayed and give an outcome-unknown error for commands and a
+ *    retryable unreachable error for the others (rules 4 - 6);
  *  - typed answers (PATH_NOT_FOUND, JOB_NOT_FOUND, and the file
  *    extension's FS_ERROR) prove the agent holding the route answered: the
  *    route is kept and nothing is replayed;
- *  - error bodies are bounded at 4096 bytes and by the response deadline;
- *    no lock is held while a body is read; a failed replay never pins a
- *    route;
- *  - readiness polls health every 500 ms up to 60 s and re-activates a
- *    boot that reports awaiting-network-verification; a resume that fails
- *    stops only a sandbox this call woke.
+ *  - every request has a class (rules 8): a safe one (a read) may reach
+ *    the agent twice; one that is not safe to repeat (a change, a command)
+ *    is never sent again by libcurl: it goes on a fresh connection, unless
+ *    the agent advertised its reply cache, in which case it carries an
+ *    Idempotency-Key, may use a kept-alive connection, and is asked once
+ *    more with the same key when its first answer was lost;
+ *  - error bodies are bounded at 4096 bytes and by a deadline; no lock is
+ *    held while a body is read; a failed replay never pins a route;
+ *  - readiness polls health every 500 ms up to 60 s (fetch and activation
+ *    included) and re-activates a boot that reports
+ *    awaiting-network-verification; a resume that fails stops only a
+ *    sandbox this call woke (rules 7).
  *
- * Deadlines: connect (10 s), response headers (60 s), error bodies (the
- * response deadline), success bodies (no byte for the idle deadline, plus
- * an optional overall deadline per request). Nothing waits without one.
+ * Deadlines (rules 9): connect (10 s); the response deadline bounds each
+ * exchange in total, headers and body (a request that legitimately takes
+ * longer, a command, says so with deadline_ms and outlives_op); error
+ * bodies are also bounded by it; the calling thread's operation deadline
+ * (transport_op_*) bounds everything done for one filesystem operation:
+ * waits for the sandbox's connection, fetch and activation, every
+ * exchange, provider requests through transport_http. Nothing waits
+ * without one.
  *
  * Thread-safe: any number of threads may use one transport at once.
  */
@@ -47,7 +60,7 @@
 #include "provider.h"
 #include "sbx_error.h"
 
-/* Operation names (protocol.md 7.6), used in errors and logs. */
+/* Operation names (doc/transport-rules.md 6), used in errors and logs. */
 #define TRANSPORT_OP_EXEC "sandbox.runCommand"
 #define TRANSPORT_OP_JOB_START "sandbox.jobStart"
 #define TRANSPORT_OP_JOB_POLL "sandbox.jobPoll"
@@ -61,10 +74,13 @@
 
 struct transport_config {
 	long connect_timeout_ms; /* default 10000 */
-	long response_timeout_ms; /* until response headers; also bounds
-				      error bodies. Default 60000 */
-	long body_idle_timeout_ms; /* longest silence inside a success body;
-				      default response_timeout_ms */
+	long response_timeout_ms; /* one exchange in total: headers and
+				      body; also bounds error bodies.
+				      Default 60000 */
+	long body_idle_timeout_ms; /* longest silence inside a success body
+				      (matters for requests with a longer
+				      deadline of their own); default
+				      response_timeout_ms */
 	long ready_timeout_ms; /* readiness wait, default 60000 */
 	long ready_interval_ms; /* between health polls, default 500 */
 	long running_timeout_ms; /* wait for Running after a resume,
@@ -89,7 +105,7 @@ struct provider *transport_provider(const struct transport *t);
 /* The configured response deadline (a long-poll must stay below it). */
 long transport_response_timeout_ms(const struct transport *t);
 
-/* ---- choosing the transport (protocol.md 7.1) ---------------------------- */
+/* ---- choosing the transport (doc/transport-rules.md 1) ----------------- */
 
 enum transport_kind {
 	TRANSPORT_NATIVE = 0, /* no label: the provider's native routes */
@@ -128,10 +144,29 @@ int transport_session_caps(struct transport *t, const char *id,
  * errno to abort the transfer (transport_send then returns it). */
 typedef int transport_sink_fn(void *arg, const void *data, size_t len);
 
+/*
+ * What sending a request again would do (doc/transport-rules.md 8). The
+ * zero value is the careful one: a request whose author did not think
+ * about it is never sent twice.
+ */
+enum transport_class {
+	/* Changes something in the sandbox (a write, create, rename,
+	 * unlink, chmod ..., a job cancel, an activation): never sent
+	 * twice unknowingly; unanswered, it is SBX_UNREACHABLE (the
+	 * seed's classification of writeFiles and jobCancel). */
+	TRANSPORT_CHANGE = 0,
+	/* Only looks (reads, stat, listings, job polls, health): libcurl
+	 * may send it again on a fresh connection when a kept-alive one
+	 * turns out dead; unanswered, it is SBX_UNREACHABLE. */
+	TRANSPORT_SAFE,
+	/* Starts a command (exec, job start): never sent twice
+	 * unknowingly; unanswered, it is SBX_OUTCOME_UNKNOWN. */
+	TRANSPORT_COMMAND,
+};
+
 struct transport_req {
-	const char *op; /* TRANSPORT_OP_*: classification, logs */
-	bool idempotent; /* false: exec, job start (outcome unknown
-				     when unanswered) */
+	const char *op; /* TRANSPORT_OP_*: logs, reasons */
+	enum transport_class cls;
 	const char *method; /* "GET", "POST", "PUT" */
 	const char *path; /* path and query, starting with '/' */
 	const char *content_type; /* of the body; NULL with no body */
@@ -143,8 +178,14 @@ struct transport_req {
 	transport_sink_fn *sink;
 	void *sink_arg;
 	size_t max_body;
-	long deadline_ms; /* overall limit for the whole exchange
-				     (0: only the idle and header deadlines) */
+	/* The whole exchange's limit, headers and body: 0 is the response
+	 * deadline. Response headers must come within the response
+	 * deadline whatever this says. */
+	long deadline_ms;
+	/* The request legitimately runs past the caller's operation
+	 * deadline (a command with its own timeout, doc/transport-rules.md
+	 * 9): only deadline_ms bounds its exchange. */
+	bool outlives_op;
 	long idle_timeout_ms; /* longest silence in the success body:
 				     0 = the configured default, < 0 = none
 				     (a command's quiet output) */
@@ -162,6 +203,7 @@ struct transport_resp {
 	uint64_t range_start; /* from Content-Range */
 	uint64_t full_size; /* X-Sandboxfs-Size or the range's
 					   total; UINT64_MAX when unknown */
+	bool replayed; /* the agent answered from its reply cache */
 };
 
 void transport_resp_init(struct transport_resp *r);
@@ -182,14 +224,36 @@ int transport_send(struct transport *t, const char *id,
 		   const struct transport_req *req, struct transport_resp *resp,
 		   struct sbx_error *err) __attribute__((warn_unused_result));
 
+/* ---- the calling thread's operation deadline (rules 9) ------------------ */
+
+/*
+ * A filesystem operation sets a deadline for everything done on its
+ * behalf on the calling thread: transport_send (waiting for the sandbox's
+ * connection, fetch, activation, each exchange unless the request
+ * outlives_op), transport_wait_ready and transport_http. 0 clears it (the
+ * initial state of every thread). Thread-local: other threads (a
+ * readahead worker, a job poller) are not affected.
+ */
+long long transport_now_ms(void);
+void transport_op_set_deadline(long long deadline_ms);
+long long transport_op_deadline(void);
+/* Whether a request made on this thread ended at a deadline (the
+ * response deadline, the operation's, or a wait for the connection)
+ * since the last transport_op_clear_timed_out. */
+bool transport_op_timed_out(void);
+void transport_op_clear_timed_out(void);
+
 /* ---- lifecycle --------------------------------------------------------- */
 
 /*
- * Wait until the agent is ready (protocol.md 7.7): health every
+ * Wait until the agent is ready (doc/transport-rules.md 7): health every
  * ready_interval_ms until ready_timeout_ms, fetching and activating a
- * connection as needed, and dropping a cached one whose boot reports
- * awaiting-network-verification. health_out (may be NULL) receives the
- * final answer (the extension advertisement lives there).
+ * connection as needed, and dropping the connection that carried an
+ * answer whose boot reports awaiting-network-verification. The deadline
+ * bounds everything, the provider's fetch and the activation included (and
+ * the caller's operation deadline, when set and earlier). health_out (may
+ * be NULL) receives the final answer (the extension advertisement lives
+ * there).
  */
 int transport_wait_ready(struct transport *t, const char *id,
 			 struct proto_health *health_out, struct sbx_error *err)
@@ -200,7 +264,10 @@ int transport_wait_ready(struct transport *t, const char *id,
  * the record; if Stopped or Suspended ask the provider to resume and poll
  * until Running; decide the transport (one more record read); wait for the
  * agent. A failure after this call woke the sandbox stops it again (never
- * deletes it). Failures are SBX_COMMAND_FAILED, not retryable.
+ * deletes it). Failures are SBX_COMMAND_FAILED, not retryable. The waits
+ * have their own deadlines (running_timeout_ms, then ready_timeout_ms);
+ * the caller's operation deadline, when set, also bounds them, so a caller
+ * that allows a resume clears it first.
  */
 int transport_resume(struct transport *t, const char *id,
 		     struct proto_health *health_out, struct sbx_error *err)
@@ -219,11 +286,18 @@ void transport_forget(struct transport *t, const char *id);
 
 /*
  * One bounded HTTPS/HTTP exchange for provider control planes (the Azure
- * data plane and token endpoints): no proxy, no redirects (a 3xx is
- * returned as such), connect and response deadlines from cfg, response
- * body bounded by max_body. headers: extra "Name: value" lines (may hold an
- * Authorization header: it is never logged). Returns 0 when any HTTP answer
- * arrived (check resp->status), or a negative errno with err filled.
+ * data plane and token endpoints): no redirects (a 3xx is returned as
+ * such), connect and whole-exchange deadlines from the request (and the
+ * calling thread's operation deadline), response body bounded by max_body.
+ * Proxies come from the environment as libcurl reads it (https_proxy,
+ * HTTPS_PROXY, http_proxy, NO_PROXY ...), as the Azure SDKs do (rules 10).
+ * A request that is not a GET goes on a fresh connection, so libcurl never
+ * sends it twice (rules 8). headers: extra "Name: value" lines (may hold an
+ * Authorization header: it is never logged). Returns 0 when any HTTP
+ * answer arrived (check resp->status), or a negative errno with err
+ * filled: -ECONNREFUSED when the request cannot have been delivered
+ * (connect or TLS handshake failure), -ETIMEDOUT at a deadline, -EFBIG,
+ * -EIO.
  */
 struct transport_http_req {
 	const char *method;

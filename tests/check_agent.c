@@ -221,6 +221,7 @@ START_TEST(health_before_activation)
 	/* Whom the file routes act as: the exec identity when the agent
 	 * drops privileges, else its own. */
 	ck_assert(h.ext_has_ids);
+	ck_assert_int_eq(h.ext_reply_cache, 1);
 	ck_assert(!proto_health_ready(&h));
 	th_resp_cleanup(&r);
 	/* The exact body, field by field. */
@@ -231,7 +232,8 @@ START_TEST(health_before_activation)
 			 "{\"protocolVersion\":1,\"bootId\":\"%s\",\"status\":"
 			 "\"awaiting-network-verification\",\"imageCommand\":{"
 			 "\"status\":\"none\"},\"extensions\":{\"files\":4,"
-			 "\"maxWrite\":16777216,\"uid\":%u,\"gid\":%u%s}}",
+			 "\"maxWrite\":16777216,\"uid\":%u,\"gid\":%u%s,"
+			 "\"replyCache\":1}}",
 			 h.boot_id, (unsigned)h.ext_uid, (unsigned)h.ext_gid,
 			 h.ext_owner_access ? ",\"ownerAccess\":true" : "");
 		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -152,9 +153,31 @@ START_TEST(egress_policy_is_described_not_judged)
 		 true, true, "hostRules entry's action"},
 		{"{\"defaultAction\":\"Allow\",\"hostRules\":{}}", true, true,
 		 "hostRules is not an array"},
+		/* Rules match on host, path or method, or on nothing at
+		 * all, and may transform or rewrite what they match. */
 		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":{},"
 		 "\"action\":{\"type\":\"Allow\"}}]}",
-		 true, true, "match.host"},
+		 true, true, NULL},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"action\":{"
+		 "\"type\":\"Transform\",\"headers\":[{\"name\":\"A\","
+		 "\"value\":\"b\"}]}}]}",
+		 true, true, NULL},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":{"
+		 "\"path\":\"/v1/*\",\"method\":\"GET\"},\"action\":{"
+		 "\"type\":\"Rewrite\",\"rewrite\":{\"host\":\"h\"}}}]}",
+		 true, true, NULL},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":{"
+		 "\"host\":\"a\"},\"action\":{\"type\":\"Block\"}}]}",
+		 true, true, "action.type"},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":{"
+		 "\"host\":\"a\"}}]}",
+		 true, true, "action.type"},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":\"a\","
+		 "\"action\":{\"type\":\"Allow\"}}]}",
+		 true, true, "match is not an object"},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":{"
+		 "\"host\":1},\"action\":{\"type\":\"Allow\"}}]}",
+		 true, true, "not a string"},
 		{"{\"defaultAction\":\"Deny\",\"trafficInspection\":\"Some\"}",
 		 true, true, "trafficInspection"},
 		{"{\"defaultAction\":\"Allow\",\"trafficInspection\":null}",
@@ -164,7 +187,7 @@ START_TEST(egress_policy_is_described_not_judged)
 
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct proto_azure_sandbox s;
-		char json[512];
+		char json[1024];
 
 		if (rows[i].egress != NULL)
 			snprintf(json, sizeof(json),
@@ -666,6 +689,13 @@ static void env_start(struct env *e)
 	char errbuf[256] = "";
 
 	memset(e, 0, sizeof(*e));
+	/* The fake is reached directly unless a case sets a proxy. */
+	unsetenv("HTTPS_PROXY");
+	unsetenv("https_proxy");
+	unsetenv("ALL_PROXY");
+	unsetenv("all_proxy");
+	unsetenv("NO_PROXY");
+	unsetenv("no_proxy");
 	e->dir = th_tmpdir("azure");
 	ck_assert_msg(
 		azure_fake_start(e->dir, &e->fake, errbuf, sizeof(errbuf)) == 0,
@@ -785,13 +815,16 @@ START_TEST(list_follows_next_links)
 	ck_assert_uint_eq(azure_fake_unauthorized(e.fake), 0);
 	ck_assert_uint_eq(azure_fake_bad_version(e.fake), 0);
 
-	/* The listed records are as fresh as read ones. */
+	/* The listed records serve the listing, never an operation. */
 	{
 		struct provider_record rec;
 
-		ck_assert_int_eq(p->ops->record(p, "c", &rec, &err), 0);
+		ck_assert_int_eq(p->ops->record_listed(p, "c", &rec, &err), 0);
 		provider_record_cleanup(&rec);
 		ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_GET), 0);
+		ck_assert_int_eq(p->ops->record(p, "c", &rec, &err), 0);
+		provider_record_cleanup(&rec);
+		ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_GET), 1);
 	}
 	env_stop(&e);
 }
@@ -888,12 +921,32 @@ static void read_record(struct provider *p, const char *id)
 	provider_record_cleanup(&rec);
 }
 
-START_TEST(record_cache_reuses_for_a_while_but_not_after_changes)
+static void read_listed(struct provider *p, const char *id)
 {
+	struct provider_record rec;
+	struct sbx_error err;
+
+	sbx_error_clear(&err);
+	ck_assert_msg(p->ops->record_listed(p, id, &rec, &err) == 0, "%s",
+		      err.reason);
+	provider_record_cleanup(&rec);
+}
+
+/*
+ * record() always reads the data plane (the transport decides from a
+ * record read before every operation): a label changed a moment ago is
+ * seen at once. Only record_listed(), which shows a sandbox in a listing,
+ * reuses what a list or read returned for a while, and not after a
+ * resume or a stop.
+ */
+START_TEST(records_are_read_every_time_listings_reuse_them)
+{
+	struct provider_record rec;
 	struct env e;
 	struct provider *p;
 	struct sbx_error err;
-	char *url = NULL;
+	char **ids = NULL;
+	size_t n = 0;
 
 	env_start(&e);
 	azure_fake_add(e.fake, ID);
@@ -903,54 +956,51 @@ START_TEST(record_cache_reuses_for_a_while_but_not_after_changes)
 	read_record(p, ID);
 	read_record(p, ID);
 	read_record(p, ID);
-	ck_assert_uint_eq(gets(&e), 1);
-	ck_assert_uint_eq(stats(p).record_hits, 2);
-
-	/* After a resume or a stop the next read is fresh, then reused. */
-	sbx_error_clear(&err);
-	ck_assert_int_eq(p->ops->stop(p, ID, &err), 0);
-	read_record(p, ID);
-	ck_assert_uint_eq(gets(&e), 2);
-	read_record(p, ID);
-	ck_assert_uint_eq(gets(&e), 2);
-	ck_assert_int_eq(p->ops->resume(p, ID, &err), 0);
-	read_record(p, ID);
 	ck_assert_uint_eq(gets(&e), 3);
-
-	/* A route fetch reads fresh, and so does the activation's read
-	 * after it (then judged: the record read there). */
-	ck_assert_int_eq(p->ops->route(p, ID, &url, &err), 0);
-	free(url);
+	ck_assert_uint_eq(stats(p).record_hits, 0);
+	azure_fake_set_label(e.fake, ID, PROTO_TRANSPORT_LABEL, "other-v9");
+	sbx_error_clear(&err);
+	ck_assert_int_eq(p->ops->record(p, ID, &rec, &err), 0);
+	ck_assert_str_eq(provider_record_label(&rec, PROTO_TRANSPORT_LABEL),
+			 "other-v9");
+	provider_record_cleanup(&rec);
 	ck_assert_uint_eq(gets(&e), 4);
-	read_record(p, ID);
-	ck_assert_uint_eq(gets(&e), 5);
-	{
-		struct provider_record rec;
 
-		memset(&rec, 0, sizeof(rec));
-		snprintf(rec.id, sizeof(rec.id), "%s", ID);
-		ck_assert_int_eq(p->ops->judge(p, &rec, &err), 0);
-		ck_assert_uint_eq(gets(&e), 5);
-	}
+	/* A listing is shown from the list's records. */
+	ck_assert_int_eq(p->ops->list(p, &ids, &n, &err), 0);
+	ids_free(ids, n);
+	read_listed(p, ID);
+	read_listed(p, ID);
+	ck_assert_uint_eq(gets(&e), 4);
+	ck_assert_uint_eq(stats(p).record_hits, 2);
+	/* After a resume or a stop the next one is fresh, then reused. */
+	ck_assert_int_eq(p->ops->stop(p, ID, &err), 0);
+	read_listed(p, ID);
+	ck_assert_uint_eq(gets(&e), 5);
+	read_listed(p, ID);
+	ck_assert_uint_eq(gets(&e), 5);
+	ck_assert_int_eq(p->ops->resume(p, ID, &err), 0);
+	read_listed(p, ID);
+	ck_assert_uint_eq(gets(&e), 6);
 	provider_free(p);
 
-	/* With a short time, the record expires. */
+	/* With a short time, a listed record expires. */
 	e.prov = env_provider_with(&e, 1000, secret_env(&e),
 				   azure_fake_ca_file(e.fake));
-	read_record(e.prov, ID);
-	read_record(e.prov, ID);
-	ck_assert_uint_eq(gets(&e), 6);
-	usleep(1100 * 1000);
-	read_record(e.prov, ID);
+	read_listed(e.prov, ID);
+	read_listed(e.prov, ID);
 	ck_assert_uint_eq(gets(&e), 7);
+	usleep(1100 * 1000);
+	read_listed(e.prov, ID);
+	ck_assert_uint_eq(gets(&e), 8);
 	provider_free(e.prov);
 
-	/* With 0, every read goes out. */
+	/* With 0, every one goes out. */
 	e.prov = env_provider_with(&e, 0, secret_env(&e),
 				   azure_fake_ca_file(e.fake));
-	read_record(e.prov, ID);
-	read_record(e.prov, ID);
-	ck_assert_uint_eq(gets(&e), 9);
+	read_listed(e.prov, ID);
+	read_listed(e.prov, ID);
+	ck_assert_uint_eq(gets(&e), 10);
 	env_stop(&e);
 }
 END_TEST
@@ -1031,7 +1081,7 @@ START_TEST(credential_is_read_through_the_file_api)
 }
 END_TEST
 
-START_TEST(judge_refuses_a_missing_or_malformed_egress_policy)
+START_TEST(judge_accepts_documented_policies_and_refuses_malformed_ones)
 {
 	static const struct {
 		const char *egress;
@@ -1042,11 +1092,24 @@ START_TEST(judge_refuses_a_missing_or_malformed_egress_policy)
 		{"{\"defaultAction\":\"Allow\",\"hostRules\":[{\"pattern\":"
 		 "\"x\",\"action\":\"Deny\"}],\"trafficInspection\":\"None\"}",
 		 "vnet-1", 0},
+		/* Every rule shape the data plane documents. */
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"match\":{"
+		 "\"host\":\"api.x\"},\"action\":{\"type\":\"Transform\","
+		 "\"headers\":[{\"name\":\"Authorization\",\"value\":"
+		 "\"k\"}]}},{\"match\":{\"host\":\"old.x\"},\"action\":{"
+		 "\"type\":\"Rewrite\",\"rewrite\":{\"host\":\"new.x\"}}},"
+		 "{\"action\":{\"type\":\"Deny\"}},{\"match\":{\"path\":"
+		 "\"/upload\",\"method\":\"POST\"},\"action\":{\"type\":"
+		 "\"Deny\"}}],\"trafficInspection\":\"Full\"}",
+		 NULL, 0},
 		{NULL, NULL, -EPROTO},
 		{"[]", NULL, -EPROTO},
 		{"{}", NULL, -EPROTO},
 		{"{\"defaultAction\":\"Open\"}", NULL, -EPROTO},
 		{"{\"defaultAction\":\"Deny\",\"rules\":7}", "v", -EPROTO},
+		{"{\"defaultAction\":\"Deny\",\"rules\":[{\"action\":{"
+		 "\"type\":\"Redirect\"}}]}",
+		 NULL, -EPROTO},
 	};
 	struct env e;
 	struct provider *p;
@@ -1375,6 +1438,16 @@ START_TEST(tokens_are_cached_until_five_minutes_before_expiry)
 	read_record(e.prov, ID);
 	read_record(e.prov, ID);
 	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_TOKEN), 3);
+
+	/* A refresh that fails keeps the still-valid token: the call goes
+	 * through with it, and the next refresh waits a while. */
+	azure_fake_fail(e.fake, AZF_TOKEN, 5, 503, "application/json",
+			"{\"error\":\"temporarily_unavailable\"}", NULL);
+	read_record(e.prov, ID);
+	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_TOKEN), 4);
+	read_record(e.prov, ID);
+	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_TOKEN), 4);
+	ck_assert_uint_eq(azure_fake_unauthorized(e.fake), 0);
 	env_stop(&e);
 }
 END_TEST
@@ -1748,6 +1821,222 @@ START_TEST(another_ca_is_not_trusted)
 }
 END_TEST
 
+/* ---- an HTTPS proxy from the environment ------------------------------------ */
+
+static struct transport *agent_transport(struct provider *p);
+
+/*
+ * A forward proxy that tunnels CONNECT host:port to 127.0.0.1:port (the
+ * fake's names only resolve through pins) and records each target.
+ */
+struct tunnel {
+	int fd;
+	unsigned port;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	unsigned connects;
+	char targets[1024];
+};
+
+struct tunnel_conn {
+	struct tunnel *t;
+	int client;
+};
+
+static void relay(int a, int b)
+{
+	char chunk[16384];
+
+	for (;;) {
+		struct pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+		int i;
+
+		if (poll(p, 2, 10000) <= 0)
+			return;
+		for (i = 0; i < 2; i++) {
+			ssize_t n;
+
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			n = read(p[i].fd, chunk, sizeof(chunk));
+			if (n <= 0 || write(p[1 - i].fd, chunk, (size_t)n) != n)
+				return;
+		}
+	}
+}
+
+static void *tunnel_conn_main(void *arg)
+{
+	struct tunnel_conn *c = arg;
+	struct sockaddr_in sa;
+	char head[2048], host[512];
+	size_t len = 0;
+	unsigned port = 0;
+	int up = -1;
+
+	while (len + 1 < sizeof(head)) {
+		ssize_t n = read(c->client, head + len, 1);
+
+		if (n <= 0)
+			goto out;
+		len += (size_t)n;
+		head[len] = '\0';
+		if (len >= 4 && strcmp(head + len - 4, "\r\n\r\n") == 0)
+			break;
+	}
+	if (sscanf(head, "CONNECT %511[^: ]:%u ", host, &port) != 2)
+		goto out;
+	pthread_mutex_lock(&c->t->mu);
+	c->t->connects++;
+	if (strlen(c->t->targets) + strlen(host) + 2 < sizeof(c->t->targets)) {
+		strcat(c->t->targets, host);
+		strcat(c->t->targets, " ");
+	}
+	pthread_mutex_unlock(&c->t->mu);
+	up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (up < 0 || connect(up, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		goto out;
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	if (write(c->client, ok, sizeof(ok) - 1) != (ssize_t)sizeof(ok) - 1)
+		goto out;
+	relay(c->client, up);
+out:
+	if (up >= 0)
+		close(up);
+	close(c->client);
+	free(c);
+	return NULL;
+}
+
+static void *tunnel_main(void *arg)
+{
+	struct tunnel *t = arg;
+
+	for (;;) {
+		struct tunnel_conn *c;
+		pthread_t th;
+		int fd = accept(t->fd, NULL, NULL);
+
+		if (fd < 0)
+			return NULL;
+		c = xcalloc(1, sizeof(*c));
+		c->t = t;
+		c->client = fd;
+		if (pthread_create(&th, NULL, tunnel_conn_main, c) != 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		pthread_detach(th);
+	}
+}
+
+static void tunnel_start(struct tunnel *t)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_init(&t->mu, NULL);
+	t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(t->fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(t->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(t->fd, 16), 0);
+	ck_assert_int_eq(getsockname(t->fd, (struct sockaddr *)&sa, &sl), 0);
+	t->port = ntohs(sa.sin_port);
+	ck_assert_int_eq(pthread_create(&t->thread, NULL, tunnel_main, t), 0);
+}
+
+static void tunnel_stop(struct tunnel *t)
+{
+	shutdown(t->fd, SHUT_RDWR);
+	pthread_join(t->thread, NULL);
+	close(t->fd);
+}
+
+static unsigned tunnel_connects(struct tunnel *t, char *targets, size_t size)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&t->mu);
+	n = t->connects;
+	snprintf(targets, size, "%s", t->targets);
+	pthread_mutex_unlock(&t->mu);
+	return n;
+}
+
+/*
+ * The data plane and Entra ID are reached through HTTPS_PROXY when it is
+ * set (as the Azure SDKs do), and directly for the names NO_PROXY lists;
+ * an agent behind Azure's own proxy is never reached through it.
+ */
+START_TEST(the_data_plane_and_entra_honour_https_proxy)
+{
+	struct tunnel tun;
+	struct th_agent a;
+	struct buf content = BUF_INIT(1024 * 1024);
+	struct sbx_error err;
+	struct transport *t;
+	struct env e;
+	char env[64], targets[1024], *path;
+	unsigned before;
+
+	env_start(&e);
+	tunnel_start(&tun);
+	snprintf(env, sizeof(env), "http://127.0.0.1:%u", tun.port);
+	setenv("HTTPS_PROXY", env, 1);
+	th_agent_start(&a, NULL, false);
+	path = xasprintf("%s/hello.txt", a.root);
+	th_write_file(path, "through no proxy\n", 17);
+	free(path);
+	th_give_to_exec_user(a.root);
+	azure_fake_add(e.fake, ID);
+	azure_fake_set_agent(e.fake, ID, a.port, true, NULL, 0);
+	azure_fake_map_file(e.fake, ID, AZURE_FAKE_TOKEN_PATH, a.token_file);
+	env_provider(&e, -1);
+	read_record(e.prov, ID);
+	ck_assert_uint_ge(tunnel_connects(&tun, targets, sizeof(targets)), 1);
+	ck_assert_msg(strstr(targets, "login.microsoftonline.com") != NULL &&
+			      strstr(targets, "azuredevcompute.io") != NULL,
+		      "%s", targets);
+
+	/* Through the transport: data-plane calls tunnel, the agent does
+	 * not. */
+	t = agent_transport(e.prov);
+	sbx_error_clear(&err);
+	ck_assert_msg(ac_read_file(t, ID, "hello.txt", &content, &err) == 0,
+		      "%s", err.reason);
+	ck_assert_str_eq(content.data, "through no proxy\n");
+	tunnel_connects(&tun, targets, sizeof(targets));
+	ck_assert_msg(strstr(targets, "adcproxy.io") == NULL, "%s", targets);
+	transport_free(t);
+	provider_free(e.prov);
+
+	/* NO_PROXY lists the names: no tunnel. */
+	setenv("NO_PROXY",
+	       "login.microsoftonline.com,.azuredevcompute.io,localhost", 1);
+	env_provider(&e, -1);
+	before = tunnel_connects(&tun, targets, sizeof(targets));
+	read_record(e.prov, ID);
+	ck_assert_uint_eq(tunnel_connects(&tun, targets, sizeof(targets)),
+			  before);
+
+	unsetenv("HTTPS_PROXY");
+	unsetenv("NO_PROXY");
+	buf_cleanup(&content);
+	th_agent_stop(&a);
+	tunnel_stop(&tun);
+	env_stop(&e);
+}
+END_TEST
+
 /* ---- agents behind the proxy ------------------------------------------------- */
 
 static struct transport *agent_transport(struct provider *p)
@@ -1822,6 +2111,56 @@ START_TEST(a_real_agent_behind_the_proxy)
 }
 END_TEST
 
+static void slow_credential(struct azure_fake *f, enum azure_fake_route r,
+			    const char *id, void *arg)
+{
+	(void)f;
+	(void)r;
+	(void)id;
+	(void)arg;
+	usleep(3000 * 1000);
+}
+
+/*
+ * The readiness deadline bounds the credential fetch it starts: a data
+ * plane that takes three seconds to hand out the credential ends a wait
+ * whose deadline is 800 ms at about that deadline, not after the read.
+ */
+START_TEST(readiness_deadline_bounds_the_credential_fetch)
+{
+	struct transport_config cfg;
+	struct sbx_error err;
+	struct transport *t = NULL;
+	struct env e;
+	long long t0, elapsed;
+	int rc;
+
+	env_start(&e);
+	azure_fake_add(e.fake, ID);
+	azure_fake_set_agent(e.fake, ID, 1, true, NULL, 0);
+	azure_fake_set_file(e.fake, ID, AZURE_FAKE_TOKEN_PATH,
+			    "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", 44);
+	env_provider(&e, -1);
+	/* A token first, so that only the credential read is slow. */
+	read_record(e.prov, ID);
+	azure_fake_set_hook(e.fake, AZF_CREDENTIAL, slow_credential, NULL);
+	transport_config_defaults(&cfg);
+	cfg.ready_timeout_ms = 800;
+	cfg.ready_interval_ms = 50;
+	ck_assert_int_eq(transport_new(e.prov, &cfg, &t), 0);
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_wait_ready(t, ID, NULL, &err);
+	elapsed = th_now_ms() - t0;
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 700 && elapsed < 2500, "%lld ms: %s", elapsed,
+		      err.reason);
+	ck_assert_uint_ge(azure_fake_calls(e.fake, AZF_CREDENTIAL), 1);
+	transport_free(t);
+	env_stop(&e);
+}
+END_TEST
+
 START_TEST(routes_outside_the_policy_are_refused_before_the_credential)
 {
 	static const char *const urls[] = {
@@ -1845,7 +2184,7 @@ START_TEST(routes_outside_the_policy_are_refused_before_the_credential)
 	env_provider(&e, -1);
 	memset(&req, 0, sizeof(req));
 	req.op = TRANSPORT_OP_HEALTH;
-	req.idempotent = true;
+	req.cls = TRANSPORT_SAFE;
 	req.method = "GET";
 	req.path = "/v1/health?version=1";
 	for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
@@ -1918,7 +2257,7 @@ START_TEST(activation_is_judged_on_a_fresh_record)
 	t = agent_transport(e.prov);
 	memset(&req, 0, sizeof(req));
 	req.op = TRANSPORT_OP_HEALTH;
-	req.idempotent = true;
+	req.cls = TRANSPORT_SAFE;
 	req.method = "GET";
 	req.path = "/v1/health?version=1";
 
@@ -1987,11 +2326,12 @@ Suite *make_azure_suite(void)
 	tcase_add_test(tc, list_follows_next_links);
 	tcase_add_test(tc, list_refuses_a_next_link_elsewhere);
 	tcase_add_test(tc, record_reads_state_labels_and_route);
-	tcase_add_test(tc,
-		       record_cache_reuses_for_a_while_but_not_after_changes);
+	tcase_add_test(tc, records_are_read_every_time_listings_reuse_them);
 	tcase_add_test(tc, route_opens_the_agent_port_when_there_is_none);
 	tcase_add_test(tc, credential_is_read_through_the_file_api);
-	tcase_add_test(tc, judge_refuses_a_missing_or_malformed_egress_policy);
+	tcase_add_test(
+		tc,
+		judge_accepts_documented_policies_and_refuses_malformed_ones);
 	tcase_add_test(tc, native_sessions_read_and_run_through_the_data_plane);
 	tcase_add_test(tc, bad_answers_are_clear_errors);
 	tcase_add_test(tc, a_401_from_the_data_plane_refreshes_the_token_once);
@@ -2010,6 +2350,8 @@ Suite *make_azure_suite(void)
 	tc = tcase_create("agents");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, a_real_agent_behind_the_proxy);
+	tcase_add_test(tc, the_data_plane_and_entra_honour_https_proxy);
+	tcase_add_test(tc, readiness_deadline_bounds_the_credential_fetch);
 	tcase_add_test(
 		tc,
 		routes_outside_the_policy_are_refused_before_the_credential);

@@ -88,7 +88,8 @@ static void req_init(struct transport_req *req, const char *method,
 {
 	memset(req, 0, sizeof(*req));
 	req->op = op;
-	req->idempotent = idempotent;
+	/* The cases here send reads (safe to repeat) and commands. */
+	req->cls = idempotent ? TRANSPORT_SAFE : TRANSPORT_COMMAND;
 	req->method = method;
 	req->path = path;
 	req->max_body = 65536;

@@ -177,7 +177,7 @@ static int run_command(struct transport *t, const char *id,
 
 	memset(&req, 0, sizeof(req));
 	req.op = TRANSPORT_OP_EXEC;
-	req.idempotent = false;
+	req.cls = TRANSPORT_COMMAND;
 	req.method = "POST";
 	req.path = "/v1/exec";
 	req.content_type = "application/json";
@@ -249,7 +249,8 @@ static int raw_send(struct transport *t, const char *method, const char *path,
 
 	memset(&req, 0, sizeof(req));
 	req.op = op;
-	req.idempotent = strcmp(op, TRANSPORT_OP_READ) == 0;
+	req.cls = strcmp(op, TRANSPORT_OP_READ) == 0 ? TRANSPORT_SAFE
+						     : TRANSPORT_COMMAND;
 	req.method = method;
 	req.path = path;
 	req.max_body = 65536;

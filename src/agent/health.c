@@ -5,9 +5,9 @@
  * Health is public and reports the protocol version, this start's boot id,
  * whether the agent has been activated, the image command's state (this
  * agent never runs one: "none") and, unless strict v1, the file extension
- * it serves. Activation only flips the gate that http.c checks; the
- * credential was checked before the handler runs. Neither route touches
- * the filesystem.
+ * it serves and its reply cache (doc/protocol-ext.md 1 and 10).
+ * Activation only flips the gate that http.c checks; the credential was
+ * checked before the handler runs. Neither route touches the filesystem.
  */
 #include "config.h"
 
@@ -91,6 +91,8 @@ int agent_route_health(struct agent_req *r)
 		/* Root's agent keeps root's access to the files (resolve.c). */
 		h.ext_owner_access = a->cfg.drop_privileges;
 	}
+	if (agent_http_reply_cache(a))
+		h.ext_reply_cache = PROTO_EXT_REPLY_CACHE_VERSION;
 	rc = proto_health_encode(&h, &out);
 	if (rc == 0)
 		rc = agent_reply_json(r, 200, &out);

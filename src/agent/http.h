@@ -35,6 +35,36 @@ int agent_http_start(struct agent *a, unsigned *port_out)
 /* Stop accepting, finish or abort what is in flight, free the server. */
 void agent_http_stop(struct agent *a);
 
+/* ---- the reply cache (doc/protocol-ext.md, "Idempotency keys") --------- */
+
+/*
+ * A request other than GET or HEAD that carries an Idempotency-Key runs
+ * at most once: its answer is kept under the key, a repeat gets it back
+ * (marked Idempotent-Replayed: true), a repeat that comes while the first
+ * runs waits for it, the key used for another request is refused (422).
+ * Handlers do nothing for it: every agent_reply_* (streams and deferred
+ * replies included) records the answer. Off with strict_v1.
+ */
+struct agent_reply_cache_limits {
+	size_t entries; /* entries at most; 0 turns the cache off */
+	size_t bytes; /* answer bytes kept in all */
+	size_t entry; /* the largest answer kept (a larger one is
+				 remembered as run, not kept) */
+	long ttl_ms; /* how long a finished entry is kept */
+	long wait_ms; /* how long a repeat waits for a running first */
+};
+
+/* 4096 entries, 16 MiB, 1 MiB, 120 s, 30 s. */
+void agent_reply_cache_defaults(struct agent_reply_cache_limits *l);
+/* Override l from "entries=N,bytes=N,entry=N,ttl=MS,wait=MS" (any
+ * subset, any order): what SANDBOX_AGENT_REPLY_CACHE holds when
+ * agent_http_start runs. -EINVAL for anything else (l unchanged). */
+int agent_reply_cache_parse(const char *spec,
+			    struct agent_reply_cache_limits *l)
+	__attribute__((warn_unused_result));
+/* Whether the reply cache serves requests (health advertises it). */
+bool agent_http_reply_cache(const struct agent *a);
+
 /* ---- the request (valid during the handler call only) ------------------ */
 
 struct agent *agent_req_agent(const struct agent_req *r);
@@ -80,7 +110,8 @@ int agent_reply_text(struct agent_req *r, unsigned status, const char *text);
  */
 int agent_reply_bad_body(struct agent_req *r, int decode_rc);
 
-/* The untyped texts of those rejections (axum's wording, protocol.md 4). */
+/* The untyped texts of those rejections (axum's wording, doc/protocol-v1.md
+ * 4). */
 #define AGENT_TEXT_JSON_SYNTAX "Failed to parse the request body as JSON"
 #define AGENT_TEXT_JSON_SHAPE \
 	"Failed to deserialize the JSON body into the target type"

@@ -184,9 +184,11 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 	if (img == NULL ||
 	    cJSON_AddStringToObject(img, "status", h->image_status) == NULL)
 		goto out;
-	if (h->ext_files > 0) {
+	if (h->ext_files > 0 || h->ext_reply_cache > 0) {
 		ext = cJSON_AddObjectToObject(root, "extensions");
-		if (ext == NULL ||
+		if (ext == NULL)
+			goto out;
+		if (h->ext_files > 0 &&
 		    cJSON_AddNumberToObject(ext, PROTO_EXT_FILES,
 					    (double)h->ext_files) == NULL)
 			goto out;
@@ -202,6 +204,9 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 			goto out;
 		if (h->ext_owner_access &&
 		    cJSON_AddBoolToObject(ext, "ownerAccess", 1) == NULL)
+		if (h->ext_reply_cache > 0 &&
+		    cJSON_AddNumberToObject(ext, PROTO_EXT_REPLY_CACHE,
+					    (double)h->ext_reply_cache) == NULL)
 			goto out;
 	}
 	rc = pj_print(root, out);
@@ -254,6 +259,9 @@ int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 		}
 		h.ext_owner_access = cJSON_IsTrue(
 			cJSON_GetObjectItemCaseSensitive(ext, "ownerAccess"));
+		if (pj_u64(ext, PROTO_EXT_REPLY_CACHE, false, &v) == 0 &&
+		    v < 1000)
+			h.ext_reply_cache = (long)v;
 	}
 	cJSON_Delete(root);
 	*out = h;

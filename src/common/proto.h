@@ -51,6 +51,16 @@
 #define PROTO_STATUS_READY "ready"
 #define PROTO_STATUS_AWAITING "awaiting-network-verification"
 
+/* The idempotency key of a request that must not run twice, the header
+ * marking an answer given from the agent's reply cache, and the longest
+ * key an agent accepts (doc/protocol-ext.md). */
+#define PROTO_HDR_IDEMPOTENCY_KEY "Idempotency-Key"
+#define PROTO_HDR_REPLAYED "Idempotent-Replayed"
+#define PROTO_KEY_MAX 64
+/* The reply cache's name in the health answer, and its version. */
+#define PROTO_EXT_REPLY_CACHE "replyCache"
+#define PROTO_EXT_REPLY_CACHE_VERSION 1
+
 /* The file extension's name in the health answer, and its version. */
 #define PROTO_EXT_FILES "files"
 #define PROTO_EXT_FILES_VERSION \
@@ -73,6 +83,7 @@ struct proto_health {
 	/* extensions.ownerAccess: the file routes have root's access to the
 	 * files (the owner is root), whatever their modes */
 	bool ext_owner_access;
+	long ext_reply_cache; /* extensions.replyCache version; 0 = none */
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)
@@ -96,6 +107,10 @@ bool proto_health_ready(const struct proto_health *h);
 #define PROTO_ERR_OPERATION_FAILED "AGENT_OPERATION_FAILED"
 #define PROTO_ERR_NOT_ACTIVATED "AGENT_NOT_ACTIVATED"
 #define PROTO_ERR_FS "FS_ERROR"
+/* The reply cache's refusals (doc/protocol-ext.md, "Idempotency keys"). */
+#define PROTO_ERR_KEY_REUSED "IDEMPOTENCY_KEY_REUSED"
+#define PROTO_ERR_IN_PROGRESS "REQUEST_IN_PROGRESS"
+#define PROTO_ERR_REPLY_NOT_KEPT "REPLY_NOT_KEPT"
 
 /* Copy the code of a typed body into code[codesz] ("" when the body is not
  * typed). Returns true when typed. */

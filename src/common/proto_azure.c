@@ -47,6 +47,14 @@ static bool is_action(const char *s)
 	return s != NULL && (strcmp(s, "Allow") == 0 || strcmp(s, "Deny") == 0);
 }
 
+/* A rules entry's action may also transform (inject headers) or rewrite
+ * the destination (doc/transport-rules.md 10). */
+static bool is_rule_action(const char *s)
+{
+	return is_action(s) || (s != NULL && (strcmp(s, "Transform") == 0 ||
+					      strcmp(s, "Rewrite") == 0));
+}
+
 static const char *str_of(const cJSON *obj, const char *key)
 {
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -186,9 +194,17 @@ static const char *check_host_rules(const cJSON *rules, size_t *count)
 	return NULL;
 }
 
+/*
+ * Rules match on host, path and method (each optional: a rule with no
+ * match, or one on a path only, is valid) and act with Allow, Deny,
+ * Transform or Rewrite; what a Transform or Rewrite carries (headers, a
+ * target) is the data plane's business.
+ */
 static const char *check_rules(const cJSON *rules, size_t *count)
 {
-	const cJSON *it, *match, *action;
+	static const char *const fields[] = {"host", "path", "method"};
+	const cJSON *it, *match, *action, *f;
+	size_t i;
 
 	if (rules == NULL || cJSON_IsNull(rules))
 		return NULL;
@@ -201,13 +217,25 @@ static const char *check_rules(const cJSON *rules, size_t *count)
 		if (!cJSON_IsObject(it))
 			return "a rules entry is not an object";
 		match = cJSON_GetObjectItemCaseSensitive(it, "match");
-		if (!cJSON_IsObject(match) || str_of(match, "host") == NULL)
-			return "a rules entry has no match.host";
+		if (match != NULL && !cJSON_IsNull(match)) {
+			if (!cJSON_IsObject(match))
+				return "a rules entry's match is not an "
+				       "object";
+			for (i = 0; i < 3; i++) {
+				f = cJSON_GetObjectItemCaseSensitive(match,
+								     fields[i]);
+				if (f != NULL && !cJSON_IsNull(f) &&
+				    !cJSON_IsString(f))
+					return "a rules entry's match has a "
+					       "host, path or method that is "
+					       "not a string";
+			}
+		}
 		action = cJSON_GetObjectItemCaseSensitive(it, "action");
 		if (!cJSON_IsObject(action) ||
-		    !is_action(str_of(action, "type")))
-			return "a rules entry's action.type is neither Allow "
-			       "nor Deny";
+		    !is_rule_action(str_of(action, "type")))
+			return "a rules entry's action.type is not Allow, "
+			       "Deny, Transform or Rewrite";
 	}
 	return NULL;
 }

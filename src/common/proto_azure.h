@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto_azure: the JSON of the Azure sandbox data plane and of the Azure
- * token endpoints (protocol.md 8), as plain C structs. It decodes a
+ * token endpoints (doc/transport-rules.md 10, doc/azure.md), as plain C
+ * structs. It decodes a
  * sandbox object (id, state and labels through proto_record, plus the
  * ports, the egress policy and the vnet connection), the list envelope
  * ({"value":[...], "nextLink"}), the native exec answer ({"stdout",
@@ -63,10 +64,11 @@ struct proto_azure_egress {
 	size_t nhost_rules; /* entries of "hostRules" */
 	size_t nrules; /* entries of "rules" */
 	/* The first way the policy departs from the documented shape
-	 * (protocol.md 8: defaultAction Allow|Deny, hostRules[] of
-	 * {pattern, action Allow|Deny}, rules[] of {match:{host},
-	 * action:{type Allow|Deny}}, trafficInspection Full|Partial|Legacy|
-	 * None), or NULL when it does not. Static text. */
+	 * (doc/transport-rules.md 10: defaultAction Allow|Deny, hostRules[]
+	 * of {pattern, action Allow|Deny}, rules[] of {match?:{host?, path?,
+	 * method?}, action:{type Allow|Deny|Transform|Rewrite, ...}},
+	 * trafficInspection Full|Partial|Legacy|None), or NULL when it does
+	 * not. Static text. */
 	const char *problem;
 };
 

@@ -208,6 +208,34 @@ static int enter(struct sbfs *fs, const struct node *n, const char *op,
 	return sbfs_peek(fs, n->id, sb);
 }
 
+/*
+ * The operation's deadline (doc/transport-rules.md 9): -o timeout from
+ * now bounds everything an operation under files/ (and on the mount's and
+ * sandboxes' own entries) does, however many requests it takes. What
+ * legitimately waits longer has none: reading a job's output or exit
+ * (they wait for the job), starting a job (a native command runs to its
+ * end), and ctl (a resume has its own deadlines); each of their requests
+ * is still bounded by the response deadline.
+ */
+static void op_begin(struct sbfs *fs, const struct node *n)
+{
+	bool bounded;
+
+	switch (n->kind) {
+	case N_EXEC:
+	case N_JOBS:
+	case N_LATEST:
+	case N_JOB:
+	case N_CTL:
+		bounded = false;
+		break;
+	default:
+		bounded = true;
+		break;
+	}
+	sbfs_op_begin(fs, bounded);
+}
+
 static int not_files(const struct node *n)
 {
 	/* Above files/ the layout is fixed: nothing can be made there. */
@@ -230,6 +258,7 @@ static int fs_getattr(const char *path, struct stat *st,
 		sbfs_synth_stat(fs, st, true, 0555, 0);
 		return 0;
 	}
+	op_begin(fs, &n);
 	if (n.kind == N_FILES && *n.rel != '\0') {
 		rc = enter(fs, &n, "getattr", true, &sb);
 		if (rc == 0)
@@ -375,6 +404,7 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 
 	if (rc < 0)
 		return rc;
+	op_begin(fs, &n);
 	if (n.kind == N_ROOT) {
 		char **ids = NULL;
 		size_t nids = 0;
@@ -457,6 +487,7 @@ static int fs_readlink(const char *path, char *buf, size_t size)
 		return rc;
 	if (n.kind != N_FILES && n.kind != N_LATEST)
 		return -EINVAL;
+	op_begin(fs, &n);
 	rc = enter(fs, &n, "readlink", true, &sb);
 	if (rc < 0)
 		return rc;
@@ -481,6 +512,7 @@ static int fs_readlink(const char *path, char *buf, size_t size)
 			return rc;                       \
 		if (n.kind != N_FILES || *n.rel == '\0') \
 			return not_files(&n);            \
+		op_begin(fs, &n);                        \
 		rc = enter(fs, &n, opname, true, &sb);   \
 		if (rc < 0)                              \
 			return rc;                       \
@@ -590,6 +622,7 @@ static int fs_rename(const char *from, const char *to, unsigned int flags)
 
 	if (rc < 0)
 		return rc;
+	op_begin(fs, &a);
 	rc = enter(fs, &a, "rename", true, &sb);
 	if (rc < 0)
 		return rc;
@@ -607,6 +640,7 @@ static int fs_link(const char *from, const char *to)
 
 	if (rc < 0)
 		return rc;
+	op_begin(fs, &a);
 	rc = enter(fs, &a, "link", true, &sb);
 	if (rc < 0)
 		return rc;
@@ -626,6 +660,7 @@ static int fs_statfs(const char *path, struct statvfs *st)
 		/* Above files/, df shows where the sandboxes live. */
 		return sbfs_home_statfs(fs, st);
 	}
+	op_begin(fs, &n);
 	rc = enter(fs, &n, "statfs", true, &sb);
 	if (rc < 0)
 		return rc;
@@ -658,6 +693,7 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 	default:
 		break;
 	}
+	op_begin(fs, &n);
 	rc = enter(fs, &n, "open", n.kind != N_INFO && n.kind != N_CTL, &sb);
 	if (rc < 0)
 		return rc;
@@ -703,6 +739,7 @@ static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		int rc = fs_parse(path, &n);                          \
 		if (rc < 0)                                           \
 			return rc;                                    \
+		op_begin(fs, &n);                                     \
 		rc = enter(fs, &n, opname,                            \
 			   n.kind != N_INFO && n.kind != N_CTL, &sb); \
 		if (rc < 0)                                           \
@@ -764,6 +801,7 @@ static int fs_release(const char *path, struct fuse_file_info *fi)
 	/* A release must reach its module even when the sandbox is gone or
 	 * unreachable: it frees the handle. The sandbox is known to the
 	 * mount, since something was opened in it. */
+	op_begin(fs, &n);
 	sb = sbfs_known(fs, n.id);
 	if (sb == NULL) {
 		log_debug("release of %s in an unknown sandbox", path);

@@ -75,7 +75,8 @@ struct sbfs_opts {
 	char *azure_config; /* a config file with the above */
 	char *azure_ca_file; /* extra trusted CA (tests) */
 	char *azure_resolve; /* host:port:addr pins, comma separated */
-	char *azure_record_cache; /* seconds a record is reused (2) */
+	char *azure_record_cache; /* seconds a record is reused in
+					listings (2) */
 };
 
 /* One sandbox as this mount sees it. */
@@ -93,6 +94,11 @@ struct sbx {
 	bool ext_create_write; /* ... at version 3: a write creates */
 	bool ext_contents; /* ... at version 4: GET contents */
 	uint64_t ext_max_write; /* the agent's largest extension write */
+	/* The caller whose last operation here ended at a deadline, and
+	 * when (sandbox.c: its next request within SBFS_FAIL_FAST_MS fails
+	 * at once). */
+	pid_t late_pid;
+	long long late_ms;
 	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
 	/* The last error worth a warning, for info's lastError. */
 	bool has_last_error;
@@ -172,8 +178,18 @@ int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
 /* The sandbox as the mount already knows it, without any request (for
  * releasing handles); NULL when never entered. A reference. */
 struct sbx *sbfs_known(struct sbfs *fs, const char *id);
-/* Give back sbfs_enter's reference. NULL-safe. */
+/* Give back sbfs_enter's reference. NULL-safe. When the operation ended
+ * at a deadline (transport_op_timed_out), remember its caller: the same
+ * caller's next sbfs_enter of this sandbox within SBFS_FAIL_FAST_MS fails
+ * with EIO at once, so that the kernel's second request of one system call
+ * (a lookup after a failed revalidation) does not wait a second deadline
+ * (doc/transport-rules.md 9). Other callers are not affected. */
 void sbfs_leave(struct sbx *sb);
+#define SBFS_FAIL_FAST_MS 1000
+
+/* The operation deadline of a FUSE operation (fs.c): the mount's timeout
+ * from now when bounded, else none; clears the timed-out mark. */
+void sbfs_op_begin(const struct sbfs *fs, bool bounded);
 
 /*
  * Turn a failed operation's error into the errno to return, logging it

@@ -253,7 +253,7 @@ void sbfs_usage(const char *prog)
 	       "    -o azure_ca_file=FILE   extra trusted CA certificates\n"
 	       "    -o azure_resolve=HOST:PORT:ADDR[,...]  pin name "
 	       "resolution\n"
-	       "    -o azure_record_cache=SECONDS  reuse a sandbox's record "
+	       "    -o azure_record_cache=SECONDS  reuse a record in listings "
 	       "(default 2)\n"
 	       "\n"
 	       "FUSE options (libfuse's; sandboxfs's defaults):\n"

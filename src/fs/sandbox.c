@@ -2,9 +2,10 @@
 /*
  * sandbox: the mount's state and its sandboxes. Every operation on a
  * sandbox enters it here: one provider record read decides the transport
- * (protocol.md 7.1), a stopped sandbox is resumed (design.md 2), and the
- * agent's health of the current boot says whether the file extension is
- * there. Errors are turned into errnos and logged once here.
+ * (doc/transport-rules.md 1), a stopped sandbox is resumed (rules 7,
+ * SEMANTICS.md), and the agent's health of the current boot says whether
+ * the file extension is there. Errors are turned into errnos and logged
+ * once here. So is the operation deadline's fail-fast (rules 9).
  */
 #include "config.h"
 
@@ -249,10 +250,51 @@ struct sbx *sbfs_known(struct sbfs *fs, const char *id)
 	return sb;
 }
 
+void sbfs_op_begin(const struct sbfs *fs, bool bounded)
+{
+	transport_op_clear_timed_out();
+	transport_op_set_deadline(bounded && fs->o.timeout_s > 0
+					  ? transport_now_ms() +
+						    fs->o.timeout_s * 1000LL
+					  : 0);
+}
+
+/* The FUSE caller of this thread's operation (0 when none). */
+static pid_t caller(void)
+{
+	struct fuse_context *ctx = fuse_get_context();
+
+	return ctx != NULL ? ctx->pid : 0;
+}
+
+/* The same caller's previous operation on this sandbox ended at a deadline
+ * a moment ago: the kernel asking again within the same system call. */
+static bool just_late(struct sbx *sb)
+{
+	pid_t pid = caller();
+	bool late;
+
+	if (pid <= 0)
+		return false;
+	pthread_mutex_lock(&sb->lock);
+	late = sb->late_pid == pid &&
+	       sbfs_now_ms() - sb->late_ms < SBFS_FAIL_FAST_MS;
+	pthread_mutex_unlock(&sb->lock);
+	return late;
+}
+
 void sbfs_leave(struct sbx *sb)
 {
+	pid_t pid;
+
 	if (sb == NULL)
 		return;
+	if (transport_op_timed_out() && (pid = caller()) > 0) {
+		pthread_mutex_lock(&sb->lock);
+		sb->late_pid = pid;
+		sb->late_ms = sbfs_now_ms();
+		pthread_mutex_unlock(&sb->lock);
+	}
 	/* Sandboxes stay known for the life of the mount (their jobs do);
 	 * the count documents who is inside. */
 	pthread_mutex_lock(&sb->fs->lock);
@@ -308,6 +350,7 @@ static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 
 static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 {
+	bool bounded = transport_op_deadline() != 0;
 	struct proto_health h;
 	struct sbx_error err;
 	int rc;
@@ -315,7 +358,15 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 	sbx_error_clear(&err);
 	memset(&h, 0, sizeof(h));
 	log_info("sandbox %s: resuming it for %s", sb->id, op);
+	/* Starting a sandbox has its own deadlines (Running, then the
+	 * agent's readiness); the operation's timeout starts again after
+	 * it (doc/transport-rules.md 9). */
+	transport_op_set_deadline(0);
 	rc = transport_resume(fs->t, sb->id, &h, &err);
+	transport_op_set_deadline(bounded && fs->o.timeout_s > 0
+					  ? transport_now_ms() +
+						    fs->o.timeout_s * 1000LL
+					  : 0);
 	if (rc < 0)
 		return sbfs_fail(fs, sb->id, op, "", &err);
 	pthread_mutex_lock(&sb->lock);
@@ -337,6 +388,13 @@ int sbfs_enter(struct sbfs *fs, const char *id, const char *op,
 	if (!id_plausible(id))
 		return -ENOENT;
 	sb = sbx_get(fs, id);
+	if (just_late(sb)) {
+		log_debug("sandbox %s: %s: failing at once, this caller's last "
+			  "request to it ended at its deadline",
+			  id, op);
+		sbfs_leave(sb);
+		return -EIO;
+	}
 	memset(&rec, 0, sizeof(rec));
 	sbx_error_clear(&err);
 	rc = transport_session_kind(fs->t, id, op, &kind, &rec, &err);
@@ -391,8 +449,10 @@ int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
 	sbx_error_clear(&err);
 	/* Only existence matters here: an unknown transport label is
 	 * reported by the operations inside the sandbox, not by its
-	 * directory. */
-	rc = fs->prov->ops->record(fs->prov, id, &rec, &err);
+	 * directory. A provider may answer from its listing. */
+	rc = fs->prov->ops->record_listed != NULL
+		     ? fs->prov->ops->record_listed(fs->prov, id, &rec, &err)
+		     : fs->prov->ops->record(fs->prov, id, &rec, &err);
 	if (rc == -ENOENT)
 		return -ENOENT;
 	if (rc < 0)

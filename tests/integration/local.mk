@@ -18,6 +18,11 @@ check_PROGRAMS += %reldir%/fsx
 %canon_reldir%_fsx_SOURCES = %reldir%/fsx.c
 %canon_reldir%_fsx_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 %canon_reldir%_fsx_LDADD = $(PTHREAD_LIBS)
+## A relay that makes an agent's answers trickle (t-deadline.sh).
+check_PROGRAMS += %reldir%/trickle
+%canon_reldir%_trickle_SOURCES = %reldir%/trickle.c
+%canon_reldir%_trickle_CFLAGS = $(AM_CFLAGS)
+%canon_reldir%_trickle_LDADD = $(PTHREAD_LIBS)
 SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
@@ -33,6 +38,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-jobs.sh \
 	%reldir%/t-jobs-stream.sh \
 	%reldir%/t-lifecycle.sh \
+	%reldir%/t-deadline.sh \
 	%reldir%/t-resume.sh \
 	%reldir%/t-multi.sh \
 	%reldir%/t-native.sh \

@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's reply cache (doc/protocol-ext.md, "Idempotency keys"),
+ * against a real sandbox-agent on loopback: a repeated key gets the first
+ * answer back without running again; a repeat that comes while the first
+ * runs waits for it, up to its bound; the key reused for another request is
+ * refused; entries are bounded in number and bytes and expire; health
+ * advertises the cache, and a strict v1 agent has none.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/http.h"
+#include "common/proto.h"
+#include "tests/check_suites.h"
+#include "tests/helpers.h"
+
+/* An agent over a root everyone may write (commands run as nobody when
+ * the tests run as root). */
+struct box {
+	struct th_agent a;
+	char *parent;
+	char *root;
+};
+
+static void box_start(struct box *b, const char *cache_spec,
+		      const char *const *extra)
+{
+	const char *args[24];
+	size_t n = 0, i;
+
+	memset(b, 0, sizeof(*b));
+	if (cache_spec != NULL)
+		setenv("SANDBOX_AGENT_REPLY_CACHE", cache_spec, 1);
+	else
+		unsetenv("SANDBOX_AGENT_REPLY_CACHE");
+	b->parent = th_tmpdir("replies");
+	ck_assert(chmod(b->parent, 0711) == 0);
+	ck_assert(asprintf(&b->root, "%s/root", b->parent) > 0);
+	ck_assert(mkdir(b->root, 0777) == 0);
+	ck_assert(chmod(b->root, 0777) == 0);
+	args[n++] = "--root";
+	args[n++] = b->root;
+	for (i = 0; extra != NULL && extra[i] != NULL; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	th_agent_start(&b->a, args, true);
+}
+
+static void box_stop(struct box *b)
+{
+	int status = th_agent_terminate(&b->a);
+
+	th_agent_stop(&b->a);
+	th_rmtree(b->parent);
+	free(b->parent);
+	free(b->root);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "sandbox-agent ended with status %d", status);
+}
+
+/* A POST with a JSON body and, when key is set, an Idempotency-Key. */
+static void post(struct box *b, const char *path, const char *key,
+		 const char *json, struct th_resp *r)
+{
+	char keyline[128], url[256];
+	const char *h[4] = {b->a.auth, "Content-Type: application/json", NULL,
+			    NULL};
+
+	if (key != NULL) {
+		snprintf(keyline, sizeof(keyline), "%s: %s",
+			 PROTO_HDR_IDEMPOTENCY_KEY, key);
+		h[2] = keyline;
+	}
+	snprintf(url, sizeof(url), "%s%s", b->a.base, path);
+	th_http("POST", url, h, json, strlen(json), r);
+}
+
+static bool replayed(const struct th_resp *r)
+{
+	char *v = th_resp_header(r, PROTO_HDR_REPLAYED);
+	bool yes = v != NULL && strcmp(v, "true") == 0;
+
+	free(v);
+	return yes;
+}
+
+static bool body_starts(const struct th_resp *r, const char *prefix)
+{
+	return r->body.data != NULL &&
+	       strncmp(r->body.data, prefix, strlen(prefix)) == 0;
+}
+
+static void mkdir_json(char *out, size_t size, const char *path)
+{
+	snprintf(out, size, "{\"path\":\"%s\",\"mode\":493}", path);
+}
+
+/*
+ * A keyed mkdir repeated: the second gets the first's status and body,
+ * marked as replayed, and does not run (a third request under a new key
+ * finds the directory there). Health advertises the cache.
+ */
+START_TEST(a_repeated_key_gets_the_first_answer)
+{
+	struct th_resp r1, r2, r3, h;
+	struct box b;
+	char json[128], url[256];
+	struct stat st;
+
+	box_start(&b, NULL, NULL);
+	snprintf(url, sizeof(url), "%s/v1/health", b.a.base);
+	th_http("GET", url, NULL, NULL, 0, &h);
+	ck_assert_int_eq(h.status, 200);
+	ck_assert_ptr_nonnull(strstr(h.body.data, "\"replyCache\":1"));
+	th_resp_cleanup(&h);
+
+	mkdir_json(json, sizeof(json), "d");
+	post(&b, "/sandboxfs/v1/mkdir", "key-1", json, &r1);
+	ck_assert_int_eq(r1.status, 200);
+	ck_assert(!replayed(&r1));
+	post(&b, "/sandboxfs/v1/mkdir", "key-1", json, &r2);
+	ck_assert_int_eq(r2.status, 200);
+	ck_assert(replayed(&r2));
+	ck_assert_uint_eq(r2.body.len, r1.body.len);
+	ck_assert_mem_eq(r2.body.data, r1.body.data, r1.body.len);
+	post(&b, "/sandboxfs/v1/mkdir", "key-2", json, &r3);
+	ck_assert_int_eq(r3.status, 409);
+	ck_assert(body_starts(&r3, "FS_ERROR: EEXIST"));
+	snprintf(url, sizeof(url), "%s/d", b.root);
+	ck_assert_int_eq(stat(url, &st), 0);
+	ck_assert(S_ISDIR(st.st_mode));
+	th_resp_cleanup(&r1);
+	th_resp_cleanup(&r2);
+	th_resp_cleanup(&r3);
+
+	/* A refusal is an answer too: kept and given back. */
+	post(&b, "/sandboxfs/v1/mkdir", "key-2", json, &r1);
+	ck_assert_int_eq(r1.status, 409);
+	ck_assert(replayed(&r1));
+	ck_assert(body_starts(&r1, "FS_ERROR: EEXIST"));
+	th_resp_cleanup(&r1);
+
+	/* A GET ignores the header. */
+	box_stop(&b);
+}
+END_TEST
+
+/*
+ * The key used for another request (another body, another path) is
+ * refused with 422 IDEMPOTENCY_KEY_REUSED and nothing runs; a key the
+ * agent cannot take is 400.
+ */
+START_TEST(a_key_reused_for_another_request_is_refused)
+{
+	struct th_resp r;
+	struct box b;
+	char json[128], path[256];
+	struct stat st;
+
+	box_start(&b, NULL, NULL);
+	mkdir_json(json, sizeof(json), "a");
+	post(&b, "/sandboxfs/v1/mkdir", "same", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	mkdir_json(json, sizeof(json), "b");
+	post(&b, "/sandboxfs/v1/mkdir", "same", json, &r);
+	ck_assert_int_eq(r.status, 422);
+	ck_assert(body_starts(&r, PROTO_ERR_KEY_REUSED ": "));
+	th_resp_cleanup(&r);
+	snprintf(path, sizeof(path), "%s/b", b.root);
+	ck_assert_int_lt(stat(path, &st), 0);
+	post(&b, "/sandboxfs/v1/rmdir", "same", "{\"path\":\"a\"}", &r);
+	ck_assert_int_eq(r.status, 422);
+	th_resp_cleanup(&r);
+	snprintf(path, sizeof(path), "%s/a", b.root);
+	ck_assert_int_eq(stat(path, &st), 0);
+
+	post(&b, "/sandboxfs/v1/mkdir", "no spaces", json, &r);
+	ck_assert_int_eq(r.status, 400);
+	ck_assert(body_starts(&r, PROTO_ERR_REQUEST_INVALID ": "));
+	th_resp_cleanup(&r);
+	box_stop(&b);
+}
+END_TEST
+
+struct exec_call {
+	struct box *b;
+	const char *key;
+	const char *json;
+	struct th_resp r;
+	long long elapsed;
+};
+
+static void *exec_main(void *arg)
+{
+	struct exec_call *c = arg;
+	long long t0 = th_now_ms();
+
+	post(c->b, "/v1/exec", c->key, c->json, &c->r);
+	c->elapsed = th_now_ms() - t0;
+	return NULL;
+}
+
+static unsigned lines_in(const char *path)
+{
+	size_t len = 0, i;
+	unsigned n = 0;
+	char *text = th_read_file(path, &len);
+
+	for (i = 0; text != NULL && i < len; i++)
+		n += text[i] == '\n';
+	free(text);
+	return n;
+}
+
+/*
+ * Two deliveries of one keyed command, the second while the first runs
+ * (a second and a half): the second waits and gets the same output
+ * stream, replayed; the command ran once.
+ */
+START_TEST(a_repeat_during_the_first_run_waits_for_it)
+{
+	static const char json[] =
+		"{\"command\":[\"sh\",\"-c\",\"echo run >> runs; sleep 1.5; "
+		"echo finished\"],\"timeoutMs\":20000}";
+	struct exec_call c1, c2;
+	pthread_t t1, t2;
+	struct box b;
+	char path[512];
+
+	box_start(&b, NULL, NULL);
+	memset(&c1, 0, sizeof(c1));
+	memset(&c2, 0, sizeof(c2));
+	c1.b = c2.b = &b;
+	c1.key = c2.key = "exec-1";
+	c1.json = c2.json = json;
+	ck_assert_int_eq(pthread_create(&t1, NULL, exec_main, &c1), 0);
+	usleep(300 * 1000);
+	ck_assert_int_eq(pthread_create(&t2, NULL, exec_main, &c2), 0);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+
+	ck_assert_int_eq(c1.r.status, 200);
+	ck_assert_int_eq(c2.r.status, 200);
+	ck_assert(!replayed(&c1.r));
+	ck_assert(replayed(&c2.r));
+	ck_assert_uint_eq(c1.r.body.len, c2.r.body.len);
+	ck_assert_mem_eq(c1.r.body.data, c2.r.body.data, c1.r.body.len);
+	ck_assert_ptr_nonnull(strstr(c2.r.body.data, "\"t\":\"exit\""));
+	ck_assert_msg(c2.elapsed >= 900, "%lld ms", c2.elapsed);
+	snprintf(path, sizeof(path), "%s/runs", b.root);
+	ck_assert_uint_eq(lines_in(path), 1);
+	th_resp_cleanup(&c1.r);
+	th_resp_cleanup(&c2.r);
+	box_stop(&b);
+}
+END_TEST
+
+/*
+ * A repeat waits at most wait_ms (here 500 ms, checked about once a
+ * second) and then hears 409 REQUEST_IN_PROGRESS; the first run goes on
+ * and is not repeated.
+ */
+START_TEST(a_repeat_waits_no_longer_than_its_bound)
+{
+	static const char json[] =
+		"{\"command\":[\"sh\",\"-c\",\"echo run >> runs; sleep 4\"],"
+		"\"timeoutMs\":20000}";
+	struct exec_call c1, c2;
+	pthread_t t1;
+	struct box b;
+	char path[512];
+
+	box_start(&b, "wait=500", NULL);
+	memset(&c1, 0, sizeof(c1));
+	memset(&c2, 0, sizeof(c2));
+	c1.b = c2.b = &b;
+	c1.key = c2.key = "exec-2";
+	c1.json = c2.json = json;
+	ck_assert_int_eq(pthread_create(&t1, NULL, exec_main, &c1), 0);
+	usleep(300 * 1000);
+	exec_main(&c2);
+	ck_assert_int_eq(c2.r.status, 409);
+	ck_assert(body_starts(&c2.r, PROTO_ERR_IN_PROGRESS ": "));
+	ck_assert_msg(c2.elapsed >= 400 && c2.elapsed < 3000, "%lld ms",
+		      c2.elapsed);
+	pthread_join(t1, NULL);
+	ck_assert_int_eq(c1.r.status, 200);
+	snprintf(path, sizeof(path), "%s/runs", b.root);
+	ck_assert_uint_eq(lines_in(path), 1);
+	th_resp_cleanup(&c1.r);
+	th_resp_cleanup(&c2.r);
+	box_stop(&b);
+}
+END_TEST
+
+/*
+ * Bounds: with room for two entries, the oldest of three is forgotten (its
+ * key runs again, and finds its directory there); an answer over the
+ * per-entry bound is remembered as run but not kept (409 REPLY_NOT_KEPT,
+ * and nothing runs again).
+ */
+START_TEST(entries_are_bounded_in_number_and_bytes)
+{
+	struct th_resp r;
+	struct box b;
+	char json[128];
+
+	box_start(&b, "entries=2,entry=64", NULL);
+	post(&b, "/sandboxfs/v1/unlink", "k1", "{\"path\":\"x\"}", &r);
+	ck_assert_int_eq(r.status, 404);
+	th_resp_cleanup(&r);
+	post(&b, "/sandboxfs/v1/unlink", "k2", "{\"path\":\"y\"}", &r);
+	th_resp_cleanup(&r);
+	post(&b, "/sandboxfs/v1/unlink", "k3", "{\"path\":\"z\"}", &r);
+	th_resp_cleanup(&r);
+	/* k3 is still kept: replayed. */
+	post(&b, "/sandboxfs/v1/unlink", "k3", "{\"path\":\"z\"}", &r);
+	ck_assert(replayed(&r));
+	th_resp_cleanup(&r);
+	/* k1 was forgotten: it runs again (not replayed). */
+	post(&b, "/sandboxfs/v1/unlink", "k1", "{\"path\":\"x\"}", &r);
+	ck_assert_int_eq(r.status, 404);
+	ck_assert(!replayed(&r));
+	th_resp_cleanup(&r);
+
+	/* An attribute answer is well over 64 bytes. */
+	mkdir_json(json, sizeof(json), "big");
+	post(&b, "/sandboxfs/v1/mkdir", "k4", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_gt(r.body.len, 64);
+	th_resp_cleanup(&r);
+	post(&b, "/sandboxfs/v1/mkdir", "k4", json, &r);
+	ck_assert_int_eq(r.status, 409);
+	ck_assert(body_starts(&r, PROTO_ERR_REPLY_NOT_KEPT ": "));
+	th_resp_cleanup(&r);
+	box_stop(&b);
+}
+END_TEST
+
+/* A finished entry expires (ttl 300 ms): its key then runs again. */
+START_TEST(entries_expire)
+{
+	struct th_resp r;
+	struct box b;
+	char json[128];
+
+	box_start(&b, "ttl=300", NULL);
+	mkdir_json(json, sizeof(json), "e");
+	post(&b, "/sandboxfs/v1/mkdir", "k", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	post(&b, "/sandboxfs/v1/mkdir", "k", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert(replayed(&r));
+	th_resp_cleanup(&r);
+	usleep(2500 * 1000);
+	post(&b, "/sandboxfs/v1/mkdir", "k", json, &r);
+	ck_assert_int_eq(r.status, 409);
+	ck_assert(!replayed(&r));
+	ck_assert(body_starts(&r, "FS_ERROR: EEXIST"));
+	th_resp_cleanup(&r);
+	box_stop(&b);
+}
+END_TEST
+
+/*
+ * A strict v1 agent (alien's protocol exactly) has no reply cache: health
+ * does not advertise it, and a repeated key runs the command again.
+ */
+START_TEST(strict_v1_has_no_reply_cache)
+{
+	static const char *const strict[] = {"--strict-v1", NULL};
+	static const char json[] =
+		"{\"command\":[\"sh\",\"-c\",\"echo run >> runs\"],"
+		"\"timeoutMs\":20000}";
+	struct th_resp r, h;
+	struct box b;
+	char path[512], url[256];
+
+	box_start(&b, NULL, strict);
+	snprintf(url, sizeof(url), "%s/v1/health", b.a.base);
+	th_http("GET", url, NULL, NULL, 0, &h);
+	ck_assert_ptr_null(strstr(h.body.data, "replyCache"));
+	th_resp_cleanup(&h);
+	post(&b, "/v1/exec", "k", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	post(&b, "/v1/exec", "k", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert(!replayed(&r));
+	th_resp_cleanup(&r);
+	snprintf(path, sizeof(path), "%s/runs", b.root);
+	ck_assert_uint_eq(lines_in(path), 2);
+	box_stop(&b);
+}
+END_TEST
+
+/* The knob's syntax. */
+START_TEST(reply_cache_limits_parse)
+{
+	struct agent_reply_cache_limits l;
+
+	agent_reply_cache_defaults(&l);
+	ck_assert_uint_eq(l.entries, 4096);
+	ck_assert_uint_eq(l.bytes, 16UL * 1024 * 1024);
+	ck_assert_int_eq(agent_reply_cache_parse("entries=2,ttl=300", &l), 0);
+	ck_assert_uint_eq(l.entries, 2);
+	ck_assert_int_eq(l.ttl_ms, 300);
+	ck_assert_uint_eq(l.bytes, 16UL * 1024 * 1024);
+	ck_assert_int_eq(agent_reply_cache_parse("wait=1,entry=9,bytes=7", &l),
+			 0);
+	ck_assert_int_eq(l.wait_ms, 1);
+	ck_assert_uint_eq(l.entry, 9);
+	ck_assert_uint_eq(l.bytes, 7);
+	ck_assert_int_eq(agent_reply_cache_parse("entries", &l), -EINVAL);
+	ck_assert_int_eq(agent_reply_cache_parse("size=3", &l), -EINVAL);
+	ck_assert_int_eq(agent_reply_cache_parse("ttl=x", &l), -EINVAL);
+	ck_assert_int_eq(agent_reply_cache_parse("ttl=1,", &l), 0);
+	ck_assert_uint_eq(l.entries, 2);
+}
+END_TEST
+
+Suite *make_agent_replies_suite(void)
+{
+	Suite *s = suite_create("agent_replies");
+	TCase *tc = tcase_create("reply_cache");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, a_repeated_key_gets_the_first_answer);
+	tcase_add_test(tc, a_key_reused_for_another_request_is_refused);
+	tcase_add_test(tc, a_repeat_during_the_first_run_waits_for_it);
+	tcase_add_test(tc, a_repeat_waits_no_longer_than_its_bound);
+	tcase_add_test(tc, entries_are_bounded_in_number_and_bytes);
+	tcase_add_test(tc, entries_expire);
+	tcase_add_test(tc, strict_v1_has_no_reply_cache);
+	tcase_add_test(tc, reply_cache_limits_parse);
+	suite_add_tcase(s, tc);
+	return s;
+}

@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The transport's deadlines (doc/transport-rules.md 9): the response
+ * deadline bounds a whole exchange, headers and body, however the bytes
+ * trickle; the calling thread's operation deadline bounds everything done
+ * for it (an exchange, the wait for a connection another request is
+ * refreshing), except a request that says it outlives it; the readiness
+ * deadline bounds the activation too, and a readiness probe drops only the
+ * connection that carried its answer (rules 7).
+ *
+ * Everything runs on loopback against stub_agent and stub_provider.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "sbx_error.h"
+#include "tests/check_suites.h"
+#include "tests/helpers.h"
+#include "tests/stub_agent.h"
+#include "tests/stub_provider.h"
+#include "transport.h"
+
+#define SESSION "session"
+
+static const char TEXT[] = "text/plain; charset=utf-8";
+
+static const char *cred(unsigned g)
+{
+	static __thread char text[4][45];
+	static __thread unsigned next;
+	char *out = text[next++ % 4];
+
+	stub_provider_credential_for(g, out);
+	return out;
+}
+
+static bool is(const struct stub_req *req, const char *method, const char *path)
+{
+	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
+}
+
+static enum stub_next answered(int rc)
+{
+	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
+}
+
+static void req_init(struct transport_req *req, const char *method,
+		     const char *path, const char *op, enum transport_class cls)
+{
+	memset(req, 0, sizeof(*req));
+	req->op = op;
+	req->cls = cls;
+	req->method = method;
+	req->path = path;
+	req->max_body = 65536;
+}
+
+static int sink_to_buf(void *arg, const void *data, size_t len)
+{
+	return buf_append(arg, data, len);
+}
+
+/* A success answer whose five body bytes come one a second. */
+static enum stub_next trickle_handler(struct stub_agent *s,
+				      const struct stub_req *req, int fd,
+				      void *arg)
+{
+	int i;
+
+	(void)req;
+	(void)arg;
+	if (stub_reply_head(fd, 200, TEXT, 5, NULL) != 0)
+		return STUB_CLOSE;
+	for (i = 0; i < 5; i++)
+		if (stub_send(fd, "t", 1) != 0 || !stub_wait(s, 1000))
+			break;
+	return STUB_CLOSE;
+}
+
+/*
+ * An agent that trickles one byte a second never lets the idle deadline
+ * fire, but the response deadline bounds the whole exchange: a read (into
+ * a buffer) and a command (into a sink) both fail at it, and neither is
+ * sent again.
+ */
+START_TEST(trickling_answer_fails_at_the_response_deadline)
+{
+	int command;
+
+	for (command = 0; command <= 1; command++) {
+		struct stub_provider *sp = stub_provider_new();
+		struct buf streamed = BUF_INIT(4096);
+		struct transport_config cfg;
+		struct transport_req req;
+		struct transport_resp resp;
+		struct stub_agent *s;
+		struct transport *t;
+		struct sbx_error err;
+		long long t0, elapsed;
+		int rc;
+
+		s = stub_agent_start(trickle_handler, NULL);
+		stub_transport_config(&cfg, 1500, true);
+		t = stub_transport_new(sp, &cfg);
+		transport_test_set_connection(t, SESSION, stub_agent_url(s),
+					      cred(7));
+		if (command) {
+			req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+				 TRANSPORT_COMMAND);
+			req.sink = sink_to_buf;
+			req.sink_arg = &streamed;
+		} else {
+			req_init(&req, "GET", "/v1/files?path=slow",
+				 TRANSPORT_OP_READ, TRANSPORT_SAFE);
+		}
+		transport_resp_init(&resp);
+		sbx_error_clear(&err);
+		t0 = th_now_ms();
+		rc = transport_send(t, SESSION, &req, &resp, &err);
+		elapsed = th_now_ms() - t0;
+		transport_resp_cleanup(&resp);
+		ck_assert_msg(rc < 0, "the trickle was waited for to its end");
+		ck_assert_msg(elapsed >= 1400 && elapsed < 3500, "%lld ms",
+			      elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 command ? "SANDBOX_OUTCOME_UNKNOWN"
+					 : "SANDBOX_UNREACHABLE");
+		ck_assert_uint_eq(stub_agent_requests(s), 1);
+		if (command)
+			ck_assert_uint_lt(streamed.len, 5);
+
+		buf_cleanup(&streamed);
+		transport_free(t);
+		stub_agent_stop(s);
+		stub_provider_free(sp);
+	}
+}
+END_TEST
+
+/* Reads the request and never answers. */
+static enum stub_next silent_handler(struct stub_agent *s,
+				     const struct stub_req *req, int fd,
+				     void *arg)
+{
+	(void)req;
+	(void)fd;
+	(void)arg;
+	stub_wait(s, STUB_IDLE_MS);
+	return STUB_CLOSE;
+}
+
+static int timed_get(struct transport *t, const char *path, long deadline_ms,
+		     bool outlives_op, long long *elapsed,
+		     struct sbx_error *err)
+{
+	struct transport_req req;
+	struct transport_resp resp;
+	long long t0;
+	int rc;
+
+	req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	req.deadline_ms = deadline_ms;
+	req.outlives_op = outlives_op;
+	transport_resp_init(&resp);
+	sbx_error_clear(err);
+	t0 = th_now_ms();
+	rc = transport_send(t, SESSION, &req, &resp, err);
+	*elapsed = th_now_ms() - t0;
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+/*
+ * The calling thread's operation deadline cuts an exchange short of the
+ * response deadline and says so (transport_op_timed_out); a request that
+ * outlives the operation keeps its own deadline; once the operation's
+ * deadline has passed nothing is sent at all; another thread is not
+ * affected.
+ */
+START_TEST(operation_deadline_bounds_each_exchange)
+{
+	struct stub_provider *sp = stub_provider_new();
+	struct stub_agent *s;
+	struct transport *t;
+	struct transport_config cfg;
+	struct sbx_error err;
+	long long elapsed;
+	int rc;
+
+	s = stub_agent_start(silent_handler, NULL);
+	stub_transport_config(&cfg, 5000, true);
+	t = stub_transport_new(sp, &cfg);
+	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+
+	ck_assert_int_eq(transport_op_deadline(), 0);
+	transport_op_clear_timed_out();
+	transport_op_set_deadline(transport_now_ms() + 400);
+	rc = timed_get(t, "/v1/files?path=a", 0, false, &elapsed, &err);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 350 && elapsed < 2000, "%lld ms", elapsed);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert(transport_op_timed_out());
+	ck_assert_uint_eq(stub_agent_requests(s), 1);
+
+	/* Past the deadline: refused before anything is sent. */
+	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	rc = timed_get(t, "/v1/files?path=b", 0, false, &elapsed, &err);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed < 200, "%lld ms", elapsed);
+	ck_assert_uint_eq(stub_agent_requests(s), 1);
+
+	/* A request that outlives the operation has its own deadline. */
+	transport_op_set_deadline(transport_now_ms() + 300);
+	rc = timed_get(t, "/v1/files?path=c", 1200, true, &elapsed, &err);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 1100 && elapsed < 3000, "%lld ms", elapsed);
+
+	/* Cleared: the response deadline alone (5 s) would apply; a short
+	 * deadline_ms of the request's own shows it is not the old one. */
+	transport_op_set_deadline(0);
+	transport_op_clear_timed_out();
+	ck_assert(!transport_op_timed_out());
+	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	rc = timed_get(t, "/v1/files?path=d", 600, false, &elapsed, &err);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 550 && elapsed < 2500, "%lld ms", elapsed);
+
+	transport_free(t);
+	stub_agent_stop(s);
+	stub_provider_free(sp);
+}
+END_TEST
+
+/* An agent whose activation takes a while; everything else answers at
+ * once. */
+struct slow_activation {
+	pthread_mutex_t mu;
+	long activate_ms;
+	unsigned activations;
+	unsigned others;
+	const char *health;
+};
+
+static enum stub_next slow_activation_handler(struct stub_agent *s,
+					      const struct stub_req *req,
+					      int fd, void *arg)
+{
+	struct slow_activation *a = arg;
+	long ms;
+
+	pthread_mutex_lock(&a->mu);
+	ms = a->activate_ms;
+	if (is(req, "POST", "/v1/activate"))
+		a->activations++;
+	else
+		a->others++;
+	pthread_mutex_unlock(&a->mu);
+	if (is(req, "POST", "/v1/activate")) {
+		if (!stub_wait(s, ms))
+			return STUB_CLOSE;
+		return answered(stub_reply(fd, 204, NULL, NULL));
+	}
+	if (is(req, "GET", "/v1/health"))
+		return answered(
+			stub_reply(fd, 200, "application/json", a->health));
+	return answered(stub_reply(fd, 200, TEXT, "pong"));
+}
+
+struct bg_get {
+	struct transport *t;
+	int rc;
+	char reason[1024];
+};
+
+static void *bg_get_main(void *arg)
+{
+	struct bg_get *g = arg;
+	struct transport_req req;
+	struct transport_resp resp;
+	struct sbx_error err;
+
+	req_init(&req, "GET", "/v1/ping", TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	g->rc = transport_send(g->t, SESSION, &req, &resp, &err);
+	snprintf(g->reason, sizeof(g->reason), "%s", err.reason);
+	transport_resp_cleanup(&resp);
+	return NULL;
+}
+
+/*
+ * One thread holds the sandbox's slot while its activation takes two
+ * seconds; a second thread whose operation deadline is 400 ms does not
+ * wait for it past that deadline. The first request then succeeds.
+ */
+START_TEST(operation_deadline_bounds_the_wait_for_a_refresh)
+{
+	struct slow_activation a = {.mu = PTHREAD_MUTEX_INITIALIZER,
+				    .activate_ms = 2000};
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct bg_get g;
+	struct stub_agent *s;
+	struct sbx_error err;
+	long long elapsed;
+	pthread_t th;
+	int rc;
+
+	s = stub_agent_start(slow_activation_handler, &a);
+	stub_provider_set_route(sp, stub_agent_url(s));
+	stub_transport_config(&cfg, 5000, true);
+	memset(&g, 0, sizeof(g));
+	g.t = stub_transport_new(sp, &cfg);
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_get_main, &g), 0);
+	ck_assert(stub_agent_wait_requests(s, 1, 5000));
+
+	transport_op_clear_timed_out();
+	transport_op_set_deadline(transport_now_ms() + 400);
+	rc = timed_get(g.t, "/v1/ping", 0, false, &elapsed, &err);
+	transport_op_set_deadline(0);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 350 && elapsed < 1500, "%lld ms", elapsed);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert(transport_op_timed_out());
+
+	pthread_join(th, NULL);
+	ck_assert_msg(g.rc == 0, "%d %s", g.rc, g.reason);
+	pthread_mutex_lock(&a.mu);
+	ck_assert_uint_eq(a.activations, 1);
+	ck_assert_uint_eq(a.others, 1);
+	pthread_mutex_unlock(&a.mu);
+
+	transport_free(g.t);
+	stub_agent_stop(s);
+	stub_provider_free(sp);
+}
+END_TEST
+
+/*
+ * The readiness deadline bounds the activation it starts: an activation
+ * that would take three seconds (under a five-second response deadline)
+ * ends the wait at the 600 ms readiness deadline, and the caller's own
+ * operation deadline is back in place afterwards.
+ */
+START_TEST(readiness_deadline_bounds_the_activation)
+{
+	struct slow_activation a = {
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.activate_ms = 3000,
+		.health = "{\"protocolVersion\":1,\"status\":\"ready\","
+			  "\"imageCommand\":{\"status\":\"running\"}}",
+	};
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct stub_agent *s;
+	struct transport *t;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int rc;
+
+	s = stub_agent_start(slow_activation_handler, &a);
+	stub_provider_set_route(sp, stub_agent_url(s));
+	stub_transport_config(&cfg, 5000, true);
+	cfg.ready_timeout_ms = 600;
+	t = stub_transport_new(sp, &cfg);
+
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	elapsed = th_now_ms() - t0;
+	ck_assert_int_lt(rc, 0);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert_msg(elapsed >= 550 && elapsed < 2000, "%lld ms", elapsed);
+	ck_assert_int_eq(transport_op_deadline(), 0);
+
+	/* A quick activation passes. */
+	pthread_mutex_lock(&a.mu);
+	a.activate_ms = 0;
+	pthread_mutex_unlock(&a.mu);
+	cfg.ready_timeout_ms = 5000;
+	transport_free(t);
+	t = stub_transport_new(sp, &cfg);
+	sbx_error_clear(&err);
+	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+
+	transport_free(t);
+	stub_agent_stop(s);
+	stub_provider_free(sp);
+}
+END_TEST
+
+/* Health from two agents: the first says its boot awaits activation and,
+ * while that answer is on its way, the slot is refreshed to the second
+ * (as a concurrent request would); the second is ready. */
+struct two_boots {
+	pthread_mutex_t mu;
+	struct transport *t;
+	struct stub_agent *second;
+	unsigned first_polls, second_polls;
+};
+
+static const char AWAITING[] =
+	"{\"protocolVersion\":1,\"status\":\"awaiting-network-verification\","
+	"\"imageCommand\":{\"status\":\"running\"}}";
+static const char READY[] = "{\"protocolVersion\":1,\"status\":\"ready\","
+			    "\"imageCommand\":{\"status\":\"running\"}}";
+
+static enum stub_next first_boot_handler(struct stub_agent *s,
+					 const struct stub_req *req, int fd,
+					 void *arg)
+{
+	struct two_boots *b = arg;
+
+	(void)s;
+	if (!is(req, "GET", "/v1/health"))
+		return answered(stub_reply(fd, 204, NULL, NULL));
+	pthread_mutex_lock(&b->mu);
+	b->first_polls++;
+	pthread_mutex_unlock(&b->mu);
+	transport_test_set_connection(b->t, SESSION, stub_agent_url(b->second),
+				      cred(8));
+	return answered(stub_reply(fd, 200, "application/json", AWAITING));
+}
+
+static enum stub_next second_boot_handler(struct stub_agent *s,
+					  const struct stub_req *req, int fd,
+					  void *arg)
+{
+	struct two_boots *b = arg;
+
+	(void)s;
+	if (!is(req, "GET", "/v1/health"))
+		return answered(stub_reply(fd, 204, NULL, NULL));
+	pthread_mutex_lock(&b->mu);
+	b->second_polls++;
+	pthread_mutex_unlock(&b->mu);
+	return answered(stub_reply(fd, 200, "application/json", READY));
+}
+
+/*
+ * A probe whose answer says awaiting-network-verification drops the
+ * connection that carried it, not the one a concurrent refresh put in the
+ * slot meanwhile: the next probe uses the refreshed connection, and
+ * nothing is fetched or activated.
+ */
+START_TEST(readiness_probe_drops_only_its_own_connection)
+{
+	struct two_boots b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct stub_agent *first;
+	struct sbx_error err;
+	char url[256];
+	int rc;
+
+	b.second = stub_agent_start(second_boot_handler, &b);
+	first = stub_agent_start(first_boot_handler, &b);
+	stub_provider_never(sp, STUB_CALL_ROUTE);
+	stub_transport_config(&cfg, 5000, true);
+	b.t = stub_transport_new(sp, &cfg);
+	transport_test_set_connection(b.t, SESSION, stub_agent_url(first),
+				      cred(7));
+
+	sbx_error_clear(&err);
+	rc = transport_wait_ready(b.t, SESSION, NULL, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	pthread_mutex_lock(&b.mu);
+	ck_assert_uint_eq(b.first_polls, 1);
+	ck_assert_uint_eq(b.second_polls, 1);
+	pthread_mutex_unlock(&b.mu);
+	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert(transport_test_cached_url(b.t, SESSION, url, sizeof(url)));
+	ck_assert_str_eq(url, stub_agent_url(b.second));
+
+	transport_free(b.t);
+	stub_agent_stop(first);
+	stub_agent_stop(b.second);
+	stub_provider_free(sp);
+}
+END_TEST
+
+Suite *make_transport_deadline_suite(void)
+{
+	Suite *s = suite_create("transport_deadline");
+	TCase *tc = tcase_create("deadlines");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, trickling_answer_fails_at_the_response_deadline);
+	tcase_add_test(tc, operation_deadline_bounds_each_exchange);
+	tcase_add_test(tc, operation_deadline_bounds_the_wait_for_a_refresh);
+	tcase_add_test(tc, readiness_deadline_bounds_the_activation);
+	tcase_add_test(tc, readiness_probe_drops_only_its_own_connection);
+	suite_add_tcase(s, tc);
+	return s;
+}

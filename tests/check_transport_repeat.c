@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What reaches an agent twice (doc/transport-rules.md 8). A test agent
+ * that closes a connection right after reading a request, before any
+ * answer byte, counts each delivery: a request safe to repeat may be
+ * delivered twice (libcurl sends it again on a new connection); a change
+ * or a command is delivered exactly once when the agent keeps no reply
+ * cache, and its caller learns that the outcome is not known, never a
+ * success; with a reply cache advertised in health, the request carries an
+ * Idempotency-Key, may be delivered twice, runs once, and the caller gets
+ * the true outcome, whether libcurl or the transport asked again. A TLS
+ * handshake failure counts as undelivered (refresh and one replay), and
+ * transport_http keeps the same rule for a provider's calls and takes its
+ * proxy from the environment.
+ *
+ * Everything runs on loopback against stub_agent and stub_provider.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/proto.h"
+#include "sbx_error.h"
+#include "tests/check_suites.h"
+#include "tests/helpers.h"
+#include "tests/stub_agent.h"
+#include "tests/stub_provider.h"
+#include "transport.h"
+
+#define SESSION "session"
+#define MAX_IDS 16
+
+static const char TEXT[] = "text/plain; charset=utf-8";
+
+static const char *cred(unsigned g)
+{
+	static __thread char text[4][45];
+	static __thread unsigned next;
+	char *out = text[next++ % 4];
+
+	stub_provider_credential_for(g, out);
+	return out;
+}
+
+static bool is(const struct stub_req *req, const char *method, const char *path)
+{
+	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
+}
+
+static enum stub_next answered(int rc)
+{
+	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
+}
+
+/* The value of header name in a request's raw header block, into out. */
+static bool header_value(const struct stub_req *req, const char *name,
+			 char *out, size_t size)
+{
+	const char *p = req->headers;
+	size_t n = strlen(name);
+
+	while (p != NULL && *p != '\0') {
+		const char *eol = strstr(p, "\r\n");
+		size_t len = eol ? (size_t)(eol - p) : strlen(p);
+
+		if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
+			const char *v = p + n + 1;
+
+			while (*v == ' ')
+				v++;
+			snprintf(out, size, "%.*s",
+				 (int)(len - (size_t)(v - p)), v);
+			return true;
+		}
+		p = eol ? eol + 2 : NULL;
+	}
+	return false;
+}
+
+/*
+ * The test agent. Requests name an id ("?id=N"); every delivery of one is
+ * counted. It drops (closes the connection without answering, after
+ * "running" it) the first delivery of each id when drop_first is set. With
+ * cache set it advertises a reply cache and keeps each keyed request's
+ * answer: a repeated key is answered from there without running again.
+ */
+struct dropper {
+	pthread_mutex_t mu;
+	bool cache;
+	bool drop_first;
+	bool health_closes; /* "Connection: close" on health answers */
+	const char *keyed_answer; /* instead of the kept one, when set */
+	unsigned deliveries[MAX_IDS];
+	unsigned runs[MAX_IDS];
+	unsigned keyed[MAX_IDS]; /* deliveries that carried a key */
+	char keys[MAX_IDS][PROTO_KEY_MAX + 8];
+};
+
+static enum stub_next dropper_handler(struct stub_agent *s,
+				      const struct stub_req *req, int fd,
+				      void *arg)
+{
+	struct dropper *d = arg;
+	const char *q = strstr(req->target, "id=");
+	char key[PROTO_KEY_MAX + 8], body[32];
+	bool has_key, replay = false, drop;
+	unsigned id = 0;
+
+	(void)s;
+	if (is(req, "POST", "/v1/activate"))
+		return answered(stub_reply(fd, 204, NULL, NULL));
+	if (is(req, "GET", "/v1/health")) {
+		char json[256];
+
+		snprintf(json, sizeof(json),
+			 "{\"protocolVersion\":1,\"status\":\"ready\","
+			 "\"imageCommand\":{\"status\":\"running\"},"
+			 "\"extensions\":{\"files\":4%s}}",
+			 d->cache ? ",\"replyCache\":1" : "");
+		if (stub_reply_head(fd, 200, "application/json",
+				    (long long)strlen(json),
+				    d->health_closes ? "Connection: close\r\n"
+						     : NULL) != 0 ||
+		    stub_send(fd, json, strlen(json)) != 0)
+			return STUB_CLOSE;
+		return d->health_closes ? STUB_CLOSE : STUB_KEEP_OPEN;
+	}
+	if (q == NULL || sscanf(q + 3, "%u", &id) != 1 || id >= MAX_IDS)
+		return answered(stub_reply(fd, 200, TEXT, "warm"));
+	has_key =
+		header_value(req, PROTO_HDR_IDEMPOTENCY_KEY, key, sizeof(key));
+	pthread_mutex_lock(&d->mu);
+	d->deliveries[id]++;
+	if (has_key) {
+		d->keyed[id]++;
+		if (d->cache && d->keys[id][0] != '\0' &&
+		    strcmp(d->keys[id], key) == 0)
+			replay = true;
+		else
+			snprintf(d->keys[id], sizeof(d->keys[id]), "%s", key);
+	}
+	if (!replay)
+		d->runs[id]++;
+	drop = d->drop_first && d->deliveries[id] == 1;
+	pthread_mutex_unlock(&d->mu);
+	if (drop)
+		return STUB_CLOSE;
+	if (replay && d->keyed_answer != NULL)
+		return answered(stub_reply(fd, 409, TEXT, d->keyed_answer));
+	snprintf(body, sizeof(body), "done %u", id);
+	if (replay) {
+		if (stub_reply_head(fd, 200, TEXT, (long long)strlen(body),
+				    PROTO_HDR_REPLAYED ": true\r\n") != 0 ||
+		    stub_send(fd, body, strlen(body)) != 0)
+			return STUB_CLOSE;
+		return STUB_KEEP_OPEN;
+	}
+	return answered(stub_reply(fd, 200, TEXT, body));
+}
+
+static unsigned count_of(struct dropper *d, const unsigned *field)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&d->mu);
+	n = *field;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+static int send_id(struct transport *t, enum transport_class cls, unsigned id,
+		   struct transport_resp *resp, struct sbx_error *err)
+{
+	static const char body[] =
+		"{\"command\":[\"true\"],\"timeoutMs\":5000}";
+	struct transport_req req;
+	char path[64];
+
+	memset(&req, 0, sizeof(req));
+	snprintf(path, sizeof(path), "/v1/thing?id=%u", id);
+	req.cls = cls;
+	req.path = path;
+	req.max_body = 4096;
+	if (cls == TRANSPORT_SAFE) {
+		req.op = TRANSPORT_OP_READ;
+		req.method = "GET";
+	} else {
+		req.op = cls == TRANSPORT_COMMAND ? TRANSPORT_OP_EXEC
+						  : TRANSPORT_OP_FILES;
+		req.method = "POST";
+		req.content_type = "application/json";
+		req.body = body;
+		req.body_len = sizeof(body) - 1;
+	}
+	transport_resp_init(resp);
+	sbx_error_clear(err);
+	return transport_send(t, SESSION, &req, resp, err);
+}
+
+/* Health through the transport: the connection learns whether the agent
+ * keeps a reply cache (and is kept alive for what follows). */
+static void health(struct transport *t)
+{
+	struct transport_req req;
+	struct transport_resp resp;
+	struct sbx_error err;
+	int rc;
+
+	memset(&req, 0, sizeof(req));
+	req.op = TRANSPORT_OP_HEALTH;
+	req.cls = TRANSPORT_SAFE;
+	req.method = "GET";
+	req.path = "/v1/health?version=1";
+	req.max_body = 4096;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(t, SESSION, &req, &resp, &err);
+	ck_assert_msg(rc == 0, "health: %d %s", rc, err.reason);
+	transport_resp_cleanup(&resp);
+}
+
+static const char *class_name(enum transport_class cls)
+{
+	return cls == TRANSPORT_SAFE	 ? "safe"
+	       : cls == TRANSPORT_CHANGE ? "change"
+					 : "command";
+}
+
+/*
+ * For each class, against an agent without a reply cache: the connection
+ * is kept alive by a health request, then the agent drops the first
+ * delivery of the request. A read is delivered twice and succeeds; a
+ * change or a command went on a fresh connection, is delivered once, and
+ * fails as unreachable (change) or outcome unknown (command).
+ */
+START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
+{
+	static const enum transport_class classes[] = {
+		TRANSPORT_SAFE, TRANSPORT_CHANGE, TRANSPORT_COMMAND};
+	size_t i;
+
+	for (i = 0; i < 3; i++) {
+		enum transport_class cls = classes[i];
+		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
+				    .drop_first = true};
+		struct stub_provider *sp = stub_provider_new();
+		struct transport_config cfg;
+		struct transport_resp resp;
+		struct stub_agent *s;
+		struct transport *t;
+		struct sbx_error err;
+		unsigned accepts;
+		int rc;
+
+		s = stub_agent_start(dropper_handler, &d);
+		stub_transport_config(&cfg, 5000, true);
+		t = stub_transport_new(sp, &cfg);
+		transport_test_set_connection(t, SESSION, stub_agent_url(s),
+					      cred(7));
+		health(t);
+		accepts = stub_agent_accepts(s);
+		ck_assert_uint_eq(accepts, 1);
+		rc = send_id(t, cls, 1, &resp, &err);
+		if (cls == TRANSPORT_SAFE) {
+			ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
+				      err.reason);
+			ck_assert_str_eq(resp.body.data, "done 1");
+			ck_assert_uint_eq(count_of(&d, &d.deliveries[1]), 2);
+		} else {
+			ck_assert_msg(rc < 0, "%s: a dropped request succeeded",
+				      class_name(cls));
+			ck_assert_str_eq(sbx_code_name(err.code),
+					 cls == TRANSPORT_COMMAND
+						 ? "SANDBOX_OUTCOME_UNKNOWN"
+						 : "SANDBOX_UNREACHABLE");
+			ck_assert_uint_eq(count_of(&d, &d.deliveries[1]), 1);
+			ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 0);
+			/* Not the kept-alive connection: a fresh one. */
+			ck_assert_uint_eq(stub_agent_accepts(s), accepts + 1);
+		}
+		transport_resp_cleanup(&resp);
+
+		transport_free(t);
+		stub_agent_stop(s);
+		stub_provider_free(sp);
+	}
+}
+END_TEST
+
+/*
+ * With the reply cache advertised, a change and a command carry a key
+ * and use the kept-alive connection; the agent drops their first delivery
+ * and libcurl sends them again: delivered twice, run once, and the caller
+ * gets the answer the first run produced.
+ */
+START_TEST(keyed_requests_survive_a_silent_resend)
+{
+	static const enum transport_class classes[] = {TRANSPORT_CHANGE,
+						       TRANSPORT_COMMAND};
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		enum transport_class cls = classes[i];
+		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
+				    .cache = true};
+		struct stub_provider *sp = stub_provider_new();
+		struct transport_config cfg;
+		struct transport_resp resp;
+		struct stub_agent *s;
+		struct transport *t;
+		struct sbx_error err;
+		int rc;
+
+		s = stub_agent_start(dropper_handler, &d);
+		stub_transport_config(&cfg, 5000, true);
+		t = stub_transport_new(sp, &cfg);
+		transport_test_set_connection(t, SESSION, stub_agent_url(s),
+					      cred(7));
+		health(t);
+
+		/* Undisturbed: keyed, on the same connection. */
+		rc = send_id(t, cls, 1, &resp, &err);
+		ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+		transport_resp_cleanup(&resp);
+		ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 1);
+		ck_assert_uint_eq(stub_agent_accepts(s), 1);
+
+		/* The first delivery dropped on the kept-alive connection. */
+		pthread_mutex_lock(&d.mu);
+		d.drop_first = true;
+		pthread_mutex_unlock(&d.mu);
+		rc = send_id(t, cls, 2, &resp, &err);
+		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
+			      err.reason);
+		ck_assert_str_eq(resp.body.data, "done 2");
+		ck_assert(resp.replayed);
+		transport_resp_cleanup(&resp);
+		ck_assert_uint_eq(count_of(&d, &d.deliveries[2]), 2);
+		ck_assert_uint_eq(count_of(&d, &d.keyed[2]), 2);
+		ck_assert_uint_eq(count_of(&d, &d.runs[2]), 1);
+
+		transport_free(t);
+		stub_agent_stop(s);
+		stub_provider_free(sp);
+	}
+}
+END_TEST
+
+/*
+ * With the reply cache advertised and no kept-alive connection to reuse
+ * (the agent closes after each health answer), the first delivery goes on
+ * a fresh connection, which libcurl never retries; the transport asks
+ * once more with the same key and learns the true outcome. When the agent
+ * says the first attempt is still running, the outcome stays unknown for a
+ * command (unreachable for a change), and the route is kept.
+ */
+START_TEST(the_transport_asks_again_under_the_same_key)
+{
+	static const enum transport_class classes[] = {TRANSPORT_CHANGE,
+						       TRANSPORT_COMMAND};
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		enum transport_class cls = classes[i];
+		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
+				    .cache = true,
+				    .drop_first = true,
+				    .health_closes = true};
+		struct stub_provider *sp = stub_provider_new();
+		struct transport_config cfg;
+		struct transport_resp resp;
+		struct stub_agent *s;
+		struct transport *t;
+		struct sbx_error err;
+		char url[256];
+		int rc;
+
+		s = stub_agent_start(dropper_handler, &d);
+		stub_provider_never(sp, STUB_CALL_ROUTE);
+		stub_transport_config(&cfg, 5000, true);
+		t = stub_transport_new(sp, &cfg);
+		transport_test_set_connection(t, SESSION, stub_agent_url(s),
+					      cred(7));
+		health(t);
+		rc = send_id(t, cls, 3, &resp, &err);
+		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
+			      err.reason);
+		ck_assert_str_eq(resp.body.data, "done 3");
+		ck_assert(resp.replayed);
+		transport_resp_cleanup(&resp);
+		ck_assert_uint_eq(count_of(&d, &d.deliveries[3]), 2);
+		ck_assert_uint_eq(count_of(&d, &d.runs[3]), 1);
+
+		/* The agent cannot tell: still unknown, route kept. */
+		health(t);
+		pthread_mutex_lock(&d.mu);
+		d.keyed_answer = PROTO_ERR_IN_PROGRESS
+			": the first request with this key is still running";
+		pthread_mutex_unlock(&d.mu);
+		rc = send_id(t, cls, 4, &resp, &err);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 cls == TRANSPORT_COMMAND
+					 ? "SANDBOX_OUTCOME_UNKNOWN"
+					 : "SANDBOX_UNREACHABLE");
+		ck_assert_ptr_nonnull(
+			strstr(err.reason, PROTO_ERR_IN_PROGRESS));
+		transport_resp_cleanup(&resp);
+		ck_assert_uint_eq(count_of(&d, &d.runs[4]), 1);
+		ck_assert(transport_test_cached_url(t, SESSION, url,
+						    sizeof(url)));
+		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+
+		transport_free(t);
+		stub_agent_stop(s);
+		stub_provider_free(sp);
+	}
+}
+END_TEST
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+/* A loopback listener that answers every connection with plain text and
+ * closes it: a TLS client's handshake fails on it. */
+struct plain_server {
+	int fd;
+	unsigned port;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	unsigned accepts;
+	bool stop;
+};
+
+static void *plain_main(void *arg)
+{
+	struct plain_server *p = arg;
+	static const char junk[] = "HTTP/1.1 400 Bad Request\r\n"
+				   "Content-Length: 0\r\n\r\n";
+
+	for (;;) {
+		int c = accept(p->fd, NULL, NULL);
+
+		if (c < 0)
+			break;
+		pthread_mutex_lock(&p->mu);
+		p->accepts++;
+		pthread_mutex_unlock(&p->mu);
+		if (write(c, junk, sizeof(junk) - 1) < 0)
+			(void)0;
+		close(c);
+	}
+	return NULL;
+}
+
+static void plain_start(struct plain_server *p)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(p->fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(p->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(p->fd, 16), 0);
+	ck_assert_int_eq(getsockname(p->fd, (struct sockaddr *)&sa, &len), 0);
+	p->port = ntohs(sa.sin_port);
+	ck_assert_int_eq(pthread_create(&p->thread, NULL, plain_main, p), 0);
+}
+
+static void plain_stop(struct plain_server *p)
+{
+	shutdown(p->fd, SHUT_RDWR);
+	pthread_join(p->thread, NULL);
+	close(p->fd);
+}
+
+/*
+ * A cached route whose TLS handshake fails (the peer does not speak TLS)
+ * cannot have received the request: like a refused connection, it is
+ * refreshed and the command replayed once on the fresh route, where it
+ * runs once and succeeds.
+ */
+START_TEST(tls_handshake_failure_refreshes_and_replays)
+{
+	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct stub_provider *sp = stub_provider_new();
+	struct plain_server plain;
+	struct transport_config cfg;
+	struct transport_resp resp;
+	struct stub_agent *s;
+	struct transport *t;
+	struct sbx_error err;
+	char stale[64];
+	int rc;
+
+	plain_start(&plain);
+	s = stub_agent_start(dropper_handler, &d);
+	stub_provider_set_route(sp, stub_agent_url(s));
+	stub_transport_config(&cfg, 5000, true);
+	t = stub_transport_new(sp, &cfg);
+	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.port);
+	transport_test_set_connection(t, SESSION, stale, cred(7));
+
+	rc = send_id(t, TRANSPORT_COMMAND, 5, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_str_eq(resp.body.data, "done 5");
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(count_of(&d, &d.deliveries[5]), 1);
+	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
+	pthread_mutex_lock(&plain.mu);
+	ck_assert_uint_ge(plain.accepts, 1);
+	pthread_mutex_unlock(&plain.mu);
+
+	transport_free(t);
+	stub_agent_stop(s);
+	plain_stop(&plain);
+	stub_provider_free(sp);
+}
+END_TEST
+
+/* ---- transport_http --------------------------------------------------------- */
+
+static void http_req(struct transport_http_req *hr, const char *method,
+		     const char *url)
+{
+	memset(hr, 0, sizeof(*hr));
+	hr->method = method;
+	hr->url = url;
+	hr->max_body = 65536;
+	hr->connect_timeout_ms = 2000;
+	hr->timeout_ms = 5000;
+}
+
+/*
+ * A provider's calls follow the same rule: after a GET kept a connection
+ * alive, a POST (a resume, a command) goes on a fresh connection, so the
+ * server dropping its first delivery makes it fail, never run twice; a
+ * GET dropped the same way is sent again and succeeds.
+ */
+START_TEST(transport_http_never_sends_a_post_twice)
+{
+	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
+			    .drop_first = true};
+	struct transport_http_req hr;
+	struct transport_resp resp;
+	struct stub_agent *s;
+	struct sbx_error err;
+	char url[256];
+	int rc;
+
+	s = stub_agent_start(dropper_handler, &d);
+	snprintf(url, sizeof(url), "%swarm", stub_agent_url(s));
+	http_req(&hr, "GET", url);
+	transport_resp_init(&resp);
+	rc = transport_http(&hr, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	transport_resp_cleanup(&resp);
+
+	snprintf(url, sizeof(url), "%sthing?id=6", stub_agent_url(s));
+	http_req(&hr, "POST", url);
+	hr.content_type = "application/json";
+	hr.body = "{}";
+	hr.body_len = 2;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_http(&hr, &resp, &err);
+	ck_assert_int_lt(rc, 0);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(count_of(&d, &d.deliveries[6]), 1);
+
+	snprintf(url, sizeof(url), "%sthing?id=7", stub_agent_url(s));
+	http_req(&hr, "GET", url);
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_http(&hr, &resp, &err);
+	/* Whether the GET found a kept-alive connection depends on the
+	 * shared pool; either way it succeeds, delivered once or twice. */
+	if (rc < 0)
+		ck_assert_uint_eq(count_of(&d, &d.deliveries[7]), 1);
+	else
+		ck_assert_str_eq(resp.body.data, "done 7");
+	transport_resp_cleanup(&resp);
+
+	stub_agent_stop(s);
+}
+END_TEST
+
+/* A forward proxy: records the absolute targets it is asked for. */
+struct proxy_seen {
+	pthread_mutex_t mu;
+	unsigned requests;
+	char target[2048];
+};
+
+static enum stub_next proxy_handler(struct stub_agent *s,
+				    const struct stub_req *req, int fd,
+				    void *arg)
+{
+	struct proxy_seen *p = arg;
+
+	(void)s;
+	pthread_mutex_lock(&p->mu);
+	p->requests++;
+	snprintf(p->target, sizeof(p->target), "%s", req->target);
+	pthread_mutex_unlock(&p->mu);
+	return answered(stub_reply(fd, 200, TEXT, "via proxy"));
+}
+
+/*
+ * transport_http takes its proxy from the environment (http_proxy here,
+ * the Azure SDKs' behaviour) and honours NO_PROXY; an agent request never
+ * goes through a proxy, whatever the environment says.
+ */
+START_TEST(provider_requests_use_the_environment_proxy_agents_never)
+{
+	struct proxy_seen p = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct transport_http_req hr;
+	struct transport_resp resp;
+	struct stub_agent *proxy, *agent;
+	struct transport *t;
+	struct sbx_error err;
+	char env[128], url[256];
+	int rc;
+
+	proxy = stub_agent_start(proxy_handler, &p);
+	agent = stub_agent_start(dropper_handler, &d);
+	snprintf(env, sizeof(env), "http://127.0.0.1:%u",
+		 stub_agent_port(proxy));
+	setenv("http_proxy", env, 1);
+	unsetenv("no_proxy");
+	unsetenv("NO_PROXY");
+
+	snprintf(url, sizeof(url), "%sthing?id=9", stub_agent_url(agent));
+	http_req(&hr, "GET", url);
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_http(&hr, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_str_eq(resp.body.data, "via proxy");
+	transport_resp_cleanup(&resp);
+	pthread_mutex_lock(&p.mu);
+	ck_assert_uint_eq(p.requests, 1);
+	ck_assert_str_eq(p.target, url);
+	pthread_mutex_unlock(&p.mu);
+	ck_assert_uint_eq(count_of(&d, &d.deliveries[9]), 0);
+
+	/* NO_PROXY names the host: reached directly. */
+	setenv("no_proxy", "127.0.0.1", 1);
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_http(&hr, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_str_eq(resp.body.data, "done 9");
+	transport_resp_cleanup(&resp);
+	pthread_mutex_lock(&p.mu);
+	ck_assert_uint_eq(p.requests, 1);
+	pthread_mutex_unlock(&p.mu);
+	unsetenv("no_proxy");
+
+	/* The agent is reached directly. */
+	stub_transport_config(&cfg, 5000, true);
+	t = stub_transport_new(sp, &cfg);
+	transport_test_set_connection(t, SESSION, stub_agent_url(agent),
+				      cred(7));
+	rc = send_id(t, TRANSPORT_SAFE, 8, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_str_eq(resp.body.data, "done 8");
+	transport_resp_cleanup(&resp);
+	pthread_mutex_lock(&p.mu);
+	ck_assert_uint_eq(p.requests, 1);
+	pthread_mutex_unlock(&p.mu);
+
+	unsetenv("http_proxy");
+	transport_free(t);
+	stub_agent_stop(agent);
+	stub_agent_stop(proxy);
+	stub_provider_free(sp);
+}
+END_TEST
+
+Suite *make_transport_repeat_suite(void)
+{
+	Suite *s = suite_create("transport_repeat");
+	TCase *tc = tcase_create("repeats");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, without_a_reply_cache_nothing_unsafe_is_sent_twice);
+	tcase_add_test(tc, keyed_requests_survive_a_silent_resend);
+	tcase_add_test(tc, the_transport_asks_again_under_the_same_key);
+	tcase_add_test(tc, tls_handshake_failure_refreshes_and_replays);
+	tcase_add_test(tc, transport_http_never_sends_a_post_twice);
+	tcase_add_test(
+		tc, provider_requests_use_the_environment_proxy_agents_never);
+	suite_add_tcase(s, tc);
+	return s;
+}
