@@ -218,6 +218,8 @@ START_TEST(health_before_activation)
 	ck_assert_int_eq(strlen(h.boot_id), 36);
 	ck_assert_int_eq(h.ext_files, 4);
 	ck_assert_uint_eq(h.ext_max_write, 16777216);
+	ck_assert_int_eq(h.ext_jobs, 1);
+	ck_assert_uint_eq(h.ext_max_running, 64);
 	ck_assert(!proto_health_ready(&h));
 	th_resp_cleanup(&r);
 	/* The exact body, field by field. */
@@ -228,7 +230,8 @@ START_TEST(health_before_activation)
 			 "{\"protocolVersion\":1,\"bootId\":\"%s\",\"status\":"
 			 "\"awaiting-network-verification\",\"imageCommand\":{"
 			 "\"status\":\"none\"},\"extensions\":{\"files\":4,"
-			 "\"maxWrite\":16777216}}",
+			 "\"maxWrite\":16777216,\"jobs\":1,"
+			 "\"maxRunningJobs\":64}}",
 			 h.boot_id);
 		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",
 		       want);

@@ -4,10 +4,10 @@
  *
  * Health is public and reports the protocol version, this start's boot id,
  * whether the agent has been activated, the image command's state (this
- * agent never runs one: "none") and, unless strict v1, the file extension
- * it serves. Activation only flips the gate that http.c checks; the
- * credential was checked before the handler runs. Neither route touches
- * the filesystem.
+ * agent never runs one: "none") and, unless strict v1, the extension it
+ * serves (files, and jobs with the running-jobs limit). Activation only
+ * flips the gate that http.c checks; the credential was checked before the
+ * handler runs. Neither route touches the filesystem.
  */
 #include "config.h"
 
@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/jobs.h"
 #include "agent/routes.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -80,6 +81,8 @@ int agent_route_health(struct agent_req *r)
 	if (!a->cfg.strict_v1) {
 		h.ext_files = PROTO_EXT_FILES_VERSION;
 		h.ext_max_write = a->cfg.ext_max_write;
+		h.ext_jobs = PROTO_EXT_JOBS_VERSION;
+		h.ext_max_running = agent_jobs_max_running(a->jobs);
 	}
 	rc = proto_health_encode(&h, &out);
 	if (rc == 0)

@@ -194,6 +194,14 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 		    cJSON_AddNumberToObject(ext, "maxWrite",
 					    (double)h->ext_max_write) == NULL)
 			goto out;
+		if (h->ext_jobs > 0 &&
+		    cJSON_AddNumberToObject(ext, PROTO_EXT_JOBS,
+					    (double)h->ext_jobs) == NULL)
+			goto out;
+		if (h->ext_jobs > 0 && h->ext_max_running > 0 &&
+		    cJSON_AddNumberToObject(ext, "maxRunningJobs",
+					    (double)h->ext_max_running) == NULL)
+			goto out;
 	}
 	rc = pj_print(root, out);
 out:
@@ -237,6 +245,10 @@ int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 			h.ext_files = (long)v;
 		if (pj_u64(ext, "maxWrite", false, &v) == 0)
 			h.ext_max_write = v;
+		if (pj_u64(ext, PROTO_EXT_JOBS, false, &v) == 0 && v < 1000)
+			h.ext_jobs = (long)v;
+		if (pj_u64(ext, "maxRunningJobs", false, &v) == 0)
+			h.ext_max_running = v;
 	}
 	cJSON_Delete(root);
 	*out = h;

@@ -57,6 +57,12 @@
 	4 /* 2: GET tree; 3: create with a write;
 				    4: GET contents */
 
+/* The job extension's name in the health answer, and its version
+ * (doc/protocol-ext.md, "Jobs"): flow control, the job listing, the
+ * running-jobs limit. */
+#define PROTO_EXT_JOBS "jobs"
+#define PROTO_EXT_JOBS_VERSION 1
+
 /* GET /v1/health answer. Strings are bounded copies; a field the agent
  * did not send is "" (or 0 for the numbers). */
 struct proto_health {
@@ -66,6 +72,8 @@ struct proto_health {
 	char boot_id[80];
 	long ext_files; /* extensions.files version; 0 = none */
 	uint64_t ext_max_write; /* extensions.maxWrite (bytes); 0 = unset */
+	long ext_jobs; /* extensions.jobs version; 0 = none */
+	uint64_t ext_max_running; /* extensions.maxRunningJobs; 0 = unset */
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)
