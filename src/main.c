@@ -37,7 +37,7 @@ int main(int argc, char *argv[])
 	int rc, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
-	log_init("sandboxfs", LOG_LEVEL_WARN);
+	log_init("sandboxfs", LOG_LEVEL_NOTICE);
 	memset(&cmd, 0, sizeof(cmd));
 	rc = sbfs_opts_parse(&args, &o);
 	if (rc != 0) {

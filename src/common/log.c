@@ -19,7 +19,8 @@ static const char *log_progname = "sandboxfs";
 static volatile int log_level_cur = LOG_LEVEL_WARN;
 static volatile bool log_syslog;
 
-static const char *const level_names[] = {"error", "warning", "info", "debug"};
+static const char *const level_names[] = {"error", "warning", "notice", "info",
+					  "debug"};
 
 void log_init(const char *progname, enum log_level level)
 {
@@ -47,7 +48,8 @@ void log_use_syslog(bool on)
 
 void log_vlog(enum log_level level, const char *fmt, va_list ap)
 {
-	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO,
+				   LOG_DEBUG};
 	char line[2048];
 	int n, m;
 
@@ -83,6 +85,7 @@ void log_vlog(enum log_level level, const char *fmt, va_list ap)
 	}
 LOG_FN(log_error, LOG_LEVEL_ERROR)
 LOG_FN(log_warn, LOG_LEVEL_WARN)
+LOG_FN(log_notice, LOG_LEVEL_NOTICE)
 LOG_FN(log_info, LOG_LEVEL_INFO)
 LOG_FN(log_debug, LOG_LEVEL_DEBUG)
 
