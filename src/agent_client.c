@@ -24,6 +24,8 @@
 /* A command's terminal frame may come this long after its own timeout
  * (doc/transport-rules.md 9, the seed's TERMINAL_FRAME_GRACE). */
 #define TERMINAL_FRAME_GRACE_MS 60000LL
+/* The extension's job listing, named for errors and logs. */
+#define AC_OP_JOB_LIST "sandbox.jobList"
 
 int ac_query_escape(struct buf *out, const char *s)
 {
@@ -392,35 +394,110 @@ out:
 	return rc;
 }
 
+/* The poll's body and its answer, buffered. */
+static int job_poll_send(struct transport *t, const char *id,
+			 const struct proto_job_poll_req *preq,
+			 struct transport_resp *resp, struct sbx_error *err)
+{
+	struct buf body = BUF_INIT(0);
+	int rc;
+
+	rc = proto_job_poll_req_encode(preq, &body);
+	if (rc < 0)
+		local_failure(err, TRANSPORT_OP_JOB_POLL, rc);
+	else
+		rc = simple(t, id, TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE,
+			    "POST", "/v1/jobs/poll", &body, POLL_ANSWER, resp,
+			    err);
+	buf_cleanup(&body);
+	return rc;
+}
+
+static void poll_undecodable(struct sbx_error *err)
+{
+	/* A poll body that cannot be read is retryable. */
+	sbx_error_set(err, SBX_UNREACHABLE, NULL,
+		      "%s: the answer could not be decoded",
+		      TRANSPORT_OP_JOB_POLL);
+}
+
 int ac_job_poll(struct transport *t, const char *id,
 		const struct proto_job_poll_req *preq,
 		struct proto_job_poll *out, struct sbx_error *err)
 {
 	struct transport_resp resp;
-	struct buf body = BUF_INIT(0);
 	int rc;
 
 	transport_resp_init(&resp);
-	rc = proto_job_poll_req_encode(preq, &body);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_JOB_POLL, rc);
-		goto out;
+	rc = job_poll_send(t, id, preq, &resp, err);
+	if (rc == 0) {
+		rc = proto_job_poll_decode(resp.body.data, resp.body.len, out);
+		if (rc < 0) {
+			poll_undecodable(err);
+			rc = -EIO;
+		}
 	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE, "POST",
-		    "/v1/jobs/poll", &body, POLL_ANSWER, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_job_poll_decode(resp.body.data, resp.body.len, out);
-	if (rc < 0) {
-		/* A poll body that cannot be read is retryable. */
-		sbx_error_set(err, SBX_UNREACHABLE, NULL,
-			      "%s: the answer could not be decoded",
-			      TRANSPORT_OP_JOB_POLL);
-		rc = -EIO;
-	}
-out:
 	transport_resp_cleanup(&resp);
-	buf_cleanup(&body);
+	return rc;
+}
+
+struct poll_each {
+	ac_frame_fn *fn;
+	void *arg;
+	int rc; /* what fn returned, when it stopped us */
+};
+
+static int poll_each_frame(void *arg, const struct proto_frame *f)
+{
+	struct poll_each *pe = arg;
+	int rc = pe->fn(pe->arg, f);
+
+	if (rc < 0)
+		pe->rc = rc;
+	return rc;
+}
+
+int ac_job_poll_each(struct transport *t, const char *id,
+		     const struct proto_job_poll_req *preq, ac_frame_fn *fn,
+		     void *arg, struct proto_job_poll *out,
+		     struct sbx_error *err)
+{
+	struct poll_each pe = {fn, arg, 0};
+	struct transport_resp resp;
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = job_poll_send(t, id, preq, &resp, err);
+	if (rc == 0) {
+		rc = proto_job_poll_decode_each(resp.body.data, resp.body.len,
+						poll_each_frame, &pe, out);
+		if (rc < 0 && pe.rc != 0) {
+			rc = pe.rc;
+		} else if (rc < 0) {
+			poll_undecodable(err);
+			rc = -EIO;
+		}
+	}
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+int ac_job_list(struct transport *t, const char *id, struct proto_job_list *out,
+		struct sbx_error *err)
+{
+	struct transport_resp resp;
+	int rc;
+
+	transport_resp_init(&resp);
+	rc = simple(t, id, AC_OP_JOB_LIST, TRANSPORT_SAFE, "GET",
+		    EXT_PREFIX "jobs", NULL,
+		    PROTO_JOB_LIST_MAX_BYTES, &resp, err);
+	if (rc == 0) {
+		rc = proto_job_list_decode(resp.body.data, resp.body.len, out);
+		if (rc < 0)
+			bad_answer(err, AC_OP_JOB_LIST, rc);
+	}
+	transport_resp_cleanup(&resp);
 	return rc;
 }
 

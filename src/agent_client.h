@@ -87,6 +87,21 @@ int ac_job_poll(struct transport *t, const char *id,
 		const struct proto_job_poll_req *req,
 		struct proto_job_poll *out, struct sbx_error *err)
 	__attribute__((warn_unused_result));
+/*
+ * The same, with the answer's frames handed to fn one at a time, in
+ * order, as they are decoded (proto_job_poll_decode_each): no more than
+ * one frame is held decoded. *out (no frames) is filled when every frame
+ * was taken. fn returning < 0 stops: that value is returned and err is
+ * left clear (SBX_OK). An answer that cannot be decoded is retryable
+ * (SBX_UNREACHABLE); the frames before the fault were delivered.
+ */
+int ac_job_poll_each(struct transport *t, const char *id,
+		     const struct proto_job_poll_req *req, ac_frame_fn *fn,
+		     void *arg, struct proto_job_poll *out,
+		     struct sbx_error *err) __attribute__((warn_unused_result));
+/* GET /sandboxfs/v1/jobs (the extension's job listing). */
+int ac_job_list(struct transport *t, const char *id, struct proto_job_list *out,
+		struct sbx_error *err) __attribute__((warn_unused_result));
 int ac_job_cancel(struct transport *t, const char *id, const char *job_id,
 		  struct sbx_error *err) __attribute__((warn_unused_result));
 

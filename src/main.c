@@ -83,7 +83,7 @@ int main(int argc, char *argv[])
 	 * threshold gives them back (SEMANTICS.md, memory). */
 	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	mallopt(M_ARENA_MAX, 4);
-	log_init("sandboxfs", LOG_LEVEL_WARN);
+	log_init("sandboxfs", LOG_LEVEL_NOTICE);
 	memset(&cmd, 0, sizeof(cmd));
 	rc = sbfs_opts_parse(&args, &o);
 	if (rc != 0) {

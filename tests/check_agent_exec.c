@@ -89,6 +89,13 @@ static void setup_none(void)
 	box_start(&fixture, NULL);
 }
 
+static void setup_strict(void)
+{
+	const char *extra[] = {"--strict-v1", NULL};
+
+	box_start(&fixture, extra);
+}
+
 static void teardown(void)
 {
 	box_stop(&fixture);
@@ -1963,6 +1970,578 @@ START_TEST(jobs_keep_frames_bounded)
 }
 END_TEST
 
+/* ---- jobs: the extension ------------------------------------------------- */
+
+static void mkdir_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ck_assert_int_eq(mkdir(path, 0777), 0);
+	ck_assert_int_eq(chmod(path, 0777), 0);
+}
+
+static void expect_poll_on(struct box *b, const char *id, long status,
+			   const char *want)
+{
+	char json[128];
+
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	expect_to(b, "/v1/jobs/poll", json, status, want);
+}
+
+/* Start a job on b; its id into id. */
+static void start_on(struct box *b, const char *json, char id[64])
+{
+	struct th_resp r;
+
+	post_to(b, "/v1/jobs/start", json, &r);
+	ck_assert_msg(r.status == 200, "start: %ld %s", r.status, body(&r));
+	ck_assert_uint_eq(r.body.len, 48);
+	memcpy(id, body(&r) + 10, 36);
+	id[36] = '\0';
+	th_resp_cleanup(&r);
+}
+
+/* One poll of b's job with extra members; the decoded answer. */
+static void poll_on(struct box *b, const char *id, const char *extra,
+		    struct proto_job_poll *p, size_t *len)
+{
+	char json[256];
+	struct th_resp r;
+
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"%s}", id,
+		 extra ? extra : "");
+	post_to(b, "/v1/jobs/poll", json, &r);
+	ck_assert_msg(r.status == 200, "poll: %ld %s", r.status, body(&r));
+	ck_assert_msg(proto_job_poll_decode(r.body.data, r.body.len, p) == 0,
+		      "poll answer: %.200s", body(&r));
+	if (len != NULL)
+		*len = r.body.len;
+	th_resp_cleanup(&r);
+}
+
+/* Collect a flow-controlled job's output as a client does: poll from the
+ * last seq taken (which acknowledges it) until the end. Frames must be
+ * contiguous in each stream. Returns the last answer (the ending). */
+static void collect(struct box *b, const char *id, struct buf *out,
+		    struct buf *err, struct proto_job_poll *end)
+{
+	long long until = th_now_ms() + 60000;
+	bool has_since = false;
+	uint64_t since = 0;
+	char extra[96];
+
+	for (;;) {
+		struct proto_job_poll p;
+		size_t i;
+
+		if (has_since)
+			snprintf(extra, sizeof(extra),
+				 ",\"sinceSeq\":%llu,\"waitMs\":2000,"
+				 "\"maxBytes\":1048576",
+				 (unsigned long long)since);
+		else
+			snprintf(extra, sizeof(extra),
+				 ",\"waitMs\":2000,\"maxBytes\":1048576");
+		poll_on(b, id, extra, &p, NULL);
+		for (i = 0; i < p.nframes; i++) {
+			struct proto_frame *f = &p.frames[i];
+			struct buf *to =
+				f->type == PROTO_FRAME_STDOUT ? out : err;
+
+			ck_assert(f->has_off);
+			ck_assert_uint_eq(f->off, to->len);
+			ck_assert_int_eq(buf_append(to, f->data, f->len), 0);
+			since = f->seq;
+			has_since = true;
+		}
+		if (!p.running) {
+			*end = p;
+			return;
+		}
+		proto_job_poll_cleanup(&p);
+		ck_assert_msg(th_now_ms() < until, "job %s never ended", id);
+	}
+}
+
+START_TEST(jobs_flow_keeps_everything)
+{
+	const char *extra[] = {"--job-window", "1M", NULL};
+	struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+	struct proto_job_poll p;
+	char id[64];
+	size_t i;
+	struct box b;
+
+	box_start(&b, extra);
+	/* 5 MB of output, the window 1 MiB, the cap 4 MiB: nothing may be
+	 * dropped. */
+	start_on(&b,
+		 "{\"command\":[\"sh\",\"-c\",\"yes abcdefghij | head -c "
+		 "5000000; echo done >&2\"],\"timeoutMs\":60000,"
+		 "\"flowControl\":true}",
+		 id);
+	/* Nobody acknowledges: the job waits with its output unread. */
+	usleep(1500000);
+	poll_on(&b, id, NULL, &p, NULL);
+	ck_assert(p.running);
+	ck_assert_uint_gt(p.nframes, 0);
+	proto_job_poll_cleanup(&p);
+	collect(&b, id, &out, &err, &p);
+	ck_assert(p.has_exit);
+	ck_assert_int_eq(p.exit_code, 0);
+	ck_assert(!p.truncated);
+	ck_assert(p.has_bytes);
+	ck_assert_uint_eq(p.stdout_bytes, 5000000);
+	ck_assert_uint_eq(p.stderr_bytes, 5);
+	proto_job_poll_cleanup(&p);
+	ck_assert_uint_eq(out.len, 5000000);
+	for (i = 0; i < out.len; i++)
+		if (out.data[i] != "abcdefghij\n"[i % 11])
+			ck_abort_msg("byte %zu differs", i);
+	ck_assert_str_eq(err.data, "done\n");
+	buf_cleanup(&out);
+	buf_cleanup(&err);
+	box_stop(&b);
+}
+END_TEST
+
+START_TEST(jobs_flow_releases_only_acknowledged)
+{
+	const char *extra[] = {"--job-window", "1M", NULL};
+	struct buf out = BUF_INIT(0), err = BUF_INIT(0);
+	struct proto_job_poll p;
+	char id[64];
+	struct box b;
+
+	box_start(&b, extra);
+	/* Small output, acknowledged: kept all the same (no room needed). */
+	start_on(&b,
+		 "{\"command\":[\"sh\",\"-c\",\"echo one; echo two\"],"
+		 "\"timeoutMs\":60000,\"flowControl\":true}",
+		 id);
+	collect(&b, id, &out, &err, &p);
+	proto_job_poll_cleanup(&p);
+	poll_on(&b, id, ",\"sinceSeq\":null", &p, NULL);
+	ck_assert(!p.running);
+	ck_assert_uint_ge(p.nframes, 1);
+	ck_assert_uint_eq(p.frames[0].off, 0);
+	ck_assert_uint_eq(out.len, 8);
+	ck_assert_mem_eq(out.data, "one\ntwo\n", 8);
+	proto_job_poll_cleanup(&p);
+	buf_reset(&out);
+	buf_reset(&err);
+
+	/* More than the window, acknowledged as it goes: the oldest went
+	 * to make room, so a poll from the start begins later, and says
+	 * where; the ending still gives the whole length. */
+	start_on(&b,
+		 "{\"command\":[\"sh\",\"-c\",\"head -c 3000000 "
+		 "/dev/zero\"],\"timeoutMs\":60000,\"flowControl\":true}",
+		 id);
+	collect(&b, id, &out, &err, &p);
+	ck_assert_uint_eq(out.len, 3000000);
+	proto_job_poll_cleanup(&p);
+	poll_on(&b, id, ",\"sinceSeq\":null", &p, NULL);
+	ck_assert(!p.running);
+	ck_assert_uint_gt(p.nframes, 0);
+	ck_assert_uint_gt(p.frames[0].off, 0);
+	ck_assert_uint_le(3000000 - p.frames[0].off, 1024 * 1024);
+	ck_assert(p.has_bytes);
+	ck_assert_uint_eq(p.stdout_bytes, 3000000);
+	proto_job_poll_cleanup(&p);
+	buf_cleanup(&out);
+	buf_cleanup(&err);
+	box_stop(&b);
+}
+END_TEST
+
+START_TEST(jobs_flow_paused_job_cancel_and_timeout)
+{
+	const char *extra[] = {"--job-window", "1M", NULL};
+	const char *n = needle();
+	struct proto_job_poll p;
+	char id[64], json[512];
+	struct box b;
+
+	box_start(&b, extra);
+	/* A job blocked on its output still ends at a cancel... */
+	snprintf(json, sizeof(json),
+		 "{\"command\":[\"sh\",\"-c\",\"head -c 4000000 /dev/zero; "
+		 "sleep %s\"],\"timeoutMs\":60000,\"flowControl\":true}",
+		 n);
+	start_on(&b, json, id);
+	usleep(500000);
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	expect_to(&b, "/v1/jobs/cancel", json, 200, "{}");
+	poll_on(&b, id, ",\"sinceSeq\":999999", &p, NULL);
+	ck_assert(!p.running);
+	ck_assert_str_eq(p.err_code, "cancelled");
+	proto_job_poll_cleanup(&p);
+	ck_assert_int_eq(procs_gone(n, 3000), 0);
+	/* ...and at its timeout. */
+	start_on(&b,
+		 "{\"command\":[\"sh\",\"-c\",\"head -c 4000000 "
+		 "/dev/zero\"],\"timeoutMs\":800,\"flowControl\":true}",
+		 id);
+	usleep(1800000);
+	poll_on(&b, id, ",\"sinceSeq\":999999", &p, NULL);
+	ck_assert(!p.running);
+	ck_assert_str_eq(p.err_code, "timeoutExceeded");
+	proto_job_poll_cleanup(&p);
+	box_stop(&b);
+}
+END_TEST
+
+START_TEST(jobs_max_bytes)
+{
+	struct proto_job_poll p;
+	char id[64];
+	size_t len;
+
+	start_job("{\"command\":[\"sh\",\"-c\",\"head -c 1000000 "
+		  "/dev/zero\"],\"timeoutMs\":60000,\"flowControl\":true}",
+		  id);
+	usleep(500000);
+	/* The answer stops near maxBytes, says running, and goes on from
+	 * where it stopped. */
+	poll_on(&fixture, id, ",\"maxBytes\":100000", &p, &len);
+	ck_assert(p.running);
+	ck_assert_uint_ge(p.nframes, 1);
+	ck_assert_uint_le(len, 100000 + 100);
+	proto_job_poll_cleanup(&p);
+	/* Below the least the agent takes (64 KiB), it takes the least;
+	 * one frame always goes. */
+	poll_on(&fixture, id, ",\"maxBytes\":1", &p, &len);
+	ck_assert(p.running);
+	ck_assert_uint_ge(p.nframes, 1);
+	if (p.nframes > 1)
+		ck_assert_uint_le(len, 65536 + 100);
+	proto_job_poll_cleanup(&p);
+	/* Without maxBytes all of it comes (under 16 MiB). */
+	poll_on(&fixture, id, NULL, &p, &len);
+	ck_assert_uint_gt(len, 1000000);
+	proto_job_poll_cleanup(&p);
+}
+END_TEST
+
+START_TEST(jobs_alien_style_still_truncates)
+{
+	const char *strict[] = {"--strict-v1", "--output-cap", "4096", NULL};
+	const char *ext[] = {"--output-cap", "4096", NULL};
+	struct proto_job_poll p;
+	char id[64];
+	struct box b;
+	int i;
+
+	/* Without flowControl, or with it on a strict agent (which does not
+	 * know it): alien's cap, the rest dropped, truncated. */
+	for (i = 0; i < 2; i++) {
+		long long until = th_now_ms() + 15000;
+
+		box_start(&b, i == 0 ? ext : strict);
+		start_on(&b,
+			 i == 0 ? "{\"command\":[\"sh\",\"-c\",\"head -c 20000 "
+				  "/dev/zero\"],\"timeoutMs\":10000}"
+				: "{\"command\":[\"sh\",\"-c\",\"head -c 20000 "
+				  "/dev/zero\"],\"timeoutMs\":10000,"
+				  "\"flowControl\":true}",
+			 id);
+		for (;;) {
+			poll_on(&b, id, NULL, &p, NULL);
+			if (!p.running)
+				break;
+			proto_job_poll_cleanup(&p);
+			ck_assert(th_now_ms() < until);
+			usleep(50000);
+		}
+		ck_assert(p.truncated);
+		ck_assert(!p.has_bytes);
+		ck_assert(p.nframes == 0 || !p.frames[0].has_off);
+		proto_job_poll_cleanup(&p);
+		box_stop(&b);
+	}
+}
+END_TEST
+
+/* GET /sandboxfs/v1/jobs on b: the decoded listing. */
+static void list_on(struct box *b, struct proto_job_list *l)
+{
+	const char *h[] = {b->a.auth, NULL};
+	char url[256];
+	struct th_resp r;
+
+	snprintf(url, sizeof(url), "%s/sandboxfs/v1/jobs", b->a.base);
+	th_http("GET", url, h, NULL, 0, &r);
+	ck_assert_msg(r.status == 200, "list: %ld %s", r.status, body(&r));
+	ck_assert_msg(strstr(body(&r), "s3cr3t") == NULL,
+		      "the listing shows an env value: %s", body(&r));
+	ck_assert_int_eq(proto_job_list_decode(r.body.data, r.body.len, l), 0);
+	th_resp_cleanup(&r);
+}
+
+static const struct proto_job_info *listed(const struct proto_job_list *l,
+					   const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		if (strcmp(l->jobs[i].job_id, id) == 0)
+			return &l->jobs[i];
+	return NULL;
+}
+
+START_TEST(jobs_listing)
+{
+	const char *n = needle();
+	struct proto_job_list l;
+	const struct proto_job_info *ji;
+	char a[64], c[64], json[512];
+	long long t0 = (long long)time(NULL) * 1000;
+	struct th_resp r;
+	const char *strict[] = {"--strict-v1", NULL};
+	struct box b;
+
+	mkdir_in(fixture.root, "sub");
+	snprintf(json, sizeof(json),
+		 "{\"command\":[\"sleep\",\"%s\"],\"timeoutMs\":30000,"
+		 "\"cwd\":\"sub\",\"env\":{\"KEY\":\"s3cr3t\"},"
+		 "\"flowControl\":true}",
+		 n);
+	start_job(json, a);
+	start_job("{\"command\":[\"sh\",\"-c\",\"exit 3\"],\"timeoutMs\":"
+		  "30000}",
+		  c);
+	free(poll_until_ended(c, NULL));
+	list_on(&fixture, &l);
+	ck_assert(l.complete);
+	ck_assert_uint_eq(l.n, 2);
+	/* oldest first */
+	ck_assert_str_eq(l.jobs[0].job_id, a);
+	ji = listed(&l, a);
+	ck_assert_ptr_nonnull(ji);
+	ck_assert_uint_eq(ji->argc, 2);
+	ck_assert_str_eq(ji->argv[0], "sleep");
+	ck_assert_str_eq(ji->cwd, "sub");
+	ck_assert_uint_eq(ji->envc, 1);
+	ck_assert_str_eq(ji->env[0], "KEY");
+	ck_assert_uint_eq(ji->timeout_ms, 30000);
+	ck_assert(ji->flow);
+	ck_assert_int_eq(ji->state, PROTO_JOB_RUNNING);
+	ck_assert_int_ge(ji->started_ms, t0 - 2000);
+	ck_assert_int_le(ji->started_ms, t0 + 60000);
+	ji = listed(&l, c);
+	ck_assert_ptr_nonnull(ji);
+	ck_assert_int_eq(ji->state, PROTO_JOB_EXITED);
+	ck_assert_int_eq(ji->exit_code, 3);
+	ck_assert(!ji->flow);
+	ck_assert_ptr_null(ji->cwd);
+	ck_assert_int_ge(ji->ended_ms, ji->started_ms);
+	proto_job_list_cleanup(&l);
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", a);
+	expect("/v1/jobs/cancel", json, 200, "{}");
+	list_on(&fixture, &l);
+	ji = listed(&l, a);
+	ck_assert_ptr_nonnull(ji);
+	ck_assert_int_eq(ji->state, PROTO_JOB_CANCELLED);
+	proto_job_list_cleanup(&l);
+
+	/* a strict agent has no such route */
+	box_start(&b, strict);
+	{
+		const char *h[] = {b.a.auth, NULL};
+		char url[256];
+
+		snprintf(url, sizeof(url), "%s/sandboxfs/v1/jobs", b.a.base);
+		th_http("GET", url, h, NULL, 0, &r);
+		ck_assert_int_eq(r.status, 404);
+		ck_assert_uint_eq(r.body.len, 0);
+		th_resp_cleanup(&r);
+	}
+	box_stop(&b);
+}
+END_TEST
+
+START_TEST(jobs_running_limit)
+{
+	const char *extra[] = {"--max-running-jobs", "2", NULL};
+	const char *n = needle();
+	char ids[2][64], id[64], json[256];
+	struct th_resp r;
+	struct box b;
+	int i;
+
+	box_start(&b, extra);
+	snprintf(json, sizeof(json),
+		 "{\"command\":[\"sleep\",\"%s\"],\"timeoutMs\":30000}", n);
+	start_on(&b, json, ids[0]);
+	start_on(&b, json, ids[1]);
+	expect_to(&b, "/v1/jobs/start", json, 429,
+		  "JOB_LIMIT_REACHED: Job limit reached: the sandbox runs 2 "
+		  "jobs, the most it runs at once (sandbox-agent "
+		  "--max-running-jobs 2)");
+	/* A job that ended counts no more, polled or not. */
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
+	expect_to(&b, "/v1/jobs/cancel", json, 200, "{}");
+	snprintf(json, sizeof(json),
+		 "{\"command\":[\"sleep\",\"%s\"],\"timeoutMs\":30000}", n);
+	start_on(&b, json, id);
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	expect_to(&b, "/v1/jobs/cancel", json, 200, "{}");
+	/* Forty quick jobs in a row, none of them polled: each one that
+	 * ends makes room (under alien's rule the seventeenth would
+	 * fail). */
+	for (i = 0; i < 40; i++) {
+		long long until = th_now_ms() + 5000;
+
+		for (;;) {
+			post_to(&b, "/v1/jobs/start",
+				"{\"command\":[\"true\"],\"timeoutMs\":10000}",
+				&r);
+			if (r.status != 429 || th_now_ms() > until)
+				break;
+			th_resp_cleanup(&r);
+			usleep(10000);
+		}
+		ck_assert_msg(r.status == 200, "job %d: %ld %s", i, r.status,
+			      body(&r));
+		th_resp_cleanup(&r);
+	}
+	/* The one still running, and the finished ones, are all kept. */
+	expect_poll_on(&b, ids[1], 200, "{\"running\":true,\"frames\":[]}");
+	box_stop(&b);
+}
+END_TEST
+
+START_TEST(jobs_retention)
+{
+	const char *count[] = {"--job-retention-count", "2", NULL};
+	const char *age[] = {"--job-retention", "1", NULL};
+	char ids[3][64], json[256];
+	struct th_resp r;
+	struct box b;
+	int i;
+
+	box_start(&b, count);
+	for (i = 0; i < 3; i++) {
+		long long until = th_now_ms() + 10000;
+
+		start_on(&b, "{\"command\":[\"true\"],\"timeoutMs\":10000}",
+			 ids[i]);
+		/* ended (and reaped) before the next one starts */
+		for (;;) {
+			struct proto_job_poll p;
+
+			poll_on(&b, ids[i], NULL, &p, NULL);
+			if (!p.running) {
+				proto_job_poll_cleanup(&p);
+				break;
+			}
+			proto_job_poll_cleanup(&p);
+			ck_assert(th_now_ms() < until);
+			usleep(20000);
+		}
+		usleep(100000);
+	}
+	/* The oldest of three finished jobs went; the last two stay. */
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
+	for (i = 0; i < 100; i++) {
+		post_to(&b, "/v1/jobs/poll", json, &r);
+		if (r.status == 404)
+			break;
+		th_resp_cleanup(&r);
+		usleep(20000);
+	}
+	ck_assert_int_eq(r.status, 404);
+	th_resp_cleanup(&r);
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[2]);
+	post_to(&b, "/v1/jobs/poll", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	box_stop(&b);
+
+	/* Past the retention time a finished job is forgotten. */
+	box_start(&b, age);
+	start_on(&b, "{\"command\":[\"true\"],\"timeoutMs\":10000}", ids[0]);
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
+	post_to(&b, "/v1/jobs/poll", json, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	for (i = 0; i < 150; i++) {
+		post_to(&b, "/v1/jobs/poll", json, &r);
+		if (r.status == 404)
+			break;
+		th_resp_cleanup(&r);
+		usleep(20000);
+	}
+	ck_assert_int_eq(r.status, 404);
+	th_resp_cleanup(&r);
+	box_stop(&b);
+}
+END_TEST
+
+START_TEST(jobs_spool_outside_root)
+{
+	struct box b;
+	DIR *d;
+	struct dirent *e;
+	char id[64];
+	struct proto_job_poll p;
+	int found = 0;
+	char *spool = th_tmpdir("spool");
+	const char *extra[] = {"--spool-dir", spool, "--job-window", "1M",
+			       NULL};
+
+	box_start(&b, extra);
+	/* Output past the memory part spills, into a private directory of
+	 * the spool, whose files have no name. */
+	start_on(&b,
+		 "{\"command\":[\"sh\",\"-c\",\"head -c 900000 /dev/zero; "
+		 "sleep 30\"],\"timeoutMs\":60000,\"flowControl\":true}",
+		 id);
+	usleep(800000);
+	d = opendir(spool);
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL) {
+		char path[PATH_MAX];
+		struct stat st;
+		DIR *in;
+		struct dirent *f;
+
+		if (strncmp(e->d_name, "sandbox-agent.", 14) != 0)
+			continue;
+		found++;
+		snprintf(path, sizeof(path), "%s/%s", spool, e->d_name);
+		ck_assert_int_eq(stat(path, &st), 0);
+		ck_assert_uint_eq(st.st_mode & 0777, 0700);
+		in = opendir(path);
+		ck_assert_ptr_nonnull(in);
+		while ((f = readdir(in)) != NULL)
+			ck_assert_msg(f->d_name[0] == '.' &&
+					      (f->d_name[1] == '\0' ||
+					       strcmp(f->d_name, "..") == 0),
+				      "a named spool file: %s", f->d_name);
+		closedir(in);
+	}
+	closedir(d);
+	ck_assert_int_eq(found, 1);
+	poll_on(&b, id, NULL, &p, NULL);
+	ck_assert(p.running);
+	proto_job_poll_cleanup(&p);
+	box_stop(&b);
+	/* removed at exit */
+	d = opendir(spool);
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL)
+		ck_assert_msg(strncmp(e->d_name, "sandbox-agent.", 14) != 0,
+			      "the spool directory is left: %s", e->d_name);
+	closedir(d);
+	th_rmtree(spool);
+	free(spool);
+}
+END_TEST
+
 Suite *make_agent_exec_suite(void)
 {
 	Suite *s = suite_create("agent_exec");
@@ -2021,12 +2600,30 @@ Suite *make_agent_exec_suite(void)
 	tcase_add_test(tc, jobs_unknown_job);
 	tcase_add_test(tc, jobs_start_refusals);
 	tcase_add_test(tc, jobs_failures);
-	tcase_add_test(tc, jobs_limit_and_eviction);
 	tcase_add_test(tc, jobs_long_poll);
 	tcase_add_test(tc, jobs_long_poll_times_out);
 	tcase_add_test(tc, jobs_strict_v1_ignores_wait);
 	tcase_add_test(tc, jobs_malformed_bodies);
 	tcase_add_test(tc, jobs_keep_frames_bounded);
+	tcase_add_test(tc, jobs_max_bytes);
+	tcase_add_test(tc, jobs_listing);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("jobs_strict");
+	tcase_add_checked_fixture(tc, setup_strict, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, jobs_limit_and_eviction);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("jobs_ext");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, jobs_flow_keeps_everything);
+	tcase_add_test(tc, jobs_flow_releases_only_acknowledged);
+	tcase_add_test(tc, jobs_flow_paused_job_cancel_and_timeout);
+	tcase_add_test(tc, jobs_alien_style_still_truncates);
+	tcase_add_test(tc, jobs_running_limit);
+	tcase_add_test(tc, jobs_retention);
+	tcase_add_test(tc, jobs_spool_outside_root);
 	suite_add_tcase(s, tc);
 	return s;
 }

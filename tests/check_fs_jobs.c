@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/buf.h"
 #include "common/proto_exec.h"
@@ -24,9 +25,13 @@
 
 #define TIMEOUT_MS 86400000ULL
 
+static char why[256];
+
 static int parse(const char *text, struct fs_cmd *c)
 {
-	return fs_cmd_parse(text, strlen(text), TIMEOUT_MS, c);
+	why[0] = '\0';
+	return fs_cmd_parse(text, strlen(text), TIMEOUT_MS, c, why,
+			    sizeof(why));
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -126,12 +131,25 @@ START_TEST(cmd_refused)
 	struct fs_cmd c;
 	size_t i;
 
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_msg(parse(bad[i], &c) == -EINVAL, "accepted: %s",
 			      bad[i]);
+		/* and says why, for the log */
+		ck_assert_msg(why[0] != '\0', "no reason for %s", bad[i]);
+	}
+	ck_assert_int_eq(parse(" \n", &c), -EINVAL);
+	ck_assert_str_eq(why, "the request is empty");
+	ck_assert_int_eq(parse("{bad", &c), -EINVAL);
+	ck_assert_str_eq(why, "the request is not valid JSON");
+	ck_assert_int_eq(parse("{\"command\":\"ls\"}", &c), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(why, "\"command\", an array of strings"));
+	ck_assert_int_eq(parse("{\"command\":[]}", &c), -EINVAL);
+	ck_assert_str_eq(why, "the JSON request is invalid: command is empty");
 	/* a NUL byte in a shell line */
-	ck_assert_int_eq(fs_cmd_parse("echo a\0b\n", 9, TIMEOUT_MS, &c),
+	ck_assert_int_eq(fs_cmd_parse("echo a\0b\n", 9, TIMEOUT_MS, &c, why,
+				      sizeof(why)),
 			 -EINVAL);
+	ck_assert_str_eq(why, "the shell script holds a NUL byte");
 }
 END_TEST
 
@@ -143,11 +161,12 @@ START_TEST(cmd_too_long)
 
 	ck_assert_ptr_nonnull(text);
 	memset(text, 'x', n);
-	ck_assert_int_eq(fs_cmd_parse(text, n, TIMEOUT_MS, &c), -EFBIG);
+	ck_assert_int_eq(fs_cmd_parse(text, n, TIMEOUT_MS, &c, NULL, 0),
+			 -EFBIG);
 	/* whitespace around does not count */
 	memset(text, ' ', n);
 	memcpy(text + 10, "true", 4);
-	ck_assert_int_eq(fs_cmd_parse(text, n, TIMEOUT_MS, &c), 0);
+	ck_assert_int_eq(fs_cmd_parse(text, n, TIMEOUT_MS, &c, NULL, 0), 0);
 	ck_assert_str_eq(c.line, "true");
 	fs_cmd_cleanup(&c);
 	free(text);
@@ -401,7 +420,8 @@ START_TEST(poll_frames_in_order)
 	ck_assert(fs_job_apply_poll(j, &p));
 	ck_assert(j->truncated);
 	pthread_mutex_unlock(&j->lock);
-	ck_assert_str_eq(status(j), "exited 2\n");
+	/* the agent dropped output: the status says so */
+	ck_assert_str_eq(status(j), "exited 2 (output truncated)\n");
 
 	out = read_all(&j->out);
 	err = read_all(&j->err);
@@ -595,13 +615,13 @@ START_TEST(store_total_bound)
 
 	fs_store_init(&s, spool, 4, 10);
 	ck_assert_int_eq(fs_store_append(&s, "0123456", 7), 0);
-	/* only what fits under the bound is kept */
+	/* all or nothing: what does not fit is not kept in part */
 	ck_assert_int_eq(fs_store_append(&s, "789abc", 6), -EFBIG);
+	ck_assert_uint_eq(s.size, 7);
+	/* and the store goes on with what fits */
+	ck_assert_int_eq(fs_store_append(&s, "789", 3), 0);
 	ck_assert_uint_eq(s.size, 10);
-	ck_assert(s.dropped);
-	/* and nothing after it, so the stream has no hole */
 	ck_assert_int_eq(fs_store_append(&s, "x", 1), -EFBIG);
-	ck_assert_uint_eq(s.size, 10);
 	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 0, &got), 0);
 	ck_assert_uint_eq(got, 10);
 	ck_assert_int_eq(memcmp(b, "0123456789", 10), 0);
@@ -618,16 +638,167 @@ START_TEST(store_spill_failure)
 
 	fs_store_init(&s, missing, 4, FS_STORE_MAX);
 	ck_assert_int_eq(fs_store_append(&s, "ab", 2), 0);
-	/* the memory part is kept, the part to spill cannot be */
+	/* the part that would spill cannot be: nothing of it is kept, not
+	 * even what fitted in memory, so a later try adds it whole */
 	ck_assert_int_eq(fs_store_append(&s, "cdef", 4), -ENOENT);
-	ck_assert(s.dropped);
-	ck_assert_uint_eq(s.size, 4);
-	ck_assert_int_eq(fs_store_append(&s, "g", 1), -EFBIG);
+	ck_assert_uint_eq(s.size, 2);
+	ck_assert_uint_eq(s.mem_len, 2);
 	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 0, &got), 0);
-	ck_assert_uint_eq(got, 4);
-	ck_assert_int_eq(memcmp(b, "abcd", 4), 0);
+	ck_assert_uint_eq(got, 2);
+	ck_assert_int_eq(memcmp(b, "ab", 2), 0);
+	/* the directory appears: the same bytes go in */
+	ck_assert_int_eq(mkdir(missing, 0700), 0);
+	ck_assert_int_eq(fs_store_append(&s, "cdef", 4), 0);
+	ck_assert_int_eq(fs_store_append(&s, "g", 1), 0);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 0, &got), 0);
+	ck_assert_uint_eq(got, 7);
+	ck_assert_int_eq(memcmp(b, "abcdefg", 7), 0);
 	fs_store_cleanup(&s);
 	free(missing);
+}
+END_TEST
+
+START_TEST(store_gaps)
+{
+	struct fs_store s;
+	size_t got;
+	char b[64];
+
+	fs_store_init(&s, spool, 8, FS_STORE_MAX);
+	/* lost at the start (in memory), then bytes, then lost in the
+	 * spilled part, then bytes again */
+	ck_assert_int_eq(fs_store_skip(&s, 5), 0);
+	ck_assert_int_eq(fs_store_append(&s, "abcdef", 6), 0);
+	ck_assert_int_eq(fs_store_skip(&s, 10), 0);
+	ck_assert_int_eq(fs_store_append(&s, "XYZ", 3), 0);
+	ck_assert_uint_eq(s.size, 24);
+	ck_assert_uint_eq(s.ngaps, 2);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 0, &got), -EIO);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 4, &got), -EIO);
+	/* a read stops short of a gap */
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 5, &got), 0);
+	ck_assert_uint_eq(got, 6);
+	ck_assert_int_eq(memcmp(b, "abcdef", 6), 0);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 11, &got), -EIO);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 20, &got), -EIO);
+	ck_assert_int_eq(fs_store_read(&s, b, sizeof(b), 21, &got), 0);
+	ck_assert_uint_eq(got, 3);
+	ck_assert_int_eq(memcmp(b, "XYZ", 3), 0);
+	/* a gap right after a gap extends it */
+	ck_assert_int_eq(fs_store_skip(&s, 2), 0);
+	ck_assert_int_eq(fs_store_skip(&s, 2), 0);
+	ck_assert_uint_eq(s.ngaps, 3);
+	ck_assert_uint_eq(s.gaps[2].off, 24);
+	ck_assert_uint_eq(s.gaps[2].len, 4);
+	fs_store_cleanup(&s);
+}
+END_TEST
+
+static struct fs_job *spool_job(void)
+{
+	return fs_job_new("j", "j", "{}\n", 3, 1000, spool, 16);
+}
+
+static void off_frame(struct proto_frame *f, enum proto_frame_type t,
+		      uint64_t seq, uint64_t off, const char *data)
+{
+	frame(f, t, seq, data);
+	f->has_off = true;
+	f->off = off;
+}
+
+START_TEST(take_frames_with_offsets)
+{
+	struct fs_job *j = spool_job();
+	struct proto_frame f;
+	struct proto_job_poll p;
+	size_t got;
+	char b[64];
+
+	pthread_mutex_lock(&j->lock);
+	/* the agent had dropped the first 4 bytes (another client took
+	 * them, or this mount before a remount) */
+	off_frame(&f, PROTO_FRAME_STDOUT, 3, 4, "efgh");
+	ck_assert_int_eq(fs_job_take_frame(j, &f), 1);
+	ck_assert(j->truncated);
+	ck_assert_uint_eq(j->out.size, 8);
+	/* an overlap adds only what is new */
+	off_frame(&f, PROTO_FRAME_STDOUT, 4, 6, "ghij");
+	ck_assert_int_eq(fs_job_take_frame(j, &f), 1);
+	ck_assert_uint_eq(j->out.size, 10);
+	/* an older seq is nothing new */
+	off_frame(&f, PROTO_FRAME_STDOUT, 4, 10, "zz");
+	ck_assert_int_eq(fs_job_take_frame(j, &f), 0);
+	/* the end says stderr had 3 bytes the mount never got */
+	memset(&p, 0, sizeof(p));
+	p.has_exit = true;
+	p.has_bytes = true;
+	p.stdout_bytes = 10;
+	p.stderr_bytes = 3;
+	ck_assert(fs_job_take_end(j, &p));
+	ck_assert_uint_eq(j->err.size, 3);
+	ck_assert_int_eq(fs_store_read(&j->out, b, sizeof(b), 0, &got), -EIO);
+	ck_assert_int_eq(fs_store_read(&j->out, b, sizeof(b), 4, &got), 0);
+	ck_assert_uint_eq(got, 6);
+	ck_assert_int_eq(memcmp(b, "efghij", 6), 0);
+	ck_assert_int_eq(fs_store_read(&j->err, b, sizeof(b), 0, &got), -EIO);
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), "exited 0 (output truncated)\n");
+	fs_job_unref(j);
+}
+END_TEST
+
+START_TEST(take_frame_that_cannot_be_kept)
+{
+	char *missing = xasprintf("%s/missing", spool);
+	struct fs_job *j = fs_job_new("j", "j", "{}\n", 3, 1000, missing, 4);
+	struct proto_frame f;
+
+	pthread_mutex_lock(&j->lock);
+	frame(&f, PROTO_FRAME_STDOUT, 0, "ab");
+	ck_assert_int_eq(fs_job_take_frame(j, &f), 1);
+	/* past memory, the spill directory is missing: not taken, and the
+	 * job says why; seq stays, so the next poll asks for it again */
+	frame(&f, PROTO_FRAME_STDOUT, 1, "cdef");
+	ck_assert_int_eq(fs_job_take_frame(j, &f), -ENOENT);
+	ck_assert_int_eq(j->keep_err, ENOENT);
+	ck_assert_uint_eq(j->last_seq, 0);
+	ck_assert_uint_eq(j->out.size, 2);
+	ck_assert_int_eq(mkdir(missing, 0700), 0);
+	ck_assert_int_eq(fs_job_take_frame(j, &f), 1);
+	ck_assert_int_eq(j->keep_err, 0);
+	ck_assert_uint_eq(j->last_seq, 1);
+	ck_assert_uint_eq(j->out.size, 6);
+	pthread_mutex_unlock(&j->lock);
+	fs_job_unref(j);
+	free(missing);
+}
+END_TEST
+
+START_TEST(status_stale_and_truncated)
+{
+	struct fs_job *j = spool_job();
+	char text[64];
+
+	pthread_mutex_lock(&j->lock);
+	j->stale = true;
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), "unknown\n");
+	pthread_mutex_lock(&j->lock);
+	ck_assert_int_eq(fs_job_exit_text(j, text, sizeof(text)), -EIO);
+	/* the agent answers again */
+	j->stale = false;
+	ck_assert_int_eq(fs_job_exit_text(j, text, sizeof(text)), -EAGAIN);
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), "running\n");
+	pthread_mutex_lock(&j->lock);
+	j->truncated = true;
+	fs_job_end(j, FS_JOB_ST_FAILED, 0, "timeoutExceeded", "exceeded\nit");
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j),
+			 "failed timeoutExceeded: exceeded it (output "
+			 "truncated)\n");
+	fs_job_unref(j);
 }
 END_TEST
 
@@ -834,6 +1005,40 @@ START_TEST(table_evicted_job_stays_readable)
 }
 END_TEST
 
+START_TEST(table_adopts)
+{
+	struct fs_jobs *js = fs_jobs_new(spool, 3, 1024);
+	struct fs_job *a, *got, *dup;
+
+	add(js, "mine", "job", false);
+	/* a job of the agent's listing: in the table, latest unchanged */
+	a = fs_job_new("theirs", "theirs", "{}\n", 3, 1000, spool, 1024);
+	a->adopted = true;
+	a->followed = false;
+	got = fs_jobs_adopt(js, a);
+	ck_assert_ptr_eq(got, a);
+	fs_job_unref(got);
+	fs_job_unref(a);
+	assert_names(js, "mine theirs");
+	assert_latest(js, "mine");
+	/* adopting a name the table has gives the table's job */
+	dup = fs_job_new("theirs", "theirs", "{}\n", 3, 1000, spool, 1024);
+	got = fs_jobs_adopt(js, dup);
+	ck_assert_ptr_ne(got, dup);
+	ck_assert_ptr_eq(got, a);
+	fs_job_unref(got);
+	fs_job_unref(dup);
+	assert_names(js, "mine theirs");
+	/* an adopted job nobody follows makes room like an ended one; a
+	 * running job started here does not */
+	add(js, "x", "job", false);
+	add(js, "y", "job", false);
+	assert_names(js, "mine x y");
+	assert_latest(js, "y");
+	fs_jobs_destroy(js);
+}
+END_TEST
+
 Suite *make_fs_jobs_suite(void)
 {
 	Suite *s = suite_create("fs_jobs");
@@ -856,6 +1061,13 @@ Suite *make_fs_jobs_suite(void)
 	tcase_add_test(tc, poll_ends);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("take");
+	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
+	tcase_add_test(tc, take_frames_with_offsets);
+	tcase_add_test(tc, take_frame_that_cannot_be_kept);
+	tcase_add_test(tc, status_stale_and_truncated);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("store");
 	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
 	tcase_add_test(tc, store_memory_only);
@@ -863,6 +1075,7 @@ Suite *make_fs_jobs_suite(void)
 	tcase_add_test(tc, store_memory_bounded);
 	tcase_add_test(tc, store_total_bound);
 	tcase_add_test(tc, store_spill_failure);
+	tcase_add_test(tc, store_gaps);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("table");
@@ -872,6 +1085,7 @@ Suite *make_fs_jobs_suite(void)
 	tcase_add_test(tc, table_evicts_oldest_finished);
 	tcase_add_test(tc, table_bound_256);
 	tcase_add_test(tc, table_evicted_job_stays_readable);
+	tcase_add_test(tc, table_adopts);
 	suite_add_tcase(s, tc);
 	return s;
 }

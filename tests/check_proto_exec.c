@@ -2,12 +2,15 @@
 /*
  * Suite proto_exec: the exec and job bodies (protocol.md 3.3, 3.7) as pure
  * functions: request decoding in both spellings and its validation, the
- * four frame types, the NDJSON splitter, and the job poll bodies.
+ * four frame types, the NDJSON splitter, and the job poll bodies, with
+ * what the extension adds to them (flowControl, offsets, byte counts,
+ * maxBytes, frames decoded one at a time) and its job listing.
  */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,7 +254,7 @@ START_TEST(req_encode_newest)
 	static char e0[] = "A=1", e1[] = "Q=x=\"y\"", w[] = "w";
 	char *argv[] = {a0, a1, a2, NULL};
 	char *env[] = {e0, e1, NULL};
-	struct proto_exec_req r = {argv, 3, 5000, NULL, env, 2, 0};
+	struct proto_exec_req r = {argv, 3, 5000, NULL, env, 2, 0, false};
 	struct proto_exec_req back;
 	struct buf b = BUF_INIT(0);
 
@@ -705,6 +708,304 @@ START_TEST(poll_answer_decode)
 }
 END_TEST
 
+/* ---- the extension's job members ------------------------------------------- */
+
+static int ldecode(const char *json, struct proto_job_list *l)
+{
+	return proto_job_list_decode(json, strlen(json), l);
+}
+
+START_TEST(ext_flow_control_request)
+{
+	static char a0[] = "true";
+	char *argv[] = {a0, NULL};
+	struct proto_exec_req r = {argv, 1, 5000, NULL, NULL, 0, 0, true};
+	struct proto_exec_req back;
+	struct buf b = BUF_INIT(0);
+
+	ck_assert_int_eq(proto_exec_req_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data, "{\"command\":[\"true\"],\"timeoutMs\":5000,"
+				 "\"cwd\":null,\"env\":{},"
+				 "\"flowControl\":true}");
+	ck_assert_int_eq(proto_exec_req_decode(b.data, b.len, &back), 0);
+	ck_assert(back.flow);
+	proto_exec_req_cleanup(&back);
+	/* Only JSON true asks for it, as an agent that does not know the
+	 * member would read it: nothing else is an error. */
+	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
+				"\"flowControl\":1}",
+				&back),
+			 0);
+	ck_assert(!back.flow);
+	proto_exec_req_cleanup(&back);
+	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"timeoutMs\":1}", &back),
+			 0);
+	ck_assert(!back.flow);
+	proto_exec_req_cleanup(&back);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(ext_frame_offset)
+{
+	struct proto_frame f, g;
+	struct buf b = BUF_INIT(0);
+
+	memset(&f, 0, sizeof(f));
+	f.type = PROTO_FRAME_STDERR;
+	f.seq = 7;
+	f.data = (unsigned char *)"hi";
+	f.len = 2;
+	f.has_off = true;
+	f.off = 9007199254740991ULL;
+	ck_assert_int_eq(proto_job_poll_encode_frame(&f, true, &b), 0);
+	ck_assert_str_eq(b.data,
+			 "{\"t\":\"stderr\",\"seq\":7,\"data\":\"aGk=\","
+			 "\"off\":9007199254740991}");
+	ck_assert_int_eq(proto_frame_decode(b.data, b.len, &g), 0);
+	ck_assert(g.has_off);
+	ck_assert_uint_eq(g.off, 9007199254740991ULL);
+	proto_frame_cleanup(&g);
+	ck_assert_int_eq(fdecode("{\"t\":\"stdout\",\"seq\":1,"
+				 "\"data\":\"\"}",
+				 &g),
+			 0);
+	ck_assert(!g.has_off);
+	proto_frame_cleanup(&g);
+	ck_assert_int_eq(fdecode("{\"t\":\"stdout\",\"seq\":1,"
+				 "\"data\":\"\",\"off\":-1}",
+				 &g),
+			 -EBADMSG);
+	buf_cleanup(&b);
+}
+END_TEST
+
+START_TEST(ext_poll_members)
+{
+	struct proto_job_poll_req r;
+	struct proto_job_poll p;
+	struct buf b = BUF_INIT(0);
+
+	memset(&r, 0, sizeof(r));
+	strcpy(r.job_id, "j");
+	r.has_since = true;
+	r.since_seq = 3;
+	r.wait_ms = 100;
+	r.max_bytes = 4194304;
+	ck_assert_int_eq(proto_job_poll_req_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data, "{\"jobId\":\"j\",\"sinceSeq\":3,"
+				 "\"waitMs\":100,\"maxBytes\":4194304}");
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(proto_job_poll_req_decode(b.data, b.len, &r), 0);
+	ck_assert_uint_eq(r.max_bytes, 4194304);
+	buf_reset(&b);
+
+	memset(&p, 0, sizeof(p));
+	p.has_exit = true;
+	p.has_bytes = true;
+	p.stdout_bytes = 200000000;
+	p.stderr_bytes = 5;
+	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
+	ck_assert_str_eq(b.data, "{\"running\":false,\"frames\":[],"
+				 "\"exitCode\":0,\"truncated\":false,"
+				 "\"stdoutBytes\":200000000,"
+				 "\"stderrBytes\":5}");
+	memset(&p, 0, sizeof(p));
+	ck_assert_int_eq(proto_job_poll_decode(b.data, b.len, &p), 0);
+	ck_assert(p.has_bytes);
+	ck_assert_uint_eq(p.stdout_bytes, 200000000);
+	ck_assert_uint_eq(p.stderr_bytes, 5);
+	proto_job_poll_cleanup(&p);
+	/* both counts or neither */
+	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":"
+				 "[],\"stdoutBytes\":1}",
+				 &p),
+			 -EINVAL);
+	buf_cleanup(&b);
+}
+END_TEST
+
+/* Records what the one-at-a-time decoder hands out. */
+struct seen {
+	int n;
+	int stop_at; /* refuse this one (-1: none) */
+	char text[256];
+};
+
+static int see(void *arg, const struct proto_frame *f)
+{
+	struct seen *s = arg;
+	size_t l = strlen(s->text);
+
+	if (s->n == s->stop_at)
+		return -ENOSPC;
+	snprintf(s->text + l, sizeof(s->text) - l, "%s%llu:%.*s",
+		 s->n ? "," : "", (unsigned long long)f->seq, (int)f->len,
+		 (const char *)f->data);
+	s->n++;
+	return 0;
+}
+
+static int each(const char *json, struct seen *s, struct proto_job_poll *p)
+{
+	return proto_job_poll_decode_each(json, strlen(json), see, s, p);
+}
+
+START_TEST(poll_decode_one_frame_at_a_time)
+{
+	const char *ok = " { \"x\" : {\"frames\":[1]}, \"frames\" : [ "
+			 "{\"t\":\"stdout\",\"seq\":1,\"data\":\"YQ==\"} ,"
+			 "{\"data\":\"Yg==\",\"seq\":2,\"t\":\"stderr\"},"
+			 "{\"t\":\"stdout\",\"seq\":3,\"data\":\"Yw==\","
+			 "\"off\":1}],\"running\":false,\"exitCode\":4 } ";
+	struct seen s = {0, -1, ""};
+	struct proto_job_poll p, untouched;
+
+	/* In order, members in any order, whitespace anywhere, another
+	 * object's frames member ignored. */
+	ck_assert_int_eq(each(ok, &s, &p), 0);
+	ck_assert_str_eq(s.text, "1:a,2:b,3:c");
+	ck_assert(!p.running);
+	ck_assert(p.has_exit);
+	ck_assert_int_eq(p.exit_code, 4);
+	ck_assert_uint_eq(p.nframes, 0);
+	proto_job_poll_cleanup(&p);
+
+	/* The caller stops it: its error, and no ending. */
+	memset(&s, 0, sizeof(s));
+	s.stop_at = 1;
+	memset(&p, 0x5a, sizeof(p));
+	memset(&untouched, 0x5a, sizeof(untouched));
+	ck_assert_int_eq(each(ok, &s, &p), -ENOSPC);
+	ck_assert_str_eq(s.text, "1:a");
+	ck_assert_int_eq(memcmp(&p, &untouched, sizeof(p)), 0);
+
+	/* The rest of the answer is checked before any frame goes. */
+	memset(&s, 0, sizeof(s));
+	s.stop_at = -1;
+	ck_assert_int_eq(
+		each("{\"running\":false,\"frames\":[{\"t\":\"stdout\","
+		     "\"seq\":1,\"data\":\"YQ==\"}],\"exitCode\":"
+		     "\"4\"}",
+		     &s, &p),
+		-EINVAL);
+	ck_assert_int_eq(s.n, 0);
+	/* A bad frame stops there, after the good ones before it. */
+	ck_assert_int_eq(each("{\"running\":true,\"frames\":[{\"t\":\"stdout\","
+			      "\"seq\":1,\"data\":\"YQ==\"},{\"t\":\"exit\","
+			      "\"code\":0}]}",
+			      &s, &p),
+			 -EINVAL);
+	ck_assert_int_eq(s.n, 1);
+	/* Junk between the elements, or an unclosed array. */
+	memset(&s, 0, sizeof(s));
+	s.stop_at = -1;
+	ck_assert_int_eq(each("{\"running\":true,\"frames\":[{\"t\":\"stdout\","
+			      "\"seq\":1,\"data\":\"YQ==\"} x]}",
+			      &s, &p),
+			 -EINVAL);
+	ck_assert_int_eq(each("{\"running\":true,\"frames\":[{\"t\":\"stdout\","
+			      "\"seq\":1,\"data\":\"YQ==\"}",
+			      &s, &p),
+			 -EBADMSG);
+	ck_assert_int_eq(each("{\"running\":true,\"frames\":{}}", &s, &p),
+			 -EINVAL);
+	ck_assert_int_eq(each("[]", &s, &p), -EINVAL);
+	ck_assert_int_eq(each("{\"running\":tru", &s, &p), -EBADMSG);
+}
+END_TEST
+
+START_TEST(job_listing_round_trip)
+{
+	static char a0[] = "make", a1[] = "-j2", e0[] = "CC=gcc",
+		    e1[] = "TOKEN=s3cr3t", cwd[] = "src";
+	char *argv[] = {a0, a1, NULL};
+	char *env[] = {e0, e1, NULL};
+	struct proto_job_info ji[2];
+	struct proto_job_list l;
+	struct buf b = BUF_INIT(0);
+
+	memset(ji, 0, sizeof(ji));
+	strcpy(ji[0].job_id, "0b7c2a44-0000-4000-8000-000000000000");
+	ji[0].argv = argv;
+	ji[0].argc = 2;
+	ji[0].cwd = cwd;
+	ji[0].env = env;
+	ji[0].envc = 2;
+	ji[0].timeout_ms = 60000;
+	ji[0].started_ms = 1700000000123;
+	ji[0].flow = true;
+	strcpy(ji[1].job_id, "j2");
+	ji[1].argv = argv;
+	ji[1].argc = 1;
+	ji[1].timeout_ms = 1;
+	ji[1].started_ms = 1;
+	ji[1].state = PROTO_JOB_FAILED;
+	ji[1].ended_ms = 2;
+	ji[1].err_code = (char *)"timeoutExceeded";
+	ji[1].err_message = (char *)"exceeded its 1ms timeout";
+	ck_assert_int_eq(proto_job_list_encode_head(&b), 0);
+	ck_assert_int_eq(proto_job_list_encode_entry(&ji[0], true, &b), 0);
+	ck_assert_int_eq(proto_job_list_encode_entry(&ji[1], false, &b), 0);
+	ck_assert_int_eq(proto_job_list_encode_tail(true, &b), 0);
+	/* the names of the environment, never a value */
+	ck_assert_str_eq(
+		b.data,
+		"{\"jobs\":[{\"jobId\":\"0b7c2a44-0000-4000-8000-"
+		"000000000000\","
+		"\"command\":[\"make\",\"-j2\"],\"cwd\":\"src\","
+		"\"env\":[\"CC\",\"TOKEN\"],\"timeoutMs\":60000,"
+		"\"startedAtMs\":1700000000123,\"state\":\"running\","
+		"\"flowControl\":true},"
+		"{\"jobId\":\"j2\",\"command\":[\"make\"],\"cwd\":null,"
+		"\"env\":[],\"timeoutMs\":1,\"startedAtMs\":1,"
+		"\"state\":\"failed\",\"flowControl\":false,\"endedAtMs\":2,"
+		"\"error\":{\"code\":\"timeoutExceeded\",\"message\":"
+		"\"exceeded its 1ms timeout\"}}],\"complete\":true}");
+	ck_assert_int_eq(proto_job_list_decode(b.data, b.len, &l), 0);
+	ck_assert(l.complete);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_str_eq(l.jobs[0].cwd, "src");
+	ck_assert_uint_eq(l.jobs[0].envc, 2);
+	ck_assert_str_eq(l.jobs[0].env[1], "TOKEN");
+	ck_assert_int_eq(l.jobs[0].started_ms, 1700000000123);
+	ck_assert(l.jobs[0].flow);
+	ck_assert_int_eq(l.jobs[1].state, PROTO_JOB_FAILED);
+	ck_assert_str_eq(l.jobs[1].err_message, "exceeded its 1ms timeout");
+	ck_assert_ptr_null(l.jobs[1].cwd);
+	proto_job_list_cleanup(&l);
+	buf_cleanup(&b);
+
+	/* Refused: a value where a name belongs, an unknown state, no
+	 * id, an exited job without its code. */
+	ck_assert_int_eq(
+		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
+			"[\"A=1\"],\"timeoutMs\":1,\"startedAtMs\":1,"
+			"\"state\":\"running\"}],\"complete\":true}",
+			&l),
+		-EINVAL);
+	ck_assert_int_eq(
+		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
+			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
+			"\"state\":\"paused\"}],\"complete\":true}",
+			&l),
+		-EINVAL);
+	ck_assert_int_eq(
+		ldecode("{\"jobs\":[{\"jobId\":\"\",\"command\":[],\"env\":"
+			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
+			"\"state\":\"running\"}],\"complete\":true}",
+			&l),
+		-EINVAL);
+	ck_assert_int_eq(
+		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
+			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
+			"\"state\":\"exited\"}],\"complete\":true}",
+			&l),
+		-EINVAL);
+	ck_assert_int_eq(ldecode("{\"jobs\":[]}", &l), -EINVAL);
+}
+END_TEST
+
 Suite *make_proto_exec_suite(void)
 {
 	Suite *s = suite_create("proto_exec");
@@ -739,6 +1040,14 @@ Suite *make_proto_exec_suite(void)
 	tcase_add_test(tc, poll_request_bodies);
 	tcase_add_test(tc, poll_answer_encode_omits_fields);
 	tcase_add_test(tc, poll_answer_decode);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("ext");
+	tcase_add_test(tc, ext_flow_control_request);
+	tcase_add_test(tc, ext_frame_offset);
+	tcase_add_test(tc, ext_poll_members);
+	tcase_add_test(tc, poll_decode_one_frame_at_a_time);
+	tcase_add_test(tc, job_listing_round_trip);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -9,7 +9,9 @@
  *   fsops.c    confined filesystem primitives (openat2 beneath the root)
  *   ext.c      the file extension routes (/sandboxfs/v1/...)
  *   exec.c     POST /v1/exec (NDJSON stream)
- *   jobs.c     /v1/jobs/start|poll|cancel and the job registry
+ *   jobs.c     /v1/jobs/start|poll|cancel, the extension's job listing
+ *              and the job registry
+ *   outlog.c   a job's kept output (memory, then a spool file)
  *   spawn.c    running a command: process group, cleared environment,
  *              privilege drop, bubblewrap confinement, output pipes
  *   main.c     options, credential file, start-up
@@ -49,6 +51,13 @@ struct agent_config {
 	enum agent_confine confine;
 	const char *bwrap; /* bubblewrap binary */
 	size_t output_cap; /* per stream, default 4 MiB */
+	/* Jobs (doc/commands.md, "Jobs"); 0 takes the default. */
+	unsigned max_running_jobs; /* running jobs at once */
+	uint64_t job_window; /* output kept per flow-controlled job */
+	uint64_t job_retention_s; /* a finished job is kept this long */
+	size_t job_retention_count; /* finished jobs kept */
+	uint64_t job_retention_bytes; /* output kept by all jobs */
+	const char *spool_dir; /* where job output spills; NULL: TMPDIR */
 	bool strict_v1; /* do not serve or advertise the extension */
 	unsigned threads; /* HTTP worker threads */
 	size_t ext_max_write; /* largest extension write body */

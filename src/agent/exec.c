@@ -88,7 +88,7 @@ static void *exec_main(void *arg)
 	struct exec_run *x = arg;
 	struct agent_jobs *jobs = x->jobs;
 	struct agent_run_sink sink = {exec_output, x,
-				      agent_stream_gone_fd(x->s)};
+				      agent_stream_gone_fd(x->s), false};
 	char msg[AGENT_SPAWN_MSG_MAX];
 	struct agent_run_result res;
 	struct agent_watch watch;

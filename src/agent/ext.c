@@ -5,7 +5,8 @@
  * body, normalises the path by the v1 rules, calls one fsops primitive and
  * encodes the answer. Authentication, activation, body limits and thread
  * credentials are http.c's; the filesystem work and its confinement are
- * fsops.c's.
+ * fsops.c's. GET jobs, the extension's job listing, is dispatched to
+ * jobs.c.
  *
  * Errors: ENOENT is the typed 404 PATH_NOT_FOUND that v1 sends (clients
  * keep the route and never replay on it); any other errno is 409
@@ -1128,7 +1129,7 @@ static const struct ext_route {
 	{"rename", "POST", NULL},	 {"link", "POST", NULL},
 	{"symlink", "POST", NULL},	 {"chmod", "POST", NULL},
 	{"truncate", "POST", NULL},	 {"utimens", "POST", NULL},
-	{"fsync", "POST", NULL},
+	{"fsync", "POST", NULL},	 {"jobs", "GET", agent_route_jobs_list},
 };
 
 int agent_route_ext(struct agent_req *r, const char *op)

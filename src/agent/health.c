@@ -4,10 +4,11 @@
  *
  * Health is public and reports the protocol version, this start's boot id,
  * whether the agent has been activated, the image command's state (this
- * agent never runs one: "none") and, unless strict v1, the file extension
- * it serves and its reply cache (doc/protocol-ext.md 1 and 10).
- * Activation only flips the gate that http.c checks; the credential was
- * checked before the handler runs. Neither route touches the filesystem.
+ * agent never runs one: "none") and, unless strict v1, the extensions it
+ * serves: files, whom its file routes act as, jobs with the running-jobs
+ * limit, and its reply cache (doc/protocol-ext.md 1 and 10). Activation
+ * only flips the gate that http.c checks; the credential was checked before
+ * the handler runs. Neither route touches the filesystem.
  */
 #include "config.h"
 
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/jobs.h"
 #include "agent/routes.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -90,6 +92,8 @@ int agent_route_health(struct agent_req *r)
 						   : (uint32_t)getegid();
 		/* Root's agent keeps root's access to the files (resolve.c). */
 		h.ext_owner_access = a->cfg.drop_privileges;
+		h.ext_jobs = PROTO_EXT_JOBS_VERSION;
+		h.ext_max_running = agent_jobs_max_running(a->jobs);
 	}
 	if (agent_http_reply_cache(a))
 		h.ext_reply_cache = PROTO_EXT_REPLY_CACHE_VERSION;

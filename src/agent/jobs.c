@@ -1,29 +1,42 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jobs: POST /v1/jobs/start|poll|cancel and the registry behind them
- * (protocol.md 3.7), plus the timer thread shared with exec.
+ * jobs: POST /v1/jobs/start|poll|cancel, GET /sandboxfs/v1/jobs and the
+ * registry behind them (protocol.md 3.7, doc/commands.md "Jobs",
+ * doc/protocol-ext.md "Jobs"), plus the timer thread shared with exec.
  *
  * One mutex guards the registry, every job's output and outcome, the held
  * polls and the exec watches: a job's output arrives on its own thread,
  * polls on the HTTP workers, deadlines on the timer, and each of them has
  * to see one consistent state. Replies to held polls are built under the
  * mutex and sent after it is released, so no HTTP call runs under it.
+ *
+ * A job's output is a log of records (outlog.h), each the frame's seq,
+ * its length, its stream, where it starts in that stream, and its bytes.
+ * A job started with flowControl also has an acknowledged position: a
+ * poll acknowledges every record up to its sinceSeq; the job's thread
+ * drops acknowledged records, oldest first, only when it needs room, and
+ * waits (not reading the command's pipes) while the records nobody has
+ * acknowledged fill the window.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/jobs.h"
+#include "agent/outlog.h"
 #include "agent/routes.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -32,14 +45,20 @@
 
 /* How long agent_jobs_free waits for exec threads to finish. */
 #define EXEC_DRAIN_MS 5000
-/* Bytes of bookkeeping per stored frame: seq, length, stream. */
-#define REC_HEAD 13
+/* A record's head: seq (8), length (4), stream (1), offset in it (8). */
+#define REC_HEAD 21
 /* The timer's longest sleep. */
 #define TIMER_MAX_SLEEP_MS 3600000
 /* A job id: a UUID in text, with its terminator. */
 #define JOB_ID_SIZE 37
+/* Output a job keeps in memory before its log moves to a spool file. */
+#define JOB_MEM_MAX (256UL * 1024)
+/* How often a flow-controlled job whose output cannot be kept (the spool
+ * is full) tries again. */
+#define SPILL_RETRY_MS 1000
 
 struct job {
+	struct job *next; /* the registry, oldest first */
 	char id[JOB_ID_SIZE];
 	uint64_t ordinal;
 	struct agent_jobs *reg;
@@ -48,13 +67,25 @@ struct job {
 	pthread_t thread;
 	int cancel_fd; /* eventfd: its POLLIN stops the run */
 	pid_t pid; /* the command's group while it is unreaped */
+	bool flow; /* started with flowControl */
+	pthread_cond_t room; /* flow: acknowledgements, cancel, stop */
+	int64_t deadline; /* monotonic ms: the run's timeout */
+	int64_t started_ms; /* ms since the epoch */
+	int64_t ended_ms; /* ms since the epoch, once ended */
+	int64_t ended_mono; /* monotonic ms, once ended */
 
 	/* Kept output: records of REC_HEAD bytes plus data, in seq order. */
-	struct buf out;
+	struct outlog log;
+	uint64_t ack_pos; /* flow: the first record not acknowledged */
+	bool has_ack;
+	uint64_t ack_seq; /* ... and what was acknowledged */
+	uint64_t bytes[2]; /* kept per stream: the next frame's offset */
 	size_t frames[2]; /* kept per stream */
+	bool has_last;
 	uint64_t last_seq; /* of the last kept frame */
-	size_t max_frames; /* per stream */
-	bool over; /* frames dropped by max_frames */
+	size_t max_frames; /* per stream, alien's jobs only */
+	bool over; /* frames dropped (alien's jobs) */
+	bool spill_warned;
 
 	bool ended; /* the outcome below is set */
 	bool has_exit;
@@ -72,6 +103,7 @@ struct waiter {
 	struct job *job;
 	bool has_since;
 	uint64_t since;
+	size_t max;
 	int64_t deadline;
 	struct agent_deferred *d;
 };
@@ -86,40 +118,80 @@ struct reply {
 struct agent_jobs {
 	struct agent *a;
 	struct agent_spawner *sp;
-	size_t cap;
+	bool strict; /* alien's registry and output only */
+	size_t cap; /* per stream, alien's jobs */
+	uint64_t window; /* per flow-controlled job */
+	unsigned max_running;
+	int64_t retention_ms;
+	size_t retention_count;
+	uint64_t retention_bytes;
+	char *spool; /* private directory, NULL: memory only */
 	pthread_mutex_t lock;
 	pthread_cond_t wake; /* the timer's: CLOCK_MONOTONIC */
 	pthread_cond_t idle; /* execs dropped to zero */
 	pthread_t timer;
 	bool timer_started;
 	bool stopping;
-	struct job *slots[PROTO_MAX_JOBS];
+	struct job *first, *last;
+	size_t count; /* jobs in the registry */
+	unsigned running; /* of them not ended */
+	uint64_t kept; /* bytes every job's log holds */
 	uint64_t ordinal;
+	unsigned char *scratch; /* one record's bytes, for answers */
 	struct waiter *waiters;
 	struct agent_watch *watches;
 	unsigned execs;
 };
 
-/* ---- job output and answers (under the mutex) ---------------------------- */
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void mono_ts(int64_t ms, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(ms / 1000);
+	ts->tv_nsec = (long)(ms % 1000) * 1000000;
+}
+
+/* ---- records (under the mutex) --------------------------------------------- */
 
 static size_t stream_index(enum proto_frame_type t)
 {
 	return t == PROTO_FRAME_STDERR ? 1 : 0;
 }
 
-/* The record at off: fills f (data borrowed) and returns the next offset. */
-static size_t rec_read(const struct job *job, size_t off, struct proto_frame *f)
-{
-	const unsigned char *p = (const unsigned char *)job->out.data + off;
+struct rec {
+	uint64_t seq;
 	uint32_t len;
+	size_t stream;
+	uint64_t off;
+};
 
-	memset(f, 0, sizeof(*f));
-	memcpy(&f->seq, p, 8);
-	memcpy(&len, p + 8, 4);
-	f->type = p[12] ? PROTO_FRAME_STDERR : PROTO_FRAME_STDOUT;
-	f->data = (unsigned char *)p + REC_HEAD;
-	f->len = len;
-	return off + REC_HEAD + len;
+/* The head of the record at pos. */
+static int rec_head(const struct job *job, uint64_t pos, struct rec *r)
+{
+	unsigned char h[REC_HEAD];
+	int rc = outlog_read(&job->log, pos, h, sizeof(h));
+
+	if (rc < 0)
+		return rc;
+	memcpy(&r->seq, h, 8);
+	memcpy(&r->len, h + 8, 4);
+	r->stream = h[12] ? 1 : 0;
+	memcpy(&r->off, h + 13, 8);
+	return 0;
+}
+
+static void job_mark_ended(struct agent_jobs *j, struct job *job)
+{
+	job->ended = true;
+	job->ended_ms = wall_ms();
+	job->ended_mono = agent_now_ms();
+	j->running--;
 }
 
 static bool wanted(bool has_since, uint64_t since, uint64_t seq)
@@ -131,7 +203,7 @@ static bool wanted(bool has_since, uint64_t since, uint64_t seq)
  * order, so the last one tells. */
 static bool has_news(const struct job *job, bool has_since, uint64_t since)
 {
-	if (job->out.len == 0)
+	if (!job->has_last)
 		return false;
 	return !has_since || job->last_seq > since;
 }
@@ -150,43 +222,85 @@ static bool waiter_ready(const struct waiter *w, const struct job *job,
 }
 
 /*
- * The poll answer: the frames after since, then the ending once there is
- * one. An answer that would pass AGENT_JOBS_MAX_ANSWER stops early and
- * says running, so the caller asks again from the last seq it got.
+ * A flow-controlled job's poll acknowledges every record up to since:
+ * those may be dropped when the job needs room. Acknowledging wakes the
+ * job's thread if it waits for room.
  */
-static int encode_poll(struct job *job, bool has_since, uint64_t since,
-		       struct buf *out)
+static void acknowledge(struct job *job, uint64_t since)
+{
+	struct rec r;
+
+	if (job->has_ack && since <= job->ack_seq)
+		return;
+	while (job->ack_pos < job->log.tail) {
+		if (rec_head(job, job->ack_pos, &r) < 0 || r.seq > since)
+			break;
+		job->ack_pos += REC_HEAD + r.len;
+	}
+	job->has_ack = true;
+	job->ack_seq = since;
+	pthread_cond_signal(&job->room);
+}
+
+/*
+ * The poll answer: the frames after since, then the ending once there is
+ * one. An answer whose frames would pass max bytes stops early (after at
+ * least one frame) and says running, so the caller asks again from the
+ * last seq it got. Frames of a flow-controlled job carry their offset, and
+ * its ending the length of each stream.
+ */
+static int encode_poll(struct agent_jobs *j, struct job *job, bool has_since,
+		       uint64_t since, size_t max, struct buf *out)
 {
 	struct proto_job_poll p;
-	struct proto_frame f;
-	size_t off = 0, size = 0, end = 0, n = 0;
-	bool cut = false, first = true;
-	int rc;
+	struct buf head = BUF_INIT(0);
+	uint64_t pos = job->log.head;
+	size_t n = 0, flen;
+	bool cut = false;
+	struct rec r;
+	int rc = 0, err = 0;
+	char *at;
 
-	while (off < job->out.len) {
-		size_t next = rec_read(job, off, &f);
+	/* A client that polls from what it acknowledged starts there. */
+	if (job->flow && has_since && job->has_ack && since >= job->ack_seq)
+		pos = job->ack_pos;
+	while (pos < job->log.tail) {
+		struct proto_frame f;
+		size_t mark = out->len;
 
-		if (wanted(has_since, since, f.seq)) {
-			size += proto_frame_output_len(f.seq, f.len) + 1;
-			if (size > AGENT_JOBS_MAX_ANSWER && n > 0) {
-				cut = true;
-				break;
-			}
-			n++;
+		rc = rec_head(job, pos, &r);
+		if (rc < 0)
+			break;
+		if (!wanted(has_since, since, r.seq)) {
+			pos += REC_HEAD + r.len;
+			continue;
 		}
-		off = next;
-		end = off;
+		rc = outlog_read(&job->log, pos + REC_HEAD, j->scratch, r.len);
+		if (rc < 0)
+			break;
+		memset(&f, 0, sizeof(f));
+		f.type = r.stream ? PROTO_FRAME_STDERR : PROTO_FRAME_STDOUT;
+		f.seq = r.seq;
+		f.data = j->scratch;
+		f.len = r.len;
+		f.has_off = job->flow;
+		f.off = r.off;
+		rc = proto_job_poll_encode_frame(&f, n == 0, out);
+		if (rc < 0)
+			break;
+		if (out->len > max && n > 0) {
+			out->len = mark;
+			out->data[mark] = '\0';
+			cut = true;
+			break;
+		}
+		n++;
+		pos += REC_HEAD + r.len;
 	}
+	if (rc < 0)
+		goto out;
 	memset(&p, 0, sizeof(p));
 	p.running = !job->ended || cut;
-	rc = proto_job_poll_encode_head(p.running, out);
-	for (off = 0; rc == 0 && off < end;) {
-		off = rec_read(job, off, &f);
-		if (!wanted(has_since, since, f.seq))
-			continue;
-		rc = proto_job_poll_encode_frame(&f, first, out);
-		first = false;
-	}
 	if (!p.running) {
 		p.has_exit = job->has_exit;
 		p.exit_code = job->code;
@@ -194,12 +308,31 @@ static int encode_poll(struct job *job, bool has_since, uint64_t since,
 		p.has_error = job->err_code != NULL;
 		p.err_code = (char *)job->err_code;
 		p.err_message = job->err_message;
+		p.has_bytes = job->flow;
+		p.stdout_bytes = job->bytes[0];
+		p.stderr_bytes = job->bytes[1];
 	}
+	rc = proto_job_poll_encode_tail(&p, out);
+	/* The frames went first: the head, whose running depends on them,
+	 * goes in front now. */
 	if (rc == 0)
-		rc = proto_job_poll_encode_tail(&p, out);
-	/* The caller now holds the ending: the slot may be reclaimed. */
-	if (rc == 0 && !p.running)
+		rc = proto_job_poll_encode_head(p.running, &head);
+	if (rc < 0)
+		goto out;
+	flen = out->len;
+	at = buf_reserve(out, head.len, &err);
+	if (at == NULL) {
+		rc = err;
+		goto out;
+	}
+	memmove(out->data + head.len, out->data, flen);
+	memcpy(out->data, head.data, head.len);
+	buf_commit(out, head.len);
+	/* The caller now holds the ending: the job may be reclaimed. */
+	if (!p.running)
 		job->delivered = true;
+out:
+	buf_cleanup(&head);
 	return rc;
 }
 
@@ -222,7 +355,8 @@ static void release_waiters(struct agent_jobs *j, struct job *job, bool all,
 		r = xcalloc(1, sizeof(*r));
 		buf_init(&r->body, 0);
 		r->d = w->d;
-		if (encode_poll(w->job, w->has_since, w->since, &r->body) < 0) {
+		if (encode_poll(j, w->job, w->has_since, w->since, w->max,
+				&r->body) < 0) {
 			buf_cleanup(&r->body);
 			r->body.len = 0;
 		}
@@ -251,6 +385,54 @@ static void send_replies(struct reply *r)
 	}
 }
 
+/* Append one record. */
+static int keep_record(struct agent_jobs *j, struct job *job, size_t si,
+		       uint64_t seq, const unsigned char *p, size_t n)
+{
+	unsigned char head[REC_HEAD];
+	uint32_t len = (uint32_t)n;
+	uint64_t before = outlog_used(&job->log);
+	int rc;
+
+	memcpy(head, &seq, 8);
+	memcpy(head + 8, &len, 4);
+	head[12] = (unsigned char)si;
+	memcpy(head + 13, &job->bytes[si], 8);
+	rc = outlog_append(&job->log, head, REC_HEAD, p, n);
+	if (rc < 0) {
+		if (!job->spill_warned)
+			log_warn("jobs: job %s: its output cannot be kept in "
+				 "%s: %s%s",
+				 job->id, j->spool ? j->spool : "memory",
+				 strerror(-rc),
+				 job->flow ? "; the job waits until it can"
+					   : "; output is dropped");
+		job->spill_warned = true;
+		return rc;
+	}
+	j->kept += outlog_used(&job->log) - before;
+	job->bytes[si] += n;
+	job->frames[si]++;
+	job->has_last = true;
+	job->last_seq = seq;
+	return 0;
+}
+
+/* Drop a flow-controlled job's acknowledged records, oldest first, until
+ * n more bytes fit. */
+static void drop_acknowledged(struct agent_jobs *j, struct job *job, size_t n)
+{
+	struct rec r;
+
+	while (outlog_used(&job->log) + n > job->log.cap &&
+	       job->log.head < job->ack_pos) {
+		if (rec_head(job, job->log.head, &r) < 0)
+			break;
+		outlog_drop(&job->log, job->log.head + REC_HEAD + r.len);
+		j->kept -= REC_HEAD + r.len;
+	}
+}
+
 /* Keep one output frame of a job (its thread). */
 static int job_output(void *ctx, enum proto_frame_type stream, uint64_t seq,
 		      const unsigned char *p, size_t n)
@@ -258,38 +440,52 @@ static int job_output(void *ctx, enum proto_frame_type stream, uint64_t seq,
 	struct job *job = ctx;
 	struct agent_jobs *j = job->reg;
 	struct reply *replies = NULL;
-	size_t si = stream_index(stream);
-	unsigned char head[REC_HEAD];
-	uint32_t len = (uint32_t)n;
-	size_t mark;
+	size_t si = stream_index(stream), need = REC_HEAD + n;
+	struct timespec ts;
+	int rc = 0;
 
-	memcpy(head, &seq, 8);
-	memcpy(head + 8, &len, 4);
-	head[12] = (unsigned char)si;
 	pthread_mutex_lock(&j->lock);
-	/* Tiny lines would make the bookkeeping outgrow the output; past
-	 * max_frames they are dropped like output past the cap. */
-	if (job->frames[si] >= job->max_frames) {
-		job->over = true;
+	if (!job->flow) {
+		/* Tiny lines would make the bookkeeping outgrow the
+		 * output; past max_frames they are dropped like output
+		 * past the cap. */
+		if (job->frames[si] >= job->max_frames ||
+		    keep_record(j, job, si, seq, p, n) < 0)
+			job->over = true;
+		else
+			release_waiters(j, job, false, 0, &replies);
 		goto out;
 	}
-	mark = job->out.len;
-	if (buf_append(&job->out, head, REC_HEAD) < 0 ||
-	    buf_append(&job->out, p, n) < 0) {
-		if (job->out.data != NULL) {
-			job->out.len = mark;
-			job->out.data[mark] = '\0';
+	for (;;) {
+		int64_t until = job->deadline;
+
+		if (job->ended || j->stopping) {
+			rc = -ECANCELED;
+			goto out;
 		}
-		job->over = true;
-		goto out;
+		if (job->log.tail - job->ack_pos + need <= job->log.cap) {
+			drop_acknowledged(j, job, need);
+			if (keep_record(j, job, si, seq, p, n) == 0)
+				break;
+			if (until > agent_now_ms() + SPILL_RETRY_MS)
+				until = agent_now_ms() + SPILL_RETRY_MS;
+		}
+		/* The window is full: the pipes wait with us, and the
+		 * command blocks on its writes, as with a real pipe. */
+		if (agent_now_ms() >= job->deadline) {
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		mono_ts(until, &ts);
+		pthread_cond_timedwait(&job->room, &j->lock, &ts);
 	}
-	job->frames[si]++;
-	job->last_seq = seq;
 	release_waiters(j, job, false, 0, &replies);
+	if (j->kept > j->retention_bytes)
+		pthread_cond_signal(&j->wake);
 out:
 	pthread_mutex_unlock(&j->lock);
 	send_replies(replies);
-	return 0;
+	return rc;
 }
 
 /* Record how the job ended, unless it already has (a cancel that came
@@ -302,7 +498,7 @@ static void job_end(struct job *job, bool has_exit, int32_t code,
 
 	pthread_mutex_lock(&j->lock);
 	if (!job->ended) {
-		job->ended = true;
+		job_mark_ended(j, job);
 		job->has_exit = has_exit;
 		job->code = code;
 		job->truncated = truncated || job->over;
@@ -318,13 +514,20 @@ static void *job_main(void *arg)
 {
 	struct job *job = arg;
 	struct agent_jobs *j = job->reg;
-	struct agent_run_sink sink = {job_output, job, job->cancel_fd};
+	struct agent_run_sink sink = {job_output, job, job->cancel_fd,
+				      job->flow};
 	char msg[AGENT_SPAWN_MSG_MAX];
 	struct agent_run_result res;
 	struct agent_cmd c;
 	bool cancelled;
 	int rc;
 
+	/* The HTTP worker that made this thread had taken on the exec
+	 * user's file rights (resolve.h); the spool is the agent's own. */
+	if (j->a->cfg.drop_privileges) {
+		setfsgid(getegid());
+		setfsuid(geteuid());
+	}
 	pthread_mutex_lock(&j->lock);
 	cancelled = job->ended;
 	pthread_mutex_unlock(&j->lock);
@@ -337,8 +540,11 @@ static void *job_main(void *arg)
 	}
 	pthread_mutex_lock(&j->lock);
 	job->pid = c.pid;
+	job->deadline = agent_deadline(job->req.timeout_ms);
 	pthread_mutex_unlock(&j->lock);
-	agent_run(&c, job->req.timeout_ms, j->cap, &sink, &res);
+	/* A flow-controlled job keeps everything: no cap. */
+	agent_run(&c, job->req.timeout_ms, job->flow ? SIZE_MAX : j->cap, &sink,
+		  &res);
 	/* From here the pid may be reaped and reused: nobody kills it. */
 	pthread_mutex_lock(&j->lock);
 	job->pid = 0;
@@ -354,6 +560,8 @@ static void *job_main(void *arg)
 done:
 	pthread_mutex_lock(&j->lock);
 	job->done = true;
+	/* The timer reclaims finished jobs past the retention bounds. */
+	pthread_cond_signal(&j->wake);
 	pthread_mutex_unlock(&j->lock);
 	return NULL;
 }
@@ -364,10 +572,11 @@ static void job_free(struct job *job)
 		return;
 	proto_exec_req_cleanup(&job->req);
 	free(job->cwd_rel);
-	buf_cleanup(&job->out);
+	outlog_cleanup(&job->log);
 	free(job->err_message);
 	if (job->cancel_fd >= 0)
 		close(job->cancel_fd);
+	pthread_cond_destroy(&job->room);
 	free(job);
 }
 
@@ -375,41 +584,114 @@ static void job_free(struct job *job)
 
 static struct job *find(struct agent_jobs *j, const char *id)
 {
-	size_t i;
+	struct job *job;
 
-	for (i = 0; i < PROTO_MAX_JOBS; i++)
-		if (j->slots[i] != NULL && strcmp(j->slots[i]->id, id) == 0)
-			return j->slots[i];
+	for (job = j->first; job != NULL; job = job->next)
+		if (strcmp(job->id, id) == 0)
+			return job;
 	return NULL;
 }
 
-/*
- * A free slot, evicting the oldest finished job whose ending a poll has
- * delivered when all are taken (protocol.md 3.7). -1 when none can go:
- * evicting a running job, or an ending nobody has read, would lose it.
- */
-static int make_room(struct agent_jobs *j)
+/* Take a finished job out of the registry and free it. Its thread has
+ * nothing left but to return (done). */
+static void evict(struct agent_jobs *j, struct job *victim)
 {
-	int i, victim = -1;
+	struct job **pp, *prev = NULL;
 
-	for (i = 0; i < PROTO_MAX_JOBS; i++)
-		if (j->slots[i] == NULL)
-			return i;
-	for (i = 0; i < PROTO_MAX_JOBS; i++) {
-		struct job *job = j->slots[i];
-
-		if (!job->ended || !job->delivered || !job->done)
+	for (pp = &j->first; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
+		if (*pp != victim)
 			continue;
-		if (victim < 0 || job->ordinal < j->slots[victim]->ordinal)
-			victim = i;
+		*pp = victim->next;
+		if (j->last == victim)
+			j->last = prev;
+		break;
 	}
-	if (victim < 0)
-		return -1;
-	/* done: the thread has nothing left but to return. */
-	pthread_join(j->slots[victim]->thread, NULL);
-	job_free(j->slots[victim]);
-	j->slots[victim] = NULL;
-	return victim;
+	j->count--;
+	j->kept -= outlog_used(&victim->log);
+	pthread_join(victim->thread, NULL);
+	log_debug("jobs: %s forgotten", victim->id);
+	job_free(victim);
+}
+
+static bool reclaimable(const struct job *job)
+{
+	return job->ended && job->done;
+}
+
+/* The oldest finished job that may go, one whose ending a poll has
+ * delivered first (only_delivered: no other). */
+static struct job *oldest_finished(struct agent_jobs *j, bool only_delivered)
+{
+	struct job *job, *any = NULL;
+
+	for (job = j->first; job != NULL; job = job->next) {
+		if (!reclaimable(job))
+			continue;
+		if (job->delivered)
+			return job;
+		if (any == NULL)
+			any = job;
+	}
+	return only_delivered ? NULL : any;
+}
+
+/*
+ * The retention bounds (not with --strict-v1): finished jobs older than
+ * the retention time go, then the oldest finished ones while there are
+ * more than the count or all jobs keep more output than the bytes.
+ * Returns when the next one expires (INT64_MAX: none).
+ */
+static int64_t sweep(struct agent_jobs *j, int64_t now)
+{
+	int64_t next = INT64_MAX;
+	size_t finished = 0;
+	struct job *job, *nx;
+
+	if (j->strict)
+		return next;
+	for (job = j->first; job != NULL; job = nx) {
+		nx = job->next;
+		if (!reclaimable(job))
+			continue;
+		if (now - job->ended_mono >= j->retention_ms) {
+			evict(j, job);
+			continue;
+		}
+		finished++;
+		if (job->ended_mono + j->retention_ms < next)
+			next = job->ended_mono + j->retention_ms;
+	}
+	while (finished > j->retention_count || j->kept > j->retention_bytes) {
+		job = oldest_finished(j, false);
+		if (job == NULL)
+			break;
+		evict(j, job);
+		finished--;
+	}
+	return next;
+}
+
+/*
+ * Room for one more job, or false. --strict-v1: alien's rule, at most
+ * PROTO_MAX_JOBS jobs, evicting the oldest finished job whose ending a
+ * poll has delivered (evicting a running job, or an ending nobody has
+ * read, would lose it). Otherwise only running jobs count.
+ */
+static bool make_room(struct agent_jobs *j)
+{
+	struct job *victim;
+
+	if (!j->strict) {
+		(void)sweep(j, agent_now_ms());
+		return j->running < j->max_running;
+	}
+	if (j->count < PROTO_MAX_JOBS)
+		return true;
+	victim = oldest_finished(j, true);
+	if (victim == NULL)
+		return false;
+	evict(j, victim);
+	return true;
 }
 
 /* A random (version 4) UUID. */
@@ -437,12 +719,13 @@ static void *timer_main(void *arg)
 
 	pthread_mutex_lock(&j->lock);
 	while (!j->stopping) {
-		int64_t now = agent_now_ms(), next = INT64_MAX;
+		int64_t now = agent_now_ms(), next;
 		struct reply *replies = NULL;
 		struct agent_watch *w;
 		struct waiter *wt;
 		struct timespec ts;
 
+		next = sweep(j, now);
 		for (w = j->watches; w != NULL; w = w->next) {
 			if (w->fired)
 				continue;
@@ -473,29 +756,97 @@ static void *timer_main(void *arg)
 		 * keeps the absolute time in the range every clock takes. */
 		if (next - now > TIMER_MAX_SLEEP_MS)
 			next = now + TIMER_MAX_SLEEP_MS;
-		ts.tv_sec = (time_t)(next / 1000);
-		ts.tv_nsec = (long)(next % 1000) * 1000000;
+		mono_ts(next, &ts);
 		pthread_cond_timedwait(&j->wake, &j->lock, &ts);
 	}
 	pthread_mutex_unlock(&j->lock);
 	return NULL;
 }
 
+/*
+ * The spool: a directory of the agent's own, mode 0700, made in
+ * --spool-dir (else $TMPDIR, else /tmp) and removed at exit. Its files
+ * are unlinked as they are made. It must not be beneath the session
+ * root, where a command could reach it.
+ */
+static int make_spool(struct agent_jobs *j)
+{
+	const struct agent_config *cfg = &j->a->cfg;
+	const char *base = cfg->spool_dir, *tmp = getenv("TMPDIR");
+	char *real, *root, *dir;
+	size_t rl;
+	int rc = 0;
+
+	if (base == NULL)
+		base = tmp != NULL && *tmp == '/' ? tmp : "/tmp";
+	real = realpath(base, NULL);
+	root = realpath(cfg->root, NULL);
+	if (real == NULL || root == NULL) {
+		rc = -errno;
+		log_error("jobs: the spool directory %s: %s", base,
+			  strerror(errno));
+		goto out;
+	}
+	rl = strlen(root);
+	if (strncmp(real, root, rl) == 0 &&
+	    (real[rl] == '/' || real[rl] == '\0' || rl == 1)) {
+		log_error("jobs: the spool directory %s is beneath the session "
+			  "root %s",
+			  real, root);
+		rc = -EINVAL;
+		goto out;
+	}
+	dir = xasprintf("%s/sandbox-agent.XXXXXX", real);
+	if (mkdtemp(dir) == NULL) {
+		rc = -errno;
+		log_error("jobs: cannot make a spool directory in %s: %s", real,
+			  strerror(errno));
+		free(dir);
+		goto out;
+	}
+	j->spool = dir;
+out:
+	free(real);
+	free(root);
+	return rc;
+}
+
 int agent_jobs_new(struct agent *a, struct agent_jobs **out)
 {
+	const struct agent_config *cfg = &a->cfg;
 	struct agent_jobs *j = xcalloc(1, sizeof(*j));
 	pthread_condattr_t ca;
 	int rc;
 
 	j->a = a;
-	j->cap = a->cfg.output_cap ? a->cfg.output_cap
-				   : PROTO_DEFAULT_OUTPUT_CAP;
+	j->strict = cfg->strict_v1;
+	j->cap = cfg->output_cap ? cfg->output_cap : PROTO_DEFAULT_OUTPUT_CAP;
+	j->window = cfg->job_window ? cfg->job_window : AGENT_JOBS_WINDOW;
+	/* Room for the largest record, whatever was asked. */
+	if (j->window < 2 * (REC_HEAD + PROTO_MAX_FRAME_BYTES))
+		j->window = 2 * (REC_HEAD + PROTO_MAX_FRAME_BYTES);
+	j->max_running = cfg->max_running_jobs ? cfg->max_running_jobs
+					       : AGENT_JOBS_MAX_RUNNING;
+	j->retention_ms =
+		(int64_t)(cfg->job_retention_s ? cfg->job_retention_s
+					       : AGENT_JOBS_RETENTION_S) *
+		1000;
+	j->retention_count = cfg->job_retention_count
+				     ? cfg->job_retention_count
+				     : AGENT_JOBS_RETENTION_COUNT;
+	j->retention_bytes = cfg->job_retention_bytes
+				     ? cfg->job_retention_bytes
+				     : AGENT_JOBS_RETENTION_BYTES;
+	j->scratch = xmalloc(PROTO_MAX_FRAME_BYTES);
 	pthread_mutex_init(&j->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&j->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_cond_init(&j->idle, NULL);
+	rc = make_spool(j);
+	if (rc < 0)
+		goto fail;
 	rc = agent_spawner_new(a, &j->sp);
 	if (rc < 0)
 		goto fail;
@@ -514,9 +865,9 @@ void agent_jobs_free(struct agent_jobs *j)
 {
 	struct reply *replies = NULL;
 	struct agent_watch *w;
+	struct job *job, *next;
 	struct timespec ts;
 	bool drained;
-	size_t i;
 
 	if (j == NULL)
 		return;
@@ -524,29 +875,26 @@ void agent_jobs_free(struct agent_jobs *j)
 	j->stopping = true;
 	for (w = j->watches; w != NULL; w = w->next)
 		kill(-w->pgid, SIGKILL);
-	for (i = 0; i < PROTO_MAX_JOBS; i++) {
-		struct job *job = j->slots[i];
+	for (job = j->first; job != NULL; job = job->next) {
 		uint64_t one = 1;
 
-		if (job == NULL)
-			continue;
 		if (job->pid > 0)
 			kill(-job->pid, SIGKILL);
 		if (write(job->cancel_fd, &one, sizeof(one)) < 0)
 			log_debug("jobs: cannot signal job %s", job->id);
+		pthread_cond_signal(&job->room);
 	}
 	release_waiters(j, NULL, true, 0, &replies);
 	pthread_cond_broadcast(&j->wake);
 	pthread_mutex_unlock(&j->lock);
 	send_replies(replies);
 
-	for (i = 0; i < PROTO_MAX_JOBS; i++) {
-		if (j->slots[i] == NULL)
-			continue;
-		pthread_join(j->slots[i]->thread, NULL);
-		job_free(j->slots[i]);
-		j->slots[i] = NULL;
+	for (job = j->first; job != NULL; job = next) {
+		next = job->next;
+		pthread_join(job->thread, NULL);
+		job_free(job);
 	}
+	j->first = j->last = NULL;
 	if (j->timer_started)
 		pthread_join(j->timer, NULL);
 
@@ -565,6 +913,9 @@ void agent_jobs_free(struct agent_jobs *j)
 	}
 	drained = j->execs == 0;
 	pthread_mutex_unlock(&j->lock);
+	if (j->spool != NULL && rmdir(j->spool) < 0)
+		log_warn("jobs: cannot remove the spool directory %s: %s",
+			 j->spool, strerror(errno));
 	if (!drained) {
 		log_warn("jobs: %u exec streams still open at shutdown",
 			 j->execs);
@@ -574,6 +925,8 @@ void agent_jobs_free(struct agent_jobs *j)
 	pthread_cond_destroy(&j->wake);
 	pthread_cond_destroy(&j->idle);
 	pthread_mutex_destroy(&j->lock);
+	free(j->scratch);
+	free(j->spool);
 	free(j);
 }
 
@@ -585,6 +938,11 @@ const struct agent_spawner *agent_jobs_spawner(const struct agent_jobs *j)
 size_t agent_jobs_output_cap(const struct agent_jobs *j)
 {
 	return j->cap;
+}
+
+unsigned agent_jobs_max_running(const struct agent_jobs *j)
+{
+	return j->strict ? PROTO_MAX_JOBS : j->max_running;
 }
 
 int agent_jobs_exec_begin(struct agent_jobs *j)
@@ -641,6 +999,37 @@ static int not_found(struct agent_req *r, const char *id)
 				 "No such job in the sandbox: %s", id);
 }
 
+static struct job *job_new(struct agent_jobs *j, struct proto_exec_req *req,
+			   char **rel)
+{
+	struct job *job = xcalloc(1, sizeof(*job));
+	pthread_condattr_t ca;
+	uint64_t cap;
+
+	job->reg = j;
+	job->req = *req;
+	memset(req, 0, sizeof(*req));
+	job->cwd_rel = *rel;
+	*rel = NULL;
+	job->flow = job->req.flow && !j->strict;
+	job->cancel_fd = -1;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&job->room, &ca);
+	pthread_condattr_destroy(&ca);
+	job->max_frames = j->cap / 4 + 1024;
+	/* Alien's jobs keep everything under the cap; a flow-controlled one
+	 * keeps its window. */
+	cap = job->flow ? j->window
+			: 2 * ((uint64_t)j->cap +
+			       (uint64_t)job->max_frames * REC_HEAD) +
+				  REC_HEAD;
+	outlog_init(&job->log, cap, JOB_MEM_MAX, j->spool);
+	job->started_ms = wall_ms();
+	job->deadline = INT64_MAX;
+	return job;
+}
+
 int agent_route_jobs_start(struct agent_req *r)
 {
 	struct agent *a = agent_req_agent(r);
@@ -653,7 +1042,9 @@ int agent_route_jobs_start(struct agent_req *r)
 	char *rel = NULL, id[JOB_ID_SIZE];
 	size_t len;
 	const char *body = agent_req_body(r, &len);
-	int rc, slot;
+	unsigned running;
+	bool room;
+	int rc;
 
 	rc = proto_exec_req_decode(body, len, &req);
 	if (rc < 0)
@@ -676,15 +1067,7 @@ int agent_route_jobs_start(struct agent_req *r)
 		goto out;
 	}
 
-	job = xcalloc(1, sizeof(*job));
-	job->reg = j;
-	job->req = req;
-	memset(&req, 0, sizeof(req));
-	job->cwd_rel = rel;
-	rel = NULL;
-	job->max_frames = j->cap / 4 + 1024;
-	buf_init(&job->out,
-		 2 * (j->cap + job->max_frames * REC_HEAD) + REC_HEAD);
+	job = job_new(j, &req, &rel);
 	job->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (job->cancel_fd < 0 || new_job_id(job->id) < 0) {
 		rc = job->cancel_fd < 0 ? -errno : -EIO;
@@ -692,14 +1075,24 @@ int agent_route_jobs_start(struct agent_req *r)
 	}
 
 	pthread_mutex_lock(&j->lock);
-	slot = j->stopping ? -1 : make_room(j);
-	if (slot < 0) {
+	room = !j->stopping && make_room(j);
+	running = j->running;
+	if (!room) {
 		pthread_mutex_unlock(&j->lock);
-		rc = agent_reply_error(r, 429, PROTO_ERR_JOB_LIMIT,
-				       "Job limit reached: the sandbox holds "
-				       "%d jobs that are running or whose "
-				       "ending has not been polled",
-				       PROTO_MAX_JOBS);
+		if (j->strict)
+			rc = agent_reply_error(
+				r, 429, PROTO_ERR_JOB_LIMIT,
+				"Job limit reached: the sandbox holds %d "
+				"jobs that are running or whose ending has "
+				"not been polled",
+				PROTO_MAX_JOBS);
+		else
+			rc = agent_reply_error(
+				r, 429, PROTO_ERR_JOB_LIMIT,
+				"Job limit reached: the sandbox runs %u jobs, "
+				"the most it runs at once "
+				"(sandbox-agent --max-running-jobs %u)",
+				running, j->max_running);
 		goto out;
 	}
 	job->ordinal = j->ordinal++;
@@ -708,7 +1101,13 @@ int agent_route_jobs_start(struct agent_req *r)
 		pthread_mutex_unlock(&j->lock);
 		goto out;
 	}
-	j->slots[slot] = job;
+	if (j->last != NULL)
+		j->last->next = job;
+	else
+		j->first = job;
+	j->last = job;
+	j->count++;
+	j->running++;
 	memcpy(id, job->id, sizeof(id));
 	job = NULL;
 	pthread_mutex_unlock(&j->lock);
@@ -724,6 +1123,15 @@ out:
 	return rc;
 }
 
+/* The answer bound a poll asked for (maxBytes, the extension). */
+static size_t answer_max(const struct agent_jobs *j, uint64_t asked)
+{
+	if (j->strict || asked == 0 || asked > AGENT_JOBS_MAX_ANSWER)
+		return AGENT_JOBS_MAX_ANSWER;
+	return asked < AGENT_JOBS_MIN_ANSWER ? AGENT_JOBS_MIN_ANSWER
+					     : (size_t)asked;
+}
+
 int agent_route_jobs_poll(struct agent_req *r)
 {
 	struct agent *a = agent_req_agent(r);
@@ -732,7 +1140,7 @@ int agent_route_jobs_poll(struct agent_req *r)
 	struct buf b = BUF_INIT(0);
 	struct waiter *w;
 	struct job *job;
-	size_t len;
+	size_t len, max;
 	const char *body = agent_req_body(r, &len);
 	int rc;
 
@@ -743,15 +1151,18 @@ int agent_route_jobs_poll(struct agent_req *r)
 		return agent_reply_bad_body(r, rc);
 	if (a->cfg.strict_v1)
 		req.wait_ms = 0;
+	max = answer_max(j, req.max_bytes);
 	pthread_mutex_lock(&j->lock);
 	job = find(j, req.job_id);
 	if (job == NULL) {
 		pthread_mutex_unlock(&j->lock);
 		return not_found(r, req.job_id);
 	}
+	if (job->flow && req.has_since)
+		acknowledge(job, req.since_seq);
 	if (req.wait_ms == 0 || job->ended || j->stopping ||
 	    has_news(job, req.has_since, req.since_seq)) {
-		rc = encode_poll(job, req.has_since, req.since_seq, &b);
+		rc = encode_poll(j, job, req.has_since, req.since_seq, max, &b);
 		pthread_mutex_unlock(&j->lock);
 		if (rc == 0)
 			rc = agent_reply_json(r, 200, &b);
@@ -763,6 +1174,7 @@ int agent_route_jobs_poll(struct agent_req *r)
 	w->job = job;
 	w->has_since = req.has_since;
 	w->since = req.since_seq;
+	w->max = max;
 	w->deadline = agent_deadline(req.wait_ms > AGENT_JOBS_MAX_WAIT_MS
 					     ? AGENT_JOBS_MAX_WAIT_MS
 					     : req.wait_ms);
@@ -799,7 +1211,7 @@ int agent_route_jobs_cancel(struct agent_req *r)
 		return not_found(r, id);
 	}
 	if (!job->ended) {
-		job->ended = true;
+		job_mark_ended(j, job);
 		job->err_code = "cancelled";
 		job->err_message = xstrdup("the job was cancelled");
 		release_waiters(j, job, false, 0, &replies);
@@ -810,9 +1222,78 @@ int agent_route_jobs_cancel(struct agent_req *r)
 		kill(-job->pid, SIGKILL);
 	if (write(job->cancel_fd, &one, sizeof(one)) < 0)
 		log_debug("jobs: cannot signal job %s", job->id);
+	/* A job that waits for room stops waiting. */
+	pthread_cond_signal(&job->room);
 	pthread_mutex_unlock(&j->lock);
 	send_replies(replies);
 	rc = buf_append_str(&b, "{}");
+	if (rc == 0)
+		rc = agent_reply_json(r, 200, &b);
+	buf_cleanup(&b);
+	return rc;
+}
+
+/* A job as the listing shows it; strings borrowed from the job. */
+static void job_info(const struct job *job, struct proto_job_info *ji)
+{
+	memset(ji, 0, sizeof(*ji));
+	memcpy(ji->job_id, job->id, sizeof(job->id));
+	ji->argv = job->req.argv;
+	ji->argc = job->req.argc;
+	ji->cwd = job->req.cwd;
+	/* KEY=VALUE entries: the encoder writes the names alone. */
+	ji->env = job->req.env;
+	ji->envc = job->req.envc;
+	ji->timeout_ms = job->req.timeout_ms;
+	ji->started_ms = job->started_ms;
+	ji->flow = job->flow;
+	if (!job->ended) {
+		ji->state = PROTO_JOB_RUNNING;
+		return;
+	}
+	ji->ended_ms = job->ended_ms;
+	if (job->has_exit) {
+		ji->state = PROTO_JOB_EXITED;
+		ji->exit_code = job->code;
+	} else if (job->err_code != NULL &&
+		   strcmp(job->err_code, "cancelled") == 0) {
+		ji->state = PROTO_JOB_CANCELLED;
+	} else {
+		ji->state = PROTO_JOB_FAILED;
+		ji->err_code = (char *)(job->err_code ? job->err_code : "");
+		ji->err_message = job->err_message;
+	}
+}
+
+int agent_route_jobs_list(struct agent_req *r)
+{
+	struct agent *a = agent_req_agent(r);
+	struct agent_jobs *j = a->jobs;
+	struct buf b = BUF_INIT(0);
+	struct proto_job_info ji;
+	bool complete = true, first = true;
+	struct job *job;
+	int rc;
+
+	rc = proto_job_list_encode_head(&b);
+	pthread_mutex_lock(&j->lock);
+	for (job = j->first; rc == 0 && job != NULL; job = job->next) {
+		size_t mark = b.len;
+
+		job_info(job, &ji);
+		rc = proto_job_list_encode_entry(&ji, first, &b);
+		/* Leave room for the tail under the clients' bound. */
+		if (rc == 0 && b.len + 64 > PROTO_JOB_LIST_MAX_BYTES) {
+			b.len = mark;
+			b.data[mark] = '\0';
+			complete = false;
+			break;
+		}
+		first = false;
+	}
+	pthread_mutex_unlock(&j->lock);
+	if (rc == 0)
+		rc = proto_job_list_encode_tail(complete, &b);
 	if (rc == 0)
 		rc = agent_reply_json(r, 200, &b);
 	buf_cleanup(&b);

@@ -1,12 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jobs: the agent's job registry (protocol.md 3.7) and what the command
- * routes share: at most PROTO_MAX_JOBS jobs, running jobs never evicted,
- * the oldest finished job whose ending a poll has delivered evicted when a
- * start needs room, output kept for replay by sinceSeq under the same
- * per-stream cap as exec. It also owns the spawner (how commands run,
- * decided at start) and one timer thread that answers long-polls at their
- * waitMs and kills exec commands at their deadline even while the exec's
+ * jobs: the agent's job registry (protocol.md 3.7, doc/commands.md "Jobs")
+ * and what the command routes share. With --strict-v1 it is alien's: at
+ * most PROTO_MAX_JOBS jobs, running jobs never evicted, the oldest
+ * finished job whose ending a poll has delivered evicted when a start
+ * needs room. Otherwise a limit holds on running jobs only, and finished
+ * jobs are kept for hours, bounded by a count and by the bytes of output
+ * all jobs keep; GET /sandboxfs/v1/jobs lists them. Output is kept for
+ * replay by sinceSeq: for a job started the alien way under the same
+ * per-stream cap as exec (the rest dropped, truncated), for one started
+ * with flowControl all of it, in a window of output the client has not
+ * acknowledged (memory, then an unlinked spool file): while the window is
+ * full the job's pipes are not read, so the job blocks on its writes.
+ * It also owns the spawner (how commands run, decided at start) and one
+ * timer thread that answers long-polls at their waitMs, expires finished
+ * jobs, and kills exec commands at their deadline even while the exec's
  * writer is blocked on a slow client.
  *
  * Thread-safe. Each job runs on a thread of its own while its command runs;
@@ -25,8 +33,17 @@
 /* The longest a job poll may be held with waitMs (the extension). */
 #define AGENT_JOBS_MAX_WAIT_MS 30000
 /* The largest poll answer; past it the frames are cut and the answer says
- * running so that the caller polls again from the last seq it got. */
+ * running so that the caller polls again from the last seq it got. A
+ * caller's maxBytes (the extension) may ask for less, down to
+ * AGENT_JOBS_MIN_ANSWER; one frame always goes. */
 #define AGENT_JOBS_MAX_ANSWER (16UL * 1024 * 1024)
+#define AGENT_JOBS_MIN_ANSWER (64UL * 1024)
+/* Defaults of the registry's options (agent.h). */
+#define AGENT_JOBS_MAX_RUNNING 64
+#define AGENT_JOBS_WINDOW (16ULL * 1024 * 1024)
+#define AGENT_JOBS_RETENTION_S 86400
+#define AGENT_JOBS_RETENTION_COUNT 1000
+#define AGENT_JOBS_RETENTION_BYTES (1ULL << 30)
 
 /*
  * Make the registry and decide how commands run (agent_spawner_new: the
@@ -42,6 +59,10 @@ int agent_jobs_new(struct agent *a, struct agent_jobs **out)
  * (it is leaked, not freed under it). NULL-safe.
  */
 void agent_jobs_free(struct agent_jobs *j);
+
+/* The limit on running jobs in force (PROTO_MAX_JOBS with --strict-v1,
+ * where it counts finished jobs not yet polled too). */
+unsigned agent_jobs_max_running(const struct agent_jobs *j);
 
 /* For exec.c: how commands run. */
 const struct agent_spawner *agent_jobs_spawner(const struct agent_jobs *j);

@@ -60,6 +60,12 @@ enum {
 	OPT_ACTIVATED,
 	OPT_LOG_LEVEL,
 	OPT_SYSLOG,
+	OPT_MAX_RUNNING_JOBS,
+	OPT_JOB_WINDOW,
+	OPT_JOB_RETENTION,
+	OPT_JOB_RETENTION_COUNT,
+	OPT_JOB_RETENTION_BYTES,
+	OPT_SPOOL_DIR,
 };
 
 static const struct option options[] = {
@@ -79,6 +85,14 @@ static const struct option options[] = {
 	{"activated", no_argument, NULL, OPT_ACTIVATED},
 	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	{"syslog", no_argument, NULL, OPT_SYSLOG},
+	{"max-running-jobs", required_argument, NULL, OPT_MAX_RUNNING_JOBS},
+	{"job-window", required_argument, NULL, OPT_JOB_WINDOW},
+	{"job-retention", required_argument, NULL, OPT_JOB_RETENTION},
+	{"job-retention-count", required_argument, NULL,
+	 OPT_JOB_RETENTION_COUNT},
+	{"job-retention-bytes", required_argument, NULL,
+	 OPT_JOB_RETENTION_BYTES},
+	{"spool-dir", required_argument, NULL, OPT_SPOOL_DIR},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -109,6 +123,15 @@ static void usage(FILE *f)
 	      "  --threads N             HTTP worker threads (max(4, 2 x "
 	      "CPUs))\n"
 	      "  --ext-max-write BYTES   largest extension write body (16M)\n"
+	      "  --max-running-jobs N    jobs running at once (64)\n"
+	      "  --job-window BYTES      output kept per flow-controlled job "
+	      "(16M)\n"
+	      "  --job-retention SECONDS how long a finished job is kept "
+	      "(86400)\n"
+	      "  --job-retention-count N finished jobs kept (1000)\n"
+	      "  --job-retention-bytes BYTES  output kept by all jobs (1G)\n"
+	      "  --spool-dir DIR         where job output spills (TMPDIR, "
+	      "/tmp)\n"
 	      "  --activated             start activated\n"
 	      "  --log-level LEVEL       error, warn, info (default) or debug\n"
 	      "  --syslog                log to syslog instead of stderr\n"
@@ -442,6 +465,45 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 			break;
 		case OPT_SYSLOG:
 			cl->use_syslog = true;
+			break;
+		case OPT_MAX_RUNNING_JOBS:
+			if (parse_uint(optarg, 1, 65536, &v) < 0)
+				die_usage("--max-running-jobs: '%s' is not 1 "
+					  "to 65536",
+					  optarg);
+			cfg->max_running_jobs = (unsigned)v;
+			break;
+		case OPT_JOB_WINDOW:
+			if (parse_size(optarg, 1ULL << 20, 1ULL << 40, &v) < 0)
+				die_usage("--job-window: '%s' is not 1M to "
+					  "1024G",
+					  optarg);
+			cfg->job_window = v;
+			break;
+		case OPT_JOB_RETENTION:
+			if (parse_uint(optarg, 1, 100ULL * 365 * 86400, &v) < 0)
+				die_usage("--job-retention: '%s' is not a "
+					  "number of seconds from 1",
+					  optarg);
+			cfg->job_retention_s = v;
+			break;
+		case OPT_JOB_RETENTION_COUNT:
+			if (parse_uint(optarg, 1, 1000000, &v) < 0)
+				die_usage(
+					"--job-retention-count: '%s' is not 1 "
+					"to 1000000",
+					optarg);
+			cfg->job_retention_count = (size_t)v;
+			break;
+		case OPT_JOB_RETENTION_BYTES:
+			if (parse_size(optarg, 1, 1ULL << 50, &v) < 0)
+				die_usage("--job-retention-bytes: bad size "
+					  "'%s'",
+					  optarg);
+			cfg->job_retention_bytes = v;
+			break;
+		case OPT_SPOOL_DIR:
+			cfg->spool_dir = optarg;
 			break;
 		case 'h':
 			usage(stdout);

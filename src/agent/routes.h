@@ -25,6 +25,8 @@ int agent_route_exec(struct agent_req *r);
 int agent_route_jobs_start(struct agent_req *r);
 int agent_route_jobs_poll(struct agent_req *r);
 int agent_route_jobs_cancel(struct agent_req *r);
+/* GET /sandboxfs/v1/jobs (the extension; ext.c dispatches it) */
+int agent_route_jobs_list(struct agent_req *r);
 
 /* ext.c: one entry point per extension operation (doc/protocol-ext.md) */
 int agent_route_ext(struct agent_req *r, const char *op);

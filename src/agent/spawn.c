@@ -820,6 +820,10 @@ static int drain(struct run *run, struct stream *st)
 		return rc;
 	}
 	end = st->have + (size_t)n;
+	if (run->sink->chunks) {
+		st->have = 0;
+		return emit(run, st, st->buf, end);
+	}
 	for (i = st->have; i < end; i++) {
 		if (st->buf[i] != '\n')
 			continue;
@@ -1037,10 +1041,10 @@ static int probe(struct agent_spawner *sp, char *why, size_t whysz)
 {
 	static char true_arg[] = "true";
 	char *argv[] = {true_arg, NULL};
-	struct proto_exec_req req = {argv, 1, PROBE_TIMEOUT_MS, NULL, NULL,
-				     0,	   0};
+	struct proto_exec_req req = {
+		argv, 1, PROBE_TIMEOUT_MS, NULL, NULL, 0, 0, false};
 	struct buf err = BUF_INIT(512);
-	struct agent_run_sink sink = {probe_output, &err, -1};
+	struct agent_run_sink sink = {probe_output, &err, -1, false};
 	struct agent_run_result res;
 	char msg[AGENT_SPAWN_MSG_MAX];
 	struct agent_cmd c;

@@ -11,9 +11,10 @@
  * session root at /sandbox: started by the zygote (zygote.h), one process
  * in that layout kept for the agent's life, or, where the zygote cannot
  * run, by a bubblewrap per command. agent_run() then turns the two pipes into
- * output frames (line-wise, cut at PROTO_MAX_FRAME_BYTES, one seq counter,
- * the per-stream output cap) until the command has exited and both pipes
- * are closed, the deadline passes or the caller stops it.
+ * output frames (line-wise, cut at PROTO_MAX_FRAME_BYTES, or whatever each
+ * read gives; one seq counter, the per-stream output cap) until the command
+ * has exited and both pipes are closed, the deadline passes or the caller
+ * stops it.
  *
  * It knows neither HTTP nor the job registry: callers pass a sink for the
  * frames. Thread-safe: a spawner is read-only once made, and a command
@@ -117,6 +118,11 @@ struct agent_run_sink {
 	/* -1, or a descriptor whose POLLIN stops the run (cancel, client
 	 * gone); the command is killed. */
 	int stop_fd;
+	/* Frames are what each read of a pipe gives (up to
+	 * PROTO_MAX_FRAME_BYTES), not lines: for a client that takes the
+	 * output as bytes (flow-controlled jobs), a flood of short lines
+	 * then costs a frame per read, not per line. */
+	bool chunks;
 };
 
 enum agent_run_end {

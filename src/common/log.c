@@ -20,7 +20,8 @@ static volatile int log_level_cur = LOG_LEVEL_WARN;
 static volatile bool log_syslog;
 static volatile int log_fd = -1; /* a log file, when set */
 
-static const char *const level_names[] = {"error", "warning", "info", "debug"};
+static const char *const level_names[] = {"error", "warning", "notice", "info",
+					  "debug"};
 
 void log_init(const char *progname, enum log_level level)
 {
@@ -53,7 +54,8 @@ void log_use_fd(int fd)
 
 void log_vlog(enum log_level level, const char *fmt, va_list ap)
 {
-	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG};
+	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO,
+				   LOG_DEBUG};
 	char line[2048], stamp[40] = "";
 	int n, m, fd = log_fd;
 
@@ -104,6 +106,7 @@ void log_vlog(enum log_level level, const char *fmt, va_list ap)
 	}
 LOG_FN(log_error, LOG_LEVEL_ERROR)
 LOG_FN(log_warn, LOG_LEVEL_WARN)
+LOG_FN(log_notice, LOG_LEVEL_NOTICE)
 LOG_FN(log_info, LOG_LEVEL_INFO)
 LOG_FN(log_debug, LOG_LEVEL_DEBUG)
 

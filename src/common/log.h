@@ -18,6 +18,7 @@
 enum log_level {
 	LOG_LEVEL_ERROR = 0,
 	LOG_LEVEL_WARN,
+	LOG_LEVEL_NOTICE, /* normal but worth telling: shown by default */
 	LOG_LEVEL_INFO,
 	LOG_LEVEL_DEBUG,
 };
@@ -35,6 +36,7 @@ void log_use_fd(int fd);
 
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_vlog(enum log_level level, const char *fmt, va_list ap)

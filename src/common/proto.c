@@ -204,9 +204,18 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 			goto out;
 		if (h->ext_owner_access &&
 		    cJSON_AddBoolToObject(ext, "ownerAccess", 1) == NULL)
+			goto out;
 		if (h->ext_reply_cache > 0 &&
 		    cJSON_AddNumberToObject(ext, PROTO_EXT_REPLY_CACHE,
 					    (double)h->ext_reply_cache) == NULL)
+			goto out;
+		if (h->ext_jobs > 0 &&
+		    cJSON_AddNumberToObject(ext, PROTO_EXT_JOBS,
+					    (double)h->ext_jobs) == NULL)
+			goto out;
+		if (h->ext_jobs > 0 && h->ext_max_running > 0 &&
+		    cJSON_AddNumberToObject(ext, "maxRunningJobs",
+					    (double)h->ext_max_running) == NULL)
 			goto out;
 	}
 	rc = pj_print(root, out);
@@ -262,6 +271,10 @@ int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 		if (pj_u64(ext, PROTO_EXT_REPLY_CACHE, false, &v) == 0 &&
 		    v < 1000)
 			h.ext_reply_cache = (long)v;
+		if (pj_u64(ext, PROTO_EXT_JOBS, false, &v) == 0 && v < 1000)
+			h.ext_jobs = (long)v;
+		if (pj_u64(ext, "maxRunningJobs", false, &v) == 0)
+			h.ext_max_running = v;
 	}
 	cJSON_Delete(root);
 	*out = h;

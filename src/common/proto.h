@@ -67,6 +67,12 @@
 	4 /* 2: GET tree; 3: create with a write;
 				    4: GET contents */
 
+/* The job extension's name in the health answer, and its version
+ * (doc/protocol-ext.md, "Jobs"): flow control, the job listing, the
+ * running-jobs limit. */
+#define PROTO_EXT_JOBS "jobs"
+#define PROTO_EXT_JOBS_VERSION 1
+
 /* GET /v1/health answer. Strings are bounded copies; a field the agent
  * did not send is "" (or 0 for the numbers). */
 struct proto_health {
@@ -84,6 +90,8 @@ struct proto_health {
 	 * files (the owner is root), whatever their modes */
 	bool ext_owner_access;
 	long ext_reply_cache; /* extensions.replyCache version; 0 = none */
+	long ext_jobs; /* extensions.jobs version; 0 = none */
+	uint64_t ext_max_running; /* extensions.maxRunningJobs; 0 = unset */
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)

@@ -420,6 +420,8 @@ int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 	rc = decode_env(root, &r);
 	if (rc < 0)
 		goto out;
+	r.flow = cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(root, "flowControl"));
 	if (memmem(p, n, "\\u0000", 6) != NULL) {
 		scan_request_nul(p, n, &arg_nul, &env_nul, &cwd_nul, &wd_nul);
 		if (arg_nul)
@@ -493,7 +495,11 @@ int proto_exec_req_encode(const struct proto_exec_req *r, struct buf *out)
 		free(key);
 	}
 	if (rc == 0)
-		rc = buf_append_str(out, "}}");
+		rc = buf_append_str(out, "}");
+	if (rc == 0 && r->flow)
+		rc = buf_append_str(out, ",\"flowControl\":true");
+	if (rc == 0)
+		rc = buf_append_str(out, "}");
 	return rc;
 }
 
@@ -548,6 +554,9 @@ static int frame_json(const struct proto_frame *f, struct buf *out)
 			return err;
 		b64_encode(f->data, f->len, p);
 		buf_commit(out, elen);
+		if (f->has_off)
+			return buf_printf(out, "\",\"off\":%" PRIu64 "}",
+					  f->off);
 		return buf_append_str(out, "\"}");
 	case PROTO_FRAME_EXIT:
 		return buf_printf(out,
@@ -624,6 +633,13 @@ static int frame_from_json(const cJSON *obj, struct proto_frame *out)
 		if (n < 0)
 			goto out;
 		f.len = (size_t)n;
+		rc = pj_u64(obj, "off", false, &f.off);
+		if (rc < 0 && rc != -ENOENT) {
+			rc = -EBADMSG;
+			goto out;
+		}
+		f.has_off = rc == 0;
+		rc = -EBADMSG;
 	} else if (strcmp(t, "exit") == 0) {
 		f.type = PROTO_FRAME_EXIT;
 		it = cJSON_GetObjectItemCaseSensitive(obj, "code");
@@ -806,6 +822,8 @@ int proto_job_poll_req_encode(const struct proto_job_poll_req *r,
 		rc = buf_append_str(out, ",\"sinceSeq\":null");
 	if (rc == 0 && r->wait_ms > 0)
 		rc = buf_printf(out, ",\"waitMs\":%" PRIu64, r->wait_ms);
+	if (rc == 0 && r->max_bytes > 0)
+		rc = buf_printf(out, ",\"maxBytes\":%" PRIu64, r->max_bytes);
 	if (rc == 0)
 		rc = buf_append_str(out, "}");
 	return rc;
@@ -831,6 +849,9 @@ int proto_job_poll_req_decode(const char *p, size_t n,
 	else if (rc != -ENOENT)
 		goto out;
 	rc = pj_u64(root, "waitMs", false, &r.wait_ms);
+	if (rc < 0 && rc != -ENOENT)
+		goto out;
+	rc = pj_u64(root, "maxBytes", false, &r.max_bytes);
 	if (rc < 0 && rc != -ENOENT)
 		goto out;
 	*out = r;
@@ -883,6 +904,11 @@ int proto_job_poll_encode_tail(const struct proto_job_poll *p, struct buf *out)
 		if (rc == 0)
 			rc = buf_append_str(out, "}");
 	}
+	if (rc == 0 && p->has_bytes)
+		rc = buf_printf(out,
+				",\"stdoutBytes\":%" PRIu64
+				",\"stderrBytes\":%" PRIu64,
+				p->stdout_bytes, p->stderr_bytes);
 	if (rc == 0)
 		rc = buf_append_str(out, "}");
 	return rc;
@@ -914,80 +940,528 @@ void proto_job_poll_cleanup(struct proto_job_poll *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int proto_job_poll_decode(const char *p, size_t n, struct proto_job_poll *out)
-{
-	struct proto_job_poll r;
-	const cJSON *frames, *it, *e;
-	const char *s;
-	cJSON *root;
-	double v;
-	size_t count;
-	int err = 0, rc;
+/*
+ * The answer is walked once with the scanner above to find the frames
+ * array; everything else is decoded by cJSON from a copy with that array
+ * emptied (so it is checked before any frame is delivered), and each
+ * frame by cJSON from its own slice, so no tree ever holds more than one
+ * frame. The walk sees the tokens cJSON sees; where the two could differ
+ * (bytes between the elements), the walk is strict.
+ */
 
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	memset(&r, 0, sizeof(r));
-	rc = pj_bool(root, "running", true, &r.running);
+/* At an object: the value of its first member named key, as [*vs, *ve).
+ * -ENOENT when there is none, -EINVAL when the text is not an object. */
+static int js_member(const char *p, size_t n, const char *key, const char **vs,
+		     const char **ve)
+{
+	struct jscan s = {p, p + n};
+	char k[JS_KEY_MAX];
+
+	js_ws(&s);
+	if (s.p >= s.end || *s.p != '{')
+		return -EINVAL;
+	s.p++;
+	for (;;) {
+		js_ws(&s);
+		if (s.p >= s.end)
+			return -EINVAL;
+		if (*s.p == '}')
+			return -ENOENT;
+		if (*s.p == ',') {
+			s.p++;
+			continue;
+		}
+		if (*s.p != '"')
+			return -EINVAL;
+		js_string(&s, k);
+		js_ws(&s);
+		if (s.p >= s.end || *s.p != ':')
+			return -EINVAL;
+		s.p++;
+		js_ws(&s);
+		if (strcmp(k, key) == 0) {
+			*vs = s.p;
+			js_skip(&s, 1);
+			*ve = s.p;
+			return 0;
+		}
+		js_skip(&s, 1);
+	}
+}
+
+/* The answer without its frames: the members other than frames. */
+static int poll_tail_from_json(const cJSON *root, struct proto_job_poll *r)
+{
+	const cJSON *it, *e;
+	const char *s;
+	double v;
+	int rc;
+
+	rc = pj_bool(root, "running", true, &r->running);
 	if (rc < 0)
-		goto out;
-	rc = -EINVAL;
-	frames = cJSON_GetObjectItemCaseSensitive(root, "frames");
-	if (!cJSON_IsArray(frames))
-		goto out;
-	count = (size_t)cJSON_GetArraySize(frames);
-	r.frames = calloc(count ? count : 1, sizeof(*r.frames));
-	if (r.frames == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	cJSON_ArrayForEach(it, frames)
-	{
-		rc = frame_from_json(it, &r.frames[r.nframes]);
-		if (rc < 0) {
-			if (rc != -ENOMEM)
-				rc = -EINVAL;
-			goto out;
-		}
-		r.nframes++;
-		if (r.frames[r.nframes - 1].type != PROTO_FRAME_STDOUT &&
-		    r.frames[r.nframes - 1].type != PROTO_FRAME_STDERR) {
-			rc = -EINVAL;
-			goto out;
-		}
-	}
+		return rc;
+	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "frames")))
+		return -EINVAL;
 	it = cJSON_GetObjectItemCaseSensitive(root, "exitCode");
 	if (it != NULL && !cJSON_IsNull(it)) {
 		rc = pj_num_range(it, INT32_MIN, INT32_MAX, &v);
 		if (rc < 0)
-			goto out;
-		r.has_exit = true;
-		r.exit_code = (int32_t)v;
+			return rc;
+		r->has_exit = true;
+		r->exit_code = (int32_t)v;
 	}
-	rc = pj_bool(root, "truncated", false, &r.truncated);
+	rc = pj_bool(root, "truncated", false, &r->truncated);
 	if (rc == -EINVAL)
-		goto out;
+		return rc;
 	e = cJSON_GetObjectItemCaseSensitive(root, "error");
 	if (e != NULL && !cJSON_IsNull(e)) {
-		rc = -EINVAL;
 		if (!cJSON_IsObject(e) || pj_str(e, "code", true, &s) < 0)
-			goto out;
-		rc = pj_dup(s, &r.err_code);
+			return -EINVAL;
+		rc = pj_dup(s, &r->err_code);
 		if (rc < 0)
-			goto out;
+			return rc;
 		rc = pj_str(e, "message", true, &s);
 		if (rc < 0)
-			goto out;
-		rc = pj_dup(s, &r.err_message);
+			return rc;
+		rc = pj_dup(s, &r->err_message);
 		if (rc < 0)
+			return rc;
+		r->has_error = true;
+	}
+	rc = pj_u64(root, "stdoutBytes", false, &r->stdout_bytes);
+	if (rc == 0)
+		rc = pj_u64(root, "stderrBytes", true, &r->stderr_bytes);
+	if (rc == 0)
+		r->has_bytes = true;
+	else if (rc != -ENOENT)
+		return -EINVAL;
+	return 0;
+}
+
+int proto_job_poll_decode_each(const char *p, size_t n, proto_frame_fn *fn,
+			       void *arg, struct proto_job_poll *out)
+{
+	struct proto_job_poll r;
+	struct buf skel = BUF_INIT(0);
+	const char *vs = NULL, *ve = NULL;
+	struct jscan s;
+	cJSON *root = NULL;
+	int err = 0, rc;
+
+	memset(&r, 0, sizeof(r));
+	rc = js_member(p, n, "frames", &vs, &ve);
+	if (rc == -EINVAL) {
+		/* Not an object the walk can follow: cJSON says why (not
+		 * JSON, or not an object). */
+		root = pj_parse_object(p, n, &err);
+		rc = root == NULL ? err : -EINVAL;
+		goto out;
+	}
+	if (rc == -ENOENT || (rc == 0 && *vs != '['))
+		rc = -EINVAL;
+	if (rc < 0)
+		goto out;
+	rc = buf_append(&skel, p, (size_t)(vs - p));
+	if (rc == 0)
+		rc = buf_append_str(&skel, "[]");
+	if (rc == 0)
+		rc = buf_append(&skel, ve, (size_t)(p + n - ve));
+	if (rc < 0)
+		goto out;
+	root = pj_parse_object(skel.data, skel.len, &err);
+	if (root == NULL) {
+		rc = err;
+		goto out;
+	}
+	rc = poll_tail_from_json(root, &r);
+	if (rc < 0)
+		goto out;
+	/* [ element (, element)* ] with nothing else between them. */
+	s.p = vs + 1;
+	s.end = ve;
+	js_ws(&s);
+	if (s.p < s.end && *s.p == ']')
+		s.p++;
+	else
+		for (;;) {
+			const char *es = s.p;
+			struct proto_frame f;
+			cJSON *fo;
+
+			if (s.p >= s.end || *s.p != '{') {
+				rc = -EINVAL;
+				goto out;
+			}
+			js_skip(&s, 1);
+			fo = pj_parse(es, (size_t)(s.p - es), &err);
+			if (fo == NULL) {
+				rc = err == -ENOMEM ? err : -EINVAL;
+				goto out;
+			}
+			rc = frame_from_json(fo, &f);
+			cJSON_Delete(fo);
+			if (rc < 0) {
+				if (rc != -ENOMEM)
+					rc = -EINVAL;
+				goto out;
+			}
+			if (f.type != PROTO_FRAME_STDOUT &&
+			    f.type != PROTO_FRAME_STDERR) {
+				proto_frame_cleanup(&f);
+				rc = -EINVAL;
+				goto out;
+			}
+			rc = fn(arg, &f);
+			proto_frame_cleanup(&f);
+			if (rc < 0)
+				goto out;
+			js_ws(&s);
+			if (s.p < s.end && *s.p == ',') {
+				s.p++;
+				js_ws(&s);
+				continue;
+			}
+			if (s.p < s.end && *s.p == ']') {
+				s.p++;
+				break;
+			}
+			rc = -EINVAL;
 			goto out;
-		r.has_error = true;
+		}
+	js_ws(&s);
+	if (s.p != s.end) {
+		rc = -EINVAL;
+		goto out;
 	}
 	*out = r;
 	memset(&r, 0, sizeof(r));
 	rc = 0;
 out:
 	proto_job_poll_cleanup(&r);
+	cJSON_Delete(root);
+	buf_cleanup(&skel);
+	return rc;
+}
+
+/* Keeps every frame: proto_job_poll_decode on top of _each. */
+struct frame_list {
+	struct proto_frame *v;
+	size_t n, cap;
+};
+
+static int collect_frame(void *arg, const struct proto_frame *f)
+{
+	struct frame_list *l = arg;
+	struct proto_frame *g;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct proto_frame *v = realloc(l->v, cap * sizeof(*v));
+
+		if (v == NULL)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	g = &l->v[l->n];
+	*g = *f;
+	g->err_code = g->err_message = NULL;
+	g->data = malloc(f->len ? f->len : 1);
+	if (g->data == NULL)
+		return -ENOMEM;
+	if (f->len > 0)
+		memcpy(g->data, f->data, f->len);
+	l->n++;
+	return 0;
+}
+
+int proto_job_poll_decode(const char *p, size_t n, struct proto_job_poll *out)
+{
+	struct frame_list l = {NULL, 0, 0};
+	struct proto_job_poll r;
+	size_t i;
+	int rc;
+
+	rc = proto_job_poll_decode_each(p, n, collect_frame, &l, &r);
+	if (rc < 0) {
+		for (i = 0; i < l.n; i++)
+			proto_frame_cleanup(&l.v[i]);
+		free(l.v);
+		return rc;
+	}
+	r.frames = l.v != NULL ? l.v : calloc(1, sizeof(*r.frames));
+	if (r.frames == NULL) {
+		proto_job_poll_cleanup(&r);
+		return -ENOMEM;
+	}
+	r.nframes = l.n;
+	*out = r;
+	return 0;
+}
+
+/* ---- the job listing ----------------------------------------------------- */
+
+static const char *const job_states[] = {"running", "exited", "failed",
+					 "cancelled"};
+
+int proto_job_list_encode_head(struct buf *out)
+{
+	return buf_append_str(out, "{\"jobs\":[");
+}
+
+int proto_job_list_encode_entry(const struct proto_job_info *ji, bool first,
+				struct buf *out)
+{
+	size_t i;
+	int rc = first ? 0 : buf_append_str(out, ",");
+
+	if ((unsigned)ji->state >= sizeof(job_states) / sizeof(job_states[0]))
+		return -EINVAL;
+	if (rc == 0)
+		rc = buf_append_str(out, "{\"jobId\":");
+	if (rc == 0)
+		rc = proto_json_string(out, ji->job_id);
+	if (rc == 0)
+		rc = buf_append_str(out, ",\"command\":[");
+	for (i = 0; rc == 0 && i < ji->argc; i++) {
+		if (i > 0)
+			rc = buf_append_str(out, ",");
+		if (rc == 0)
+			rc = proto_json_string(out, ji->argv[i]);
+	}
+	if (rc == 0)
+		rc = buf_append_str(out, "],\"cwd\":");
+	if (rc == 0)
+		rc = ji->cwd ? proto_json_string(out, ji->cwd)
+			     : buf_append_str(out, "null");
+	if (rc == 0)
+		rc = buf_append_str(out, ",\"env\":[");
+	for (i = 0; rc == 0 && i < ji->envc; i++) {
+		const char *e = ji->env[i];
+		size_t klen = strcspn(e, "=");
+		char *key = strndup(e, klen);
+
+		if (key == NULL)
+			return -ENOMEM;
+		if (i > 0)
+			rc = buf_append_str(out, ",");
+		if (rc == 0)
+			rc = proto_json_string(out, key);
+		free(key);
+	}
+	if (rc == 0)
+		rc = buf_printf(
+			out,
+			"],\"timeoutMs\":%" PRIu64 ",\"startedAtMs\":%" PRId64
+			",\"state\":\"%s\",\"flowControl\":%s",
+			ji->timeout_ms, ji->started_ms, job_states[ji->state],
+			ji->flow ? "true" : "false");
+	if (rc == 0 && ji->state != PROTO_JOB_RUNNING)
+		rc = buf_printf(out, ",\"endedAtMs\":%" PRId64, ji->ended_ms);
+	if (rc == 0 && ji->state == PROTO_JOB_EXITED)
+		rc = buf_printf(out, ",\"exitCode\":%" PRId32, ji->exit_code);
+	if (rc == 0 && ji->state == PROTO_JOB_FAILED) {
+		rc = buf_append_str(out, ",\"error\":{\"code\":");
+		if (rc == 0)
+			rc = proto_json_string(out, ji->err_code ? ji->err_code
+								 : "");
+		if (rc == 0)
+			rc = buf_append_str(out, ",\"message\":");
+		if (rc == 0)
+			rc = proto_json_string(
+				out, ji->err_message ? ji->err_message : "");
+		if (rc == 0)
+			rc = buf_append_str(out, "}");
+	}
+	if (rc == 0)
+		rc = buf_append_str(out, "}");
+	return rc;
+}
+
+int proto_job_list_encode_tail(bool complete, struct buf *out)
+{
+	return buf_printf(out, "],\"complete\":%s}",
+			  complete ? "true" : "false");
+}
+
+void proto_job_info_cleanup(struct proto_job_info *ji)
+{
+	if (ji == NULL)
+		return;
+	free_strv(ji->argv, ji->argc);
+	free_strv(ji->env, ji->envc);
+	free(ji->cwd);
+	free(ji->err_code);
+	free(ji->err_message);
+	memset(ji, 0, sizeof(*ji));
+}
+
+void proto_job_list_cleanup(struct proto_job_list *l)
+{
+	size_t i;
+
+	if (l == NULL)
+		return;
+	for (i = 0; i < l->n; i++)
+		proto_job_info_cleanup(&l->jobs[i]);
+	free(l->jobs);
+	memset(l, 0, sizeof(*l));
+}
+
+/* A JSON array of strings into a NULL-terminated heap vector. */
+static int str_array(const cJSON *a, size_t max, char ***out, size_t *n)
+{
+	const cJSON *it;
+	size_t count = 0;
+	char **v;
+
+	if (!cJSON_IsArray(a))
+		return -EINVAL;
+	cJSON_ArrayForEach(it, a)
+	{
+		if (!cJSON_IsString(it) || it->valuestring == NULL)
+			return -EINVAL;
+		count++;
+	}
+	if (count > max)
+		return -EINVAL;
+	v = calloc(count + 1, sizeof(*v));
+	if (v == NULL)
+		return -ENOMEM;
+	*out = v;
+	*n = 0;
+	cJSON_ArrayForEach(it, a)
+	{
+		v[*n] = strdup(it->valuestring);
+		if (v[*n] == NULL)
+			return -ENOMEM;
+		(*n)++;
+	}
+	return 0;
+}
+
+static int job_info_from_json(const cJSON *o, struct proto_job_info *ji)
+{
+	const cJSON *e;
+	const char *s;
+	uint64_t u;
+	int64_t t;
+	double v;
+	size_t i;
+	int rc;
+
+	if (!cJSON_IsObject(o))
+		return -EINVAL;
+	rc = pj_str(o, "jobId", true, &s);
+	if (rc < 0)
+		return rc;
+	if (*s == '\0' || strlen(s) > PROTO_JOB_ID_MAX)
+		return -EINVAL;
+	memcpy(ji->job_id, s, strlen(s) + 1);
+	rc = str_array(cJSON_GetObjectItemCaseSensitive(o, "command"),
+		       PROTO_EXEC_MAX_ARGS, &ji->argv, &ji->argc);
+	if (rc < 0)
+		return rc;
+	rc = pj_str(o, "cwd", false, &s);
+	if (rc == 0)
+		rc = pj_dup(s, &ji->cwd);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	rc = str_array(cJSON_GetObjectItemCaseSensitive(o, "env"),
+		       PROTO_EXEC_MAX_ENV, &ji->env, &ji->envc);
+	if (rc < 0)
+		return rc;
+	/* Names only: a value must never come out of a listing. */
+	for (i = 0; i < ji->envc; i++)
+		if (strchr(ji->env[i], '=') != NULL)
+			return -EINVAL;
+	rc = pj_u64(o, "timeoutMs", true, &ji->timeout_ms);
+	if (rc < 0)
+		return rc;
+	rc = pj_i64(o, "startedAtMs", true, &ji->started_ms);
+	if (rc < 0)
+		return rc;
+	rc = pj_str(o, "state", true, &s);
+	if (rc < 0)
+		return rc;
+	for (u = 0; u < sizeof(job_states) / sizeof(job_states[0]); u++)
+		if (strcmp(s, job_states[u]) == 0)
+			break;
+	if (u == sizeof(job_states) / sizeof(job_states[0]))
+		return -EINVAL;
+	ji->state = (enum proto_job_state)u;
+	rc = pj_bool(o, "flowControl", false, &ji->flow);
+	if (rc == -EINVAL)
+		return rc;
+	if (ji->state == PROTO_JOB_RUNNING)
+		return 0;
+	rc = pj_i64(o, "endedAtMs", false, &t);
+	if (rc == 0)
+		ji->ended_ms = t;
+	else if (rc != -ENOENT)
+		return rc;
+	if (ji->state == PROTO_JOB_EXITED) {
+		rc = pj_num_range(
+			cJSON_GetObjectItemCaseSensitive(o, "exitCode"),
+			INT32_MIN, INT32_MAX, &v);
+		if (rc < 0)
+			return -EINVAL;
+		ji->exit_code = (int32_t)v;
+	} else if (ji->state == PROTO_JOB_FAILED) {
+		e = cJSON_GetObjectItemCaseSensitive(o, "error");
+		if (!cJSON_IsObject(e) || pj_str(e, "code", true, &s) < 0)
+			return -EINVAL;
+		rc = pj_dup(s, &ji->err_code);
+		if (rc == 0)
+			rc = pj_str(e, "message", true, &s);
+		if (rc == 0)
+			rc = pj_dup(s, &ji->err_message);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
+{
+	struct proto_job_list l;
+	const cJSON *jobs, *it;
+	cJSON *root;
+	size_t count;
+	int err = 0, rc;
+
+	root = pj_parse_object(p, n, &err);
+	if (root == NULL)
+		return err;
+	memset(&l, 0, sizeof(l));
+	rc = -EINVAL;
+	jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
+	if (!cJSON_IsArray(jobs))
+		goto out;
+	rc = pj_bool(root, "complete", true, &l.complete);
+	if (rc < 0)
+		goto out;
+	count = (size_t)cJSON_GetArraySize(jobs);
+	l.jobs = calloc(count ? count : 1, sizeof(*l.jobs));
+	if (l.jobs == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	cJSON_ArrayForEach(it, jobs)
+	{
+		rc = job_info_from_json(it, &l.jobs[l.n]);
+		l.n++;
+		if (rc < 0) {
+			if (rc != -ENOMEM)
+				rc = -EINVAL;
+			goto out;
+		}
+	}
+	*out = l;
+	memset(&l, 0, sizeof(l));
+	rc = 0;
+out:
+	proto_job_list_cleanup(&l);
 	cJSON_Delete(root);
 	return rc;
 }

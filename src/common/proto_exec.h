@@ -2,7 +2,9 @@
 /*
  * proto_exec: encoding of /v1/exec and /v1/jobs/... (protocol.md 3.3, 3.7):
  * the command request (both field spellings), NDJSON output frames with an
- * incremental line splitter, and the job start/poll/cancel bodies.
+ * incremental line splitter, and the job start/poll/cancel bodies, with
+ * the members the sandboxfs extension adds to them and its job listing
+ * (doc/protocol-ext.md, "Jobs").
  *
  * Error conventions as in proto.h. Thread-safe (no shared state).
  */
@@ -34,6 +36,11 @@ struct proto_exec_req {
 	char **env;
 	size_t envc;
 	unsigned flags; /* PROTO_EXEC_* below, set by decoding */
+	/* "flowControl": true (the extension, job starts only): the agent
+	 * keeps every byte of output and pauses the job instead of dropping
+	 * any. Anything but JSON true decodes as false, as an agent that
+	 * does not know the member would read it. */
+	bool flow;
 };
 
 /*
@@ -62,7 +69,7 @@ int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
  * alien's agent words it. */
 const char *proto_exec_req_validate(const struct proto_exec_req *r);
 /* Encode as the newest client does: command, timeoutMs, cwd (null when
- * unset), env ({} when empty). */
+ * unset), env ({} when empty), then flowControl when set. */
 int proto_exec_req_encode(const struct proto_exec_req *r, struct buf *out)
 	__attribute__((warn_unused_result));
 void proto_exec_req_cleanup(struct proto_exec_req *r);
@@ -75,15 +82,18 @@ enum proto_frame_type {
 };
 
 /*
- * One output frame. For stdout/stderr: seq, data[len] (decoded bytes, heap).
- * For exit: code, truncated (false when absent). For error: err_code and
- * err_message (heap strings).
+ * One output frame. For stdout/stderr: seq, data[len] (decoded bytes, heap),
+ * and, in the poll answers of a job started with flowControl, off: where
+ * data starts in its stream (the extension). For exit: code, truncated
+ * (false when absent). For error: err_code and err_message (heap strings).
  */
 struct proto_frame {
 	enum proto_frame_type type;
 	uint64_t seq;
 	unsigned char *data;
 	size_t len;
+	bool has_off;
+	uint64_t off;
 	int32_t code;
 	bool truncated;
 	char *err_code;
@@ -91,11 +101,13 @@ struct proto_frame {
 };
 
 /* Append one NDJSON line (with its '\n') for f. Fields are written in
- * alien's order: t first, then seq/data, code/truncated or code/message. */
+ * alien's order: t first, then seq/data (and off when set), code/truncated
+ * or code/message. */
 int proto_frame_encode(const struct proto_frame *f, struct buf *out)
 	__attribute__((warn_unused_result));
 /* Bytes proto_frame_encode appends for a stdout/stderr frame of len data
- * bytes and this seq, without the '\n' (the size inside a poll answer). */
+ * bytes and this seq, without off and the '\n' (the size inside a v1 poll
+ * answer). */
 size_t proto_frame_output_len(uint64_t seq, size_t len);
 /* Decode one line (without its '\n'). An unknown "t", a missing field or
  * bad base64 is -EBADMSG: the client must not invent frame types. */
@@ -140,16 +152,18 @@ int proto_job_id_decode(const char *p, size_t n,
 	__attribute__((warn_unused_result));
 
 /*
- * Poll request {"jobId","sinceSeq":N|null}. wait_ms is the file
+ * Poll request {"jobId","sinceSeq":N|null}. wait_ms ("waitMs") is the
  * extension's long-poll: an agent that advertises the extension holds the
  * answer up to that long (capped by the agent) until a new frame or the
- * end; a strict v1 agent ignores the field and answers at once.
+ * end; max_bytes ("maxBytes") bounds the answer. A strict v1 agent ignores
+ * both.
  */
 struct proto_job_poll_req {
 	char job_id[PROTO_JOB_ID_MAX + 1];
 	bool has_since;
 	uint64_t since_seq; /* exclusive */
 	uint64_t wait_ms; /* 0 = answer at once */
+	uint64_t max_bytes; /* 0 = the agent's own bound */
 };
 
 int proto_job_poll_req_encode(const struct proto_job_poll_req *r,
@@ -161,8 +175,10 @@ int proto_job_poll_req_decode(const char *p, size_t n,
 
 /*
  * Poll answer: {"running":bool,"frames":[...],"exitCode"?,"truncated"?,
- * "error"?:{"code","message"}}. Optional fields are omitted when unset.
- * frames are stdout/stderr frames only.
+ * "error"?:{"code","message"},"stdoutBytes"?,"stderrBytes"?}. Optional
+ * fields are omitted when unset. frames are stdout/stderr frames only.
+ * The byte counts (the extension, jobs started with flowControl, in the
+ * answer that reports the ending) are each stream's whole length.
  */
 struct proto_job_poll {
 	bool running;
@@ -174,6 +190,9 @@ struct proto_job_poll {
 	bool has_error;
 	char *err_code;
 	char *err_message;
+	bool has_bytes;
+	uint64_t stdout_bytes;
+	uint64_t stderr_bytes;
 };
 
 int proto_job_poll_encode(const struct proto_job_poll *p, struct buf *out)
@@ -193,6 +212,80 @@ int proto_job_poll_encode_tail(const struct proto_job_poll *p, struct buf *out)
 	__attribute__((warn_unused_result));
 int proto_job_poll_decode(const char *p, size_t n, struct proto_job_poll *out)
 	__attribute__((warn_unused_result));
+/*
+ * Decode a poll answer without holding all of its frames: everything but
+ * the frames is decoded and checked first (-EINVAL, nothing delivered),
+ * then each frame is decoded and handed to fn in order (its data is freed
+ * when fn returns). A frame that does not decode stops with -EINVAL after
+ * the ones before it were delivered; fn returning < 0 stops with that.
+ * *out (nframes 0) is written only when every frame was delivered. Peak
+ * memory is one frame, not the answer's frames.
+ */
+typedef int proto_frame_fn(void *arg, const struct proto_frame *f);
+int proto_job_poll_decode_each(const char *p, size_t n, proto_frame_fn *fn,
+			       void *arg, struct proto_job_poll *out)
+	__attribute__((warn_unused_result));
 void proto_job_poll_cleanup(struct proto_job_poll *p);
+
+/* ---- the extension's job listing (GET /sandboxfs/v1/jobs) ---------------- */
+
+enum proto_job_state {
+	PROTO_JOB_RUNNING = 0,
+	PROTO_JOB_EXITED, /* exit_code */
+	PROTO_JOB_FAILED, /* err_code, err_message */
+	PROTO_JOB_CANCELLED,
+};
+
+/*
+ * One job of the listing: {"jobId","command":[...],"cwd":null|"..",
+ * "env":[names],"timeoutMs","startedAtMs","state","flowControl",
+ * "endedAtMs"?,"exitCode"?,"error"?:{"code","message"}}. Times are
+ * milliseconds since the epoch. env entries are encoded up to their first
+ * '=' (an agent passes its KEY=VALUE entries; a value never leaves it) and
+ * decode as the names alone. Strings are heap copies when decoded.
+ */
+struct proto_job_info {
+	char job_id[PROTO_JOB_ID_MAX + 1];
+	char **argv;
+	size_t argc;
+	char *cwd; /* NULL: the session root */
+	char **env;
+	size_t envc;
+	uint64_t timeout_ms;
+	int64_t started_ms;
+	enum proto_job_state state;
+	int64_t ended_ms; /* when not running */
+	int32_t exit_code; /* EXITED */
+	char *err_code; /* FAILED */
+	char *err_message;
+	bool flow;
+};
+
+/* {"jobs":[...],"complete":bool}: complete is false when the agent left
+ * jobs out to keep the answer under its bound. */
+struct proto_job_list {
+	struct proto_job_info *jobs;
+	size_t n;
+	bool complete;
+};
+
+/* Largest listing answer an agent sends (it stops adding jobs before). */
+#define PROTO_JOB_LIST_MAX_BYTES (16UL * 1024 * 1024)
+
+/* The listing written piece by piece: _head, one _entry per job (first
+ * true for the first), _tail. */
+int proto_job_list_encode_head(struct buf *out)
+	__attribute__((warn_unused_result));
+int proto_job_list_encode_entry(const struct proto_job_info *ji, bool first,
+				struct buf *out)
+	__attribute__((warn_unused_result));
+int proto_job_list_encode_tail(bool complete, struct buf *out)
+	__attribute__((warn_unused_result));
+/* Decode a listing. A job id that is empty or too long, an unknown state,
+ * a missing or mistyped member is -EINVAL. */
+int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
+	__attribute__((warn_unused_result));
+void proto_job_info_cleanup(struct proto_job_info *ji);
+void proto_job_list_cleanup(struct proto_job_list *l);
 
 #endif

@@ -3,8 +3,9 @@
  * fs_jobs_i: the parts of exec and jobs/ that need neither FUSE nor an
  * agent (fs_jobs_store.c), shared by fs_jobs.c and the unit tests: the
  * output store of one stream, the text a user writes to exec (parsed into
- * a request) and reads back (the cmd, status and exit files), and a
- * sandbox's job table (ids, jobs/latest, eviction).
+ * a request) and reads back (the cmd, status and exit files), how a poll
+ * answer changes a job, and a sandbox's job table (ids, jobs/latest,
+ * jobs found in the agent's listing, eviction).
  *
  * fs_jobs.c adds the FUSE operations, the agent and provider calls and
  * the per-job poller threads on top; nothing here talks to anything.
@@ -27,8 +28,11 @@
 #define FS_JOBS_MAX 256
 /* Bytes of each stream kept in memory; the rest spills to a file. */
 #define FS_STORE_MEM_MAX (256UL * 1024)
-/* Bytes kept of each stream at all; later output is dropped. */
-#define FS_STORE_MAX (1024ULL * 1024 * 1024)
+/* Bytes kept of each stream at all: no bound of the mount's own (the
+ * spill directory's space is the bound; SEMANTICS.md, "Jobs"). */
+#define FS_STORE_MAX UINT64_MAX
+/* Separate stretches of lost bytes a store remembers (more are merged). */
+#define FS_STORE_GAPS 16
 /* Longest job name (a directory under jobs/). */
 #define FS_JOB_NAME_MAX PROTO_JOB_ID_MAX
 /* Longest error message kept for a failed job's status line. */
@@ -41,22 +45,28 @@
 /*
  * One stream's bytes: the first mem_max bytes in memory, the rest in an
  * unlinked temporary file in dir (created on first need), at most max bytes
- * in all. Bytes are only ever appended, so what was read stays valid.
+ * in all. Bytes are only ever appended, so what was read stays valid. A
+ * stretch the mount never got (the agent had dropped it: a gap) counts in
+ * size but reads fail with EIO; the rest of the stream stays readable.
  *
  * Not thread-safe: the job's lock guards its two stores.
  */
+struct fs_gap {
+	uint64_t off;
+	uint64_t len;
+};
+
 struct fs_store {
 	char *mem; /* the first bytes, up to mem_max */
 	size_t mem_len;
 	size_t mem_cap; /* allocated; never more than mem_max */
 	size_t mem_max;
 	int fd; /* the spill file, -1 until needed */
-	uint64_t size; /* bytes stored (memory + file) */
+	uint64_t size; /* bytes stored (memory + file), gaps included */
 	uint64_t max;
 	const char *dir; /* borrowed; must outlive the store */
-	bool dropped; /* bytes were refused (max, or the spill failed);
-			       every later append is refused too, so what is
-			       kept has no holes */
+	struct fs_gap gaps[FS_STORE_GAPS]; /* in order */
+	size_t ngaps;
 };
 
 /* An empty store. dir is borrowed. mem_max 0 spills from the first byte. */
@@ -66,15 +76,22 @@ void fs_store_init(struct fs_store *s, const char *dir, size_t mem_max,
  * NULL-safe. */
 void fs_store_cleanup(struct fs_store *s);
 /*
- * Append n bytes. Returns 0, or -EFBIG (max reached) or a negative errno
- * from creating or writing the spill file: the bytes that fit (under max,
- * or in memory) were kept and the rest dropped. After any failure
- * s->dropped is set and later appends return -EFBIG.
+ * Append n bytes, all or none. Returns 0, or -EFBIG (past max) or a
+ * negative errno from creating or writing the spill file: then nothing of
+ * the n bytes is kept, and the store is as it was (an append may be tried
+ * again later, when there is room).
  */
 int fs_store_append(struct fs_store *s, const void *p, size_t n)
 	__attribute__((warn_unused_result));
+/* Count n bytes that were lost (a gap): reads of them fail with EIO. At
+ * most FS_STORE_GAPS stretches are told apart; past that the new gap is
+ * merged into the last one (the bytes between read as lost too). -EFBIG
+ * past max. */
+int fs_store_skip(struct fs_store *s, uint64_t n)
+	__attribute__((warn_unused_result));
 /* Copy up to n bytes at off into dst; *got receives the count (0 at or
- * past the end). Returns 0 or a negative errno from reading the file. */
+ * past the end; a read stops short of a gap). Returns 0, -EIO for a read
+ * that starts in a gap, or a negative errno from reading the file. */
 int fs_store_read(const struct fs_store *s, void *dst, size_t n, uint64_t off,
 		  size_t *got) __attribute__((warn_unused_result));
 
@@ -91,16 +108,19 @@ struct fs_cmd {
 };
 
 /*
- * Parse one command: surrounding whitespace (and the trailing newline) is
+ * Parse one request: surrounding whitespace (and the trailing newline) is
  * stripped; text starting with '{' is a JSON request (proto_exec_req
  * fields; a missing or null timeoutMs takes default_timeout_ms), anything
- * else a shell line. -EINVAL for an empty command, a NUL byte in a shell
- * line, a JSON request that does not decode or that the protocol would
- * refuse (empty command, zero timeout, NUL bytes, bad env names), -EFBIG
- * past FS_CMD_MAX, -ENOMEM. out is written only on success.
+ * else a shell script (inner newlines kept: several lines are one
+ * script). -EINVAL for an empty request, a NUL byte in a shell script, a
+ * JSON request that does not decode or that the protocol would refuse
+ * (empty command, zero timeout, NUL bytes, bad env names), -EFBIG past
+ * FS_CMD_MAX, -ENOMEM. out is written only on success. why (may be NULL)
+ * receives the reason of a refusal, for the log.
  */
 int fs_cmd_parse(const char *text, size_t len, uint64_t default_timeout_ms,
-		 struct fs_cmd *out) __attribute__((warn_unused_result));
+		 struct fs_cmd *out, char *why, size_t whysz)
+	__attribute__((warn_unused_result));
 void fs_cmd_cleanup(struct fs_cmd *c);
 
 /*
@@ -132,11 +152,13 @@ enum fs_job_state {
 };
 
 /*
- * One job started through this mount. Reference counted: the table, open
- * files and the poller each hold one. Fields marked "fixed" do not change
- * after fs_job_new; the others are guarded by lock, and every change is
- * broadcast on cond (a CLOCK_MONOTONIC condition variable) so that blocked
- * readers wake.
+ * One job of the sandbox: started through this mount, or found in the
+ * agent's listing (adopted: started by an earlier mount or another
+ * client). Reference counted: the table, open files and the poller each
+ * hold one. Fields marked "fixed" do not change once the job is in a
+ * table; the others are guarded by lock, and every change is broadcast on
+ * cond (a CLOCK_MONOTONIC condition variable) so that blocked readers
+ * wake.
  */
 struct fs_job {
 	char name[FS_JOB_NAME_MAX + 1]; /* fixed once in a table */
@@ -144,7 +166,10 @@ struct fs_job {
 	char *cmd; /* fixed: the cmd file */
 	size_t cmd_len;
 	uint64_t timeout_ms; /* fixed */
-	bool ext; /* fixed: long-poll allowed */
+	bool ext; /* fixed: long-poll and maxBytes allowed */
+	bool flow; /* fixed: started with flowControl: the agent keeps all
+		      of its output for the mount */
+	bool adopted; /* fixed: found in the agent's listing */
 	struct timespec started; /* fixed, CLOCK_REALTIME */
 	long long started_ms; /* fixed, monotonic */
 	unsigned refs; /* atomic */
@@ -153,13 +178,24 @@ struct fs_job {
 	pthread_cond_t cond;
 	enum fs_job_state state;
 	int32_t exit_code;
-	bool truncated; /* the agent dropped output (its output cap) */
+	bool truncated; /* output is missing: the agent dropped it (its
+			   output cap) or it was gone before this mount
+			   asked (a gap) */
+	bool truncated_logged;
 	char *err_code;
 	char *err_message;
 	struct fs_store out;
 	struct fs_store err;
 	bool has_seq; /* last_seq is the last frame received */
 	uint64_t last_seq;
+	int keep_err; /* a frame could not be kept (the spill failed): its
+			 errno, until one is kept; 0 */
+	bool stale; /* the agent has not answered for longer than the
+		       mount's timeout: the status is unknown for now */
+	bool followed; /* a poller follows it, or did */
+	bool synced; /* what the agent said has been taken (an adopted job
+			is not known to run until then) */
+	long long last_ok_ms; /* monotonic: the agent's last answer */
 	struct timespec changed; /* the last new output or the end */
 	bool stop; /* the poller must return (unmount) */
 	bool kick; /* the poller should poll now (cancel) */
@@ -184,21 +220,36 @@ void fs_job_unref(struct fs_job *j);
 void fs_job_end(struct fs_job *j, enum fs_job_state state, int32_t exit_code,
 		const char *code, const char *message);
 /*
- * Take one poll answer: append the output frames that are newer than the
- * last one taken (seq gaps are normal), then, when the job no longer
- * runs, its end: exitCode -> EXITED, error "cancelled" -> CANCELLED, any
- * other error -> FAILED, neither -> UNKNOWN. Returns true when anything
- * changed (and then broadcasts).
+ * Take one output frame of a poll answer, if it is newer than the last one
+ * taken (seq gaps are normal: the agent's cap drops frames). A frame with
+ * an offset (flow control) that starts past what its stream holds leaves
+ * the bytes between as a gap (the agent no longer had them); one that
+ * overlaps adds only its new bytes. Returns 1 when bytes were added, 0
+ * when nothing changed, or the store's negative errno: then the frame was
+ * not taken (last_seq stays, so the next poll asks for it again) and
+ * keep_err says why. Broadcasts what it changes.
  */
+int fs_job_take_frame(struct fs_job *j, const struct proto_frame *f);
+/*
+ * Take the rest of a poll answer whose frames were all taken. When the
+ * job no longer runs: its end, exitCode -> EXITED, error "cancelled" ->
+ * CANCELLED, any other error -> FAILED, neither -> UNKNOWN; truncated; and
+ * for flow control the streams' lengths (bytes the mount lacks at the end
+ * are a gap). Returns true when anything changed (and then broadcasts).
+ */
+bool fs_job_take_end(struct fs_job *j, const struct proto_job_poll *p);
+/* Both for a whole answer: every frame, then, when all were taken, the
+ * end. Returns true when anything changed. */
 bool fs_job_apply_poll(struct fs_job *j, const struct proto_job_poll *p);
 /* The status file: "running", "exited N", "failed CODE: message",
- * "cancelled" or "unknown", one line with its '\n' (the message is cut to
- * one line of at most FS_JOB_MSG_MAX bytes). Returns the length (at most
- * size - 1; the text is NUL-terminated). */
+ * "cancelled" or "unknown" (also while stale), followed by " (output
+ * truncated)" when output is missing, one line with its '\n' (the message
+ * is cut to one line of at most FS_JOB_MSG_MAX bytes). Returns the length
+ * (at most size - 1; the text is NUL-terminated). */
 size_t fs_job_status_line(const struct fs_job *j, char *buf, size_t size);
 /* The exit file: "N\n" into buf and its length for an exited job;
- * -EAGAIN while it runs, -ECANCELED when cancelled, -EIO when it failed
- * or its outcome is unknown. */
+ * -EAGAIN while it runs, -ECANCELED when cancelled, -EIO when it failed,
+ * its outcome is unknown, or it is stale. */
 int fs_job_exit_text(const struct fs_job *j, char *buf, size_t size);
 
 /* True when s can name a job directory: 1..FS_JOB_NAME_MAX characters of
@@ -211,9 +262,9 @@ struct sbfs;
 
 /*
  * A sandbox's jobs, oldest first. The table part (lock, v, n, latest,
- * next) is this module's; the rest belongs to fs_jobs.c (pollers).
- * Thread-safe through lock; a job's own fields through the job's lock
- * (never take the table lock while holding a job lock).
+ * next) is this module's; the rest belongs to fs_jobs.c (pollers, the
+ * agent's listing). Thread-safe through lock; a job's own fields through
+ * the job's lock (never take the table lock while holding a job lock).
  */
 struct fs_jobs {
 	pthread_mutex_t lock;
@@ -232,6 +283,13 @@ struct fs_jobs {
 	pthread_cond_t idle; /* pollers reached 0
 					     (CLOCK_MONOTONIC) */
 	bool stopping;
+	/* The agent's job extension, for the connection generation it was
+	 * learnt on, and its last listing (under lock). */
+	bool ext_known;
+	unsigned ext_gen;
+	bool ext_jobs;
+	struct proto_job_list listing;
+	long long listing_ms; /* monotonic; 0: none */
 };
 
 /* A new empty table. spool_dir NULL means $TMPDIR, else /tmp. max and
@@ -248,6 +306,14 @@ void fs_jobs_destroy(struct fs_jobs *js);
  * dropped. Returns 0.
  */
 int fs_jobs_add(struct fs_jobs *js, struct fs_job *j, const char *prefix);
+/*
+ * Add j, found in the agent's listing, unless a job of that name is
+ * there: returns the table's job of that name with a reference for the
+ * caller (j itself when it was added; then the table holds one more).
+ * jobs/latest does not change. The bound on jobs applies as in
+ * fs_jobs_add; an adopted job nobody follows yet counts as ended.
+ */
+struct fs_job *fs_jobs_adopt(struct fs_jobs *js, struct fs_job *j);
 /* The job named name ("latest" for the newest), with a reference for the
  * caller, or NULL. */
 struct fs_job *fs_jobs_find(struct fs_jobs *js, const char *name);

@@ -106,61 +106,83 @@ static void mem_append(struct fs_store *s, const char *p, size_t n)
 int fs_store_append(struct fs_store *s, const void *p, size_t n)
 {
 	const char *c = p;
-	uint64_t left;
-	size_t take;
-	int rc = 0;
+	size_t take, mem_len = s->mem_len;
+	int rc;
 
-	if (s->dropped)
-		return -EFBIG;
 	if (n == 0)
 		return 0;
-	left = s->size < s->max ? s->max - s->size : 0;
-	if ((uint64_t)n > left) {
-		rc = -EFBIG;
-		n = (size_t)left;
-	}
+	if ((uint64_t)n > s->max - s->size)
+		return -EFBIG;
 	/* The memory part fills first; only then does the file start, so
 	 * the file holds exactly the bytes from mem_max on. */
-	take = s->mem_len < s->mem_max ? s->mem_max - s->mem_len : 0;
+	take = s->size < s->mem_max ? (size_t)(s->mem_max - s->size) : 0;
 	if (take > n)
 		take = n;
 	if (take > 0) {
 		mem_append(s, c, take);
-		s->size += take;
 		c += take;
+	}
+	if (n > take) {
+		if (s->fd < 0) {
+			rc = spill_open(s->dir);
+			if (rc < 0)
+				goto fail;
+			s->fd = rc;
+		}
+		/* Whatever part reached the file is past size, so it is
+		 * never read, and the next try writes it again. */
+		rc = pwrite_all(s->fd, c, n - take,
+				s->size + take - s->mem_max);
+		if (rc < 0)
+			goto fail;
+	}
+	s->size += n;
+	return 0;
+fail:
+	s->mem_len = mem_len;
+	return rc;
+}
+
+int fs_store_skip(struct fs_store *s, uint64_t n)
+{
+	static const char zeros[4096];
+	uint64_t off = s->size;
+
+	if (n == 0)
+		return 0;
+	if (n > s->max - s->size)
+		return -EFBIG;
+	/* The memory part has no holes: it holds zeros there. */
+	while (s->size < s->mem_max && n > 0) {
+		size_t take = s->mem_max - s->size < sizeof(zeros)
+				      ? (size_t)(s->mem_max - s->size)
+				      : sizeof(zeros);
+
+		if (take > n)
+			take = (size_t)n;
+		mem_append(s, zeros, take);
+		s->size += take;
 		n -= take;
 	}
-	if (n > 0) {
-		int wrc;
-
-		if (s->fd < 0) {
-			wrc = spill_open(s->dir);
-			if (wrc < 0) {
-				rc = wrc;
-				goto out;
-			}
-			s->fd = wrc;
-		}
-		wrc = pwrite_all(s->fd, c, n, s->size - s->mem_max);
-		if (wrc < 0) {
-			/* Whatever part of the chunk reached the file is
-			 * not counted, so it is never read. */
-			rc = wrc;
-			goto out;
-		}
-		s->size += n;
+	s->size += n;
+	if (s->ngaps > 0 &&
+	    s->gaps[s->ngaps - 1].off + s->gaps[s->ngaps - 1].len >= off) {
+		s->gaps[s->ngaps - 1].len = s->size - s->gaps[s->ngaps - 1].off;
+	} else if (s->ngaps == FS_STORE_GAPS) {
+		s->gaps[s->ngaps - 1].len = s->size - s->gaps[s->ngaps - 1].off;
+	} else {
+		s->gaps[s->ngaps].off = off;
+		s->gaps[s->ngaps].len = s->size - off;
+		s->ngaps++;
 	}
-out:
-	if (rc < 0)
-		s->dropped = true;
-	return rc;
+	return 0;
 }
 
 int fs_store_read(const struct fs_store *s, void *dst, size_t n, uint64_t off,
 		  size_t *got)
 {
 	char *d = dst;
-	size_t done = 0;
+	size_t done = 0, i;
 	int rc = 0;
 
 	if (off >= s->size) {
@@ -169,6 +191,14 @@ int fs_store_read(const struct fs_store *s, void *dst, size_t n, uint64_t off,
 	}
 	if ((uint64_t)n > s->size - off)
 		n = (size_t)(s->size - off);
+	for (i = 0; i < s->ngaps; i++) {
+		const struct fs_gap *g = &s->gaps[i];
+
+		if (off >= g->off && off < g->off + g->len)
+			return -EIO;
+		if (g->off > off && g->off - off < n)
+			n = (size_t)(g->off - off);
+	}
 	if (off < s->mem_len) {
 		size_t take = s->mem_len - (size_t)off;
 
@@ -235,10 +265,17 @@ out:
 	return rc;
 }
 
+static void say(char *why, size_t whysz, const char *text)
+{
+	if (why != NULL && whysz > 0)
+		snprintf(why, whysz, "%s", text);
+}
+
 int fs_cmd_parse(const char *text, size_t len, uint64_t default_timeout_ms,
-		 struct fs_cmd *out)
+		 struct fs_cmd *out, char *why, size_t whysz)
 {
 	struct fs_cmd c;
+	const char *invalid;
 	int rc;
 
 	memset(&c, 0, sizeof(c));
@@ -248,26 +285,54 @@ int fs_cmd_parse(const char *text, size_t len, uint64_t default_timeout_ms,
 	}
 	while (len > 0 && is_space(text[len - 1]))
 		len--;
-	if (len == 0)
+	if (len == 0) {
+		say(why, whysz, "the request is empty");
 		return -EINVAL;
-	if (len > FS_CMD_MAX)
+	}
+	if (len > FS_CMD_MAX) {
+		say(why, whysz, "the request is longer than 1 MiB");
 		return -EFBIG;
+	}
 	if (default_timeout_ms == 0)
 		default_timeout_ms = 1;
 	if (text[0] == '{') {
 		rc = decode_json(text, len, default_timeout_ms, &c.req);
 		if (rc < 0) {
+			if (rc == -EBADMSG)
+				say(why, whysz,
+				    "the request is not valid JSON");
+			else if (rc == -EFBIG)
+				say(why, whysz,
+				    "the JSON request has too many arguments "
+				    "or environment entries");
+			else if (rc == -ENOMEM)
+				say(why, whysz, "out of memory");
+			else
+				say(why, whysz,
+				    "the JSON request does not decode (it "
+				    "needs \"command\", an array of strings; "
+				    "\"env\" an object of strings; "
+				    "\"timeoutMs\" a number)");
 			if (rc != -ENOMEM)
 				rc = -EINVAL;
 			goto out;
 		}
-		if (proto_exec_req_validate(&c.req) != NULL ||
-		    (c.req.flags & (PROTO_EXEC_ARG_NUL | PROTO_EXEC_CWD_NUL))) {
+		invalid = proto_exec_req_validate(&c.req);
+		if (invalid == NULL && (c.req.flags & PROTO_EXEC_ARG_NUL))
+			invalid = "a command element holds a NUL byte";
+		if (invalid == NULL && (c.req.flags & PROTO_EXEC_CWD_NUL))
+			invalid = "the working directory holds a NUL byte";
+		if (invalid != NULL) {
+			if (why != NULL && whysz > 0)
+				snprintf(why, whysz,
+					 "the JSON request is invalid: %s",
+					 invalid);
 			rc = -EINVAL;
 			goto out;
 		}
 	} else {
 		if (memchr(text, '\0', len) != NULL) {
+			say(why, whysz, "the shell script holds a NUL byte");
 			rc = -EINVAL;
 			goto out;
 		}
@@ -427,6 +492,10 @@ struct fs_job *fs_job_new(const char *name, const char *agent_id,
 	pthread_cond_init(&j->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	j->state = FS_JOB_ST_RUNNING;
+	/* Started here: known to run. An adopted job is marked otherwise. */
+	j->followed = true;
+	j->synced = true;
+	j->last_ok_ms = j->started_ms;
 	fs_store_init(&j->out, dir, mem_max, FS_STORE_MAX);
 	fs_store_init(&j->err, dir, mem_max, FS_STORE_MAX);
 	return j;
@@ -467,89 +536,143 @@ void fs_job_end(struct fs_job *j, enum fs_job_state state, int32_t exit_code,
 	pthread_cond_broadcast(&j->cond);
 }
 
+int fs_job_take_frame(struct fs_job *j, const struct proto_frame *f)
+{
+	const unsigned char *data = f->data;
+	size_t len = f->len;
+	struct fs_store *s;
+	int rc;
+
+	if (j->has_seq && f->seq <= j->last_seq)
+		return 0;
+	if (f->type == PROTO_FRAME_STDOUT)
+		s = &j->out;
+	else if (f->type == PROTO_FRAME_STDERR)
+		s = &j->err;
+	else
+		return 0;
+	if (f->has_off && f->off > s->size) {
+		/* The agent had dropped what came before (another client
+		 * had taken it, or this mount did before a remount). */
+		rc = fs_store_skip(s, f->off - s->size);
+		if (rc < 0)
+			goto fail;
+		j->truncated = true;
+	} else if (f->has_off && f->off < s->size) {
+		uint64_t dup = s->size - f->off;
+
+		if (dup >= len) {
+			len = 0;
+		} else {
+			data += dup;
+			len -= (size_t)dup;
+		}
+	}
+	rc = fs_store_append(s, data, len);
+	if (rc < 0)
+		goto fail;
+	j->has_seq = true;
+	j->last_seq = f->seq;
+	j->keep_err = 0;
+	if (len == 0)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &j->changed);
+	pthread_cond_broadcast(&j->cond);
+	return 1;
+fail:
+	j->keep_err = -rc;
+	pthread_cond_broadcast(&j->cond);
+	return rc;
+}
+
+bool fs_job_take_end(struct fs_job *j, const struct proto_job_poll *p)
+{
+	if (p->running || j->state != FS_JOB_ST_RUNNING)
+		return false;
+	if (p->truncated)
+		j->truncated = true;
+	if (p->has_bytes) {
+		/* Bytes at the end this mount never got are a gap too. */
+		if (p->stdout_bytes > j->out.size &&
+		    fs_store_skip(&j->out, p->stdout_bytes - j->out.size) == 0)
+			j->truncated = true;
+		if (p->stderr_bytes > j->err.size &&
+		    fs_store_skip(&j->err, p->stderr_bytes - j->err.size) == 0)
+			j->truncated = true;
+	}
+	if (p->has_exit)
+		fs_job_end(j, FS_JOB_ST_EXITED, p->exit_code, NULL, NULL);
+	else if (p->has_error && p->err_code != NULL &&
+		 strcmp(p->err_code, "cancelled") == 0)
+		fs_job_end(j, FS_JOB_ST_CANCELLED, 0, NULL, NULL);
+	else if (p->has_error)
+		fs_job_end(j, FS_JOB_ST_FAILED, 0, p->err_code, p->err_message);
+	else
+		fs_job_end(j, FS_JOB_ST_UNKNOWN, 0, NULL, NULL);
+	return true;
+}
+
 bool fs_job_apply_poll(struct fs_job *j, const struct proto_job_poll *p)
 {
 	bool changed = false;
 	size_t i;
+	int rc;
 
 	for (i = 0; i < p->nframes; i++) {
-		const struct proto_frame *f = &p->frames[i];
-		struct fs_store *s;
-
-		if (j->has_seq && f->seq <= j->last_seq)
-			continue;
-		if (f->type == PROTO_FRAME_STDOUT)
-			s = &j->out;
-		else if (f->type == PROTO_FRAME_STDERR)
-			s = &j->err;
-		else
-			continue;
-		j->has_seq = true;
-		j->last_seq = f->seq;
-		/* A refused append marks the store as dropped; the rest of
-		 * the job still follows. */
-		if (fs_store_append(s, f->data, f->len) == 0 && f->len > 0)
+		rc = fs_job_take_frame(j, &p->frames[i]);
+		if (rc < 0)
+			return changed;
+		if (rc > 0)
 			changed = true;
 	}
-	if (changed)
-		clock_gettime(CLOCK_REALTIME, &j->changed);
-	if (!p->running && j->state == FS_JOB_ST_RUNNING) {
-		j->truncated = p->truncated;
-		if (p->has_exit)
-			fs_job_end(j, FS_JOB_ST_EXITED, p->exit_code, NULL,
-				   NULL);
-		else if (p->has_error && p->err_code != NULL &&
-			 strcmp(p->err_code, "cancelled") == 0)
-			fs_job_end(j, FS_JOB_ST_CANCELLED, 0, NULL, NULL);
-		else if (p->has_error)
-			fs_job_end(j, FS_JOB_ST_FAILED, 0, p->err_code,
-				   p->err_message);
-		else
-			fs_job_end(j, FS_JOB_ST_UNKNOWN, 0, NULL, NULL);
-		changed = true;
-	} else if (changed) {
-		pthread_cond_broadcast(&j->cond);
-	}
-	return changed;
+	return fs_job_take_end(j, p) || changed;
 }
 
 size_t fs_job_status_line(const struct fs_job *j, char *buf, size_t size)
 {
+	static const char suffix[] = " (output truncated)";
+	enum fs_job_state st = j->state;
 	int n = 0;
-	size_t len, i;
+	size_t len, i, room;
 
 	if (size < 2) {
 		if (size == 1)
 			buf[0] = '\0';
 		return 0;
 	}
-	switch (j->state) {
+	/* A job the agent has not told about for too long: nobody knows. */
+	if (st == FS_JOB_ST_RUNNING && j->stale)
+		st = FS_JOB_ST_UNKNOWN;
+	switch (st) {
 	case FS_JOB_ST_RUNNING:
-		n = snprintf(buf, size, "running\n");
+		n = snprintf(buf, size, "running");
 		break;
 	case FS_JOB_ST_EXITED:
-		n = snprintf(buf, size, "exited %" PRId32 "\n", j->exit_code);
+		n = snprintf(buf, size, "exited %" PRId32, j->exit_code);
 		break;
 	case FS_JOB_ST_FAILED:
 		n = snprintf(buf, size, "failed %s: %.*s", j->err_code,
 			     (int)FS_JOB_MSG_MAX, j->err_message);
 		break;
 	case FS_JOB_ST_CANCELLED:
-		n = snprintf(buf, size, "cancelled\n");
+		n = snprintf(buf, size, "cancelled");
 		break;
 	case FS_JOB_ST_UNKNOWN:
-		n = snprintf(buf, size, "unknown\n");
+		n = snprintf(buf, size, "unknown");
 		break;
 	}
 	len = n < 0 ? 0 : (size_t)n >= size ? size - 1 : (size_t)n;
-	if (j->state != FS_JOB_ST_FAILED)
-		return len;
 	/* The agent's words, kept on one line and ended by one newline. */
 	for (i = 0; i < len; i++)
 		if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
 			buf[i] = ' ';
 	while (len > 0 && buf[len - 1] == ' ')
 		len--;
+	room = size - 1 - len;
+	if (j->truncated && room > sizeof(suffix)) {
+		memcpy(buf + len, suffix, sizeof(suffix) - 1);
+		len += sizeof(suffix) - 1;
+	}
 	if (len >= size - 1)
 		len = size - 2;
 	buf[len++] = '\n';
@@ -563,7 +686,7 @@ int fs_job_exit_text(const struct fs_job *j, char *buf, size_t size)
 
 	switch (j->state) {
 	case FS_JOB_ST_RUNNING:
-		return -EAGAIN;
+		return j->stale ? -EIO : -EAGAIN;
 	case FS_JOB_ST_EXITED:
 		n = snprintf(buf, size, "%" PRId32 "\n", j->exit_code);
 		return n < 0 || (size_t)n >= size ? -ENOBUFS : n;
@@ -620,6 +743,7 @@ void fs_jobs_destroy(struct fs_jobs *js)
 	for (i = 0; i < js->n; i++)
 		fs_job_unref(js->v[i]);
 	free(js->v);
+	proto_job_list_cleanup(&js->listing);
 	pthread_mutex_destroy(&js->lock);
 	pthread_cond_destroy(&js->idle);
 	free(js->spool_dir);
@@ -636,35 +760,33 @@ static ssize_t find_locked(struct fs_jobs *js, const char *name)
 	return -1;
 }
 
+/* May the table forget it? An adopted job nobody follows can be found
+ * in the agent's listing again. */
 static bool ended(struct fs_job *j)
 {
 	bool e;
 
 	pthread_mutex_lock(&j->lock);
-	e = j->state != FS_JOB_ST_RUNNING;
+	e = j->state != FS_JOB_ST_RUNNING || !j->followed;
 	pthread_mutex_unlock(&j->lock);
 	return e;
 }
 
-int fs_jobs_add(struct fs_jobs *js, struct fs_job *j, const char *prefix)
+static void append_locked(struct fs_jobs *js, struct fs_job *j)
 {
 	size_t i;
 
-	pthread_mutex_lock(&js->lock);
-	/* The name is fixed from here on: no reader has the job yet. */
-	while (!fs_job_name_ok(j->name) || find_locked(js, j->name) >= 0)
-		snprintf(j->name, sizeof(j->name), "%s-%lu", prefix,
-			 ++js->next);
 	if (js->n == js->cap) {
 		js->cap = js->cap ? js->cap * 2 : 16;
 		js->v = xrealloc(js->v, js->cap * sizeof(*js->v));
 	}
 	fs_job_ref(j);
 	js->v[js->n++] = j;
-	strlcpy_s(js->latest, j->name, sizeof(js->latest));
+	/* Never the job just added, nor jobs/latest. */
 	while (js->n > js->max) {
 		for (i = 0; i + 1 < js->n; i++)
-			if (ended(js->v[i]))
+			if (ended(js->v[i]) &&
+			    strcmp(js->v[i]->name, js->latest) != 0)
 				break;
 		if (i + 1 >= js->n)
 			break; /* every older job still runs: keep them */
@@ -673,8 +795,37 @@ int fs_jobs_add(struct fs_jobs *js, struct fs_job *j, const char *prefix)
 			(js->n - i - 1) * sizeof(*js->v));
 		js->n--;
 	}
+}
+
+int fs_jobs_add(struct fs_jobs *js, struct fs_job *j, const char *prefix)
+{
+	pthread_mutex_lock(&js->lock);
+	/* The name is fixed from here on: no reader has the job yet. */
+	while (!fs_job_name_ok(j->name) || find_locked(js, j->name) >= 0)
+		snprintf(j->name, sizeof(j->name), "%s-%lu", prefix,
+			 ++js->next);
+	strlcpy_s(js->latest, j->name, sizeof(js->latest));
+	append_locked(js, j);
 	pthread_mutex_unlock(&js->lock);
 	return 0;
+}
+
+struct fs_job *fs_jobs_adopt(struct fs_jobs *js, struct fs_job *j)
+{
+	struct fs_job *have;
+	ssize_t i;
+
+	pthread_mutex_lock(&js->lock);
+	i = find_locked(js, j->name);
+	if (i >= 0) {
+		have = js->v[i];
+	} else {
+		append_locked(js, j);
+		have = j;
+	}
+	fs_job_ref(have);
+	pthread_mutex_unlock(&js->lock);
+	return have;
 }
 
 struct fs_job *fs_jobs_find(struct fs_jobs *js, const char *name)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * frame-fuzzer: the decoders a client runs on what an agent sends back for
- * commands (the NDJSON splitter, output frames, job poll answers), and the
- * ones the agent runs on command requests and poll requests. Besides not
+ * commands (the NDJSON splitter, output frames, job poll answers, the
+ * extension's job listing), and the ones the agent runs on command
+ * requests and poll requests. Besides not
  * crashing, every input must give the same lines however it is cut into
  * reads, and whatever decodes must survive encode-then-decode unchanged.
  *
@@ -46,6 +47,8 @@ static bool frame_same(const struct proto_frame *a, const struct proto_frame *b)
 	case PROTO_FRAME_STDOUT:
 	case PROTO_FRAME_STDERR:
 		return a->seq == b->seq && a->len == b->len &&
+		       a->has_off == b->has_off &&
+		       (!a->has_off || a->off == b->off) &&
 		       (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
 	case PROTO_FRAME_EXIT:
 		return a->code == b->code && a->truncated == b->truncated;
@@ -158,6 +161,10 @@ static void fuzz_poll_answer(const uint8_t *data, size_t size)
 	if (p.has_error && (!str_same(p.err_code, q.err_code) ||
 			    !str_same(p.err_message, q.err_message)))
 		FAIL("a poll answer's error changed");
+	if (p.has_bytes != q.has_bytes ||
+	    (p.has_bytes && (p.stdout_bytes != q.stdout_bytes ||
+			     p.stderr_bytes != q.stderr_bytes)))
+		FAIL("a poll answer's byte counts changed");
 	for (i = 0; i < p.nframes; i++)
 		if (!frame_same(&p.frames[i], &q.frames[i]))
 			FAIL("a poll answer's frame changed");
@@ -184,7 +191,7 @@ static void fuzz_requests(const uint8_t *data, size_t size)
 		if (strcmp(pr.job_id, ps.job_id) != 0 ||
 		    pr.has_since != ps.has_since ||
 		    (pr.has_since && pr.since_seq != ps.since_seq) ||
-		    pr.wait_ms != ps.wait_ms)
+		    pr.wait_ms != ps.wait_ms || pr.max_bytes != ps.max_bytes)
 			FAIL("a poll request changed on the way round");
 		buf_reset(&b);
 	}
@@ -199,7 +206,8 @@ static void fuzz_requests(const uint8_t *data, size_t size)
 		    proto_exec_req_decode(b.data, b.len, &s) < 0)
 			FAIL("a command request does not go round");
 		if (r.argc != s.argc || r.envc != s.envc ||
-		    r.timeout_ms != s.timeout_ms || !str_same(r.cwd, s.cwd))
+		    r.timeout_ms != s.timeout_ms || !str_same(r.cwd, s.cwd) ||
+		    r.flow != s.flow)
 			FAIL("a command request changed on the way round");
 		for (i = 0; i < r.argc; i++)
 			if (strcmp(r.argv[i], s.argv[i]) != 0)
@@ -213,11 +221,58 @@ static void fuzz_requests(const uint8_t *data, size_t size)
 	buf_cleanup(&b);
 }
 
+/* A decoded job listing, encoded and decoded again, is the same. */
+static void fuzz_job_list(const uint8_t *data, size_t size)
+{
+	struct proto_job_list l, m;
+	struct buf b = BUF_INIT(0);
+	size_t i, k;
+
+	if (proto_job_list_decode((const char *)data, size, &l) < 0)
+		return;
+	if (proto_job_list_encode_head(&b) < 0)
+		FAIL("out of memory");
+	for (i = 0; i < l.n; i++)
+		if (proto_job_list_encode_entry(&l.jobs[i], i == 0, &b) < 0)
+			FAIL("a decoded listing entry does not encode");
+	if (proto_job_list_encode_tail(l.complete, &b) < 0 ||
+	    proto_job_list_decode(b.data, b.len, &m) < 0)
+		FAIL("an encoded listing does not decode");
+	if (l.n != m.n || l.complete != m.complete)
+		FAIL("a listing changed on the way round");
+	for (i = 0; i < l.n; i++) {
+		const struct proto_job_info *x = &l.jobs[i], *y = &m.jobs[i];
+
+		if (strcmp(x->job_id, y->job_id) != 0 || x->argc != y->argc ||
+		    x->envc != y->envc || x->state != y->state ||
+		    x->timeout_ms != y->timeout_ms ||
+		    x->started_ms != y->started_ms || x->flow != y->flow ||
+		    !str_same(x->cwd, y->cwd) ||
+		    (x->state == PROTO_JOB_EXITED &&
+		     x->exit_code != y->exit_code) ||
+		    (x->state == PROTO_JOB_FAILED &&
+		     (!str_same(x->err_code, y->err_code) ||
+		      !str_same(x->err_message, y->err_message))))
+			FAIL("a listing entry changed on the way round");
+		for (k = 0; k < x->argc; k++)
+			if (strcmp(x->argv[k], y->argv[k]) != 0)
+				FAIL("a listed argument changed");
+		for (k = 0; k < x->envc; k++)
+			if (strcmp(x->env[k], y->env[k]) != 0 ||
+			    strchr(y->env[k], '=') != NULL)
+				FAIL("a listed env name changed");
+	}
+	proto_job_list_cleanup(&l);
+	proto_job_list_cleanup(&m);
+	buf_cleanup(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_ndjson(data, size);
 	fuzz_poll_answer(data, size);
 	fuzz_requests(data, size);
+	fuzz_job_list(data, size);
 	return 0;
 }
 

@@ -37,6 +37,8 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-strict-v1.sh \
 	%reldir%/t-jobs.sh \
 	%reldir%/t-jobs-stream.sh \
+	%reldir%/t-jobs-output.sh \
+	%reldir%/t-jobs-sandbox.sh \
 	%reldir%/t-lifecycle.sh \
 	%reldir%/t-deadline.sh \
 	%reldir%/t-resume.sh \

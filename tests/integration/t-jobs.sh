@@ -107,9 +107,11 @@ case $st in
 *) fail "status of a missing program: $st" ;;
 esac
 
-# Commands that cannot start: the write fails, no job appears.
+# Commands that cannot start: the close (which starts what was written)
+# fails, no job appears, and the log says why.
 latest=$(w readlink "$S/jobs/latest")
-# (dd says which errno a write failed with; a shell's printf does not.)
+# (dd says which errno a write or close failed with; a shell's printf
+# does not.)
 bad_cmd() {
 	assert_errno 'Invalid argument' sh -c \
 		"printf '%s\n' '$1' | dd of='$S/exec' conv=notrunc status=none"
@@ -120,6 +122,10 @@ bad_cmd '{"command":["x"],"timeoutMs":0}'
 bad_cmd '{"command":["x"],"env":{"BAD=NAME":"v"}}'
 assert_errno 'Invalid argument' sh -c "printf '\n' | dd of='$S/exec' conv=notrunc status=none"
 assert_eq "$latest" "$(w readlink "$S/jobs/latest")" "jobs/latest after refused commands"
+grep -q 'sandbox a: exec: the request is refused: the request is empty' "$LOG" ||
+	fail "the log does not say an empty request was refused"
+grep -q 'sandbox a: exec: the request is refused: the request is not valid JSON' "$LOG" ||
+	fail "the log does not say why bad JSON was refused"
 assert_errno 'No such file or directory' cat "$S/jobs/no-such-job/stdout"
 assert_errno 'No such file or directory' cat "$S/jobs/$id1/no-such-file"
 
@@ -146,5 +152,5 @@ run 'head -c 3000000 /dev/zero | tr "\0" "y"' || fail "a job with 3 MB of output
 assert_content "$S/jobs/latest/exit" 0 "exit of the large job"
 assert_eq 3000000 "$(w cat "$S/jobs/latest/stdout" | wc -c)" "bytes of large output"
 
-allow_log 'INVALID|Invalid|invalid'
+allow_log 'INVALID|Invalid|invalid|exec: the request is refused'
 finish
