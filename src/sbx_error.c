@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sbx_error: binding error codes and the one mapping from an agent's
- * refusal to an errno (design.md 6).
+ * refusal to an errno (SEMANTICS.md, errors).
  */
 #include "config.h"
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sbx_error: what a failed sandbox operation tells its caller
- * (protocol.md 10): a binding error code, whether retrying may help, the
+ * (doc/transport-rules.md 6): a binding error code, whether retrying may help, the
  * failure kind and a reason, and the errno a filesystem user sees
- * (design.md 6). Produced by the transport core and the providers; the
+ * (SEMANTICS.md, errors). Produced by the transport core and the providers; the
  * FUSE layer only reads sbx_error_errno().
  *
  * The reason text never holds a credential: it is built from operation
@@ -27,7 +27,7 @@ enum sbx_code {
 	SBX_INVALID_INPUT, /* INVALID_INPUT */
 };
 
-/* failure kinds of SBX_COMMAND_FAILED (protocol.md 7) */
+/* failure kinds of SBX_COMMAND_FAILED (doc/transport-rules.md) */
 #define SBX_FAIL_AGENT_REFUSED "agentRefused"
 #define SBX_FAIL_TRANSPORT_INVALID "agentTransportInvalid"
 #define SBX_FAIL_GONE "sandboxGone"
@@ -39,7 +39,7 @@ struct sbx_error {
 	char failure[48]; /* a SBX_FAIL_* kind or an error frame's code */
 	char reason[768]; /* human text, safe to log */
 	long status; /* the HTTP status when an agent answered, else 0 */
-	int err; /* positive errno for the user (design.md 6) */
+	int err; /* positive errno for the user (SEMANTICS.md, errors) */
 };
 
 /* "SANDBOX_COMMAND_FAILED" ... */
@@ -54,7 +54,7 @@ void sbx_error_set(struct sbx_error *e, enum sbx_code code, const char *failure,
 
 /*
  * The errno for an agent's refusal with this HTTP status and (bounded)
- * body, per design.md 6: typed PATH_NOT_FOUND / JOB_NOT_FOUND -> ENOENT,
+ * body, per SEMANTICS.md (errors): typed PATH_NOT_FOUND / JOB_NOT_FOUND -> ENOENT,
  * FS_ERROR: ENAME -> that errno, PATH_REFUSED -> EACCES (ELOOP when the
  * path leaves the session root through a symlink), REQUEST_INVALID for a
  * non-regular file -> EISDIR, over the transfer limit -> EFBIG, 401/403 ->

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Suite proto_exec: the exec and job bodies (protocol.md 3.3, 3.7) as pure
+ * Suite proto_exec: the exec and job bodies (doc/protocol-v1.md 3.6) as pure
  * functions: request decoding in both spellings and its validation, the
  * four frame types, the NDJSON splitter, and the job poll bodies, with
  * what the extension adds to them (flowControl, offsets, byte counts,

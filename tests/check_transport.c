@@ -5,7 +5,7 @@
  * deadline (connect, response headers, success-body idle), body bounds,
  * redirects, the route policy and credential checks, the label decision,
  * gone sandboxes, typed file-extension refusals, the errno a user sees
- * for each outcome (design.md 6), and transport_http for providers. A few
+ * for each outcome (SEMANTICS.md, errors), and transport_http for providers. A few
  * cases check the stub agent itself, since every other case trusts it.
  *
  * Everything runs on loopback against stub_agent and stub_provider; no
@@ -1181,9 +1181,9 @@ START_TEST(typed_fs_error_keeps_the_route)
 }
 END_TEST
 
-/* ---- the errno a user sees (design.md 6) --------------------------------- */
+/* ---- the errno a user sees (SEMANTICS.md, errors) --------------------------------- */
 
-/* Each refusal row of design.md 6, with bounded (not NUL-terminated)
+/* Each refusal row of SEMANTICS.md's errors, with bounded (not NUL-terminated)
  * bodies. */
 START_TEST(refusal_errno_mapping)
 {
@@ -1256,8 +1256,8 @@ START_TEST(refusal_errno_mapping)
 }
 END_TEST
 
-/* The outcome rows of design.md 6, through sbx_error_set, with the binding
- * codes and retryable flags of protocol.md 10. */
+/* The outcome rows of SEMANTICS.md's errors, through sbx_error_set, with the binding
+ * codes and retryable flags of doc/transport-rules.md 6. */
 START_TEST(outcome_errno_mapping)
 {
 	static const struct {

@@ -1104,7 +1104,7 @@ static void typed_not_found_row(const char *code, int stale_first)
  * agent call each (calls == 1, then 2), and the slot keeps the agent's
  * route; only a stale first route costs a refresh: get_sandbox,
  * agent_port_url and read_file times(stale_first), execute_shell_command
- * never. (C addition: the typed answer is ENOENT, design.md 6.)
+ * never. (C addition: the typed answer is ENOENT, SEMANTICS.md.)
  */
 START_TEST(typed_not_found_preserves_route_without_replaying)
 {

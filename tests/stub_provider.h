@@ -56,7 +56,7 @@ enum stub_label {
 /* The route policy route_allowed applies. */
 enum stub_policy {
 	/* http://127.0.0.1:PORT/ or http://[::1]:PORT/, exactly: the local
-	 * provider's policy (design.md 4.1). */
+	 * provider's policy (man/sandboxctl.1, the record). */
 	STUB_POLICY_LOOPBACK = 0,
 	STUB_POLICY_REFUSE_ALL,
 };

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * exec: POST /v1/exec (protocol.md 3.3). The route decodes the request and
+ * exec: POST /v1/exec (doc/protocol-v1.md 3.6). The route decodes the request and
  * resolves its working directory on the HTTP worker, commits 200
  * application/x-ndjson, and hands the command to a thread of its own, which
  * spawns it and writes its frames to the stream: output as it comes, then

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * files: the v1 file routes (protocol.md 3.4-3.6 and 5): GET /v1/files
+ * files: the v1 file routes (doc/protocol-v1.md 3.3-3.5 and 5): GET /v1/files
  * reads a whole regular file (at most 32 MiB) as base64 JSON, PUT
  * /v1/files writes one (creating its parents), POST /v1/mkdir is mkdir -p.
  *

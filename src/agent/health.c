@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * health: GET /v1/health (protocol.md 3.1) and POST /v1/activate (3.2).
+ * health: GET /v1/health (doc/protocol-v1.md 3.1) and POST /v1/activate (3.2).
  *
  * Health is public and reports the protocol version, this start's boot id,
  * whether the agent has been activated, the image command's state (this

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * jobs: POST /v1/jobs/start|poll|cancel, GET /sandboxfs/v1/jobs and the
- * registry behind them (protocol.md 3.7, doc/commands.md "Jobs",
+ * registry behind them (doc/protocol-v1.md 3.6, doc/commands.md "Jobs",
  * doc/protocol-ext.md "Jobs"), plus the timer thread shared with exec.
  *
  * One mutex guards the registry, every job's output and outcome, the held

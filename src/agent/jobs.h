@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * jobs: the agent's job registry (protocol.md 3.7, doc/commands.md "Jobs")
+ * jobs: the agent's job registry (doc/protocol-v1.md 3.6, doc/commands.md "Jobs")
  * and what the command routes share. With --strict-v1 it is alien's: at
  * most PROTO_MAX_JOBS jobs, running jobs never evicted, the oldest
  * finished job whose ending a poll has delivered evicted when a start

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * path: lexical rules for the paths the agent protocol carries
- * (protocol.md 5). A path names something under the session root: a leading
+ * (doc/protocol-v1.md 5). A path names something under the session root: a leading
  * '/' is stripped, empty and '.' components are dropped, and any '..'
  * component is refused. What the path resolves to on disk (symlinks,
  * escapes) is judged by the agent with openat2; this module never touches

@@ -31,7 +31,7 @@
 
 #define PROTO_VERSION 1
 
-/* protocol.md 6 */
+/* doc/protocol-v1.md 6 */
 #define PROTO_MAX_TRANSFER_BYTES 33554432UL /* 32 MiB per file */
 #define PROTO_HTTP_BODY_LIMIT 44743336UL /* (32Mi/3)*4 + 4096 */
 #define PROTO_DEFAULT_OUTPUT_CAP (4UL * 1024 * 1024) /* per stream */
@@ -43,11 +43,11 @@
  * JSON around it, with room to spare. */
 #define PROTO_MAX_LINE_BYTES (256UL * 1024)
 
-/* The provider label that selects the transport (protocol.md 7.1). */
+/* The provider label that selects the transport (doc/transport-rules.md 1). */
 #define PROTO_TRANSPORT_LABEL "alienAgentTransport"
 #define PROTO_TRANSPORT_AGENT "native-file-v1"
 
-/* Health states (protocol.md 3.1). */
+/* Health states (doc/protocol-v1.md 3.1). */
 #define PROTO_STATUS_READY "ready"
 #define PROTO_STATUS_AWAITING "awaiting-network-verification"
 
@@ -98,11 +98,11 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 	__attribute__((warn_unused_result));
 int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 	__attribute__((warn_unused_result));
-/* The client's readiness test (protocol.md 7.7 step 2). */
+/* The client's readiness test (doc/transport-rules.md 7). */
 bool proto_health_ready(const struct proto_health *h);
 
 /*
- * Typed error bodies: "CODE: message" (protocol.md 4). Codes are upper-case
+ * Typed error bodies: "CODE: message" (doc/protocol-v1.md 4). Codes are upper-case
  * letters, digits and '_'. The file extension adds "FS_ERROR: ENAME: text"
  * where ENAME is an errno name (see errname.h).
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto_exec: the bodies of /v1/exec and the /v1/jobs routes
- * (protocol.md 3.3, 3.7).
+ * (doc/protocol-v1.md 3.6).
  *
  * Requests and answers are decoded with cJSON. Frames and poll answers are
  * encoded by hand: the agent must put the fields in alien's order and write
@@ -646,7 +646,7 @@ static int frame_from_json(const cJSON *obj, struct proto_frame *out)
 		if (pj_num_range(it, INT32_MIN, INT32_MAX, &v) < 0)
 			goto out;
 		f.code = (int32_t)v;
-		/* Clients default a missing flag to false (protocol.md 3.3). */
+		/* Clients default a missing flag to false (doc/protocol-v1.md 3.6). */
 		if (pj_bool(obj, "truncated", false, &f.truncated) == -EINVAL)
 			goto out;
 	} else if (strcmp(t, "error") == 0) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto_exec: encoding of /v1/exec and /v1/jobs/... (protocol.md 3.3, 3.7):
+ * proto_exec: encoding of /v1/exec and /v1/jobs/... (doc/protocol-v1.md 3.6):
  * the command request (both field spellings), NDJSON output frames with an
  * incremental line splitter, and the job start/poll/cancel bodies, with
  * the members the sandboxfs extension adds to them and its job listing
@@ -26,7 +26,7 @@
  * A command request. argv and env are NULL-terminated arrays of heap
  * strings; env entries are "KEY=VALUE". cwd is NULL when absent or JSON
  * null. Decoding accepts timeoutMs or deadlineMs, and cwd or
- * workingDirectory (protocol.md 3.3), and ignores unknown fields.
+ * workingDirectory (doc/protocol-v1.md 3.6), and ignores unknown fields.
  */
 struct proto_exec_req {
 	char **argv;

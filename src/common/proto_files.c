@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto_files: the v1 file bodies (protocol.md 3.4-3.6): the read answer
+ * proto_files: the v1 file bodies (doc/protocol-v1.md 3.3-3.5): the read answer
  * {"contentsBase64"}, the write body {"path","contentsBase64"} and the
  * {"path"} body. The file extension's half of proto_files.h lives in
  * proto_ext.c.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto_files: encoding of the v1 file routes (protocol.md 3.4-3.6) and of
+ * proto_files: encoding of the v1 file routes (doc/protocol-v1.md 3.3-3.5) and of
  * the sandboxfs file extension (doc/protocol-ext.md): attributes,
  * directory pages, and the JSON bodies of the metadata operations.
  *

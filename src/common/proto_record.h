@@ -34,7 +34,7 @@
 #define PROTO_RECORD_MAX_LABELS 256
 #define PROTO_RECORD_MAX_STRING 4096 /* any one string field */
 
-/* The Azure sandbox states (protocol.md 8). UNKNOWN is a state string this
+/* The Azure sandbox states (doc/azure.md). UNKNOWN is a state string this
  * module does not know: kept apart so that a newer provider's state fails
  * its reader's checks instead of the decode. */
 enum proto_record_state {
@@ -48,7 +48,7 @@ enum proto_record_state {
 	PROTO_RECORD_DELETING,
 };
 
-/* Which transport a record's label selects (protocol.md 7.1). */
+/* Which transport a record's label selects (doc/transport-rules.md 1). */
 enum proto_record_transport {
 	PROTO_RECORD_NATIVE = 0, /* no alienAgentTransport label */
 	PROTO_RECORD_AGENT, /* alienAgentTransport=native-file-v1 */

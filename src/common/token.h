@@ -2,7 +2,7 @@
 /*
  * token: the per-boot agent credential, and the only use of OpenSSL outside
  * TLS. A credential is 32 random bytes, carried as exactly 44 characters of
- * standard base64 with '=' padding and no newline (protocol.md 2.3).
+ * standard base64 with '=' padding and no newline (doc/protocol-v1.md 2).
  *
  * Thread-safe.
  */

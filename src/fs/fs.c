@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fs: the fuse_operations of sandboxfs. A path is parsed into a node of
- * the layout (design.md 2):
+ * the layout (SEMANTICS.md):
  *
  *   /                          the provider's sandboxes
  *   /<id>                      one sandbox

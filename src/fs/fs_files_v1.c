@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fs_files_v1: MOUNT/<sandbox>/files/ without the file extension, in two
- * modes (design.md 5, protocol.md 12):
+ * modes (doc/protocol-v1.md, SEMANTICS.md):
  *
  *  - agent sessions whose agent speaks strict protocol v1: listings and
  *    attributes come from `find -printf` run through /v1/exec (argv, no

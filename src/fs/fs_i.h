@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs_i: what the modules of the FUSE layer share (design.md 2 and 3).
+ * fs_i: what the modules of the FUSE layer share (SEMANTICS.md).
  *
  *   fs.c          the fuse_operations table: parses a path into a node and
  *                 dispatches to the subtree that owns it
@@ -158,7 +158,7 @@ void sbfs_ids_free(char **ids, size_t n);
 
 /*
  * Enter sandbox id for one operation (op names it in errors and logs): read
- * the provider record and decide the transport (protocol.md 7.1: one
+ * the provider record and decide the transport (doc/transport-rules.md 1: one
  * record read per operation); resume it when it is stopped (unless
  * noautoresume: then -EHOSTDOWN); for agent sessions make sure the agent's
  * health of the current boot is known (want_health), which tells whether

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs_info: MOUNT/<sandbox>/info and MOUNT/<sandbox>/ctl (design.md 2).
+ * fs_info: MOUNT/<sandbox>/info and MOUNT/<sandbox>/ctl (SEMANTICS.md).
  * info is a JSON description of the sandbox (id, state, transport,
  * labels, capabilities, boot id, route) made from a fresh provider record
  * and what the mount knows of the agent, built when the file is opened
@@ -134,7 +134,7 @@ static int info_json(const struct provider_record *rec, bool agent, bool files,
 	if (rc == 0)
 		rc = buf_append_str(out, rec->nlabels > 0 ? "\n  }" : "}");
 	/* Jobs and supervisor isolation follow the transport, as the
-	 * binding's session capabilities do (protocol.md 7.1). */
+	 * binding's session capabilities do (doc/transport-rules.md 1). */
 	if (rc == 0)
 		rc = buf_printf(out,
 				",\n  \"capabilities\": {\n"

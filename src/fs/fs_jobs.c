@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs_jobs: MOUNT/<sandbox>/exec and jobs/ (design.md 2 and 3,
+ * fs_jobs: MOUNT/<sandbox>/exec and jobs/ (SEMANTICS.md,
  * SEMANTICS.md "Jobs"). What is written to exec through one open file is
  * one request, started as an agent job (or, for a native session, run
  * through the provider's native exec) when the writer reads the job id

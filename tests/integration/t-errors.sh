@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# t-errors: the errors a user sees (design.md 6, SEMANTICS.md). A missing
+# t-errors: the errors a user sees (SEMANTICS.md, errors). A missing
 # file is ENOENT, and costs one agent request, no credential refresh and
 # no replay; a symbolic link in the sandbox that leads out of it (to
 # /etc/passwd, or up with ../) is shown rewritten to stay inside the
