@@ -129,7 +129,8 @@ int main(int argc, char *argv[])
 	sbx_error_clear(&err);
 	if (sbfs_new(&o, &fs, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.reason);
-		log_error("%s", err.reason);
+		if (log_fd >= 0)
+			log_error("%s", err.reason);
 		goto out;
 	}
 	/* mount(8) and df show where the sandboxes come from, as sshfs shows

@@ -1653,11 +1653,41 @@ fail:
 	return rc;
 }
 
+/*
+ * Before anything is mounted, get an access token once: a machine with no
+ * usable credential fails the mount with the reason (what the chain tried)
+ * instead of mounting and answering every operation with EACCES. A token
+ * endpoint that cannot be reached now (a machine still coming up) is a
+ * warning: the mount goes on and tries again on use. Frees p on failure.
+ */
+static int preflight(struct provider *p, struct sbx_error *err)
+{
+	struct azure_priv *ap = priv_of(p);
+	char *auth = NULL;
+	unsigned gen = 0;
+	int rc;
+
+	rc = azure_auth_header(ap->auth, &auth, &gen, err);
+	token_free(auth);
+	if (rc == 0)
+		return 0;
+	if (err->retryable) {
+		log_warn("%s (mounting anyway: the credential is asked for "
+			 "again on use)",
+			 err->reason);
+		sbx_error_clear(err);
+		return 0;
+	}
+	provider_free(p);
+	return rc;
+}
+
 int provider_azure_new(const struct sbfs_opts *o, struct provider **out,
 		       struct sbx_error *err)
 {
 	struct provider_azure_settings s;
 	struct provider_azure_config cfg;
+	struct provider *p = NULL;
 	int rc;
 
 	rc = provider_azure_settings_load(o, NULL, &s, err);
@@ -1677,7 +1707,11 @@ int provider_azure_new(const struct sbfs_opts *o, struct provider **out,
 	cfg.connect_timeout_ms = o != NULL && o->connect_timeout_s > 0
 					 ? o->connect_timeout_s * 1000
 					 : 0;
-	rc = provider_azure_open(&cfg, out, err);
+	rc = provider_azure_open(&cfg, &p, err);
 	provider_azure_settings_cleanup(&s);
+	if (rc == 0)
+		rc = preflight(p, err);
+	if (rc == 0)
+		*out = p;
 	return rc;
 }

@@ -132,6 +132,20 @@ allow_log 'sandbox odd: .*agentTransportInvalid|carrier-pigeon|EPROTO|Protocol e
 allow_log 'sandbox (alpha|nat): .*(PATH_NOT_FOUND|No such file|missing)'
 umount_fs
 
+# ---- no credential at all: the mount says why and mounts nothing -----------------------------
+# No secret, no workload identity, a managed-identity endpoint that is not
+# there, no Azure CLI on PATH.
+mkdir "$TMP/empty-bin"
+with_timeout 30 env -u AZURE_CLIENT_SECRET -u AZURE_CLIENT_ID -u AZURE_TENANT_ID \
+	-u AZURE_FEDERATED_TOKEN_FILE -u IDENTITY_ENDPOINT \
+	AZURE_POD_IDENTITY_AUTHORITY_HOST=http://127.0.0.1:9 PATH="$TMP/empty-bin" \
+	"$SBFS_MOUNT" -f -o "provider=azure,azure_config=$FD/azure.conf" "$MNT" \
+	>"$TMP/nocred.out" 2>"$TMP/nocred.err"
+assert_eq 1 "$?" "the exit status of a mount without any credential"
+grep -q 'no credential: set AZURE_TENANT_ID' "$TMP/nocred.err" ||
+	fail "a mount without a credential does not say why: $(cat "$TMP/nocred.err")"
+is_mounted "$MNT" && fail "a mount without a credential mounted something"
+
 # ---- what the fake saw, and what the log holds ------------------------------------------------------
 kill -TERM "$FAKE_PID"
 wait_gone "$FAKE_PID" 30 || fail "the fake did not stop"
