@@ -11,3 +11,6 @@ check_sandboxfs_SOURCES += %reldir%/check_fs_cache.c
 ## The readahead window on its own (src/fs/readahead.c): exact reads
 ## against a simulated file whose fetches are slow, fail or go stale.
 check_sandboxfs_SOURCES += %reldir%/check_fs_readahead.c
+## The mount's write table on its own (src/fs/wnodes.c): nodes, renames,
+## losses and the gathering window's flusher.
+check_sandboxfs_SOURCES += %reldir%/check_fs_wnodes.c

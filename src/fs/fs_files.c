@@ -45,143 +45,16 @@
 #include "fs/fs_i.h"
 #include "fs/prefetch.h"
 #include "fs/readahead.h"
+#include "fs/wnodes.h"
 
 #define LIST_PAGE 4096
 /* The largest listing remembered (SEMANTICS.md, memory). */
 #define LISTING_KEEP_MAX 16384
-#define WRITE_EXTENT_MAX (8UL * 1024 * 1024)
-/* How often the flusher looks for gathered bytes older than the mount's
- * write_window (the gathering window, SEMANTICS.md). */
-#define FLUSHER_TICK_MS 100
+/* ---- per-path write state (wnodes.h) --------------------------------------- */
 
-static long long mono_ms(void)
+static struct sbx *owner_sb(const struct wnode *w)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- per-path write state ------------------------------------------------ */
-
-/*
- * The write extent is per path (not per descriptor), so every descriptor
- * of a file and every path operation sees the same pending bytes.
- */
-struct wnode {
-	struct sbx *sb;
-	char *rel; /* guarded by wnodes_lock (a rename changes it) */
-	unsigned refs; /* open handles; guarded by wnodes_lock */
-	pthread_mutex_t lock; /* guards the rest */
-	struct buf data;
-	uint64_t off;
-	bool dirty;
-	bool append; /* the extent goes to the end of the file */
-	long long dirty_ms; /* when the extent got its first byte */
-	/* Changes made to the file's bytes or size through this mount: a
-	 * handle's cached bytes are good only for the count they were read
-	 * at. Atomic: counted without the lock (another name's change). */
-	atomic_uint gen;
-	/* Uploads that failed, and the last one's errno: a writer open at
-	 * the time of a loss is told at its next write, fsync or close. */
-	unsigned err_gen;
-	int err;
-	/* A mode that forbids the owner to write, asked for while the file
-	 * is open: the agent opens the path for each write, so it is applied
-	 * when the last descriptor closes (POSIX lets an open descriptor
-	 * keep writing). */
-	bool has_final_mode;
-	uint32_t final_mode;
-	/* Times set while bytes were pending (tar's futimens right after
-	 * its data): sent with those bytes, in one request. */
-	bool has_times;
-	struct proto_time times[2];
-	/* Created by this mount and not yet by the agent: the first upload
-	 * creates it (one request for a new file's bytes, times and all). */
-	bool mk_pending;
-	struct ac_create mk;
-	struct proto_attr planned; /* its attributes until then */
-	/* Removed while open: what is written to it goes nowhere, and the
-	 * path is free for a new node. Set under both locks. */
-	bool orphan;
-	unsigned opens; /* open descriptors */
-	struct wnode *next;
-};
-
-static pthread_mutex_t wnodes_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct wnode *wnodes;
-
-static struct wnode *wnode_get(struct sbx *sb, const char *rel)
-{
-	struct wnode *w;
-
-	pthread_mutex_lock(&wnodes_lock);
-	for (w = wnodes; w != NULL; w = w->next)
-		if (!w->orphan && w->sb == sb && strcmp(w->rel, rel) == 0)
-			break;
-	if (w == NULL) {
-		w = xcalloc(1, sizeof(*w));
-		w->sb = sb;
-		w->rel = xstrdup(rel);
-		pthread_mutex_init(&w->lock, NULL);
-		buf_init(&w->data, WRITE_EXTENT_MAX);
-		w->next = wnodes;
-		wnodes = w;
-	}
-	w->refs++;
-	pthread_mutex_unlock(&wnodes_lock);
-	return w;
-}
-
-static void wnode_put(struct wnode *w)
-{
-	struct wnode **pp;
-
-	pthread_mutex_lock(&wnodes_lock);
-	if (--w->refs > 0) {
-		pthread_mutex_unlock(&wnodes_lock);
-		return;
-	}
-	for (pp = &wnodes; *pp != w; pp = &(*pp)->next)
-		;
-	*pp = w->next;
-	pthread_mutex_unlock(&wnodes_lock);
-	buf_cleanup(&w->data);
-	pthread_mutex_destroy(&w->lock);
-	free(w->rel);
-	free(w);
-}
-
-/* The open node of a path, with a reference, or NULL. */
-static struct wnode *wnode_find(struct sbx *sb, const char *rel)
-{
-	struct wnode *w;
-
-	pthread_mutex_lock(&wnodes_lock);
-	for (w = wnodes; w != NULL; w = w->next)
-		if (!w->orphan && w->sb == sb && strcmp(w->rel, rel) == 0)
-			break;
-	if (w != NULL)
-		w->refs++;
-	pthread_mutex_unlock(&wnodes_lock);
-	return w;
-}
-
-/* A copy of the node's path as it is now (a rename may change it). */
-static char *wnode_rel(struct wnode *w)
-{
-	char *rel;
-
-	pthread_mutex_lock(&wnodes_lock);
-	rel = xstrdup(w->rel);
-	pthread_mutex_unlock(&wnodes_lock);
-	return rel;
-}
-
-/* The file changed through this mount. */
-static void wnode_changed(struct wnode *w)
-{
-	atomic_fetch_add(&w->gen, 1);
+	return (struct sbx *)(uintptr_t)w->owner;
 }
 
 static void path_changed(struct sbx *sb, const char *rel);
@@ -211,14 +84,6 @@ static void links_changed(struct sbx *sb, const char *rel,
 		free(v[i]);
 	}
 	free(v);
-}
-
-/* Bytes a writer was told were written could not be stored (w->lock
- * held). */
-static void wnode_lost(struct wnode *w, int rc)
-{
-	w->err_gen++;
-	w->err = rc < 0 ? rc : -EIO;
 }
 
 /* Send w's extent (w->lock held). A failure is recorded as a loss: the
@@ -269,7 +134,7 @@ static int wnode_flush_locked(struct sbx *sb, struct wnode *w)
  */
 static void flush_path(struct sbx *sb, const char *rel)
 {
-	struct wnode *w = wnode_find(sb, rel);
+	struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
 
 	if (w == NULL)
 		return;
@@ -277,43 +142,6 @@ static void flush_path(struct sbx *sb, const char *rel)
 	(void)wnode_flush_locked(sb, w);
 	pthread_mutex_unlock(&w->lock);
 	wnode_put(w);
-}
-
-/* A node of the snapshot below, and what chose it. */
-typedef bool wnode_pick_fn(const struct wnode *w, const void *arg);
-
-/* The nodes pick chooses, each with a reference (put them back with
- * wnodes_put): flushing them one by one then needs no list lock, and a
- * node a writer refills meanwhile is not chased forever. */
-static size_t wnodes_pick(wnode_pick_fn *pick, const void *arg,
-			  struct wnode ***out)
-{
-	struct wnode *w, **v = NULL;
-	size_t n = 0, cap = 0;
-
-	pthread_mutex_lock(&wnodes_lock);
-	for (w = wnodes; w != NULL; w = w->next) {
-		if (!pick(w, arg))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 8;
-			v = xrealloc(v, cap * sizeof(*v));
-		}
-		w->refs++;
-		v[n++] = w;
-	}
-	pthread_mutex_unlock(&wnodes_lock);
-	*out = v;
-	return n;
-}
-
-static void wnodes_put(struct wnode **v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		wnode_put(v[i]);
-	free(v);
 }
 
 struct tree_pick {
@@ -327,7 +155,7 @@ static bool pick_tree(const struct wnode *w, const void *arg)
 {
 	const struct tree_pick *t = arg;
 
-	return w->sb == t->sb && w->dirty &&
+	return w->owner == t->sb && w->dirty &&
 	       (t->n == 0 || (strncmp(w->rel, t->rel, t->n) == 0 &&
 			      (w->rel[t->n] == '\0' || w->rel[t->n] == '/')));
 }
@@ -338,7 +166,7 @@ static bool pick_new_child(const struct wnode *w, const void *arg)
 	const struct tree_pick *t = arg;
 	const char *rest;
 
-	if (w->sb != t->sb || !w->dirty || w->orphan)
+	if (w->owner != t->sb || !w->dirty || w->orphan)
 		return false;
 	if (t->n > 0 &&
 	    (strncmp(w->rel, t->rel, t->n) != 0 || w->rel[t->n] != '/'))
@@ -353,7 +181,7 @@ static void flush_tree(struct sbx *sb, const char *rel)
 {
 	struct tree_pick t = {sb, rel, strlen(rel)};
 	struct wnode **v;
-	size_t i, n = wnodes_pick(pick_tree, &t, &v);
+	size_t i, n = wnodes_pick(sb->fs->writes, pick_tree, &t, &v);
 
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
@@ -370,7 +198,7 @@ static void flush_new_children(struct sbx *sb, const char *dir)
 {
 	struct tree_pick t = {sb, dir, strlen(dir)};
 	struct wnode **v;
-	size_t i, n = wnodes_pick(pick_new_child, &t, &v);
+	size_t i, n = wnodes_pick(sb->fs->writes, pick_new_child, &t, &v);
 
 	for (i = 0; i < n; i++) {
 		pthread_mutex_lock(&v[i]->lock);
@@ -380,31 +208,11 @@ static void flush_new_children(struct sbx *sb, const char *dir)
 	wnodes_put(v, n);
 }
 
-static void rekey_tree(struct sbx *sb, const char *from, const char *to)
-{
-	size_t n = strlen(from);
-	struct wnode *w;
-
-	pthread_mutex_lock(&wnodes_lock);
-	for (w = wnodes; w != NULL; w = w->next) {
-		if (w->sb != sb || w->orphan)
-			continue;
-		if (strncmp(w->rel, from, n) == 0 &&
-		    (w->rel[n] == '\0' || w->rel[n] == '/')) {
-			char *nrel = xasprintf("%s%s", to, w->rel + n);
-
-			free(w->rel);
-			w->rel = nrel;
-		}
-	}
-	pthread_mutex_unlock(&wnodes_lock);
-}
-
 /* Count a change to rel's bytes made through this mount without its
  * node's extent (truncate, rename over it). */
 static void path_changed(struct sbx *sb, const char *rel)
 {
-	struct wnode *w = wnode_find(sb, rel);
+	struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
 
 	if (w == NULL)
 		return;
@@ -412,100 +220,10 @@ static void path_changed(struct sbx *sb, const char *rel)
 	wnode_put(w);
 }
 
-/* ---- the gathering window's flusher --------------------------------------- */
-
-static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t flusher_cond = PTHREAD_COND_INITIALIZER;
-static bool flusher_running, flusher_stop;
-static pthread_t flusher_tid;
-
-/* Dirty for longer than the window (any dirty one when arg is set). */
-static bool pick_old(const struct wnode *w, const void *arg)
+int fs_files_flush_node(void *ctx, struct wnode *w)
 {
-	const long long *now = arg;
-
-	return w->dirty && (now == NULL ||
-			    *now - w->dirty_ms >= w->sb->fs->o.write_window_ms);
-}
-
-/* Send every extent whose first byte is older than the window (all of
- * them when all is set). */
-static void flush_old(bool all)
-{
-	long long now = mono_ms();
-	struct wnode **v;
-	size_t i, n = wnodes_pick(pick_old, all ? NULL : &now, &v);
-
-	for (i = 0; i < n; i++) {
-		struct wnode *w = v[i];
-
-		/* A writer holding the node is about to send it anyway. */
-		if (!all && pthread_mutex_trylock(&w->lock) != 0)
-			continue;
-		if (all)
-			pthread_mutex_lock(&w->lock);
-		if (pick_old(w, all ? NULL : &now))
-			(void)wnode_flush_locked(w->sb, w);
-		pthread_mutex_unlock(&w->lock);
-	}
-	wnodes_put(v, n);
-}
-
-static void *flusher_main(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&flusher_lock);
-	while (!flusher_stop) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += FLUSHER_TICK_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&flusher_cond, &flusher_lock, &ts);
-		if (flusher_stop)
-			break;
-		pthread_mutex_unlock(&flusher_lock);
-		flush_old(false);
-		pthread_mutex_lock(&flusher_lock);
-	}
-	pthread_mutex_unlock(&flusher_lock);
-	return NULL;
-}
-
-/* Start the flusher on the first gathered byte. */
-static void flusher_need(void)
-{
-	pthread_mutex_lock(&flusher_lock);
-	if (!flusher_running && !flusher_stop) {
-		if (pthread_create(&flusher_tid, NULL, flusher_main, NULL) == 0)
-			flusher_running = true;
-		else
-			log_warn("the write flusher could not start: gathered "
-				 "bytes wait for close or fsync");
-	}
-	pthread_mutex_unlock(&flusher_lock);
-}
-
-void fs_files_shutdown(void)
-{
-	bool joined;
-
-	pthread_mutex_lock(&flusher_lock);
-	flusher_stop = true;
-	joined = flusher_running;
-	flusher_running = false;
-	pthread_cond_broadcast(&flusher_cond);
-	pthread_mutex_unlock(&flusher_lock);
-	if (joined)
-		pthread_join(flusher_tid, NULL);
-	/* What files still open at the unmount gathered is sent now. */
-	flush_old(true);
-	pthread_mutex_lock(&flusher_lock);
-	flusher_stop = false;
-	pthread_mutex_unlock(&flusher_lock);
+	(void)ctx;
+	return wnode_flush_locked(owner_sb(w), w);
 }
 
 /* ---- open files ------------------------------------------------------------ */
@@ -580,7 +298,7 @@ static struct handle *handle_new(struct sbx *sb, const char *rel, int flags)
 	struct handle *h = xcalloc(1, sizeof(*h));
 
 	h->sb = sb;
-	h->w = wnode_get(sb, rel);
+	h->w = wnode_get(sb->fs->writes, sb, rel);
 	h->flags = flags;
 	h->writer = (flags & O_ACCMODE) != O_RDONLY;
 	pthread_mutex_init(&h->lock, NULL);
@@ -593,7 +311,7 @@ static struct handle *handle_new(struct sbx *sb, const char *rel, int flags)
 		struct fetch_ctx *fc = xcalloc(1, sizeof(*fc));
 
 		fc->sb = sb;
-		fc->w = wnode_get(sb, rel);
+		fc->w = wnode_get(sb->fs->writes, sb, rel);
 		h->ra = ra_stream_new(sb->fs->ra, fetch_chunk, fetch_ctx_free,
 				      fc);
 	}
@@ -762,7 +480,7 @@ static int ext_op(struct sbx *sb, const char *op, const char *rel,
 /* Show a mode that waits for the last close as the file's mode. */
 static void pending_mode(struct sbx *sb, const char *rel, struct proto_attr *a)
 {
-	struct wnode *w = wnode_find(sb, rel);
+	struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
 
 	if (w == NULL)
 		return;
@@ -804,7 +522,7 @@ static int apply_final_mode(struct sbx *sb, struct wnode *w)
  */
 static bool pending_attr(struct sbx *sb, const char *rel, struct proto_attr *a)
 {
-	struct wnode *w = wnode_find(sb, rel);
+	struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
 	bool known = false;
 	struct timespec now;
 	uint64_t end;
@@ -1291,8 +1009,7 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 		h->w->mk.mode = req.mode;
 		h->w->mk.exclusive = req.exclusive;
 		h->w->planned = a;
-		h->w->dirty = true;
-		h->w->dirty_ms = mono_ms();
+		wnode_dirtied(h->w);
 		h->w->off = 0;
 		h->w->append = (fi->flags & O_APPEND) != 0;
 	}
@@ -1302,8 +1019,6 @@ static int files_create(struct sbx *sb, const char *rel, mode_t mode,
 		a.perm = mode & 07777;
 	}
 	pthread_mutex_unlock(&h->w->lock);
-	if (later)
-		flusher_need();
 	cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
 	listing_add(sb, rel, PROTO_FT_FILE);
@@ -1453,9 +1168,9 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 	/* The kernel writing back mapped pages writes them where they are,
 	 * whatever the descriptor's O_APPEND. */
 	append = (h->flags & O_APPEND) != 0 && !fi->writepage;
-	max = sb->ext_max_write > 0 && sb->ext_max_write < WRITE_EXTENT_MAX
+	max = sb->ext_max_write > 0 && sb->ext_max_write < WNODE_EXTENT_MAX
 		      ? (size_t)sb->ext_max_write
-		      : WRITE_EXTENT_MAX;
+		      : WNODE_EXTENT_MAX;
 	linked = cache_get_access(sb->fs->cache, sb->id, rel, &la) &&
 		 la.nlink > 1 && la.type == PROTO_FT_FILE;
 	pthread_mutex_lock(&w->lock);
@@ -1499,9 +1214,7 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 	rc = buf_append(&w->data, buf, size);
 	if (rc < 0)
 		goto out;
-	if (!w->dirty)
-		w->dirty_ms = mono_ms();
-	w->dirty = true;
+	wnode_dirtied(w);
 	wnode_changed(w);
 	rc = (int)size;
 	/* Our own pages and attributes are about to change. */
@@ -1517,10 +1230,8 @@ static int files_write(struct sbx *sb, const char *rel, const char *buf,
 	}
 out:
 	pthread_mutex_unlock(&w->lock);
-	if (rc > 0) {
-		flusher_need();
+	if (rc > 0)
 		cache_forget_content(sb->fs->cache, sb->id, rel);
-	}
 	return rc;
 }
 
@@ -1623,15 +1334,12 @@ static int files_unlink(struct sbx *sb, const char *rel)
 	known = cache_get_access(sb->fs->cache, sb->id, rel, &before);
 	/* Pending bytes of a removed file would only recreate it (or fail):
 	 * descriptors still open write into nothing, as on a local file. */
-	w = wnode_find(sb, rel);
+	w = wnode_find(sb->fs->writes, sb, rel);
 	if (w != NULL) {
 		pthread_mutex_lock(&w->lock);
 		never_made = w->mk_pending;
 		w->mk_pending = false;
-		/* Lock order: a node's lock, then wnodes_lock. */
-		pthread_mutex_lock(&wnodes_lock);
-		w->orphan = true;
-		pthread_mutex_unlock(&wnodes_lock);
+		wnode_orphan(w);
 		buf_reset(&w->data);
 		w->dirty = false;
 		w->has_times = false;
@@ -1709,11 +1417,11 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 		path_changed(sb, from);
 		if (req.exchange) {
 			/* "\001" never starts a path component. */
-			rekey_tree(sb, from, "\001");
-			rekey_tree(sb, to, from);
-			rekey_tree(sb, "\001", to);
+			wnodes_rekey(sb->fs->writes, sb, from, "\001");
+			wnodes_rekey(sb->fs->writes, sb, to, from);
+			wnodes_rekey(sb->fs->writes, sb, "\001", to);
 		} else {
-			rekey_tree(sb, from, to);
+			wnodes_rekey(sb->fs->writes, sb, from, to);
 		}
 	}
 	return rc;
@@ -1798,7 +1506,7 @@ static int files_chmod(struct sbx *sb, const char *rel, mode_t mode,
 	req.path = (char *)rel;
 	req.has_mode = true;
 	req.mode = mode & 07777;
-	w = wnode_find(sb, rel);
+	w = wnode_find(sb->fs->writes, sb, rel);
 	if (w != NULL) {
 		pthread_mutex_lock(&w->lock);
 		if (w->opens > 0) {
@@ -1880,7 +1588,7 @@ static int files_utimens(struct sbx *sb, const char *rel,
 	/* An agent that does not advertise version 2 ignores times given
 	 * with a write: send them on their own there. */
 	if (tv != NULL && !sb->fs->o.ro && sb->ext_tree) {
-		struct wnode *w = wnode_find(sb, rel);
+		struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
 		bool merged = false;
 
 		/* Bytes are pending (a writer that sets times right after

@@ -123,6 +123,7 @@ struct sbfs {
 	long long ids_ms; /* when it was read (monotonic ms) */
 	struct cache *cache;
 	struct readahead *ra; /* sequential readers' windows */
+	struct wnodes *writes; /* files being written (wnodes.h) */
 	struct fuse *fuse; /* set when the mount starts (fs.c) */
 	char *spool_dir; /* where large job output spills */
 };
@@ -291,9 +292,10 @@ struct fs_tree_ops {
 };
 
 extern const struct fs_tree_ops fs_files_ops; /* the extension */
-/* Before the mount goes away: stop the write flusher and send what files
- * still open have gathered. */
-void fs_files_shutdown(void);
+/* The mount's write table's flush function (wnodes.h): send a node's
+ * gathered bytes to its sandbox's agent. */
+struct wnode;
+int fs_files_flush_node(void *ctx, struct wnode *w);
 extern const struct fs_tree_ops fs_files_v1_ops; /* v1 and native */
 
 /* The table for a sandbox entered with health (ext, v1 or native). */

@@ -11,6 +11,7 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/cache.c %reldir%/cache.h \
 	%reldir%/prefetch.c %reldir%/prefetch.h \
 	%reldir%/readahead.c %reldir%/readahead.h \
+	%reldir%/wnodes.c %reldir%/wnodes.h \
 	%reldir%/fs_files.c
 ## exec, jobs/ (the records and output store apart, FUSE-free), info, ctl.
 libsandboxfs_a_SOURCES += \

@@ -23,6 +23,7 @@
 #include "fs/fs_i.h"
 #include "fs/prefetch.h"
 #include "fs/readahead.h"
+#include "fs/wnodes.h"
 #include "provider_local.h"
 
 #ifdef HAVE_PROVIDER_AZURE
@@ -90,6 +91,13 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 			      "the HTTP client could not start");
 		goto fail;
 	}
+	rc = wnodes_new(o->write_window_ms, fs_files_flush_node, fs,
+			&fs->writes);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
+			      "the write table could not be made");
+		goto fail;
+	}
 	rc = readahead_new(SBFS_RA_WORKERS, SBFS_RA_BUDGET, &fs->ra);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
@@ -116,8 +124,9 @@ void sbfs_free(struct sbfs *fs)
 	if (fs == NULL)
 		return;
 	prefetch_shutdown();
-	fs_files_shutdown();
+	/* Readahead streams hold write nodes: the readahead goes first. */
 	readahead_free(fs->ra);
+	wnodes_free(fs->writes);
 	for (sb = fs->sandboxes; sb != NULL; sb = next) {
 		next = sb->next;
 		fs_jobs_free(sb->jobs);
