@@ -124,6 +124,7 @@ struct sbfs {
 	struct cache *cache;
 	struct readahead *ra; /* sequential readers' windows */
 	struct wnodes *writes; /* files being written (wnodes.h) */
+	struct prefetch *pf; /* walked directories read ahead */
 	struct fuse *fuse; /* set when the mount starts (fs.c) */
 	char *spool_dir; /* where large job output spills */
 };

@@ -62,19 +62,22 @@ struct job {
 	struct job *next;
 };
 
-static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pf_done = PTHREAD_COND_INITIALIZER; /* a fetch ended */
-static pthread_cond_t pf_work = PTHREAD_COND_INITIALIZER; /* a job queued */
-static pthread_once_t pf_once = PTHREAD_ONCE_INIT;
-static bool pf_started;
-static struct dir_rec dirs[DIR_SLOTS];
-static struct body *buckets[BODY_BUCKETS];
-static struct body *oldest, *newest;
-static size_t held_bytes, held_files;
-static struct job *q_head, *q_tail;
-static size_t q_len;
-static unsigned pf_active; /* jobs a worker is on */
-static bool pf_stopping;
+/* A mount's read-ahead of walked directories: everything under lock. */
+struct prefetch {
+	pthread_mutex_t lock;
+	pthread_cond_t done; /* a fetch ended, or a body arrived */
+	pthread_cond_t work; /* a job queued, or stopping */
+	pthread_t threads[PREFETCH_WORKERS];
+	unsigned nthreads; /* workers started */
+	struct dir_rec dirs[DIR_SLOTS];
+	struct body *buckets[BODY_BUCKETS];
+	struct body *oldest, *newest;
+	size_t held_bytes, held_files;
+	struct job *q_head, *q_tail;
+	size_t q_len;
+	unsigned active; /* jobs a worker is on */
+	bool stopping;
+};
 
 static long long mono_ms(void)
 {
@@ -120,7 +123,7 @@ static long long window_ms(const struct sbfs *fs)
 	return (long long)(fs->o.attr_timeout * 1000.0);
 }
 
-/* ---- the store (pf_lock held) ------------------------------------------ */
+/* ---- the store (pf->lock held) ------------------------------------------ */
 
 static char *make_key(const char *sbx, const char *rel, size_t *len)
 {
@@ -133,10 +136,12 @@ static char *make_key(const char *sbx, const char *rel, size_t *len)
 	return k;
 }
 
-static struct body **find_slot(const char *key, size_t keylen)
+static struct body **find_slot(struct prefetch *pf, const char *key,
+			       size_t keylen)
 {
-	struct body **pp = &buckets[fnv(key, keylen, 14695981039346656037ULL) %
-				    BODY_BUCKETS];
+	struct body **pp =
+		&pf->buckets[fnv(key, keylen, 14695981039346656037ULL) %
+			     BODY_BUCKETS];
 
 	for (; *pp != NULL; pp = &(*pp)->hnext)
 		if ((*pp)->keylen == keylen &&
@@ -146,45 +151,47 @@ static struct body **find_slot(const char *key, size_t keylen)
 }
 
 /* Unlink b (found at *pp) from both lists and free it. */
-static void body_remove(struct body **pp, struct body *b, bool keep_data)
+static void body_remove(struct prefetch *pf, struct body **pp, struct body *b,
+			bool keep_data)
 {
 	*pp = b->hnext;
 	if (b->older != NULL)
 		b->older->newer = b->newer;
 	else
-		oldest = b->newer;
+		pf->oldest = b->newer;
 	if (b->newer != NULL)
 		b->newer->older = b->older;
 	else
-		newest = b->older;
-	held_bytes -= b->len;
-	held_files--;
+		pf->newest = b->older;
+	pf->held_bytes -= b->len;
+	pf->held_files--;
 	if (!keep_data)
 		free(b->data);
 	free(b->key);
 	free(b);
 }
 
-static void evict_oldest(void)
+static void evict_oldest(struct prefetch *pf)
 {
-	struct body *b = oldest;
+	struct body *b = pf->oldest;
 
-	body_remove(find_slot(b->key, b->keylen), b, false);
+	body_remove(pf, find_slot(pf, b->key, b->keylen), b, false);
 }
 
-static void body_put(const char *sbx, const char *rel, const void *data,
-		     size_t len, const char *etag)
+static void body_put(struct prefetch *pf, const char *sbx, const char *rel,
+		     const void *data, size_t len, const char *etag)
 {
 	struct body *b, **pp;
 	size_t keylen;
 	char *key = make_key(sbx, rel, &keylen);
 
-	pp = find_slot(key, keylen);
+	pp = find_slot(pf, key, keylen);
 	if (*pp != NULL)
-		body_remove(pp, *pp, false);
-	while (oldest != NULL && (held_bytes + len > PREFETCH_MAX_BYTES ||
-				  held_files + 1 > PREFETCH_MAX_FILES))
-		evict_oldest();
+		body_remove(pf, pp, *pp, false);
+	while (pf->oldest != NULL &&
+	       (pf->held_bytes + len > PREFETCH_MAX_BYTES ||
+		pf->held_files + 1 > PREFETCH_MAX_FILES))
+		evict_oldest(pf);
 	b = xcalloc(1, sizeof(*b));
 	b->key = key;
 	b->keylen = keylen;
@@ -192,17 +199,17 @@ static void body_put(const char *sbx, const char *rel, const void *data,
 	memcpy(b->data, data, len);
 	b->len = len;
 	snprintf(b->etag, sizeof(b->etag), "%s", etag);
-	pp = find_slot(key, keylen);
+	pp = find_slot(pf, key, keylen);
 	b->hnext = *pp;
 	*pp = b;
-	b->older = newest;
-	if (newest != NULL)
-		newest->newer = b;
+	b->older = pf->newest;
+	if (pf->newest != NULL)
+		pf->newest->newer = b;
 	else
-		oldest = b;
-	newest = b;
-	held_bytes += len;
-	held_files++;
+		pf->oldest = b;
+	pf->newest = b;
+	pf->held_bytes += len;
+	pf->held_files++;
 }
 
 /* ---- the workers ----------------------------------------------------------- */
@@ -218,6 +225,7 @@ static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
 		       const void *data, size_t len)
 {
 	struct fetch *f = ud;
+	struct prefetch *pf = f->fs->pf;
 	char *rel = *f->dir == '\0' ? xstrdup(name)
 				    : xasprintf("%s/%s", f->dir, name);
 	char etag[PROTO_ETAG_MAX];
@@ -227,21 +235,22 @@ static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
 	 * while they are still the ones held. */
 	cache_put_seen(f->fs->cache, f->sbx, rel, a, NULL, f->mark);
 	proto_attr_etag(a, etag);
-	pthread_mutex_lock(&pf_lock);
-	body_put(f->sbx, rel, data, len, etag);
+	pthread_mutex_lock(&pf->lock);
+	body_put(pf, f->sbx, rel, data, len, etag);
 	/* The answer arrives a file at a time: a reader waiting for this
 	 * one goes on now. */
-	pthread_cond_broadcast(&pf_done);
-	pthread_mutex_unlock(&pf_lock);
+	pthread_cond_broadcast(&pf->done);
+	pthread_mutex_unlock(&pf->lock);
 	free(rel);
 	return 0;
 }
 
-static struct dir_rec *dir_slot(const char *sbx, const char *dir)
+static struct dir_rec *dir_slot(struct prefetch *pf, const char *sbx,
+				const char *dir)
 {
 	uint64_t h = key_hash(sbx, dir);
 
-	return &dirs[h % DIR_SLOTS];
+	return &pf->dirs[h % DIR_SLOTS];
 }
 
 static bool dir_is(const struct dir_rec *d, const char *sbx, const char *dir)
@@ -250,7 +259,7 @@ static bool dir_is(const struct dir_rec *d, const char *sbx, const char *dir)
 	       strcmp(d->dir, dir) == 0;
 }
 
-/* dir is being fetched, or was less than win ms ago (pf_lock held). */
+/* dir is being fetched, or was less than win ms ago (pf->lock held). */
 static bool dir_busy(const struct dir_rec *d, const char *sbx, const char *dir,
 		     long long now, long long win)
 {
@@ -260,7 +269,7 @@ static bool dir_busy(const struct dir_rec *d, const char *sbx, const char *dir,
 }
 
 /* Make d dir's record, taking the slot from another directory's when it
- * must (pf_lock held). */
+ * must (pf->lock held). */
 static void dir_claim(struct dir_rec *d, const char *sbx, const char *dir)
 {
 	if (dir_is(d, sbx, dir))
@@ -271,7 +280,7 @@ static void dir_claim(struct dir_rec *d, const char *sbx, const char *dir)
 	d->dir = xstrdup(dir);
 }
 
-/* dir was listed (first 0) or its file first opened (pf_lock held). */
+/* dir was listed (first 0) or its file first opened (pf->lock held). */
 static void dir_seen(struct dir_rec *d, const char *sbx, const char *dir,
 		     uint64_t first, long long now)
 {
@@ -281,14 +290,15 @@ static void dir_seen(struct dir_rec *d, const char *sbx, const char *dir,
 	d->stamp_ms = now;
 }
 
-/* Queue a fetch of dir and mark it FETCHING (pf_lock held). */
+/* Queue a fetch of dir and mark it FETCHING (pf->lock held). */
 static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 		    bool ahead)
 {
-	struct dir_rec *d = dir_slot(sbx, dir);
+	struct prefetch *pf = fs->pf;
+	struct dir_rec *d = dir_slot(pf, sbx, dir);
 	struct job *j;
 
-	if (q_len >= QUEUE_MAX || pf_stopping)
+	if (pf->q_len >= QUEUE_MAX || pf->stopping)
 		return false;
 	/* Another directory's fetch under way keeps its slot. */
 	if (!dir_is(d, sbx, dir) && d->state == DIR_FETCHING)
@@ -300,13 +310,13 @@ static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 	j->sbx = xstrdup(sbx);
 	j->dir = xstrdup(dir);
 	j->ahead = ahead;
-	if (q_tail != NULL)
-		q_tail->next = j;
+	if (pf->q_tail != NULL)
+		pf->q_tail->next = j;
 	else
-		q_head = j;
-	q_tail = j;
-	q_len++;
-	pthread_cond_signal(&pf_work);
+		pf->q_head = j;
+	pf->q_tail = j;
+	pf->q_len++;
+	pthread_cond_signal(&pf->work);
 	return true;
 }
 
@@ -333,29 +343,31 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 				const char *dir)
 {
 	long long now = mono_ms(), win = window_ms(fs);
+	struct prefetch *pf = fs->pf;
 	struct subdirs sd;
 	size_t i;
 
 	sd.n = 0;
 	if (!cache_dir_each(fs->cache, sbx, dir, collect_subdir, &sd))
 		return;
-	pthread_mutex_lock(&pf_lock);
+	pthread_mutex_lock(&pf->lock);
 	for (i = 0; i < sd.n; i++) {
 		char *sub = *dir == '\0' ? xstrdup(sd.names[i])
 					 : xasprintf("%s/%s", dir, sd.names[i]);
-		struct dir_rec *d = dir_slot(sbx, sub);
+		struct dir_rec *d = dir_slot(pf, sbx, sub);
 
 		if (!dir_busy(d, sbx, sub, now, win))
 			enqueue(fs, sbx, sub, true);
 		free(sub);
 		free(sd.names[i]);
 	}
-	pthread_mutex_unlock(&pf_lock);
+	pthread_mutex_unlock(&pf->lock);
 }
 
 static void *pf_worker(void *arg)
 {
-	(void)arg;
+	struct prefetch *pf = arg;
+
 	for (;;) {
 		struct sbx_error err;
 		struct fetch f;
@@ -363,16 +375,20 @@ static void *pf_worker(void *arg)
 		struct job *j;
 		int rc;
 
-		pthread_mutex_lock(&pf_lock);
-		while (q_head == NULL)
-			pthread_cond_wait(&pf_work, &pf_lock);
-		j = q_head;
-		q_head = j->next;
-		if (q_head == NULL)
-			q_tail = NULL;
-		q_len--;
-		pf_active++;
-		pthread_mutex_unlock(&pf_lock);
+		pthread_mutex_lock(&pf->lock);
+		while (pf->q_head == NULL && !pf->stopping)
+			pthread_cond_wait(&pf->work, &pf->lock);
+		if (pf->q_head == NULL) {
+			pthread_mutex_unlock(&pf->lock);
+			break;
+		}
+		j = pf->q_head;
+		pf->q_head = j->next;
+		if (pf->q_head == NULL)
+			pf->q_tail = NULL;
+		pf->q_len--;
+		pf->active++;
+		pthread_mutex_unlock(&pf->lock);
 
 		f.fs = j->fs;
 		f.sbx = j->sbx;
@@ -387,15 +403,15 @@ static void *pf_worker(void *arg)
 		else if (!j->ahead)
 			fetch_subdirs_ahead(j->fs, j->sbx, j->dir);
 
-		pthread_mutex_lock(&pf_lock);
-		d = dir_slot(j->sbx, j->dir);
+		pthread_mutex_lock(&pf->lock);
+		d = dir_slot(pf, j->sbx, j->dir);
 		if (dir_is(d, j->sbx, j->dir) && d->state == DIR_FETCHING) {
 			d->state = DIR_DONE;
 			d->stamp_ms = mono_ms();
 		}
-		pf_active--;
-		pthread_cond_broadcast(&pf_done);
-		pthread_mutex_unlock(&pf_lock);
+		pf->active--;
+		pthread_cond_broadcast(&pf->done);
+		pthread_mutex_unlock(&pf->lock);
 		free(j->sbx);
 		free(j->dir);
 		free(j);
@@ -403,20 +419,28 @@ static void *pf_worker(void *arg)
 	return NULL;
 }
 
-static void pf_start(void)
+/* Start the workers on first need (pf->lock held). */
+static void start_workers(struct prefetch *pf)
 {
-	pthread_attr_t at;
 	unsigned i;
 
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	for (i = 0; i < PREFETCH_WORKERS; i++) {
-		pthread_t t;
+	if (pf->nthreads > 0 || pf->stopping)
+		return;
+	for (i = 0; i < PREFETCH_WORKERS; i++)
+		if (pthread_create(&pf->threads[pf->nthreads], NULL, pf_worker,
+				   pf) == 0)
+			pf->nthreads++;
+}
 
-		if (pthread_create(&t, &at, pf_worker, NULL) == 0)
-			pf_started = true;
-	}
-	pthread_attr_destroy(&at);
+int prefetch_new(struct prefetch **out)
+{
+	struct prefetch *pf = xcalloc(1, sizeof(*pf));
+
+	pthread_mutex_init(&pf->lock, NULL);
+	pthread_cond_init(&pf->done, NULL);
+	pthread_cond_init(&pf->work, NULL);
+	*out = pf;
+	return 0;
 }
 
 /* ---- the interface ----------------------------------------------------------- */
@@ -424,15 +448,16 @@ static void pf_start(void)
 void prefetch_listed(struct sbfs *fs, const char *sbx, const char *dir)
 {
 	long long now = mono_ms(), win = window_ms(fs);
+	struct prefetch *pf = fs->pf;
 	struct dir_rec *d;
 
 	if (win <= 0)
 		return;
-	pthread_mutex_lock(&pf_lock);
-	d = dir_slot(sbx, dir);
+	pthread_mutex_lock(&pf->lock);
+	d = dir_slot(pf, sbx, dir);
 	if (!dir_busy(d, sbx, dir, now, win))
 		dir_seen(d, sbx, dir, 0, now);
-	pthread_mutex_unlock(&pf_lock);
+	pthread_mutex_unlock(&pf->lock);
 }
 
 void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
@@ -440,15 +465,16 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 	char dir[PATH_MAX_BYTES + 1];
 	uint64_t me = key_hash(sbx, rel) | 1; /* never 0 */
 	long long now = mono_ms(), win = window_ms(fs);
+	struct prefetch *pf = fs->pf;
 	struct dir_rec *d;
 
 	if (win <= 0)
 		return;
-	pthread_once(&pf_once, pf_start);
 	parent_of(rel, dir, sizeof(dir));
-	pthread_mutex_lock(&pf_lock);
-	d = dir_slot(sbx, dir);
-	if (!pf_started || dir_busy(d, sbx, dir, now, win)) {
+	pthread_mutex_lock(&pf->lock);
+	start_workers(pf);
+	d = dir_slot(pf, sbx, dir);
+	if (pf->nthreads == 0 || dir_busy(d, sbx, dir, now, win)) {
 		/* Nothing to do. */
 	} else if (!dir_is(d, sbx, dir) || d->state != DIR_SEEN ||
 		   now - d->stamp_ms >= win || d->first == me) {
@@ -459,7 +485,7 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 		 * walk. */
 		enqueue(fs, sbx, dir, false);
 	}
-	pthread_mutex_unlock(&pf_lock);
+	pthread_mutex_unlock(&pf->lock);
 }
 
 bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
@@ -469,12 +495,13 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 	struct proto_attr a;
 	struct body *b, **pp;
 	struct timespec until;
+	struct prefetch *pf = fs->pf;
 	struct dir_rec *d;
 	size_t keylen;
 	char *key;
 	bool ok = false;
 
-	if (!pf_started)
+	if (pf->nthreads == 0)
 		return false;
 	/* Too large to be in an answer: nothing to wait for. */
 	if (cache_get(fs->cache, sbx, rel, &a, NULL) &&
@@ -484,25 +511,25 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 	key = make_key(sbx, rel, &keylen);
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += fs->o.timeout_s > 0 ? fs->o.timeout_s : 60;
-	pthread_mutex_lock(&pf_lock);
-	d = dir_slot(sbx, dir);
+	pthread_mutex_lock(&pf->lock);
+	d = dir_slot(pf, sbx, dir);
 	/* The file's body may be on its way: waiting costs less than
 	 * asking for it again. */
 	while (dir_is(d, sbx, dir) && d->state == DIR_FETCHING &&
-	       *find_slot(key, keylen) == NULL) {
-		if (pthread_cond_timedwait(&pf_done, &pf_lock, &until) != 0)
+	       *find_slot(pf, key, keylen) == NULL) {
+		if (pthread_cond_timedwait(&pf->done, &pf->lock, &until) != 0)
 			break;
 	}
-	pp = find_slot(key, keylen);
+	pp = find_slot(pf, key, keylen);
 	b = *pp;
 	if (b != NULL) {
 		*data = b->data;
 		*len = b->len;
 		snprintf(etag, PROTO_ETAG_MAX, "%s", b->etag);
-		body_remove(pp, b, true);
+		body_remove(pf, pp, b, true);
 		ok = true;
 	}
-	pthread_mutex_unlock(&pf_lock);
+	pthread_mutex_unlock(&pf->lock);
 	free(key);
 	if (!ok)
 		return false;
@@ -517,45 +544,52 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 	return false;
 }
 
-void prefetch_drop_sandbox(const char *sbx)
+void prefetch_drop_sandbox(struct sbfs *fs, const char *sbx)
 {
+	struct prefetch *pf = fs->pf;
 	size_t n = strlen(sbx) + 1;
 	struct body *b, *next;
 
-	pthread_mutex_lock(&pf_lock);
-	for (b = oldest; b != NULL; b = next) {
+	pthread_mutex_lock(&pf->lock);
+	for (b = pf->oldest; b != NULL; b = next) {
 		next = b->newer;
 		if (b->keylen >= n && memcmp(b->key, sbx, n) == 0)
-			body_remove(find_slot(b->key, b->keylen), b, false);
+			body_remove(pf, find_slot(pf, b->key, b->keylen), b,
+				    false);
 	}
-	pthread_mutex_unlock(&pf_lock);
+	pthread_mutex_unlock(&pf->lock);
 }
 
-void prefetch_shutdown(void)
+void prefetch_free(struct prefetch *pf)
 {
 	struct job *j;
 	unsigned i;
 
-	pthread_mutex_lock(&pf_lock);
-	pf_stopping = true;
-	while ((j = q_head) != NULL) {
-		q_head = j->next;
+	if (pf == NULL)
+		return;
+	pthread_mutex_lock(&pf->lock);
+	pf->stopping = true;
+	while ((j = pf->q_head) != NULL) {
+		pf->q_head = j->next;
 		free(j->sbx);
 		free(j->dir);
 		free(j);
 	}
-	q_tail = NULL;
-	q_len = 0;
-	while (pf_active > 0)
-		pthread_cond_wait(&pf_done, &pf_lock);
-	while (oldest != NULL)
-		evict_oldest();
+	pf->q_tail = NULL;
+	pf->q_len = 0;
+	pthread_cond_broadcast(&pf->work);
+	pthread_mutex_unlock(&pf->lock);
+	/* A worker inside a fetch returns within the fetch's deadline. */
+	for (i = 0; i < pf->nthreads; i++)
+		pthread_join(pf->threads[i], NULL);
+	while (pf->oldest != NULL)
+		evict_oldest(pf);
 	for (i = 0; i < DIR_SLOTS; i++) {
-		free(dirs[i].sbx);
-		free(dirs[i].dir);
-		memset(&dirs[i], 0, sizeof(dirs[i]));
+		free(pf->dirs[i].sbx);
+		free(pf->dirs[i].dir);
 	}
-	/* Nothing refers to the old mount any more: a new one may fetch. */
-	pf_stopping = false;
-	pthread_mutex_unlock(&pf_lock);
+	pthread_cond_destroy(&pf->work);
+	pthread_cond_destroy(&pf->done);
+	pthread_mutex_destroy(&pf->lock);
+	free(pf);
 }

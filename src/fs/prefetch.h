@@ -12,7 +12,8 @@
  * that reads its file, and only while the attributes the mount holds for
  * the file (refreshed by the same answer) still name the same contents:
  * any change this mount makes to the file forgets those attributes, and
- * none is older than attr_timeout. Thread-safe.
+ * none is older than attr_timeout. Each mount has its own (fs->pf).
+ * Thread-safe.
  */
 #ifndef SBFS_FS_PREFETCH_H
 #define SBFS_FS_PREFETCH_H
@@ -27,6 +28,15 @@
 #define PREFETCH_ANSWER_MAX (8UL * 1024 * 1024) /* contents per request */
 
 struct sbfs;
+struct prefetch;
+
+/* A mount's read-ahead of walked directories (its workers start on first
+ * need). */
+int prefetch_new(struct prefetch **out) __attribute__((warn_unused_result));
+/* Before the mount goes away: no new fetches, the queued ones dropped, the
+ * ones under way waited for (each is bounded by the mount's deadlines),
+ * and everything held freed. NULL-safe. */
+void prefetch_free(struct prefetch *pf);
 
 /* Directory dir (in sandbox sbx) was listed: a walker lists a directory
  * before it opens the files in it, so its first open there fetches. */
@@ -46,11 +56,6 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 		   char **data, size_t *len, char *etag);
 
 /* Drop what is held for a sandbox (it was removed or restarted). */
-void prefetch_drop_sandbox(const char *sbx);
-
-/* Before fs goes away: no new fetches, the queued ones dropped, the ones
- * under way waited for (each is bounded by the mount's deadlines), and
- * everything held freed. */
-void prefetch_shutdown(void);
+void prefetch_drop_sandbox(struct sbfs *fs, const char *sbx);
 
 #endif

@@ -98,7 +98,9 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 			      "the write table could not be made");
 		goto fail;
 	}
-	rc = readahead_new(SBFS_RA_WORKERS, SBFS_RA_BUDGET, &fs->ra);
+	rc = prefetch_new(&fs->pf);
+	if (rc == 0)
+		rc = readahead_new(SBFS_RA_WORKERS, SBFS_RA_BUDGET, &fs->ra);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "the readahead pool could not be made");
@@ -123,7 +125,7 @@ void sbfs_free(struct sbfs *fs)
 
 	if (fs == NULL)
 		return;
-	prefetch_shutdown();
+	prefetch_free(fs->pf);
 	/* Readahead streams hold write nodes: the readahead goes first. */
 	readahead_free(fs->ra);
 	wnodes_free(fs->writes);
@@ -488,7 +490,7 @@ void sbfs_refresh(struct sbfs *fs, struct sbx *sb)
 	sb->health_known = false;
 	pthread_mutex_unlock(&sb->lock);
 	cache_drop_sandbox(fs->cache, sb->id);
-	prefetch_drop_sandbox(sb->id);
+	prefetch_drop_sandbox(fs, sb->id);
 }
 
 /* Outcomes an application asks about on purpose: not worth a warning. */
