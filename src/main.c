@@ -19,7 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <fuse.h>
 #include <fuse_lowlevel.h>
 
 #include "common/log.h"
@@ -70,7 +69,7 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *loop = NULL;
 	struct sbfs_opts o;
 	struct sbfs *fs = NULL;
-	struct fuse *fuse = NULL;
+	struct fuse_session *se = NULL;
 	struct sbx_error err;
 	char what[4400];
 	int rc, status = 1, log_fd = -1;
@@ -152,25 +151,24 @@ int main(int argc, char *argv[])
 		if (arc < 0)
 			goto out;
 	}
-	fuse = fuse_new(&args, fs_operations(), sizeof(struct fuse_operations),
-			fs);
-	if (fuse == NULL) {
+	se = sbfs_session_new(fs, &args);
+	if (se == NULL) {
 		/* libfuse said why (an option it does not know, most
 		 * likely): a usage error. */
 		status = 2;
 		goto out;
 	}
-	if (fuse_mount(fuse, cmd.mountpoint) != 0)
+	if (fuse_session_mount(se, cmd.mountpoint) != 0)
 		goto out;
 	sbfs_tune_mount(cmd.mountpoint, SBFS_READAHEAD_KB);
 	if (fuse_daemonize(cmd.foreground) != 0)
 		goto unmount;
 	if (!cmd.foreground && log_fd < 0)
 		log_use_syslog(true);
-	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0)
+	if (fuse_set_signal_handlers(se) != 0)
 		goto unmount;
 	if (cmd.singlethread) {
-		rc = fuse_loop(fuse);
+		rc = fuse_session_loop(se);
 	} else {
 		loop = fuse_loop_cfg_create();
 		fuse_loop_cfg_set_clone_fd(loop, (unsigned)cmd.clone_fd);
@@ -183,17 +181,17 @@ int main(int argc, char *argv[])
 		if (cmd.max_idle_threads != UINT_MAX)
 			fuse_loop_cfg_set_idle_threads(loop,
 						       cmd.max_idle_threads);
-		rc = fuse_loop_mt(fuse, loop);
+		rc = fuse_session_loop_mt(se, loop);
 	}
 	status = rc == 0 ? 0 : 1;
-	fuse_remove_signal_handlers(fuse_get_session(fuse));
+	fuse_remove_signal_handlers(se);
 unmount:
-	fuse_unmount(fuse);
+	fuse_session_unmount(se);
 out:
 	if (loop != NULL)
 		fuse_loop_cfg_destroy(loop);
-	if (fuse != NULL)
-		fuse_destroy(fuse);
+	if (se != NULL)
+		fuse_session_destroy(se);
 	sbfs_free(fs);
 	free(cmd.mountpoint);
 	sbfs_opts_cleanup(&o);

@@ -14,3 +14,6 @@ check_sandboxfs_SOURCES += %reldir%/check_fs_readahead.c
 ## The mount's write table on its own (src/fs/wnodes.c): nodes, renames,
 ## losses and the gathering window's flusher.
 check_sandboxfs_SOURCES += %reldir%/check_fs_wnodes.c
+## The mount's table of FUSE node ids (src/fs/inodes.c): paths, lookups
+## and forgets, renames, detached and hidden nodes.
+check_sandboxfs_SOURCES += %reldir%/check_fs_inodes.c

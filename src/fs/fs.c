@@ -53,7 +53,7 @@ struct node {
 
 static struct sbfs *ctx_fs(void)
 {
-	return fuse_get_context()->private_data;
+	return sbfs_current();
 }
 
 /* Copy one component of p into out; advance p past it and its '/'. */
@@ -304,55 +304,6 @@ static int fs_getattr(const char *path, struct stat *st,
 	return rc;
 }
 
-/*
- * A listing of a files/ directory, taken when a reader starts (offset 0)
- * and served from here at increasing offsets. libfuse turns readdir-plus
- * entries into kernel dentries with attributes only when they come with
- * offsets, so that a stat after a listing needs no lookup at all.
- */
-struct dsnap {
-	struct dsent {
-		char *name;
-		struct stat st;
-		bool plus;
-	} * e;
-	size_t n, cap;
-};
-
-static void dsnap_clear(struct dsnap *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->n; i++)
-		free(d->e[i].name);
-	d->n = 0;
-}
-
-static int dsnap_fill(void *buf, const char *name, const struct stat *st,
-		      off_t off, enum fuse_fill_dir_flags flags)
-{
-	struct dsnap *d = buf;
-	struct dsent *e;
-
-	(void)off;
-	if (d->n == d->cap) {
-		d->cap = d->cap ? d->cap * 2 : 64;
-		d->e = realloc(d->e, d->cap * sizeof(*d->e));
-		if (d->e == NULL)
-			abort();
-	}
-	e = &d->e[d->n++];
-	e->name = strdup(name);
-	if (e->name == NULL)
-		abort();
-	e->plus = st != NULL && (flags & FUSE_FILL_DIR_PLUS);
-	if (st != NULL)
-		e->st = *st;
-	else
-		memset(&e->st, 0, sizeof(e->st));
-	return 0;
-}
-
 static int fs_opendir(const char *path, struct fuse_file_info *fi)
 {
 	struct node n;
@@ -362,11 +313,6 @@ static int fs_opendir(const char *path, struct fuse_file_info *fi)
 		return rc;
 	fi->fh = 0;
 	if (n.kind == N_FILES) {
-		struct dsnap *d = calloc(1, sizeof(*d));
-
-		if (d == NULL)
-			return -ENOMEM;
-		fi->fh = (uint64_t)(uintptr_t)d;
 		/* Let the kernel keep a directory's entries between readers;
 		 * it drops them when the directory's attributes (refreshed
 		 * after attr_timeout) say it changed. */
@@ -378,15 +324,8 @@ static int fs_opendir(const char *path, struct fuse_file_info *fi)
 
 static int fs_releasedir(const char *path, struct fuse_file_info *fi)
 {
-	struct dsnap *d = (struct dsnap *)(uintptr_t)fi->fh;
-
 	(void)path;
-	if (d != NULL) {
-		dsnap_clear(d);
-		free(d->e);
-		free(d);
-		fi->fh = 0;
-	}
+	(void)fi;
 	return 0;
 }
 
@@ -434,32 +373,10 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		for (i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
 			filler(buf, entries[i], NULL, 0, 0);
 		break;
-	case N_FILES: {
-		struct dsnap *d = (struct dsnap *)(uintptr_t)fi->fh;
-		size_t k;
-
-		if (d == NULL) {
-			rc = -EBADF;
-			break;
-		}
-		if (off == 0 || (size_t)off > d->n) {
-			dsnap_clear(d);
-			rc = sbfs_tree_ops(sb)->readdir(sb, n.rel, d,
-							dsnap_fill, 0, fi, fl);
-			if (rc < 0)
-				break;
-			if ((size_t)off > d->n)
-				off = (off_t)d->n;
-		}
-		for (k = (size_t)off; k < d->n; k++) {
-			struct dsent *e = &d->e[k];
-
-			if (filler(buf, e->name, &e->st, (off_t)k + 1,
-				   e->plus ? FUSE_FILL_DIR_PLUS : 0))
-				break;
-		}
+	case N_FILES:
+		rc = sbfs_tree_ops(sb)->readdir(sb, n.rel, buf, filler, off, fi,
+						fl);
 		break;
-	}
 	case N_JOBS:
 		rc = fs_jobs_readdir(sb, NULL, buf, filler);
 		break;
@@ -836,32 +753,9 @@ static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 
 /* ---- the mount ------------------------------------------------------------- */
 
-void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel)
+void sbfs_conn_init(struct sbfs *fs, struct fuse_conn_info *conn)
 {
-	char path[PATH_MAX_BYTES + PROVIDER_ID_MAX + 16];
-
-	if (fs->fuse == NULL)
-		return;
-	snprintf(path, sizeof(path), "/%s/files%s%s", id, *rel ? "/" : "", rel);
-	/* -ENOENT: the kernel holds nothing of it. */
-	(void)fuse_invalidate_path(fs->fuse, path);
-}
-
-static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
-{
-	struct sbfs *fs = ctx_fs();
-
-	cfg->use_ino = 0;
-	cfg->readdir_ino = 0;
-	cfg->entry_timeout = fs->o.entry_timeout;
-	cfg->attr_timeout = fs->o.attr_timeout;
-	cfg->negative_timeout = fs->o.negative_timeout;
-	/* The page cache is kept or dropped per open (close-to-open). */
-	cfg->kernel_cache = 0;
-	cfg->auto_cache = 0;
-	/* Blocked reads of running jobs poll fuse_interrupted(), which
-	 * works without libfuse's signal-based "intr" mode. */
-	cfg->nullpath_ok = 0;
+	(void)fs;
 	/* Large requests: 1 MiB reads and writes, deep readahead. */
 	conn->max_write = 1024 * 1024;
 	conn->max_readahead = SBFS_MAX_READAHEAD;
@@ -875,12 +769,9 @@ static void *fs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	conn->max_background = 64;
 	conn->congestion_threshold = 48;
-	fs->fuse = fuse_get_context()->fuse;
-	return fs;
 }
 
 static const struct fuse_operations sbfs_ops = {
-	.init = fs_init,
 	.getattr = fs_getattr,
 	.readlink = fs_readlink,
 	.mknod = fs_mknod,

@@ -2,7 +2,9 @@
 /*
  * fs_i: what the modules of the FUSE layer share (SEMANTICS.md).
  *
- *   fs.c          the fuse_operations table: parses a path into a node and
+ *   ll.c          the FUSE low-level operations: node ids (inodes.c),
+ *                 open files and directory streams, kernel invalidation
+ *   fs.c          the path operations: parses a path into a node and
  *                 dispatches to the subtree that owns it
  *   sandbox.c     the mount and its sandboxes: listing, the per-operation
  *                 record read and transport decision, auto-resume, the
@@ -17,7 +19,7 @@
  * Nothing below this layer knows about FUSE. Every operation returns 0 (or
  * a byte count) or a negative errno, as libfuse expects.
  *
- * Thread-safety: libfuse calls from many threads. struct sbfs is shared;
+ * Thread-safety: libfuse calls ll.c from many threads. struct sbfs is shared;
  * its mutable parts are guarded by sbfs.lock. A struct sbx is reference
  * counted (sbfs_enter/sbfs_leave) and guards its own mutable fields with
  * sbx.lock.
@@ -26,6 +28,7 @@
 #define SBFS_FS_I_H
 
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -125,7 +128,9 @@ struct sbfs {
 	struct readahead *ra; /* sequential readers' windows */
 	struct wnodes *writes; /* files being written (wnodes.h) */
 	struct prefetch *pf; /* walked directories read ahead */
-	struct fuse *fuse; /* set when the mount starts (fs.c) */
+	struct inodes *inodes; /* the kernel's node ids (ll.c) */
+	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
+	struct fuse_session *se; /* set when the mount starts (ll.c) */
 	char *spool_dir; /* where large job output spills */
 };
 
@@ -216,6 +221,15 @@ void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
  * absolute target, or a relative one that climbs above the root.
  */
 bool sbfs_link_escapes(const char *rel, const char *target);
+
+/*
+ * The FUSE request this thread serves (ll.c): its mount, its caller's pid
+ * (0 when none), and whether the caller gave up waiting (a signal).
+ * Outside a request: NULL, 0, false.
+ */
+struct sbfs *sbfs_current(void);
+pid_t sbfs_caller_pid(void);
+bool sbfs_interrupted(void);
 
 /* Make the kernel forget what it caches of files/<rel> in sandbox id (its
  * attributes and pages), after a change it could not see (another name of

@@ -620,7 +620,7 @@ static int follow(struct fs_jobs *js, struct fs_job *j)
 	while (!j->synced && j->state == FS_JOB_ST_RUNNING && !j->stale &&
 	       !j->stop && mono_ms() < until) {
 		job_wait(j, WAIT_SLICE_MS);
-		if (fuse_interrupted()) {
+		if (sbfs_interrupted()) {
 			rc = -EINTR;
 			break;
 		}
@@ -1257,7 +1257,7 @@ static int read_stream(struct fs_job *j, bool err, char *buf, size_t size,
 	while ((uint64_t)off >= s->size && j->state == FS_JOB_ST_RUNNING &&
 	       !j->stop && !j->stale && j->keep_err == 0) {
 		job_wait(j, WAIT_SLICE_MS);
-		if (fuse_interrupted()) {
+		if (sbfs_interrupted()) {
 			rc = -EINTR;
 			goto out;
 		}
@@ -1290,7 +1290,7 @@ static int read_exit(struct fs_job *j, char *buf, size_t size, off_t off)
 	pthread_mutex_lock(&j->lock);
 	while (j->state == FS_JOB_ST_RUNNING && !j->stop && !j->stale) {
 		job_wait(j, WAIT_SLICE_MS);
-		if (fuse_interrupted()) {
+		if (sbfs_interrupted()) {
 			pthread_mutex_unlock(&j->lock);
 			return -EINTR;
 		}
@@ -1374,7 +1374,7 @@ static int job_cancel(struct sbx *sb, struct fs_job *j)
 	j->kick = true;
 	pthread_cond_broadcast(&j->cond);
 	while (j->state == FS_JOB_ST_RUNNING && !j->stop && mono_ms() < until &&
-	       !fuse_interrupted())
+	       !sbfs_interrupted())
 		job_wait(j, WAIT_SLICE_MS);
 	pthread_mutex_unlock(&j->lock);
 	return 0;

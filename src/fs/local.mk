@@ -1,10 +1,11 @@
-## sandboxfs: the FUSE layer (libfuse 3 high-level API).
+## sandboxfs: the FUSE layer (libfuse 3 low-level API).
 libsandboxfs_a_SOURCES += \
 	%reldir%/fs_i.h
 ## files/ through protocol v1 only (strict agents) and native sessions.
 libsandboxfs_a_SOURCES += \
 	%reldir%/fs_files_v1.c %reldir%/fs_files_v1_i.h
 libsandboxfs_a_SOURCES += \
+	%reldir%/ll.c %reldir%/inodes.c %reldir%/inodes.h \
 	%reldir%/fs.c %reldir%/fs.h \
 	%reldir%/opts.c %reldir%/tune.c \
 	%reldir%/sandbox.c \

@@ -21,6 +21,7 @@
 #include "common/xalloc.h"
 #include "fs/cache.h"
 #include "fs/fs_i.h"
+#include "fs/inodes.h"
 #include "fs/prefetch.h"
 #include "fs/readahead.h"
 #include "fs/wnodes.h"
@@ -106,6 +107,8 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 			      "the readahead pool could not be made");
 		goto fail;
 	}
+	fs->inodes = inodes_new();
+	pthread_mutex_init(&fs->hide_lock, NULL);
 	rc = cache_new(o->attr_timeout, &fs->cache);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
@@ -139,6 +142,9 @@ void sbfs_free(struct sbfs *fs)
 	transport_free(fs->t);
 	provider_free(fs->prov);
 	cache_free(fs->cache);
+	if (fs->inodes != NULL)
+		pthread_mutex_destroy(&fs->hide_lock);
+	inodes_free(fs->inodes);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->spool_dir);
 	free(fs);
@@ -273,9 +279,7 @@ void sbfs_op_begin(const struct sbfs *fs, bool bounded)
 /* The FUSE caller of this thread's operation (0 when none). */
 static pid_t caller(void)
 {
-	struct fuse_context *ctx = fuse_get_context();
-
-	return ctx != NULL ? ctx->pid : 0;
+	return sbfs_caller_pid();
 }
 
 /* The same caller's previous operation on this sandbox ended at a deadline

@@ -31,6 +31,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-share.sh \
 	%reldir%/t-fsx.sh \
 	%reldir%/t-create.sh \
+	%reldir%/t-names.sh \
 	%reldir%/t-prefetch.sh \
 	%reldir%/t-tree.sh \
 	%reldir%/t-errors.sh \

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite fs_inodes: the mount's table of FUSE node ids (src/fs/inodes.c)
+ * on its own: paths from ids, lookups counted and forgotten, renames
+ * moving whole subtrees, names removed or renamed over leaving their
+ * node detached, files unlinked while open, and a table that grows and
+ * empties again.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fs/inodes.h"
+#include "tests/check_suites.h"
+
+static uint64_t look(struct inodes *t, uint64_t parent, const char *name)
+{
+	uint64_t ino = 0;
+
+	ck_assert_int_eq(inodes_lookup(t, parent, name, &ino), 0);
+	ck_assert_uint_ne(ino, 0);
+	return ino;
+}
+
+static void assert_path(struct inodes *t, uint64_t ino, const char *want)
+{
+	char buf[256];
+
+	ck_assert_int_eq(inodes_path(t, ino, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, want);
+}
+
+START_TEST(paths_and_lookups)
+{
+	struct inodes *t = inodes_new();
+	uint64_t a, b, c;
+	char buf[256];
+
+	assert_path(t, INODES_ROOT, "/");
+	a = look(t, INODES_ROOT, "sb");
+	b = look(t, a, "files");
+	c = look(t, b, "x.c");
+	assert_path(t, c, "/sb/files/x.c");
+	/* The same name is the same node, counted again. */
+	ck_assert_uint_eq(look(t, b, "x.c"), c);
+	ck_assert_uint_eq(inodes_peek(t, b, "x.c"), c);
+	ck_assert_uint_eq(inodes_peek(t, b, "y.c"), 0);
+	ck_assert_int_eq(inodes_child_path(t, b, "y.c", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "/sb/files/y.c");
+	ck_assert_int_eq(
+		inodes_child_path(t, INODES_ROOT, "z", buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "/z");
+	/* Unknown ids have no path; nor does a path that does not fit. */
+	ck_assert_int_eq(inodes_path(t, 999999, buf, sizeof(buf)), -ENOENT);
+	ck_assert_int_eq(inodes_path(t, c, buf, 8), -ENAMETOOLONG);
+	ck_assert_int_eq(inodes_lookup(t, 999999, "q", &a), -ENOENT);
+	ck_assert_uint_eq(inodes_count(t), 4);
+	/* Two lookups of x.c: one forget keeps it, the second frees it. */
+	inodes_forget(t, c, 1);
+	ck_assert_uint_eq(inodes_count(t), 4);
+	inodes_forget(t, c, 1);
+	ck_assert_uint_eq(inodes_count(t), 3);
+	/* A forgotten directory stays while it has children. */
+	c = look(t, b, "x.c");
+	inodes_forget(t, b, 1);
+	ck_assert_uint_eq(inodes_count(t), 4);
+	assert_path(t, c, "/sb/files/x.c");
+	inodes_forget(t, c, 1);
+	ck_assert_uint_eq(inodes_count(t), 2);
+	inodes_forget(t, a, 1);
+	ck_assert_uint_eq(inodes_count(t), 1);
+	/* The root is never forgotten. */
+	inodes_forget(t, INODES_ROOT, 100);
+	assert_path(t, INODES_ROOT, "/");
+	inodes_free(t);
+}
+END_TEST
+
+START_TEST(renames_move_subtrees)
+{
+	struct inodes *t = inodes_new();
+	uint64_t d, e, f, g, h, p, x;
+	char buf[256];
+
+	d = look(t, INODES_ROOT, "d");
+	e = look(t, INODES_ROOT, "e");
+	f = look(t, d, "sub");
+	g = look(t, f, "file");
+	inodes_rename(t, INODES_ROOT, "d", e, "moved", false);
+	assert_path(t, d, "/e/moved");
+	assert_path(t, g, "/e/moved/sub/file");
+	ck_assert_uint_eq(inodes_peek(t, INODES_ROOT, "d"), 0);
+	/* Renamed over: the old target is detached, its id unusable. */
+	h = look(t, INODES_ROOT, "target");
+	inodes_rename(t, f, "file", INODES_ROOT, "target", false);
+	assert_path(t, g, "/target");
+	ck_assert_int_eq(inodes_path(t, h, buf, sizeof(buf)), -ENOENT);
+	ck_assert_int_eq(inodes_lookup(t, h, "child", &x), -ENOENT);
+	/* Exchange swaps the nodes of two names. */
+	p = look(t, INODES_ROOT, "p");
+	inodes_rename(t, INODES_ROOT, "p", INODES_ROOT, "target", true);
+	assert_path(t, p, "/target");
+	assert_path(t, g, "/p");
+	/* A name the table does not know moves nothing and breaks
+	 * nothing. */
+	inodes_rename(t, INODES_ROOT, "nope", INODES_ROOT, "p", false);
+	ck_assert_int_eq(inodes_path(t, g, buf, sizeof(buf)), -ENOENT);
+	/* Find by path. */
+	ck_assert_int_eq(inodes_find(t, "/e/moved/sub", &x, &h), 0);
+	ck_assert_uint_eq(x, f);
+	ck_assert_uint_eq(h, d);
+	ck_assert_int_eq(inodes_find(t, "/e/gone", &x, &h), -ENOENT);
+	inodes_free(t);
+}
+END_TEST
+
+START_TEST(removed_names_detach)
+{
+	struct inodes *t = inodes_new();
+	uint64_t d, f, x;
+	char buf[256];
+
+	d = look(t, INODES_ROOT, "d");
+	f = look(t, d, "f");
+	inodes_remove(t, INODES_ROOT, "d");
+	/* Below a removed directory nothing has a path. */
+	ck_assert_int_eq(inodes_path(t, d, buf, sizeof(buf)), -ENOENT);
+	ck_assert_int_eq(inodes_path(t, f, buf, sizeof(buf)), -ENOENT);
+	/* ... unless asked for the path they had. */
+	ck_assert_int_eq(
+		inodes_path_flags(t, f, INODES_DETACHED_OK, buf, sizeof(buf)),
+		0);
+	ck_assert_str_eq(buf, "/d/f");
+	/* Nothing new is made below a detached directory. */
+	ck_assert_int_eq(inodes_lookup(t, d, "g", &x), -ENOENT);
+	/* The same name looked up again is a new node. */
+	x = look(t, INODES_ROOT, "d");
+	ck_assert_uint_ne(x, d);
+	ck_assert_uint_eq(inodes_peek(t, INODES_ROOT, "d"), x);
+	/* Detached nodes live until the kernel forgets them. */
+	ck_assert_uint_eq(inodes_count(t), 4);
+	inodes_forget(t, f, 1);
+	inodes_forget(t, d, 1);
+	ck_assert_uint_eq(inodes_count(t), 2);
+	inodes_free(t);
+}
+END_TEST
+
+START_TEST(unlinked_while_open)
+{
+	struct inodes *t = inodes_new();
+	uint64_t d, f, x = 0;
+	char buf[256];
+
+	d = look(t, INODES_ROOT, "d");
+	f = look(t, d, "f");
+	ck_assert_uint_eq(inodes_open_child(t, d, "f"), 0);
+	inodes_open(t, f);
+	inodes_open(t, f);
+	ck_assert_uint_eq(inodes_open_child(t, d, "f"), f);
+	/* What ll.c does on unlink: rename to a hidden name, mark it. */
+	inodes_rename(t, d, "f", d, ".hidden1", false);
+	inodes_hide(t, f);
+	/* Hidden: no path for a new open, the hidden one for the rest. */
+	ck_assert_int_eq(
+		inodes_path_flags(t, f, INODES_NOT_HIDDEN, buf, sizeof(buf)),
+		-ENOENT);
+	/* The kernel forgets the name; the open files keep the node. */
+	inodes_forget(t, f, 1);
+	assert_path(t, f, "/d/.hidden1");
+	ck_assert(!inodes_close(t, f, buf, sizeof(buf), &x));
+	ck_assert(inodes_close(t, f, buf, sizeof(buf), &x));
+	ck_assert_str_eq(buf, "/d/.hidden1");
+	ck_assert_uint_eq(x, d);
+	/* Gone once the last descriptor closed, hidden name and all. */
+	ck_assert_int_eq(inodes_path(t, f, buf, sizeof(buf)), -ENOENT);
+	ck_assert_int_eq(
+		inodes_path_flags(t, f, INODES_DETACHED_OK, buf, sizeof(buf)),
+		-ENOENT);
+	ck_assert_uint_eq(inodes_count(t), 2);
+	/* A plain file's last close removes nothing. */
+	f = look(t, d, "g");
+	inodes_open(t, f);
+	ck_assert(!inodes_close(t, f, buf, sizeof(buf), &x));
+	assert_path(t, f, "/d/g");
+	inodes_free(t);
+}
+END_TEST
+
+START_TEST(grows_and_empties)
+{
+	struct inodes *t = inodes_new();
+	static uint64_t ids[20000];
+	char name[32];
+	uint64_t dir;
+	size_t i;
+
+	dir = look(t, INODES_ROOT, "big");
+	for (i = 0; i < 20000; i++) {
+		snprintf(name, sizeof(name), "f%zu", i);
+		ids[i] = look(t, dir, name);
+	}
+	ck_assert_uint_eq(inodes_count(t), 20002);
+	for (i = 0; i < 20000; i += 997) {
+		snprintf(name, sizeof(name), "/big/f%zu", i);
+		assert_path(t, ids[i], name);
+	}
+	for (i = 0; i < 20000; i++)
+		inodes_forget(t, ids[i], 1);
+	inodes_forget(t, dir, 1);
+	ck_assert_uint_eq(inodes_count(t), 1);
+	inodes_free(t);
+}
+END_TEST
+
+Suite *make_fs_inodes_suite(void)
+{
+	Suite *s = suite_create("fs_inodes");
+	TCase *tc = tcase_create("table");
+
+	tcase_add_test(tc, paths_and_lookups);
+	tcase_add_test(tc, renames_move_subtrees);
+	tcase_add_test(tc, removed_names_detach);
+	tcase_add_test(tc, unlinked_while_open);
+	tcase_add_test(tc, grows_and_empties);
+	suite_add_tcase(s, tc);
+	return s;
+}

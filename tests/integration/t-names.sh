@@ -1,0 +1,125 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# t-names: open files whose names change under them, as the mount's node
+# table (src/fs/ll.c, src/fs/inodes.c) must serve them. A descriptor of a
+# file removed, or renamed over, through the mount keeps reading and
+# writing that file (under a hidden name) and the hidden name is gone from
+# the sandbox once the last descriptor closes; an atomic replacement
+# (write a temporary, rename it over) never shows a concurrent opener a
+# missing or mixed file; a directory renamed while a file in it is open
+# keeps serving the descriptor; names looked up by the thousand are
+# answered alike after the kernel forgets them.
+
+. "$(dirname "$0")/lib.sh"
+
+need_fuse
+
+sbx_create a
+sbx_start a
+B=$(sbx_root a)
+F=$MNT/a/files
+mount_fs
+
+w() {
+	with_timeout 60 "$@"
+}
+
+# No hidden name left in the sandbox's directory $1.
+no_hidden() {
+	left=$(ls -A "$1" | grep '^\.fuse_hidden' | head -3)
+	[ -z "$left" ] || fail "$2: hidden names left in the sandbox: $left"
+}
+
+# 1. Removed while open for reading: the descriptor reads the old bytes.
+printf 'old contents\n' >"$B/r"
+exec 3<"$F/r" || die "open r"
+assert_ok rm "$F/r"
+[ -e "$F/r" ] && fail "rm: r still there"
+[ -e "$B/r" ] && fail "rm: r still in the sandbox under its name"
+got=$(cat <&3)
+assert_eq "old contents" "$got" "a removed file read through its descriptor"
+exec 3<&-
+no_hidden "$B" "removed while open"
+
+# 2. Renamed over while open: the descriptor keeps the old file, the name
+# shows the new one.
+printf 'first\n' >"$B/x"
+printf 'second\n' >"$B/y"
+exec 3<"$F/x" || die "open x"
+assert_ok mv "$F/y" "$F/x"
+assert_content "$F/x" "second" "the name after mv over an open file"
+assert_content "$B/x" "second" "the sandbox's name after mv"
+got=$(cat <&3)
+assert_eq "first" "$got" "the replaced file read through its descriptor"
+exec 3<&-
+no_hidden "$B" "renamed over while open"
+
+# 3. Removed while open for writing: writes still succeed, close is clean,
+# nothing is left behind.
+exec 4>"$F/wfile" || die "open wfile"
+printf 'one\n' >&4 || fail "write before rm"
+assert_ok rm "$F/wfile"
+printf 'two\n' >&4 || fail "write after rm"
+exec 4>&- || fail "close after rm"
+[ -e "$B/wfile" ] && fail "wfile came back"
+no_hidden "$B" "removed while open for writing"
+
+# 4. A directory renamed while a file in it is open.
+mkdir -p "$B/dir1"
+printf 'inside\n' >"$B/dir1/f"
+exec 3<"$F/dir1/f" || die "open dir1/f"
+assert_ok mv "$F/dir1" "$F/dir2"
+got=$(cat <&3)
+assert_eq "inside" "$got" "a file read after its directory moved"
+exec 3<&-
+assert_content "$F/dir2/f" "inside" "the moved file by its new path"
+assert_errno "No such file or directory" stat "$F/dir1/f"
+
+# 5. Atomic replacement against readers that keep opening the name: every
+# read is a whole version, none fails.
+printf 'version 0\n' >"$B/atomic"
+(
+	i=1
+	while [ "$i" -le 100 ]; do
+		printf 'version %d\n' "$i" >"$F/.atomic.tmp" &&
+			mv "$F/.atomic.tmp" "$F/atomic" || exit 1
+		i=$((i + 1))
+	done
+) &
+writer=$!
+bad=0
+reads=0
+while alive "$writer"; do
+	c=$(w cat "$F/atomic" 2>&1)
+	reads=$((reads + 1))
+	case $c in
+	"version "[0-9]*) ;;
+	*)
+		bad=$((bad + 1))
+		note "reader saw: $(echo "$c" | head -c 80)"
+		;;
+	esac
+done
+wait "$writer" || fail "the renaming writer failed"
+assert_eq 0 "$bad" "reads of a name replaced atomically that failed (of $reads)"
+assert_content "$F/atomic" "version 100" "the last version"
+no_hidden "$B" "atomic replacement"
+
+# 6. Many names: the kernel forgets what it looked up (drop_caches), and
+# the same names are answered alike, with the same contents.
+mkdir -p "$B/many"
+i=0
+while [ "$i" -lt 2000 ]; do
+	echo "$i" >"$B/many/f$i"
+	i=$((i + 1))
+done
+w find "$F/many" -type f | sort >"$TMP/find1"
+assert_eq 2000 "$(wc -l <"$TMP/find1")" "files found"
+sync
+echo 2 >/proc/sys/vm/drop_caches
+w find "$F/many" -type f | sort >"$TMP/find2"
+cmp -s "$TMP/find1" "$TMP/find2" || fail "a second walk after forgetting differs"
+assert_content "$F/many/f1234" "1234" "a file after the kernel forgot it"
+
+finish
