@@ -81,6 +81,105 @@ uint64_t agent_default_memory(void)
 
 /* ---- entering the box ---------------------------------------------------- */
 
+/* Is path k itself or beneath it? */
+static bool path_within(const char *path, const char *k)
+{
+	size_t n = strlen(k);
+
+	if (n == 1 && k[0] == '/')
+		return true;
+	return strncmp(path, k, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* mountinfo's octal escapes (\040 for a space) in place. */
+static void unescape(char *s)
+{
+	char *w = s;
+
+	for (; *s != '\0'; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*w++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*w++ = *s;
+		}
+	}
+	*w = '\0';
+}
+
+/*
+ * In a new mount namespace, detach every mount but "/", those on the
+ * paths kept (and beneath them) and those above them. The namespace lives
+ * as long as bubblewrap's (or slirp4netns's) process, and a copy of a
+ * mount held there keeps its file system busy: a FUSE mount made on the
+ * host would never see its unmount where the host's mounts do not
+ * propagate (a private /). Async-signal-safe: static buffers, which are
+ * the forked child's own.
+ */
+int agent_box_detach_others(const char *const *keep)
+{
+	static char text[1 << 20];
+	static char *mp[8192];
+	size_t len = 0, n = 0, i, k;
+	ssize_t got;
+	char *line;
+	int fd;
+
+	fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while (len < sizeof(text) - 1 &&
+	       (got = read(fd, text + len, sizeof(text) - 1 - len)) > 0)
+		len += (size_t)got;
+	close(fd);
+	if (len >= sizeof(text) - 1) {
+		errno = E2BIG;
+		return -1;
+	}
+	text[len] = '\0';
+	/* id parent major:minor root MOUNTPOINT ... */
+	for (line = text; *line != '\0';) {
+		char *end = strchr(line, '\n'), *f = line;
+
+		if (end != NULL)
+			*end = '\0';
+		for (k = 0; k < 4 && f != NULL; k++) {
+			f = strchr(f, ' ');
+			if (f != NULL)
+				f++;
+		}
+		if (f != NULL) {
+			char *sp = strchr(f, ' ');
+
+			if (sp != NULL)
+				*sp = '\0';
+			unescape(f);
+			if (n == sizeof(mp) / sizeof(mp[0])) {
+				errno = E2BIG;
+				return -1;
+			}
+			mp[n++] = f;
+		}
+		if (end == NULL)
+			break;
+		line = end + 1;
+	}
+	/* Deepest first: children follow their parents in the file. A mount
+	 * whose parent went first is gone with it (the call then fails). */
+	for (i = n; i-- > 0;) {
+		bool stay = strcmp(mp[i], "/") == 0;
+
+		for (k = 0; !stay && keep[k] != NULL; k++)
+			stay = path_within(mp[i], keep[k]) ||
+			       path_within(keep[k], mp[i]);
+		if (!stay)
+			(void)umount2(mp[i], MNT_DETACH);
+	}
+	return 0;
+}
+
 /*
  * The session root at AGENT_STAGE_ROOT in a mount namespace of our own.
  * The clone is of the mount the agent opened at start (open_tree on its
@@ -106,6 +205,7 @@ static int stage_root(const struct agent_box *b)
 		      &attr, sizeof(attr));
 	if (unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+	    agent_box_detach_others(b->keep) < 0 ||
 	    mount("tmpfs", AGENT_STAGE_DIR, "tmpfs",
 		  MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "mode=0755,size=64k,nr_inodes=16") < 0 ||
@@ -151,6 +251,19 @@ int agent_box_enter(const struct agent_box *b, bool stage, int *step)
 			return -1;
 	}
 	return 0;
+}
+
+void agent_box_keep_system(const char **keep, size_t max)
+{
+	static const char *const sys[] = {
+		"/usr",	  "/etc",   "/bin",    "/sbin", "/lib",
+		"/lib64", "/lib32", "/libx32", "/proc", "/dev",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sys) / sizeof(sys[0]) && i + 1 < max; i++)
+		keep[i] = sys[i];
+	keep[i] = NULL;
 }
 
 const char *agent_box_bind_source(const struct agent_box *b)
@@ -615,6 +728,7 @@ struct slirp_plan {
 	const struct agent_box *b;
 	pid_t pid;
 	const char *const *argv;
+	const char *const *keep; /* what its mount namespace keeps */
 	int exit_r, ready_w, devnull;
 };
 
@@ -632,13 +746,14 @@ struct slirp_plan {
  * the helper a mount namespace of its own in which /dev/net holds a node
  * of the same device that belongs to the exec user. Async-signal-safe.
  */
-static int tun_for_user(const struct agent_box *b)
+static int tun_for_user(const struct agent_box *b, const char *const *keep)
 {
 	struct stat st;
 
 	if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode) ||
 	    unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+	    agent_box_detach_others(keep) < 0 ||
 	    mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC,
 		  "mode=0755,size=4k,nr_inodes=4") < 0 ||
 	    mknod("/dev/net/tun", S_IFCHR | 0600, st.st_rdev) < 0 ||
@@ -664,7 +779,7 @@ __attribute__((noreturn)) static void slirp_child(const struct slirp_plan *p)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* Out of the agent's process group: a signal to it is not ours. */
 	setsid();
-	if ((p->b->drop && tun_for_user(p->b) < 0) ||
+	if ((p->b->drop && tun_for_user(p->b, p->keep) < 0) ||
 	    agent_box_enter(p->b, false, &step) < 0 ||
 	    net_owner_fds(p->pid, &netfd, &userfd) < 0)
 		_exit(126);
@@ -690,13 +805,13 @@ __attribute__((noreturn)) static void slirp_child(const struct slirp_plan *p)
 int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 		     pid_t pid, struct agent_net **out, char *why, size_t whysz)
 {
-	char userns[32], netns[32], exitarg[32], readyarg[32];
-	const char *argv[16];
+	char userns[32], netns[32], exitarg[32], readyarg[32], *dir = NULL;
+	const char *argv[16], *keep[16];
 	struct slirp_plan p;
 	int exitp[2] = {-1, -1}, readyp[2] = {-1, -1}, devnull = -1;
 	int64_t deadline;
 	struct agent_net *n = NULL;
-	size_t argc = 0;
+	size_t argc = 0, nk;
 	char c = 0;
 	int rc;
 
@@ -743,10 +858,21 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 		snprintf(why, whysz, "pipe: %s", strerror(errno));
 		goto out;
 	}
+	/* slirp4netns reads the resolver's configuration (/etc) and nothing
+	 * else once it runs. */
+	dir = xstrdup(nc->slirp);
+	if (strrchr(dir, '/') != NULL && strrchr(dir, '/') != dir)
+		*strrchr(dir, '/') = '\0';
+	agent_box_keep_system(keep, sizeof(keep) / sizeof(keep[0]) - 2);
+	for (nk = 0; keep[nk] != NULL; nk++)
+		;
+	keep[nk++] = dir;
+	keep[nk] = NULL;
 	memset(&p, 0, sizeof(p));
 	p.b = b;
 	p.pid = pid;
 	p.argv = argv;
+	p.keep = keep;
 	p.exit_r = exitp[0];
 	p.ready_w = readyp[1];
 	p.devnull = devnull;
@@ -816,6 +942,7 @@ out:
 		close(readyp[1]);
 	if (devnull >= 0)
 		close(devnull);
+	free(dir);
 	return rc;
 }
 

@@ -35,9 +35,11 @@
 
 /* Where a root agent's child shows the session root to bubblewrap: a
  * directory of a tmpfs mounted over AGENT_STAGE_DIR in its own mount
- * namespace only. */
-#define AGENT_STAGE_DIR "/tmp"
-#define AGENT_STAGE_ROOT "/tmp/sandbox"
+ * namespace only. /dev/shm is everywhere, searchable by everyone, and
+ * holds nothing the child runs (a bubblewrap or wrapper under /tmp must
+ * stay visible). */
+#define AGENT_STAGE_DIR "/dev/shm"
+#define AGENT_STAGE_ROOT "/dev/shm/sandbox"
 
 /* The defaults of the limits (doc/commands.md, "Limits"). */
 #define AGENT_DEFAULT_PIDS 1024
@@ -60,6 +62,10 @@ struct agent_box {
 	int cg_procs_fd; /* -1, or the sandbox cgroup's cgroup.procs */
 	uint64_t nproc; /* RLIMIT_NPROC set before the exec; 0: none */
 	uint64_t data; /* RLIMIT_DATA set before the exec; 0: none */
+	/* NULL-terminated: the mounts the staged namespace keeps (with
+	 * what is beneath and above them); every other one is detached
+	 * (agent_box_detach_others). */
+	const char *const *keep;
 };
 
 /* Which step of agent_box_enter failed. */
@@ -79,6 +85,20 @@ enum agent_box_step {
  * that failed. Async-signal-safe.
  */
 int agent_box_enter(const struct agent_box *b, bool stage_root, int *step);
+
+/*
+ * In a mount namespace of the caller's own: detach every mount but "/",
+ * those at or beneath a path of keep (NULL-terminated) and those above
+ * one, so that the namespace, which lives as long as the process it
+ * holds, keeps no other file system busy (a FUSE mount made on the host
+ * would never learn of its unmount where the host's mounts do not
+ * propagate). 0, or -1 with errno. Async-signal-safe.
+ */
+int agent_box_detach_others(const char *const *keep);
+/* The system's directories a staged namespace keeps ("/usr", "/etc", the
+ * library and binary directories, "/proc", "/dev"), into keep[max] with a
+ * NULL after them. */
+void agent_box_keep_system(const char **keep, size_t max);
 
 /* The path bubblewrap binds at /sandbox: AGENT_STAGE_ROOT when staged,
  * else the root's own path. */

@@ -71,6 +71,10 @@ struct agent_spawner {
 	struct agent_cgroup *cg; /* NULL: rlimits only */
 	struct agent_net_cfg net;
 	char *resolv_dest; /* NULL: the host's resolver configuration */
+	/* What a staged namespace keeps: the system's directories, and
+	 * those of bubblewrap and of the resolver configuration. */
+	const char *keep[16];
+	char *keep_bwrap, *keep_resolv;
 	uint64_t pids, memory, tmp_size;
 	char tmp_arg[24]; /* tmp_size in decimal, for bubblewrap */
 };
@@ -1171,6 +1175,32 @@ static int start_zygote(struct agent_spawner *sp, char *why, size_t whysz)
 	return rc;
 }
 
+static char *dir_of(const char *path)
+{
+	char *d = xstrdup(path), *slash = strrchr(d, '/');
+
+	if (slash != NULL && slash != d)
+		*slash = '\0';
+	return d;
+}
+
+static void setup_keep(struct agent_spawner *sp)
+{
+	size_t n;
+
+	agent_box_keep_system(sp->keep,
+			      sizeof(sp->keep) / sizeof(sp->keep[0]) - 3);
+	for (n = 0; sp->keep[n] != NULL; n++)
+		;
+	sp->keep_bwrap = dir_of(sp->bwrap);
+	sp->keep[n++] = sp->keep_bwrap;
+	if (sp->resolv_dest != NULL) {
+		sp->keep_resolv = dir_of(sp->resolv_dest);
+		sp->keep[n++] = sp->keep_resolv;
+	}
+	sp->keep[n] = NULL;
+}
+
 /*
  * Who a child becomes and within which limits (doc/commands.md,
  * "Limits"): the sandbox's cgroup when cgroup v2 can be used, else
@@ -1184,6 +1214,7 @@ static void setup_box(struct agent_spawner *sp)
 	char why[AGENT_SPAWN_MSG_MAX + 64];
 
 	memset(&sp->box, 0, sizeof(sp->box));
+	sp->box.keep = sp->keep;
 	sp->box.drop = cfg->drop_privileges;
 	sp->box.uid = cfg->exec_uid;
 	sp->box.gid = cfg->exec_gid;
@@ -1251,6 +1282,7 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 	sp->confined = true;
 	if (sp->net.mode == AGENT_NET_USER && access(sp->net.slirp, X_OK) == 0)
 		sp->resolv_dest = resolv_target();
+	setup_keep(sp);
 	setup_box(sp);
 	build_bwrap_head(sp);
 	rc = start_zygote(sp, why, sizeof(why));
@@ -1298,6 +1330,8 @@ void agent_spawner_free(struct agent_spawner *sp)
 		free(sp->bwrap_head[i]);
 	free(sp->bwrap_head);
 	free(sp->resolv_dest);
+	free(sp->keep_bwrap);
+	free(sp->keep_resolv);
 	free(sp->root);
 	free(sp);
 }

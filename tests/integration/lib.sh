@@ -128,8 +128,9 @@ ALLOW_LOG=""
 
 _base=${TMPDIR:-/tmp}
 TMP=$(mktemp -d "$_base/sbfs-$T.XXXXXX") || hard_error "mktemp in $_base failed"
-# An agent confined as the sandbox's user must be able to reach its root.
-chmod 0711 "$TMP"
+# Private, as mktemp made it: no sandbox may need to search the
+# directories above its state directory.
+chmod 0700 "$TMP"
 STATE=$TMP/state
 MNT=$TMP/mnt
 LOG=$TMP/sandboxfs.log
