@@ -76,6 +76,7 @@ struct agent_spawner {
 	const char *keep[16];
 	char *keep_bwrap, *keep_resolv;
 	uint64_t pids, memory, tmp_size;
+	uint64_t data; /* RLIMIT_DATA of each command; 0: the cgroup's */
 	char tmp_arg[24]; /* tmp_size in decimal, for bubblewrap */
 };
 
@@ -1156,7 +1157,7 @@ static int start_zygote(struct agent_spawner *sp, char *why, size_t whysz)
 {
 	struct agent_zygote_config zc = {
 		sp->bwrap_head,	 sp->bwrap_headc, &sp->box, &sp->net,
-		sp->resolv_dest, sp->tmp_size,	  sp->pids,
+		sp->resolv_dest, sp->tmp_size,	  sp->pids, sp->data,
 	};
 	int rc;
 
@@ -1236,14 +1237,17 @@ static void setup_box(struct agent_spawner *sp)
 			 (unsigned long long)sp->memory,
 			 (unsigned long long)sp->tmp_size);
 	} else {
-		sp->box.data = sp->memory;
+		sp->data = sp->memory;
 		log_info("limits: no cgroup (%s); RLIMIT_NPROC %llu, "
 			 "RLIMIT_DATA %llu; /tmp and /dev/shm %llu bytes each",
 			 why, (unsigned long long)sp->pids,
 			 (unsigned long long)sp->memory,
 			 (unsigned long long)sp->tmp_size);
 	}
+	/* A bubblewrap per command: its limits are set before it, and
+	 * inherited. The zygote gives its commands theirs itself. */
 	sp->box_each = sp->box;
+	sp->box_each.data = sp->data;
 	if (cfg->drop_privileges)
 		sp->box_each.nproc = sp->pids;
 }

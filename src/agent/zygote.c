@@ -258,6 +258,7 @@ struct zplan {
 	int maxfd; /* above every descriptor the zygote may have */
 	char *cmd_stack; /* top of the command's stack */
 	const char *tmpopts; /* the options of /tmp and /dev/shm */
+	uint64_t data; /* the command's RLIMIT_DATA; 0: none */
 };
 
 SHARED_VM_CODE static void report(const struct zplan *p, int stage, int err)
@@ -439,6 +440,14 @@ SHARED_VM_CODE static int init_main(void *arg)
 	prctl(PR_SET_NAME, "sbfs-init", 0, 0, 0);
 	if (mount_private(p) < 0 || setsid() < 0 || drop_caps() < 0)
 		goto fail;
+	/* The command's, not the zygote's: the agent's own binary may be
+	 * one that reserves more than that (a sanitizer's shadow). */
+	if (p->data > 0) {
+		struct rlimit rl = {(rlim_t)p->data, (rlim_t)p->data};
+
+		if (setrlimit(RLIMIT_DATA, &rl) < 0)
+			goto fail;
+	}
 	cmd = clone(command_main, p->cmd_stack,
 		    CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)p);
 	if (cmd < 0)
@@ -480,6 +489,7 @@ struct zygote {
 	int sock;
 	int maxfd;
 	char tmpopts[96]; /* each command's /tmp and /dev/shm */
+	uint64_t data; /* each command's RLIMIT_DATA, 0: none */
 	size_t pagesz;
 	struct zchild *kids;
 	size_t nkids; /* used slots, live or not */
@@ -707,6 +717,7 @@ static int zspawn(struct zygote *z, const struct zmsg *m, int *fds, size_t nfd)
 	p.maxfd = z->maxfd;
 	p.cmd_stack = stack + z->pagesz + ZSTACK;
 	p.tmpopts = z->tmpopts;
+	p.data = z->data;
 	if (clone(init_main, stack + stacksz,
 		  CLONE_VM | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
 			  CLONE_PIDFD | SIGCHLD,
@@ -835,6 +846,8 @@ static unsigned long long zarg(const char *s)
 static int zsetup(struct zygote *z, char **argv)
 {
 	unsigned long long tmp = zarg(argv[3]), nproc = zarg(argv[4]);
+
+	z->data = zarg(argv[5]);
 	struct rlimit rl;
 	char *end;
 	long fd;
@@ -896,7 +909,7 @@ int agent_zygote_main(int argc, char **argv)
 	int rc = 1, self;
 
 	memset(&z, 0, sizeof(z));
-	if (argc != 5 || zsetup(&z, argv) < 0)
+	if (argc != 6 || zsetup(&z, argv) < 0)
 		return 1;
 	setsockopt(z.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	/* Our pidfd names our network namespace to the agent, which
@@ -1620,7 +1633,7 @@ int agent_zygote_new(const struct agent_zygote_config *cfg,
 	unsigned seen;
 	int rc;
 
-	z->argv = xcalloc(cfg->bwrap_headc + 6 + ntail + 3, sizeof(char *));
+	z->argv = xcalloc(cfg->bwrap_headc + 6 + ntail + 4, sizeof(char *));
 	for (i = 0; i < cfg->bwrap_headc; i++)
 		z->argv[n++] = xstrdup(cfg->bwrap_head[i]);
 	if (cfg->resolv_dest != NULL) {
@@ -1636,6 +1649,7 @@ int agent_zygote_new(const struct agent_zygote_config *cfg,
 		z->argv[n++] = xstrdup(tail[i]);
 	z->argv[n++] = xasprintf("%llu", (unsigned long long)cfg->tmp_size);
 	z->argv[n++] = xasprintf("%llu", (unsigned long long)cfg->nproc);
+	z->argv[n++] = xasprintf("%llu", (unsigned long long)cfg->data);
 	z->box = cfg->box;
 	z->net = cfg->net;
 	z->sock = -1;

@@ -59,6 +59,7 @@ struct agent_zygote_config {
 	const char *resolv_dest;
 	uint64_t tmp_size; /* each command's /tmp and /dev/shm, bytes */
 	uint64_t nproc; /* RLIMIT_NPROC in the sandbox's user namespace */
+	uint64_t data; /* each command's RLIMIT_DATA (its init sets it); 0 */
 };
 
 /*
@@ -113,9 +114,10 @@ int agent_zygote_wait(struct agent_zygote_cmd *zc, int timeout_ms,
 void agent_zygote_release(struct agent_zygote_cmd *zc);
 
 /*
- * The zygote's process: `sandbox-agent --zygote FD TMPSIZE NPROC`, FD its
- * end of the socket pair, TMPSIZE the bytes of each command's /tmp and
- * /dev/shm, NPROC its RLIMIT_NPROC. Returns the process's exit status.
+ * The zygote's process: `sandbox-agent --zygote FD TMPSIZE NPROC DATA`, FD
+ * its end of the socket pair, TMPSIZE the bytes of each command's /tmp
+ * and /dev/shm, NPROC its RLIMIT_NPROC, DATA each command's RLIMIT_DATA
+ * (0: none). Returns the process's exit status.
  */
 int agent_zygote_main(int argc, char **argv);
 
