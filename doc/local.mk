@@ -6,6 +6,7 @@ protodocdir = $(docdir)/doc
 dist_protodoc_DATA = \
 	%reldir%/protocol-v1.md \
 	%reldir%/commands.md \
+	%reldir%/security.md \
 	%reldir%/azure.md \
 	%reldir%/protocol-ext.md \
 	%reldir%/transport-rules.md

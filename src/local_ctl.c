@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -29,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/confine.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -209,6 +212,175 @@ static int resolve_user(const char *spec, struct proto_record *rec,
 	rec->exec_uid = (long)uid;
 	rec->exec_gid = (long)gid;
 	return 0;
+}
+
+/* ---- identities of their own -------------------------------------------- */
+
+/* How long a create waits for another one's allocation. */
+#define DYNAMIC_LOCK_MS 10000L
+
+static char *claim_path(unsigned long uid)
+{
+	return xasprintf("%s/%lu", LOCAL_CTL_DYNAMIC_REGISTRY, uid);
+}
+
+/* A small file's text (heap, NUL-terminated), or NULL. */
+static char *slurp(const char *path, size_t max)
+{
+	char *text;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return NULL;
+	text = xmalloc(max + 1);
+	n = read(fd, text, max);
+	close(fd);
+	if (n < 0) {
+		free(text);
+		return NULL;
+	}
+	text[n] = '\0';
+	return text;
+}
+
+/*
+ * Is uid still the identity of the sandbox its claim names? No when the
+ * claim is unreadable, its directory is gone, or its record names another
+ * uid; yes while a record is missing or unreadable (a create still runs,
+ * or someone must look), so a uid is never handed out twice.
+ */
+static bool claim_live(unsigned long uid)
+{
+	char *path = claim_path(uid), *dir, *rec = NULL, *text = NULL;
+	struct proto_record r;
+	struct stat st;
+	bool live = true;
+
+	dir = slurp(path, PATH_MAX);
+	free(path);
+	if (dir == NULL)
+		return errno != ENOENT;
+	dir[strcspn(dir, "\n")] = '\0';
+	if (dir[0] != '/' || (lstat(dir, &st) < 0 && errno == ENOENT)) {
+		live = false;
+		goto out;
+	}
+	rec = xasprintf("%s/sandbox.json", dir);
+	text = slurp(rec, PROTO_RECORD_MAX_BYTES);
+	proto_record_init(&r);
+	if (text != NULL &&
+	    proto_record_decode(text, strlen(text), &r, NULL) == 0 &&
+	    r.exec_uid >= 0 && (unsigned long)r.exec_uid != uid)
+		live = false;
+	proto_record_cleanup(&r);
+out:
+	free(dir);
+	free(rec);
+	free(text);
+	return live;
+}
+
+static int lock_registry(int *out)
+{
+	long long deadline;
+	char *path;
+	int fd;
+
+	if ((mkdir(LOCAL_STATE_ROOT_DEFAULT, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(LOCAL_CTL_DYNAMIC_REGISTRY, 0700) < 0 && errno != EEXIST))
+		return -errno;
+	path = xasprintf("%s/.lock", LOCAL_CTL_DYNAMIC_REGISTRY);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(path);
+	if (fd < 0)
+		return -errno;
+	deadline = now_ms() + DYNAMIC_LOCK_MS;
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) ||
+		    now_ms() >= deadline) {
+			int err = errno == EWOULDBLOCK ? ETIMEDOUT : errno;
+
+			close(fd);
+			return -err;
+		}
+		sleep_ms(POLL_MS);
+	}
+	*out = fd;
+	return 0;
+}
+
+/*
+ * Allocate the identity of the sandbox whose directory is dir: the first
+ * uid of the range that no user or group of the system has and no live
+ * claim holds, claimed for dir under the registry's lock (so concurrent
+ * creates, in any state directory, never get the same one).
+ */
+static int alloc_identity(const char *dir, unsigned long *out,
+			  struct local_err *err)
+{
+	struct passwd pw, *pres;
+	struct group gr, *gres;
+	char buf[4096], *path, *text;
+	unsigned long i, uid = 0;
+	int lock = -1, rc;
+
+	rc = lock_registry(&lock);
+	if (rc < 0)
+		return local_err_set(err, rc, "cannot lock %s: %s",
+				     LOCAL_CTL_DYNAMIC_REGISTRY, strerror(-rc));
+	rc = -ENOSPC;
+	for (i = 0; i < LOCAL_CTL_DYNAMIC_COUNT; i++) {
+		uid = LOCAL_CTL_DYNAMIC_BASE + i;
+		pres = NULL;
+		gres = NULL;
+		if ((getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &pres) ==
+			     0 &&
+		     pres != NULL) ||
+		    (getgrgid_r((gid_t)uid, &gr, buf, sizeof(buf), &gres) ==
+			     0 &&
+		     gres != NULL) ||
+		    claim_live(uid))
+			continue;
+		path = claim_path(uid);
+		text = xasprintf("%s\n", dir);
+		rc = local_state_write_atomic(path, text, strlen(text), 0600);
+		free(path);
+		free(text);
+		if (rc < 0)
+			local_err_set(err, rc, "cannot claim uid %lu in %s: %s",
+				      uid, LOCAL_CTL_DYNAMIC_REGISTRY,
+				      strerror(-rc));
+		break;
+	}
+	if (rc == -ENOSPC)
+		local_err_set(err, rc,
+			      "no identity is free: all %lu uids from %lu "
+			      "belong to sandboxes",
+			      LOCAL_CTL_DYNAMIC_COUNT, LOCAL_CTL_DYNAMIC_BASE);
+	if (rc == 0)
+		*out = uid;
+	close(lock);
+	return rc;
+}
+
+/* Give uid back, if its claim still names dir. */
+static void release_identity(unsigned long uid, const char *dir)
+{
+	char *path = claim_path(uid), *text;
+	int lock = -1;
+
+	if (lock_registry(&lock) == 0) {
+		text = slurp(path, PATH_MAX);
+		if (text != NULL) {
+			text[strcspn(text, "\n")] = '\0';
+			if (strcmp(text, dir) == 0)
+				unlink(path);
+		}
+		free(text);
+		close(lock);
+	}
+	free(path);
 }
 
 /* ---- copying a tree ----------------------------------------------------- */
@@ -474,14 +646,47 @@ static int remove_dir(struct local_ctl *c, const char *id,
 
 /* ---- create ------------------------------------------------------------- */
 
+/* The record's limits and network: what opts asks, else the defaults. */
+static int set_limits(const struct local_create_opts *opts,
+		      struct proto_record *rec, struct local_err *err)
+{
+	if ((opts->pids != 0 && opts->pids < AGENT_MIN_PIDS) ||
+	    opts->pids > 4194304)
+		return local_err_set(
+			err, -EINVAL, "--pids: %llu is not %d to 4194304",
+			(unsigned long long)opts->pids, AGENT_MIN_PIDS);
+	if (opts->memory != 0 && opts->memory < AGENT_MIN_MEMORY)
+		return local_err_set(err, -EINVAL,
+				     "--memory: %llu bytes is less than 16M",
+				     (unsigned long long)opts->memory);
+	if (opts->tmp_size != 0 && opts->tmp_size < AGENT_MIN_TMP_SIZE)
+		return local_err_set(err, -EINVAL,
+				     "--tmp-size: %llu bytes is less than 1M",
+				     (unsigned long long)opts->tmp_size);
+	if (opts->network != NULL && strcmp(opts->network, "user") != 0 &&
+	    strcmp(opts->network, "none") != 0)
+		return local_err_set(err, -EINVAL,
+				     "--network: '%s' is not user or none",
+				     opts->network);
+	rec->pids = opts->pids ? opts->pids : AGENT_DEFAULT_PIDS;
+	rec->memory = opts->memory ? opts->memory : agent_default_memory();
+	rec->tmp_size =
+		opts->tmp_size ? opts->tmp_size : AGENT_DEFAULT_TMP_SIZE;
+	if (proto_record_set_str(&rec->network,
+				 opts->network ? opts->network : "user") < 0)
+		return local_err_set(err, -ENOMEM, "out of memory");
+	return 0;
+}
+
 int local_ctl_create(struct local_ctl *c, const char *id,
 		     const struct local_create_opts *opts,
 		     struct local_err *err)
 {
-	static const struct local_create_opts none = {NULL, false, NULL, false};
+	static const struct local_create_opts none;
 	bool root_user = geteuid() == 0;
 	char *dir = NULL, *root = NULL, *boot = NULL;
 	struct proto_record rec;
+	unsigned long dyn = 0;
 	struct stat st;
 	int lock = -1, rc;
 	bool made = false;
@@ -502,11 +707,14 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 				   "run as the calling user");
 		goto out;
 	}
-	if (root_user) {
+	if (root_user && opts->user != NULL) {
 		rc = resolve_user(opts->user, &rec, err);
 		if (rc < 0)
 			goto out;
 	}
+	rc = set_limits(opts, &rec, err);
+	if (rc < 0)
+		goto out;
 	if (opts->from != NULL && stat(opts->from, &st) < 0) {
 		rc = -errno;
 		local_err_set(err, rc, "cannot copy %s: %s", opts->from,
@@ -546,6 +754,15 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 		rc = local_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
+	if (root_user && opts->user == NULL) {
+		/* The sandbox's own identity, recorded before anything is
+		 * made, so the claim always has a record to match. */
+		rc = alloc_identity(dir, &dyn, err);
+		if (rc < 0)
+			goto out;
+		rec.exec_uid = rec.exec_gid = (long)dyn;
+		rec.dynamic_user = true;
+	}
 	rec.created_at = utc_now();
 	rec.state = PROTO_RECORD_CREATING;
 	rec.strict_v1 = opts->strict_v1 && !opts->native;
@@ -575,6 +792,8 @@ out:
 		struct local_err ignored;
 
 		remove_dir(c, id, &ignored);
+		if (dyn != 0)
+			release_identity(dyn, dir);
 	}
 	local_state_unlock(lock);
 	proto_record_cleanup(&rec);
@@ -1186,8 +1405,9 @@ static int boot_once(struct local_ctl *c, struct proto_record *rec,
 		     const struct boot_paths *p, unsigned want, unsigned *portp,
 		     struct local_err *err)
 {
-	char portarg[16], userarg[48], *now, *banner;
-	const char *argv[20];
+	char portarg[16], userarg[48], pids[24], mem[24], tmp[24], *now,
+		*banner;
+	const char *argv[40];
 	size_t argc = 0;
 	pid_t pid = 0;
 	int rc;
@@ -1217,6 +1437,32 @@ static int boot_once(struct local_ctl *c, struct proto_record *rec,
 	}
 	if (rec->strict_v1)
 		argv[argc++] = "--strict-v1";
+	/* Fail closed: a sandbox whose commands cannot be confined does not
+	 * start (agent.log says why). */
+	argv[argc++] = "--confine";
+	argv[argc++] = "bwrap";
+	if (rec->pids > 0) {
+		snprintf(pids, sizeof(pids), "%llu",
+			 (unsigned long long)rec->pids);
+		argv[argc++] = "--pids";
+		argv[argc++] = pids;
+	}
+	if (rec->memory > 0) {
+		snprintf(mem, sizeof(mem), "%llu",
+			 (unsigned long long)rec->memory);
+		argv[argc++] = "--memory";
+		argv[argc++] = mem;
+	}
+	if (rec->tmp_size > 0) {
+		snprintf(tmp, sizeof(tmp), "%llu",
+			 (unsigned long long)rec->tmp_size);
+		argv[argc++] = "--tmp-size";
+		argv[argc++] = tmp;
+	}
+	if (rec->network != NULL) {
+		argv[argc++] = "--network";
+		argv[argc++] = rec->network;
+	}
 	argv[argc] = NULL;
 
 	boot_clear(c, rec->id);
@@ -1530,6 +1776,12 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 	if (err != NULL)
 		err->msg[0] = '\0';
 	rc = remove_dir(c, id, err);
+	if (rc == 0 && rec.dynamic_user && rec.exec_uid > 0) {
+		char *dir = local_state_path(c->state_dir, id, LOCAL_PATH_DIR);
+
+		release_identity((unsigned long)rec.exec_uid, dir);
+		free(dir);
+	}
 out:
 	local_state_unlock(lock);
 	proto_record_cleanup(&rec);

@@ -26,6 +26,7 @@
 #define SBFS_LOCAL_CTL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/proto.h"
@@ -35,9 +36,27 @@
 #define LOCAL_CTL_START_TIMEOUT_MS 30000L
 #define LOCAL_CTL_STOP_TIMEOUT_MS 10000L
 #define LOCAL_CTL_HEALTH_TIMEOUT_MS 2000L
-/* The exec user when root and nothing else is asked for. */
+/* The exec user of a record that names none (made before sandboxes had
+ * identities of their own). */
 #define LOCAL_CTL_DEFAULT_USER "nobody"
 #define LOCAL_CTL_DEFAULT_ID 65534
+
+/*
+ * The identities root gives its sandboxes (sandboxctl(1), "Identity"): a
+ * uid, and the gid of the same number, out of 65536 from
+ * LOCAL_CTL_DYNAMIC_BASE (0x7E000000). That is in the part of the 32-bit
+ * range that systemd documents as unused (above its container ranges,
+ * which end at 1879048191, below its foreign range at 2147352576, and
+ * below 2^31, since some programs take ids for signed), and far above
+ * what useradd hands out for users and their subordinate ids. Each
+ * allocation is claimed, under a lock, by a file in
+ * LOCAL_CTL_DYNAMIC_REGISTRY naming the sandbox's directory, whatever
+ * state directory it is in; a claim whose directory is gone, or whose
+ * record names another uid, is free again.
+ */
+#define LOCAL_CTL_DYNAMIC_BASE 2113929216UL
+#define LOCAL_CTL_DYNAMIC_COUNT 65536UL
+#define LOCAL_CTL_DYNAMIC_REGISTRY LOCAL_STATE_ROOT_DEFAULT "/uids"
 
 struct local_ctl {
 	char *state_dir; /* absolute, no trailing '/' */
@@ -68,17 +87,25 @@ struct local_create_opts {
 	bool native; /* a native session: no label, no agent */
 	const char *user; /* exec user NAME or UID:GID (root only) */
 	bool strict_v1; /* the agent speaks protocol v1 only (recorded) */
+	/* The limits of its commands (recorded); 0 takes the default. */
+	uint64_t pids;
+	uint64_t memory;
+	uint64_t tmp_size;
+	const char *network; /* "user" (NULL) or "none" */
 };
 
 /*
  * Create a sandbox: its directory, root/ (with a copy of opts->from:
  * modes, symlinks and times kept, hard links copied as separate files,
  * devices and sockets skipped, set-id bits dropped when root), boot/ (0700)
- * and a record in state Stopped. When the caller is root, root/ and
- * everything in it belongs to the exec user (default nobody, 65534:65534),
- * who is stored in the record. -EINVAL for a bad name, -EEXIST for a
- * duplicate, -EPERM for opts->user without root, -ENOENT for an unknown
- * user or a missing opts->from. A failed create leaves nothing behind.
+ * and a record in state Stopped, with its limits (the defaults filled in)
+ * and network. When the caller is root, root/ and everything in it
+ * belongs to the exec user, who is stored in the record: opts->user, else
+ * an identity of the sandbox's own (LOCAL_CTL_DYNAMIC_BASE, recorded with
+ * dynamicUser). -EINVAL for a bad name or limit, -EEXIST for a duplicate,
+ * -EPERM for opts->user without root, -ENOENT for an unknown user or a
+ * missing opts->from, -ENOSPC when no identity is free. A failed create
+ * leaves nothing behind.
  */
 int local_ctl_create(struct local_ctl *c, const char *id,
 		     const struct local_create_opts *opts,
@@ -112,9 +139,10 @@ int local_ctl_restart(struct local_ctl *c, const char *id,
 	__attribute__((warn_unused_result));
 
 /*
- * Remove a sandbox and everything under its directory. A running one (or
- * one whose agent is alive) is refused with -EBUSY unless force, which
- * stops it first; a corrupt record is refused with -EBADMSG unless force.
+ * Remove a sandbox and everything under its directory, and give back its
+ * identity. A running one (or one whose agent is alive) is refused with
+ * -EBUSY unless force, which stops it first; a corrupt record is refused
+ * with -EBADMSG unless force.
  */
 int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 		 struct local_err *err) __attribute__((warn_unused_result));

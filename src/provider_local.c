@@ -491,16 +491,24 @@ out:
 	return rc;
 }
 
-struct exec_ids {
+/* What a native exec needs of the record. */
+struct exec_plan {
 	long uid, gid;
+	uint64_t pids, memory, tmp_size;
+	char network[8];
 };
 
-static int copy_ids(const struct proto_record *rec, void *arg)
+static int copy_plan(const struct proto_record *rec, void *arg)
 {
-	struct exec_ids *ids = arg;
+	struct exec_plan *x = arg;
 
-	ids->uid = rec->exec_uid;
-	ids->gid = rec->exec_gid;
+	x->uid = rec->exec_uid;
+	x->gid = rec->exec_gid;
+	x->pids = rec->pids;
+	x->memory = rec->memory;
+	x->tmp_size = rec->tmp_size;
+	snprintf(x->network, sizeof(x->network), "%s",
+		 rec->network ? rec->network : "");
 	return 0;
 }
 
@@ -551,20 +559,33 @@ static int drain(int outfd, int errfd, struct provider_exec_result *res,
 	return 0;
 }
 
+/*
+ * A native session's command runs confined exactly as an agent sandbox's
+ * job does (doc/commands.md, "Confinement"; sandboxctl(1)): through
+ * `sandbox-agent --run` with the record's identity, limits and network,
+ * which gives it the zygote's layout, its own PID namespace (nothing it
+ * starts outlives it) and the sandbox's network, and passes its output
+ * and exit status through.
+ */
 static int local_native_exec(struct provider *p, const char *id,
 			     const char *command, const char *cwd,
 			     struct provider_exec_result *res,
 			     struct sbx_error *err)
 {
 	struct local_priv *lp = priv_of(p);
-	struct exec_ids ids = {-1, -1};
+	struct exec_plan x;
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	long long deadline = mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
-	char *root, *dir;
+	char user[48], pids[24], mem[24], tmp[24], timeout[24];
+	const char *argv[40];
+	size_t argc = 0;
+	char *root;
 	pid_t pid;
 	int rc, status = 0;
 
-	rc = with_record(lp, id, copy_ids, &ids, err);
+	memset(&x, 0, sizeof(x));
+	x.uid = x.gid = -1;
+	rc = with_record(lp, id, copy_plan, &x, err);
 	if (rc < 0)
 		return rc;
 	if (cwd != NULL && strstr(cwd, "..") != NULL) {
@@ -576,8 +597,57 @@ static int local_native_exec(struct provider *p, const char *id,
 		return -EACCES;
 	}
 	root = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_ROOT);
-	dir = cwd != NULL && *cwd ? xasprintf("%s/%s", root, cwd)
-				  : xstrdup(root);
+	argv[argc++] = lp->ctl.agent;
+	argv[argc++] = "--root";
+	argv[argc++] = root;
+	if (geteuid() == 0) {
+		snprintf(user, sizeof(user), "%ld:%ld",
+			 x.uid > 0 ? x.uid : (long)LOCAL_CTL_DEFAULT_ID,
+			 x.gid > 0 ? x.gid : (long)LOCAL_CTL_DEFAULT_ID);
+		argv[argc++] = "--exec-user";
+		argv[argc++] = user;
+	}
+	argv[argc++] = "--confine";
+	argv[argc++] = "bwrap";
+	argv[argc++] = "--log-level";
+	argv[argc++] = "error";
+	if (x.pids > 0) {
+		snprintf(pids, sizeof(pids), "%llu",
+			 (unsigned long long)x.pids);
+		argv[argc++] = "--pids";
+		argv[argc++] = pids;
+	}
+	if (x.memory > 0) {
+		snprintf(mem, sizeof(mem), "%llu",
+			 (unsigned long long)x.memory);
+		argv[argc++] = "--memory";
+		argv[argc++] = mem;
+	}
+	if (x.tmp_size > 0) {
+		snprintf(tmp, sizeof(tmp), "%llu",
+			 (unsigned long long)x.tmp_size);
+		argv[argc++] = "--tmp-size";
+		argv[argc++] = tmp;
+	}
+	if (x.network[0] != '\0') {
+		argv[argc++] = "--network";
+		argv[argc++] = x.network;
+	}
+	/* Ours comes first: the agent's deadline is only a backstop. */
+	snprintf(timeout, sizeof(timeout), "%ld",
+		 PROVIDER_LOCAL_EXEC_TIMEOUT_MS + 5000);
+	argv[argc++] = "--run";
+	argv[argc++] = "--run-timeout";
+	argv[argc++] = timeout;
+	if (cwd != NULL && *cwd != '\0') {
+		argv[argc++] = "--run-cwd";
+		argv[argc++] = cwd;
+	}
+	argv[argc++] = "--";
+	argv[argc++] = "/bin/sh";
+	argv[argc++] = "-c";
+	argv[argc++] = command;
+	argv[argc] = NULL;
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		rc = -errno;
 		fail(err, rc, "exec", id, NULL);
@@ -590,29 +660,23 @@ static int local_native_exec(struct provider *p, const char *id,
 		goto out;
 	}
 	if (pid == 0) {
-		static char path_env[] =
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-			"/usr/bin:/sbin:/bin";
-		char *envp[] = {path_env, NULL};
-		int devnull = open("/dev/null", O_RDONLY);
+		static char *const no_env[] = {NULL};
+		struct sigaction sa;
+		sigset_t none;
+		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), sig;
 
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_DFL;
+		for (sig = 1; sig < NSIG; sig++)
+			if (sig != SIGKILL && sig != SIGSTOP)
+				sigaction(sig, &sa, NULL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		setpgid(0, 0);
 		if (devnull < 0 || dup2(devnull, 0) < 0 ||
 		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
 			_exit(127);
-		if (geteuid() == 0) {
-			gid_t gid = ids.gid >= 0 ? (gid_t)ids.gid
-						 : LOCAL_CTL_DEFAULT_ID;
-			uid_t uid = ids.uid > 0 ? (uid_t)ids.uid
-						: LOCAL_CTL_DEFAULT_ID;
-
-			if (setgroups(0, NULL) < 0 || setgid(gid) < 0 ||
-			    setuid(uid) < 0)
-				_exit(126);
-		}
-		if (chdir(dir) < 0)
-			_exit(126);
-		execle("/bin/sh", "sh", "-c", command, (char *)NULL, envp);
+		execve(argv[0], (char *const *)argv, no_env);
 		_exit(127);
 	}
 	close(outp[1]);
@@ -647,7 +711,6 @@ out:
 	if (errp[1] >= 0)
 		close(errp[1]);
 	free(root);
-	free(dir);
 	return rc;
 }
 

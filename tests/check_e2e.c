@@ -43,7 +43,7 @@ struct e2e {
 
 static void e2e_setup(struct e2e *e, const char *name)
 {
-	struct local_create_opts opts = { NULL, false, NULL, false };
+	struct local_create_opts opts = { .from = NULL };
 	struct transport_config cfg;
 	struct local_err lerr = { "" };
 	struct sbx_error err;

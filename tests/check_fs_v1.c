@@ -1462,10 +1462,9 @@ static char *nat_base, *nat_state, *nat_root;
 static void native_start(void)
 {
 	struct local_err err = {""};
-	struct local_create_opts o = {NULL, true, NULL, false};
+	struct local_create_opts o = {.native = true};
 	struct local_ctl ctl;
 
-	exec_uid = geteuid() == 0 ? LOCAL_CTL_DEFAULT_ID : geteuid();
 	nat_base = th_tmpdir("fsv1nat");
 	ck_assert_int_eq(chmod(nat_base, 0711), 0);
 	ck_assert(asprintf(&nat_state, "%s/state", nat_base) > 0);
@@ -1477,6 +1476,13 @@ static void native_start(void)
 	ck_assert_msg(local_ctl_start(&ctl, "demo", &err) == 0, "%s", err.msg);
 	local_ctl_cleanup(&ctl);
 	nat_root = local_state_path(nat_state, "demo", LOCAL_PATH_ROOT);
+	/* The sandbox's own identity when root made it. */
+	{
+		struct stat st;
+
+		ck_assert_int_eq(stat(nat_root, &st), 0);
+		exec_uid = geteuid() == 0 ? st.st_uid : geteuid();
+	}
 }
 
 static void native_stop(void)

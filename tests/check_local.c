@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent/confine.h"
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_record.h"
@@ -255,6 +256,52 @@ START_TEST(record_rejects)
 		   -EINVAL, "execUid");
 	expect_bad("{\"id\":\"x\",\"state\":\"Running\",\"bootCount\":-2}",
 		   -EINVAL, "bootCount");
+}
+END_TEST
+
+/* An identity of its own, its limits and its network. */
+static const char confined_record[] =
+	"{\n"
+	"  \"id\": \"box\",\n"
+	"  \"state\": \"Stopped\",\n"
+	"  \"labels\": {\n"
+	"    \"alienAgentTransport\": \"native-file-v1\"\n"
+	"  },\n"
+	"  \"execUid\": 2113929216,\n"
+	"  \"execGid\": 2113929216,\n"
+	"  \"dynamicUser\": true,\n"
+	"  \"bootCount\": 0,\n"
+	"  \"pids\": 64,\n"
+	"  \"memory\": 268435456,\n"
+	"  \"tmpSize\": 16777216,\n"
+	"  \"network\": \"none\"\n"
+	"}\n";
+
+START_TEST(record_confinement)
+{
+	struct buf b = BUF_INIT(0);
+	struct proto_record r;
+	const char *why = NULL;
+
+	ck_assert_int_eq(proto_record_decode(confined_record,
+					     strlen(confined_record), &r, &why),
+			 0);
+	ck_assert_int_eq(r.exec_uid, 2113929216L);
+	ck_assert(r.dynamic_user);
+	ck_assert_uint_eq(r.pids, 64);
+	ck_assert_uint_eq(r.memory, 268435456);
+	ck_assert_uint_eq(r.tmp_size, 16777216);
+	ck_assert_str_eq(r.network, "none");
+	ck_assert_int_eq(proto_record_encode(&r, &b), 0);
+	ck_assert_str_eq(b.data, confined_record);
+	buf_cleanup(&b);
+	proto_record_cleanup(&r);
+	expect_bad("{\"id\":\"x\",\"state\":\"Running\",\"network\":\"host\"}",
+		   -EINVAL, "network");
+	expect_bad("{\"id\":\"x\",\"state\":\"Running\",\"pids\":0}", -EINVAL,
+		   "pids");
+	expect_bad("{\"id\":\"x\",\"state\":\"Running\",\"dynamicUser\":1}",
+		   -EINVAL, "dynamicUser");
 }
 END_TEST
 
@@ -798,6 +845,7 @@ Suite *make_local_suite(void)
 	tc = tcase_create("records");
 	tcase_add_test(tc, record_roundtrip_exact);
 	tcase_add_test(tc, record_minimal_encoding);
+	tcase_add_test(tc, record_confinement);
 	tcase_add_test(tc, record_every_state);
 	tcase_add_test(tc, record_azure_object);
 	tcase_add_test(tc, record_rejects);
@@ -952,8 +1000,7 @@ static long http_status(const char *url, const char *path)
 
 START_TEST(ctl_create_and_errors)
 {
-	struct local_create_opts from_missing = {"/nonexistent/src", false,
-						 NULL, false};
+	struct local_create_opts from_missing = {.from = "/nonexistent/src"};
 	struct local_err err = {""};
 	struct proto_record r;
 	struct stat st;
@@ -971,17 +1018,30 @@ START_TEST(ctl_create_and_errors)
 	ck_assert_ptr_null(r.agent_url);
 	ck_assert_ptr_nonnull(r.created_at);
 	if (geteuid() == 0) {
-		ck_assert_int_eq(r.exec_uid, 65534);
-		ck_assert_int_eq(r.exec_gid, 65534);
+		/* An identity of its own, from the reserved range. */
+		ck_assert_int_ge(r.exec_uid, (long)LOCAL_CTL_DYNAMIC_BASE);
+		ck_assert_int_lt(r.exec_uid, (long)(LOCAL_CTL_DYNAMIC_BASE +
+						    LOCAL_CTL_DYNAMIC_COUNT));
+		ck_assert_int_eq(r.exec_gid, r.exec_uid);
+		ck_assert(r.dynamic_user);
+		ck_assert_ptr_null(r.exec_user);
 	} else {
 		ck_assert_int_eq(r.exec_uid, -1);
+		ck_assert(!r.dynamic_user);
 	}
-	proto_record_cleanup(&r);
+	/* The limits and the network are recorded, defaults filled in. */
+	ck_assert_uint_eq(r.pids, AGENT_DEFAULT_PIDS);
+	ck_assert_uint_eq(r.tmp_size, AGENT_DEFAULT_TMP_SIZE);
+	ck_assert_uint_eq(r.memory, agent_default_memory());
+	ck_assert_str_eq(r.network, "user");
 	p = ctl_path("box", LOCAL_PATH_ROOT);
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
-	if (geteuid() == 0)
-		ck_assert_int_eq(st.st_uid, 65534);
+	if (geteuid() == 0) {
+		ck_assert_int_eq(st.st_uid, r.exec_uid);
+		ck_assert_int_eq(st.st_gid, r.exec_gid);
+	}
+	proto_record_cleanup(&r);
 	free(p);
 	p = ctl_path("box", LOCAL_PATH_BOOT);
 	ck_assert_int_eq(stat(p, &st), 0);
@@ -1015,7 +1075,7 @@ START_TEST(ctl_create_and_errors)
 	local_state_ids_free(ids, n);
 
 	if (geteuid() == 0) {
-		struct local_create_opts u = {NULL, false, "root", false};
+		struct local_create_opts u = {.user = "root"};
 
 		ck_assert_int_eq(local_ctl_create(&ctl, "u0", &u, &err),
 				 -EINVAL);
@@ -1030,11 +1090,83 @@ START_TEST(ctl_create_and_errors)
 		ck_assert_int_eq(r.exec_gid, 4321);
 		proto_record_cleanup(&r);
 	} else {
-		struct local_create_opts u = {NULL, false, "nobody", false};
+		struct local_create_opts u = {.user = "nobody"};
 
 		ck_assert_int_eq(local_ctl_create(&ctl, "u0", &u, &err),
 				 -EPERM);
 	}
+}
+END_TEST
+
+/* The claim of uid in the registry: the sandbox directory it names, or
+ * NULL. */
+static char *claim_of(long uid)
+{
+	char path[PATH_MAX], *text;
+
+	snprintf(path, sizeof(path), "%s/%ld", LOCAL_CTL_DYNAMIC_REGISTRY, uid);
+	if (access(path, F_OK) < 0)
+		return NULL;
+	text = th_read_file(path, NULL);
+	text[strcspn(text, "\n")] = '\0';
+	return text;
+}
+
+/* Root's sandboxes get identities of their own, whatever state directory
+ * they are in, claimed while they exist and given back by rm. */
+START_TEST(ctl_identity)
+{
+	struct local_create_opts o = {.pids = 64, .network = "none"};
+	struct local_err err = {""};
+	struct local_ctl other;
+	struct proto_record r;
+	char *dir2 = th_tmpdir("state2"), *claim, *d;
+	long a, b, c2;
+
+	if (geteuid() != 0)
+		return; /* only root hands out identities */
+	must(local_ctl_create(&ctl, "ida", &o, &err), &err, "create ida");
+	must(local_ctl_create(&ctl, "idb", NULL, &err), &err, "create idb");
+	get_record("ida", &r);
+	a = r.exec_uid;
+	ck_assert_uint_eq(r.pids, 64);
+	ck_assert_str_eq(r.network, "none");
+	proto_record_cleanup(&r);
+	get_record("idb", &r);
+	b = r.exec_uid;
+	proto_record_cleanup(&r);
+	ck_assert_int_ne(a, b);
+	must(local_ctl_init(&other, dir2, &err), &err, "init");
+	must(local_ctl_create(&other, "ida", NULL, &err), &err, "create 2");
+	{
+		struct proto_record r2;
+
+		ck_assert_int_eq(
+			local_state_read(other.state_dir, "ida", &r2, &err), 0);
+		c2 = r2.exec_uid;
+		proto_record_cleanup(&r2);
+	}
+	ck_assert_int_ne(c2, a);
+	ck_assert_int_ne(c2, b);
+	d = local_state_path(ctl.state_dir, "ida", LOCAL_PATH_DIR);
+	claim = claim_of(a);
+	ck_assert_ptr_nonnull(claim);
+	ck_assert_str_eq(claim, d);
+	free(claim);
+	free(d);
+	/* rm gives it back; a failed create claims nothing. */
+	must(local_ctl_rm(&ctl, "idb", false, &err), &err, "rm");
+	ck_assert_ptr_null(claim_of(b));
+	o.pids = 3;
+	ck_assert_int_eq(local_ctl_create(&ctl, "bad", &o, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.msg, "--pids"));
+	must(local_ctl_rm(&other, "ida", false, &err), &err, "rm 2");
+	must(local_ctl_rm(&ctl, "ida", false, &err), &err, "rm a");
+	ck_assert_ptr_null(claim_of(a));
+	ck_assert_ptr_null(claim_of(c2));
+	local_ctl_cleanup(&other);
+	th_rmtree(dir2);
+	free(dir2);
 }
 END_TEST
 
@@ -1065,7 +1197,7 @@ END_TEST
 
 START_TEST(ctl_native)
 {
-	struct local_create_opts o = {NULL, true, NULL, false};
+	struct local_create_opts o = {.native = true};
 	struct local_err err = {""};
 	struct local_status s;
 	struct proto_record r;
@@ -1108,10 +1240,11 @@ static void set_times(const char *path, time_t t, bool nofollow)
 START_TEST(ctl_create_from)
 {
 	struct local_err err = {""};
-	struct local_create_opts o = {NULL, false, NULL, false};
+	struct local_create_opts o = {.from = NULL};
 	char *src = th_tmpdir("src"), *root, p[PATH_MAX], q[PATH_MAX];
 	char target[PATH_MAX], *text;
-	uid_t want_uid = geteuid() == 0 ? 65534 : geteuid();
+	uid_t want_uid = geteuid();
+	struct proto_record r;
 	struct stat st;
 	ssize_t n;
 
@@ -1143,6 +1276,10 @@ START_TEST(ctl_create_from)
 	o.from = src;
 	must(local_ctl_create(&ctl, "copy", &o, &err), &err, "create --from");
 	root = ctl_path("copy", LOCAL_PATH_ROOT);
+	get_record("copy", &r);
+	if (geteuid() == 0)
+		want_uid = (uid_t)r.exec_uid;
+	proto_record_cleanup(&r);
 
 	ck_assert_int_eq(stat(root, &st), 0);
 	ck_assert_int_eq(st.st_mode & 07777, 0751);
@@ -1503,6 +1640,7 @@ Suite *make_local_ctl_suite(void)
 	tcase_add_checked_fixture(tc, ctl_setup, ctl_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, ctl_create_and_errors);
+	tcase_add_test(tc, ctl_identity);
 	tcase_add_test(tc, ctl_corrupt_record);
 	tcase_add_test(tc, ctl_native);
 	tcase_add_test(tc, ctl_create_from);

@@ -39,6 +39,12 @@ enum agent_confine {
 	AGENT_CONFINE_NONE, /* run commands unconfined (tests, images) */
 };
 
+/* A confined sandbox's network (doc/commands.md, "Network"). */
+enum agent_network {
+	AGENT_NET_USER = 0, /* own namespace, user-mode networking */
+	AGENT_NET_NONE, /* own namespace, loopback only */
+};
+
 struct agent_config {
 	const char *root; /* session root (made absolute) */
 	const char *listen_host; /* default "127.0.0.1" */
@@ -50,6 +56,13 @@ struct agent_config {
 	bool drop_privileges; /* agent runs as root: use exec_uid/gid */
 	enum agent_confine confine;
 	const char *bwrap; /* bubblewrap binary */
+	/* Limits of the sandbox's commands (doc/commands.md, "Limits"); 0
+	 * takes the default. */
+	uint64_t pids_max; /* tasks */
+	uint64_t memory_max; /* bytes */
+	uint64_t tmp_size; /* bytes of each /tmp and /dev/shm */
+	enum agent_network network;
+	const char *slirp4netns; /* the user-mode networking helper */
 	size_t output_cap; /* per stream, default 4 MiB */
 	/* Jobs (doc/commands.md, "Jobs"); 0 takes the default. */
 	unsigned max_running_jobs; /* running jobs at once */

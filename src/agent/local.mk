@@ -12,6 +12,7 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/jobs.c %reldir%/jobs.h \
 	%reldir%/outlog.c %reldir%/outlog.h \
 	%reldir%/spawn.c %reldir%/spawn.h \
+	%reldir%/confine.c %reldir%/confine.h \
 	%reldir%/zygote.c %reldir%/zygote.h
 sandbox_agent_SOURCES = %reldir%/main.c
 sandbox_agent_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CJSON_CFLAGS) \

@@ -29,8 +29,10 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/confine.h"
 #include "agent/http.h"
 #include "agent/jobs.h"
+#include "agent/spawn.h"
 #include "agent/zygote.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -66,6 +68,14 @@ enum {
 	OPT_JOB_RETENTION_COUNT,
 	OPT_JOB_RETENTION_BYTES,
 	OPT_SPOOL_DIR,
+	OPT_PIDS,
+	OPT_MEMORY,
+	OPT_TMP_SIZE,
+	OPT_NETWORK,
+	OPT_SLIRP4NETNS,
+	OPT_RUN,
+	OPT_RUN_CWD,
+	OPT_RUN_TIMEOUT,
 };
 
 static const struct option options[] = {
@@ -93,6 +103,14 @@ static const struct option options[] = {
 	{"job-retention-bytes", required_argument, NULL,
 	 OPT_JOB_RETENTION_BYTES},
 	{"spool-dir", required_argument, NULL, OPT_SPOOL_DIR},
+	{"pids", required_argument, NULL, OPT_PIDS},
+	{"memory", required_argument, NULL, OPT_MEMORY},
+	{"tmp-size", required_argument, NULL, OPT_TMP_SIZE},
+	{"network", required_argument, NULL, OPT_NETWORK},
+	{"slirp4netns", required_argument, NULL, OPT_SLIRP4NETNS},
+	{"run", no_argument, NULL, OPT_RUN},
+	{"run-cwd", required_argument, NULL, OPT_RUN_CWD},
+	{"run-timeout", required_argument, NULL, OPT_RUN_TIMEOUT},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -101,6 +119,8 @@ static const struct option options[] = {
 static void usage(FILE *f)
 {
 	fputs("usage: sandbox-agent --root DIR [options]\n"
+	      "       sandbox-agent --root DIR [options] --run [--run-cwd DIR] "
+	      "[--run-timeout MS] -- COMMAND [ARGS]\n"
 	      "\n"
 	      "  --root DIR              session root (ALIEN_SANDBOX_ROOT)\n"
 	      "  --listen ADDR           address to listen on (127.0.0.1)\n"
@@ -116,6 +136,17 @@ static void usage(FILE *f)
 	      "65534:65534)\n"
 	      "  --confine auto|bwrap|none  command confinement (auto)\n"
 	      "  --bwrap PATH            bubblewrap binary (" BWRAP_PATH ")\n"
+	      "  --pids N                tasks of the sandbox's commands "
+	      "(1024)\n"
+	      "  --memory BYTES          memory of the sandbox's commands "
+	      "(half "
+	      "the RAM)\n"
+	      "  --tmp-size BYTES        each command's /tmp and /dev/shm "
+	      "(256M)\n"
+	      "  --network user|none     the sandbox's network (user: "
+	      "slirp4netns)\n"
+	      "  --slirp4netns PATH      user-mode networking "
+	      "(" SLIRP4NETNS_PATH ")\n"
 	      "  --output-cap BYTES      kept output per stream "
 	      "(ALIEN_SANDBOX_OUTPUT_CAP, 4M)\n"
 	      "  --strict-v1             serve protocol v1 only, no file "
@@ -132,6 +163,10 @@ static void usage(FILE *f)
 	      "  --job-retention-bytes BYTES  output kept by all jobs (1G)\n"
 	      "  --spool-dir DIR         where job output spills (TMPDIR, "
 	      "/tmp)\n"
+	      "  --run -- COMMAND        run one command confined, pass its "
+	      "output and exit\n"
+	      "                          status through (--run-cwd, "
+	      "--run-timeout 60000)\n"
 	      "  --activated             start activated\n"
 	      "  --log-level LEVEL       error, warn, info (default) or debug\n"
 	      "  --syslog                log to syslog instead of stderr\n"
@@ -327,6 +362,9 @@ struct cmdline {
 	bool exec_user_env;
 	enum log_level level;
 	bool use_syslog;
+	bool run; /* --run: one command, then exit */
+	const char *run_cwd;
+	uint64_t run_timeout_ms;
 };
 
 static void die_usage(const char *fmt, ...)
@@ -505,6 +543,54 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 		case OPT_SPOOL_DIR:
 			cfg->spool_dir = optarg;
 			break;
+		case OPT_PIDS:
+			if (parse_uint(optarg, AGENT_MIN_PIDS, 4194304, &v) < 0)
+				die_usage("--pids: '%s' is not %d to 4194304",
+					  optarg, AGENT_MIN_PIDS);
+			cfg->pids_max = v;
+			break;
+		case OPT_MEMORY:
+			if (parse_size(optarg, AGENT_MIN_MEMORY, 1ULL << 50,
+				       &v) < 0)
+				die_usage("--memory: '%s' is not a size from "
+					  "16M",
+					  optarg);
+			cfg->memory_max = v;
+			break;
+		case OPT_TMP_SIZE:
+			if (parse_size(optarg, AGENT_MIN_TMP_SIZE, 1ULL << 50,
+				       &v) < 0)
+				die_usage("--tmp-size: '%s' is not a size from "
+					  "1M",
+					  optarg);
+			cfg->tmp_size = v;
+			break;
+		case OPT_NETWORK:
+			if (strcmp(optarg, "user") == 0)
+				cfg->network = AGENT_NET_USER;
+			else if (strcmp(optarg, "none") == 0)
+				cfg->network = AGENT_NET_NONE;
+			else
+				die_usage("--network: '%s' is not user or none",
+					  optarg);
+			break;
+		case OPT_SLIRP4NETNS:
+			cfg->slirp4netns = optarg;
+			break;
+		case OPT_RUN:
+			cl->run = true;
+			break;
+		case OPT_RUN_CWD:
+			cl->run_cwd = optarg;
+			break;
+		case OPT_RUN_TIMEOUT:
+			if (parse_uint(optarg, 1, 100ULL * 365 * 86400000, &v) <
+			    0)
+				die_usage("--run-timeout: '%s' is not a number "
+					  "of milliseconds from 1",
+					  optarg);
+			cl->run_timeout_ms = v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -517,8 +603,87 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 			exit(1);
 		}
 	}
-	if (optind < argc)
+	if (cl->run && optind >= argc)
+		die_usage("%s",
+			  "--run: the command to run is missing (after --)");
+	if (!cl->run && optind < argc)
 		die_usage("unexpected argument '%s'", argv[optind]);
+	if (cl->run_timeout_ms == 0)
+		cl->run_timeout_ms = 60000;
+}
+
+/* --run: the command's output goes where the agent's own does. */
+static int run_output(void *ctx, enum proto_frame_type stream, uint64_t seq,
+		      const unsigned char *p, size_t n)
+{
+	int fd = stream == PROTO_FRAME_STDERR ? 2 : 1;
+
+	(void)ctx;
+	(void)seq;
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return 0; /* nobody reads: the command runs on */
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * --run: one command, confined and limited exactly as the agent's jobs
+ * are (its own zygote, network and cgroup), its output passed through and
+ * its exit status returned: 0 to 255 as the command's (128 + a signal),
+ * 124 for the timeout, 125 when it could not be run or waited for, 126
+ * for a working directory refused. The local provider's native sessions
+ * run their commands this way.
+ */
+static int run_once(const struct agent *a, const struct cmdline *cl, char **cmd,
+		    size_t cmdc)
+{
+	struct proto_exec_req req = {
+		cmd, cmdc, cl->run_timeout_ms, NULL, NULL, 0, 0, false};
+	struct agent_run_sink sink = {run_output, NULL, -1, true};
+	char reason[AGENT_SPAWN_MSG_MAX], *rel = NULL;
+	struct agent_spawner *sp = NULL;
+	struct agent_run_result res;
+	struct agent_cmd c;
+	int rc, status = 125;
+
+	rc = agent_spawner_new(a, &sp);
+	if (rc < 0) {
+		fprintf(stderr, "sandbox-agent: commands cannot be run here\n");
+		return 125;
+	}
+	if (agent_spawn_cwd(sp, cl->run_cwd, false, &rel, reason,
+			    sizeof(reason)) < 0) {
+		fprintf(stderr,
+			"sandbox-agent: the working directory '%s' is "
+			"refused: %s\n",
+			cl->run_cwd, reason);
+		status = 126;
+		goto out;
+	}
+	if (agent_spawn(sp, &req, rel, &c, reason) < 0) {
+		fprintf(stderr, "sandbox-agent: %s: %s\n", cmd[0], reason);
+		goto out;
+	}
+	agent_run(&c, cl->run_timeout_ms, SIZE_MAX, &sink, &res);
+	agent_cmd_reap(&c);
+	if (res.end == AGENT_RUN_EXITED)
+		status = res.code < 0 ? 128 + SIGKILL : res.code & 0xff;
+	else if (res.end == AGENT_RUN_TIMEOUT)
+		status = 124;
+	if (res.end != AGENT_RUN_EXITED)
+		fprintf(stderr, "sandbox-agent: %s: %s\n",
+			res.err_code ? res.err_code : "stopped", res.message);
+out:
+	free(rel);
+	agent_spawner_free(sp);
+	return status;
 }
 
 /*
@@ -605,9 +770,20 @@ int main(int argc, char **argv)
 		die_usage("--confine bwrap: no usable bubblewrap at '%s'",
 			  cfg->bwrap);
 
+	/* Opened now, as whoever started the agent: what runs as the exec
+	 * user reaches the root through this descriptor (the file routes,
+	 * and the bind confine.h stages), never through the path, whose
+	 * directories may be closed to that user. */
 	a->root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (a->root_fd < 0)
 		die_usage("cannot open the root '%s'", root);
+	if (cl.run) {
+		signal(SIGPIPE, SIG_IGN);
+		rc = run_once(a, &cl, argv + optind, (size_t)(argc - optind));
+		close(a->root_fd);
+		free(root);
+		return rc;
+	}
 	if (make_boot_id(a->boot_id) < 0)
 		die_usage("%s", "no randomness for the boot id");
 	atomic_init(&a->activated, cfg->activated_at_start);

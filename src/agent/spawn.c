@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/confine.h"
 #include "agent/spawn.h"
 #include "agent/zygote.h"
 #include "common/log.h"
@@ -62,6 +63,21 @@ struct agent_spawner {
 	char **bwrap_head;
 	size_t bwrap_headc;
 	struct agent_zygote *zygote; /* NULL: one bubblewrap per command */
+	/* How a child enters the sandbox (confine.h): the zygote's, and the
+	 * one of a bubblewrap per command, which also sets RLIMIT_NPROC
+	 * before bubblewrap (its user namespace is the command's own). */
+	struct agent_box box;
+	struct agent_box box_each;
+	struct agent_cgroup *cg; /* NULL: rlimits only */
+	struct agent_net_cfg net;
+	char *resolv_dest; /* NULL: the host's resolver configuration */
+	/* What a staged namespace keeps: the system's directories, and
+	 * those of bubblewrap and of the resolver configuration. */
+	const char *keep[16];
+	char *keep_bwrap, *keep_resolv;
+	uint64_t pids, memory, tmp_size;
+	uint64_t data; /* RLIMIT_DATA of each command; 0: the cgroup's */
+	char tmp_arg[24]; /* tmp_size in decimal, for bubblewrap */
 };
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -181,13 +197,14 @@ struct plan {
 	const char **sh_argv; /* unconfined ENOEXEC fallback */
 	char *const *envp;
 	const char *path; /* PATH of envp */
+	/* The working directory and the session root as this child sees
+	 * them: the staged root (confine.h) when a root agent confines, else
+	 * the root's own path. */
 	const char *host_cwd;
 	const char *box_cwd; /* "/sandbox/..." when confined */
 	const char *root;
 	const char *bwrap; /* NULL when unconfined */
-	bool drop;
-	uid_t uid;
-	gid_t gid;
+	const struct agent_box *box;
 	int devnull, out_w, err_w, report_w;
 };
 
@@ -200,6 +217,7 @@ enum stage {
 
 struct report {
 	int stage;
+	int step; /* STAGE_DROP: enum agent_box_step */
 	int err;
 };
 
@@ -395,11 +413,11 @@ static void mark_cloexec_from(int lowfd)
 
 __attribute__((noreturn)) static void child(const struct plan *p)
 {
-	struct report rep = {STAGE_SETUP, 0};
+	struct report rep = {STAGE_SETUP, 0, 0};
 	struct sigaction sa;
 	char found[PATH_MAX];
 	sigset_t none;
-	int sig;
+	int sig, step = 0, cwd = -1;
 
 	/* The agent's dispositions and mask are its own business. */
 	memset(&sa, 0, sizeof(sa));
@@ -419,15 +437,21 @@ __attribute__((noreturn)) static void child(const struct plan *p)
 	 * them: a successful exec is an empty read on the parent's side. */
 	mark_cloexec_from(3);
 
-	if (p->drop) {
-		rep.stage = STAGE_DROP;
-		if (agent_drop_privileges(p->uid, p->gid) < 0)
-			goto fail;
-	}
-	/* After the drop, so the directory is judged with the user's rights;
-	 * when confined this only checks it, bubblewrap changes into it. */
+	/* Unconfined, the directory is opened before the drop (the exec
+	 * user may not search the state directory above the root) and
+	 * entered after it, so that it is judged with the user's rights. */
 	rep.stage = STAGE_CWD;
-	if (chdir(p->host_cwd) < 0)
+	if (p->bwrap == NULL &&
+	    (cwd = open(p->host_cwd, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		goto fail;
+	rep.stage = STAGE_DROP;
+	if (agent_box_enter(p->box, p->bwrap != NULL, &step) < 0) {
+		rep.step = step;
+		goto fail;
+	}
+	/* When confined this only checks it, bubblewrap changes into it. */
+	rep.stage = STAGE_CWD;
+	if (cwd >= 0 ? fchdir(cwd) < 0 : chdir(p->host_cwd) < 0)
 		goto fail;
 	rep.stage = STAGE_EXEC;
 	errno = find_program(p, found, sizeof(found));
@@ -507,14 +531,24 @@ static const char **bwrap_argv(const struct agent_spawner *sp,
 			       const char *box_cwd)
 {
 	const char **v =
-		xcalloc(sp->bwrap_headc + req->argc + 8, sizeof(char *));
+		xcalloc(sp->bwrap_headc + req->argc + 16, sizeof(char *));
 	size_t n = 0, i;
 
 	for (i = 0; i < sp->bwrap_headc; i++)
 		v[n++] = sp->bwrap_head[i];
 	v[n++] = "--bind";
-	v[n++] = sp->root;
+	v[n++] = agent_box_bind_source(&sp->box_each);
 	v[n++] = AGENT_SANDBOX_DIR;
+	/* The command's own /dev/shm, bounded; nothing else of the view
+	 * bubblewrap made (its root, /dev) is writable. */
+	v[n++] = "--size";
+	v[n++] = sp->tmp_arg;
+	v[n++] = "--tmpfs";
+	v[n++] = "/dev/shm";
+	v[n++] = "--remount-ro";
+	v[n++] = "/";
+	v[n++] = "--remount-ro";
+	v[n++] = "/dev";
 	v[n++] = "--chdir";
 	v[n++] = box_cwd;
 	v[n++] = "--";
@@ -629,7 +663,8 @@ int agent_spawn(const struct agent_spawner *sp,
 		return rc;
 	}
 	memset(&p, 0, sizeof(p));
-	host_cwd = xasprintf("%s%s%s", sp->root, *cwd_rel ? "/" : "", cwd_rel);
+	p.root = sp->confined ? agent_box_bind_source(&sp->box_each) : sp->root;
+	host_cwd = xasprintf("%s%s%s", p.root, *cwd_rel ? "/" : "", cwd_rel);
 	envp = build_env(req, &p.path);
 	sh_argv = xcalloc(req->argc + 2, sizeof(char *));
 	sh_argv[0] = "/bin/sh";
@@ -639,10 +674,7 @@ int agent_spawn(const struct agent_spawner *sp,
 	p.sh_argv = sh_argv;
 	p.envp = envp;
 	p.host_cwd = host_cwd;
-	p.root = sp->root;
-	p.drop = cfg->drop_privileges;
-	p.uid = cfg->exec_uid;
-	p.gid = cfg->exec_gid;
+	p.box = &sp->box_each;
 	if (sp->confined) {
 		box_cwd = xasprintf(AGENT_SANDBOX_DIR "%s%s",
 				    *cwd_rel ? "/" : "", cwd_rel);
@@ -686,11 +718,16 @@ int agent_spawn(const struct agent_spawner *sp,
 	} while (got < 0 && errno == EINTR);
 	if (got == (ssize_t)sizeof(r)) {
 		rc = -r.err;
-		if (r.stage == STAGE_DROP) {
+		if (r.stage == STAGE_DROP && r.step == AGENT_BOX_DROP) {
 			agent_errno_text(r.err, msg, AGENT_SPAWN_MSG_MAX);
 			log_warn("exec: dropping to uid %u gid %u failed: %s",
 				 (unsigned)cfg->exec_uid,
 				 (unsigned)cfg->exec_gid, msg);
+		} else if (r.stage == STAGE_DROP) {
+			agent_errno_text(r.err, msg, AGENT_SPAWN_MSG_MAX);
+			log_warn("exec: entering the sandbox failed (step %d): "
+				 "%s",
+				 r.step, msg);
 		}
 		while (waitpid(c.pid, NULL, 0) < 0 && errno == EINTR)
 			;
@@ -974,8 +1011,9 @@ static void push(struct agent_spawner *sp, const char *s)
 /*
  * The fixed part of the layout: the system read-only, the top-level
  * directories that are symlinks on the host (merged /usr) as the same
- * symlinks, fresh /proc, /dev and /tmp, and every namespace but the
- * network's unshared. Nothing else of the host is visible.
+ * symlinks, fresh /proc, /dev and a bounded /tmp, and every namespace
+ * unshared, the network's included (confine.h attaches it). Nothing else
+ * of the host is visible.
  */
 static void build_bwrap_head(struct agent_spawner *sp)
 {
@@ -986,7 +1024,6 @@ static void build_bwrap_head(struct agent_spawner *sp)
 
 	push(sp, sp->bwrap);
 	push(sp, "--unshare-all");
-	push(sp, "--share-net");
 	push(sp, "--die-with-parent");
 	push(sp, "--hostname");
 	push(sp, "sandbox");
@@ -1020,8 +1057,39 @@ static void build_bwrap_head(struct agent_spawner *sp)
 	push(sp, "/proc");
 	push(sp, "--dev");
 	push(sp, "/dev");
+	push(sp, "--size");
+	push(sp, sp->tmp_arg);
 	push(sp, "--tmpfs");
 	push(sp, "/tmp");
+	/* A resolver configuration reached through a symlink out of /etc
+	 * (systemd-resolved's) is shown at its target, whose directory the
+	 * view must have. */
+	if (sp->resolv_dest != NULL &&
+	    strncmp(sp->resolv_dest, "/etc/", 5) != 0 &&
+	    strncmp(sp->resolv_dest, "/usr/", 5) != 0) {
+		char *dir = xstrdup(sp->resolv_dest),
+		     *slash = strrchr(dir, '/');
+
+		if (slash != NULL && slash != dir) {
+			*slash = '\0';
+			push(sp, "--dir");
+			push(sp, dir);
+		}
+		free(dir);
+	}
+}
+
+/* Where the view's resolver configuration is, for the one user-mode
+ * networking needs; NULL when the host has none to replace. */
+static char *resolv_target(void)
+{
+	struct stat st;
+
+	if (lstat("/etc/resolv.conf", &st) < 0)
+		return NULL;
+	if (!S_ISLNK(st.st_mode))
+		return S_ISREG(st.st_mode) ? xstrdup("/etc/resolv.conf") : NULL;
+	return realpath("/etc/resolv.conf", NULL);
 }
 
 /* Collects the probe's stderr for the log. */
@@ -1087,10 +1155,9 @@ static int probe(struct agent_spawner *sp, char *why, size_t whysz)
  */
 static int start_zygote(struct agent_spawner *sp, char *why, size_t whysz)
 {
-	const struct agent_config *cfg = &sp->a->cfg;
 	struct agent_zygote_config zc = {
-		sp->bwrap_head,	      sp->bwrap_headc, sp->root,
-		cfg->drop_privileges, cfg->exec_uid,   cfg->exec_gid,
+		sp->bwrap_head,	 sp->bwrap_headc, &sp->box, &sp->net,
+		sp->resolv_dest, sp->tmp_size,	  sp->pids, sp->data,
 	};
 	int rc;
 
@@ -1109,6 +1176,82 @@ static int start_zygote(struct agent_spawner *sp, char *why, size_t whysz)
 	return rc;
 }
 
+static char *dir_of(const char *path)
+{
+	char *d = xstrdup(path), *slash = strrchr(d, '/');
+
+	if (slash != NULL && slash != d)
+		*slash = '\0';
+	return d;
+}
+
+static void setup_keep(struct agent_spawner *sp)
+{
+	size_t n;
+
+	agent_box_keep_system(sp->keep,
+			      sizeof(sp->keep) / sizeof(sp->keep[0]) - 3);
+	for (n = 0; sp->keep[n] != NULL; n++)
+		;
+	sp->keep_bwrap = dir_of(sp->bwrap);
+	sp->keep[n++] = sp->keep_bwrap;
+	if (sp->resolv_dest != NULL) {
+		sp->keep_resolv = dir_of(sp->resolv_dest);
+		sp->keep[n++] = sp->keep_resolv;
+	}
+	sp->keep[n] = NULL;
+}
+
+/*
+ * Who a child becomes and within which limits (doc/commands.md,
+ * "Limits"): the sandbox's cgroup when cgroup v2 can be used, else
+ * RLIMIT_DATA for memory; RLIMIT_NPROC is the zygote's own (in the
+ * sandbox's user namespace), or, for a bubblewrap per command, set
+ * before it when the agent is root (the sandbox's uid is its own).
+ */
+static void setup_box(struct agent_spawner *sp)
+{
+	const struct agent_config *cfg = &sp->a->cfg;
+	char why[AGENT_SPAWN_MSG_MAX + 64];
+
+	memset(&sp->box, 0, sizeof(sp->box));
+	sp->box.keep = sp->keep;
+	sp->box.drop = cfg->drop_privileges;
+	sp->box.uid = cfg->exec_uid;
+	sp->box.gid = cfg->exec_gid;
+	sp->box.root_fd = sp->a->root_fd;
+	sp->box.root = sp->root;
+	sp->box.cg_procs_fd = -1;
+	if (!sp->confined) {
+		sp->box_each = sp->box;
+		return;
+	}
+	sp->box.stage = cfg->drop_privileges;
+	if (agent_cgroup_open(cfg, sp->a->root_fd, &sp->cg, why, sizeof(why)) ==
+	    0) {
+		sp->box.cg_procs_fd = agent_cgroup_procs_fd(sp->cg);
+		log_info("limits: cgroup %s: pids.max %llu, memory.max %llu; "
+			 "/tmp and /dev/shm %llu bytes each",
+			 agent_cgroup_path(sp->cg),
+			 (unsigned long long)sp->pids,
+			 (unsigned long long)sp->memory,
+			 (unsigned long long)sp->tmp_size);
+	} else {
+		sp->data = sp->memory;
+		log_info("limits: no cgroup (%s); RLIMIT_NPROC %llu, "
+			 "RLIMIT_DATA %llu; /tmp and /dev/shm %llu bytes each",
+			 why, (unsigned long long)sp->pids,
+			 (unsigned long long)sp->memory,
+			 (unsigned long long)sp->tmp_size);
+	}
+	/* A bubblewrap per command: its limits are set before it, and
+	 * inherited. The zygote gives its commands theirs itself. */
+	sp->box_each = sp->box;
+	sp->box_each.data = sp->data;
+	if (cfg->drop_privileges)
+		sp->box_each.nproc = sp->pids;
+}
+
 int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 {
 	struct agent_spawner *sp = xcalloc(1, sizeof(*sp));
@@ -1118,6 +1261,16 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 
 	sp->a = a;
 	sp->bwrap = a->cfg.bwrap ? a->cfg.bwrap : BWRAP_PATH;
+	sp->pids = a->cfg.pids_max ? a->cfg.pids_max : AGENT_DEFAULT_PIDS;
+	sp->memory =
+		a->cfg.memory_max ? a->cfg.memory_max : agent_default_memory();
+	sp->tmp_size =
+		a->cfg.tmp_size ? a->cfg.tmp_size : AGENT_DEFAULT_TMP_SIZE;
+	snprintf(sp->tmp_arg, sizeof(sp->tmp_arg), "%llu",
+		 (unsigned long long)sp->tmp_size);
+	sp->net.mode = a->cfg.network;
+	sp->net.slirp =
+		a->cfg.slirp4netns ? a->cfg.slirp4netns : SLIRP4NETNS_PATH;
 	sp->root = realpath(a->cfg.root, NULL);
 	if (sp->root == NULL) {
 		rc = -errno;
@@ -1127,10 +1280,15 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 	}
 	if (mode == AGENT_CONFINE_NONE) {
 		log_info("exec: commands run unconfined (--confine none)");
+		setup_box(sp);
 		goto out;
 	}
-	build_bwrap_head(sp);
 	sp->confined = true;
+	if (sp->net.mode == AGENT_NET_USER && access(sp->net.slirp, X_OK) == 0)
+		sp->resolv_dest = resolv_target();
+	setup_keep(sp);
+	setup_box(sp);
+	build_bwrap_head(sp);
 	rc = start_zygote(sp, why, sizeof(why));
 	if (rc == 0) {
 		log_info("exec: commands run confined by bubblewrap (%s), "
@@ -1141,13 +1299,16 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 	rc = probe(sp, why, sizeof(why));
 	if (rc == 0) {
 		log_info("exec: commands run confined by bubblewrap (%s), one "
-			 "bubblewrap each",
+			 "bubblewrap each; they have no network",
 			 sp->bwrap);
 	} else if (mode == AGENT_CONFINE_AUTO) {
 		log_info("exec: bubblewrap is not usable (%s); commands run "
 			 "unconfined",
 			 why);
 		sp->confined = false;
+		agent_cgroup_close(sp->cg);
+		sp->cg = NULL;
+		setup_box(sp);
 		rc = 0;
 	} else {
 		log_error("exec: bubblewrap is not usable: %s", why);
@@ -1168,9 +1329,13 @@ void agent_spawner_free(struct agent_spawner *sp)
 	if (sp == NULL)
 		return;
 	agent_zygote_free(sp->zygote);
+	agent_cgroup_close(sp->cg);
 	for (i = 0; i < sp->bwrap_headc; i++)
 		free(sp->bwrap_head[i]);
 	free(sp->bwrap_head);
+	free(sp->resolv_dest);
+	free(sp->keep_bwrap);
+	free(sp->keep_resolv);
 	free(sp->root);
 	free(sp);
 }

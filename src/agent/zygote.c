@@ -75,10 +75,10 @@
 /* ---- the wire between the two sides -------------------------------------- */
 
 /* Bumped when a message changes; the agent only talks to its own. */
-#define ZYGOTE_VERSION 1
+#define ZYGOTE_VERSION 2
 
 enum zmsg_type {
-	ZM_READY = 1, /* zygote: up; value = ZYGOTE_VERSION */
+	ZM_READY = 1, /* zygote: up; value = ZYGOTE_VERSION; fd its pidfd */
 	ZM_SPAWN, /* agent: id; fds memfd, stdin, stdout, stderr */
 	ZM_SPAWNED, /* zygote: id, err; fd the init's pidfd when err == 0 */
 	ZM_EXITED, /* zygote: id, exited (1: value = code; 0: signal) */
@@ -257,6 +257,8 @@ struct zplan {
 	int in_fd, out_fd, err_fd, rep_w;
 	int maxfd; /* above every descriptor the zygote may have */
 	char *cmd_stack; /* top of the command's stack */
+	const char *tmpopts; /* the options of /tmp and /dev/shm */
+	uint64_t data; /* the command's RLIMIT_DATA; 0: none */
 };
 
 SHARED_VM_CODE static void report(const struct zplan *p, int stage, int err)
@@ -393,15 +395,16 @@ fail:
 }
 
 /* Make the command's own instance of what must not be shared between
- * commands (bubblewrap gave each its own before). */
-SHARED_VM_CODE static int mount_private(void)
+ * commands (bubblewrap gave each its own before); the temporary file
+ * systems are bounded (doc/commands.md, "Limits"). */
+SHARED_VM_CODE static int mount_private(const struct zplan *p)
 {
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  NULL) < 0 ||
-	    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") <
+	    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, p->tmpopts) <
 		    0 ||
 	    mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV,
-		  "mode=0755") < 0 ||
+		  p->tmpopts) < 0 ||
 	    mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 		  "newinstance,ptmxmode=0666,mode=620") < 0)
 		return -1;
@@ -435,8 +438,16 @@ SHARED_VM_CODE static int init_main(void *arg)
 	pid_t cmd;
 
 	prctl(PR_SET_NAME, "sbfs-init", 0, 0, 0);
-	if (mount_private() < 0 || setsid() < 0 || drop_caps() < 0)
+	if (mount_private(p) < 0 || setsid() < 0 || drop_caps() < 0)
 		goto fail;
+	/* The command's, not the zygote's: the agent's own binary may be
+	 * one that reserves more than that (a sanitizer's shadow). */
+	if (p->data > 0) {
+		struct rlimit rl = {(rlim_t)p->data, (rlim_t)p->data};
+
+		if (setrlimit(RLIMIT_DATA, &rl) < 0)
+			goto fail;
+	}
 	cmd = clone(command_main, p->cmd_stack,
 		    CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)p);
 	if (cmd < 0)
@@ -477,6 +488,8 @@ struct zchild {
 struct zygote {
 	int sock;
 	int maxfd;
+	char tmpopts[96]; /* each command's /tmp and /dev/shm */
+	uint64_t data; /* each command's RLIMIT_DATA, 0: none */
 	size_t pagesz;
 	struct zchild *kids;
 	size_t nkids; /* used slots, live or not */
@@ -703,6 +716,8 @@ static int zspawn(struct zygote *z, const struct zmsg *m, int *fds, size_t nfd)
 	p.rep_w = rep[1];
 	p.maxfd = z->maxfd;
 	p.cmd_stack = stack + z->pagesz + ZSTACK;
+	p.tmpopts = z->tmpopts;
+	p.data = z->data;
 	if (clone(init_main, stack + stacksz,
 		  CLONE_VM | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
 			  CLONE_PIDFD | SIGCHLD,
@@ -809,24 +824,50 @@ static int remount_ro(const char *path)
 	return mount(NULL, path, NULL, flags, NULL);
 }
 
+/* A decimal argument of the zygote's command line; 0 when it is not. */
+static unsigned long long zarg(const char *s)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	return errno != 0 || *end != '\0' || end == s ? 0 : v;
+}
+
 /*
- * Once per zygote: descriptors, identity, and a mount namespace of its
- * own in which the shared parts of the view (the root and /dev, which
+ * Once per zygote: descriptors, identity, the limits every command
+ * inherits (RLIMIT_NPROC counts the tasks of this user namespace, which
+ * are the sandbox's: doc/commands.md, "Limits"), and a mount namespace of
+ * its own in which the shared parts of the view (the root and /dev, which
  * bubblewrap leaves writable) are read-only, since every command now
  * shares them.
  */
-static int zsetup(struct zygote *z, const char *fdarg)
+static int zsetup(struct zygote *z, char **argv)
 {
+	unsigned long long tmp = zarg(argv[3]), nproc = zarg(argv[4]);
+
+	z->data = zarg(argv[5]);
 	struct rlimit rl;
 	char *end;
 	long fd;
 	int i;
 
 	errno = 0;
-	fd = strtol(fdarg, &end, 10);
+	fd = strtol(argv[2], &end, 10);
 	if (errno != 0 || *end != '\0' || fd < 3 || fd > INT_MAX ||
-	    fcntl((int)fd, F_GETFD) < 0) {
-		fprintf(stderr, "sandbox-agent: --zygote: bad descriptor\n");
+	    fcntl((int)fd, F_GETFD) < 0 || tmp == 0 || nproc == 0) {
+		fprintf(stderr, "sandbox-agent: --zygote: bad arguments\n");
+		return -1;
+	}
+	/* Inodes cost kernel memory that size does not count. */
+	snprintf(z->tmpopts, sizeof(z->tmpopts),
+		 "mode=0755,size=%llu,nr_inodes=%llu", tmp,
+		 tmp / 4096 < 1024 ? 1024ULL : tmp / 4096);
+	rl.rlim_cur = rl.rlim_max = (rlim_t)nproc;
+	if (setrlimit(RLIMIT_NPROC, &rl) < 0) {
+		fprintf(stderr, "sandbox-agent: zygote: RLIMIT_NPROC: %s\n",
+			strerror(errno));
 		return -1;
 	}
 	z->sock = (int)fd;
@@ -865,14 +906,23 @@ int agent_zygote_main(int argc, char **argv)
 	struct pollfd *pfd = NULL;
 	size_t *idx = NULL, i;
 	struct zygote z;
-	int rc = 1;
+	int rc = 1, self;
 
 	memset(&z, 0, sizeof(z));
-	if (argc != 3 || zsetup(&z, argv[2]) < 0)
+	if (argc != 6 || zsetup(&z, argv) < 0)
 		return 1;
 	setsockopt(z.sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (send_zmsg(z.sock, &ready, NULL, 0) < 0)
+	/* Our pidfd names our network namespace to the agent, which
+	 * attaches it before it sends a command. */
+	self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	rc = send_zmsg(z.sock, &ready, &self, self >= 0 ? 1 : 0);
+	if (self >= 0)
+		close(self);
+	if (rc < 0) {
+		rc = 1;
 		goto out;
+	}
+	rc = 1;
 	for (;;) {
 		int fds[ZM_MAX_FDS];
 		size_t n = 0, nfd = 0;
@@ -979,9 +1029,9 @@ enum z_state {
 
 struct agent_zygote {
 	char **argv; /* bubblewrap's command line */
-	bool drop;
-	uid_t uid;
-	gid_t gid;
+	const struct agent_box *box;
+	const struct agent_net_cfg *net; /* NULL: loopback only */
+	bool resolv; /* AGENT_NET_RESOLV goes to bubblewrap on fd 5 */
 	pthread_t thread;
 	bool thread_started;
 	int wake_fd;
@@ -1005,6 +1055,8 @@ struct agent_zygote {
 	struct agent_zygote_cmd *cmds;
 
 	/* the reader thread's own */
+	struct agent_net *attached; /* the zygote's network */
+	bool net_told; /* the network's state was logged at info */
 	int bwrap_pidfd;
 	int err_fd; /* bubblewrap's and the zygote's stderr */
 	char line[WHY_MAX];
@@ -1134,6 +1186,8 @@ static void zy_lose(struct agent_zygote *z, const char *reason)
 	pthread_mutex_unlock(&z->send_lock);
 	zy_reap_bwrap(pid, pidfd);
 	close_fd(&pidfd);
+	agent_net_detach(z->attached);
+	z->attached = NULL;
 	while (z->err_fd >= 0) {
 		struct pollfd pfd = {z->err_fd, POLLIN, 0};
 
@@ -1194,15 +1248,16 @@ static void zy_read(struct agent_zygote *z)
 /* What the child between fork and exec of bubblewrap needs. */
 struct start_plan {
 	char *const *argv;
-	int fds[5]; /* become 0 to 4: null, null, stderr, socket, exe */
+	/* become 0 to 5: null, null, stderr, socket, exe, and the resolver
+	 * configuration (-1: none) */
+	int fds[6];
 	int rep_w;
-	bool drop;
-	uid_t uid;
-	gid_t gid;
+	const struct agent_box *box;
 };
 
 struct start_report {
-	int32_t stage; /* 1 descriptors, 2 privileges, 3 exec */
+	int32_t stage; /* 1 descriptors, 2 the box (step), 3 exec */
+	int32_t step; /* enum agent_box_step */
 	int32_t err;
 };
 
@@ -1210,28 +1265,33 @@ struct start_report {
 __attribute__((noreturn)) static void start_child(const struct start_plan *p)
 {
 	static char *const no_env[] = {NULL};
-	struct start_report r = {1, 0};
-	int i, tmp[5], rep;
+	struct start_report r = {1, 0, 0};
+	int i, n, tmp[6], rep, step = 0;
 
 	signals_to_default();
 	/* Out of the way of the agent's process group and terminal. */
 	setsid();
 	rep = fcntl(p->rep_w, F_DUPFD_CLOEXEC, 16);
+	/* The cgroup, the limits, the staged root and the user: bubblewrap
+	 * starts inside all of them (confine.h). First, while the box's own
+	 * descriptors are where the agent opened them. */
+	r.stage = 2;
+	if (agent_box_enter(p->box, true, &step) < 0) {
+		r.step = step;
+		goto fail;
+	}
+	r.stage = 1;
+	n = p->fds[5] >= 0 ? 6 : 5;
 	/* Moved up first: a source may sit where another one goes. */
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < n; i++)
 		if ((tmp[i] = fcntl(p->fds[i], F_DUPFD_CLOEXEC, 16)) < 0)
 			goto fail;
-	for (i = 0; i < 5; i++)
+	for (i = 0; i < n; i++)
 		if (dup2(tmp[i], i) < 0)
 			goto fail;
-	if (syscall(SYS_close_range, 5U, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-		for (i = 5; i < 65536; i++)
+	if (syscall(SYS_close_range, (unsigned)n, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		for (i = n; i < 65536; i++)
 			fcntl(i, F_SETFD, FD_CLOEXEC);
-	if (p->drop) {
-		r.stage = 2;
-		if (agent_drop_privileges(p->uid, p->gid) < 0)
-			goto fail;
-	}
 	r.stage = 3;
 	execve(p->argv[0], p->argv, no_env);
 fail:
@@ -1241,9 +1301,10 @@ fail:
 	_exit(127);
 }
 
-/* Wait for READY. 0, or -ENOTSUP with why set. */
-static int zy_await_ready(struct agent_zygote *z, int sock, char *why,
-			  size_t whysz)
+/* Wait for READY; *self is the zygote's pidfd (-1 if it sent none). 0,
+ * or -ENOTSUP with why set. */
+static int zy_await_ready(struct agent_zygote *z, int sock, int *self,
+			  char *why, size_t whysz)
 {
 	int64_t deadline = now_ms() + START_MS;
 
@@ -1267,11 +1328,14 @@ static int zy_await_ready(struct agent_zygote *z, int sock, char *why,
 		if (pfd[0].revents == 0)
 			continue;
 		got = recv_zmsg(sock, &m, &fd, 1, &nfd, MSG_DONTWAIT);
-		close_fd(&fd);
 		if (got == -EAGAIN)
 			continue;
-		if (got == 1 && m.type == ZM_READY && m.value == ZYGOTE_VERSION)
+		if (got == 1 && m.type == ZM_READY &&
+		    m.value == ZYGOTE_VERSION) {
+			*self = fd;
 			return 0;
+		}
+		close_fd(&fd);
 		/* Whatever bubblewrap or the zygote said comes first. */
 		while (z->err_fd >= 0) {
 			struct pollfd e = {z->err_fd, POLLIN, 0};
@@ -1298,11 +1362,72 @@ static int zy_await_ready(struct agent_zygote *z, int sock, char *why,
 	}
 }
 
+static pid_t pidfd_pid(int pidfd);
+
+static const char *const box_steps[] = {
+	"",
+	"joining the cgroup",
+	"setting the limits",
+	"staging the root",
+	"dropping privileges",
+};
+
+/* The resolver configuration bubblewrap shows (fd 5), in a memfd. */
+static int resolv_fd(void)
+{
+	size_t len = strlen(AGENT_NET_RESOLV);
+	int fd = memfd_create("sbfs-resolv", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, AGENT_NET_RESOLV, len) != (ssize_t)len ||
+	    lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Attach the new zygote's network namespace (confine.h) before any
+ * command runs in it. A failure leaves it its loopback only: commands
+ * then have no network, which is said once at warn. Reader thread only.
+ */
+static void zy_attach(struct agent_zygote *z, int self)
+{
+	char why[WHY_MAX];
+	pid_t pid = self >= 0 ? pidfd_pid(self) : -1;
+	int rc;
+
+	if (z->net == NULL)
+		return;
+	if (pid <= 0) {
+		rc = -ENOSYS;
+		snprintf(why, sizeof(why), "the zygote sent no pidfd");
+	} else {
+		rc = agent_net_attach(z->box, z->net, pid, &z->attached, why,
+				      sizeof(why));
+	}
+	if (rc < 0 && !z->net_told)
+		log_warn("exec: network: %s; commands have no network", why);
+	else if (rc < 0)
+		log_debug("exec: network: %s", why);
+	else if (!z->net_told)
+		log_info(
+			"exec: network: %s",
+			z->net->mode == AGENT_NET_NONE
+				? "none (a loopback of the sandbox's own)"
+				: "user-mode (slirp4netns), without the host's "
+				  "loopback; 169.254.0.0/16 unreachable");
+	z->net_told = true;
+}
+
 /* Start bubblewrap with the zygote inside. Reader thread only. */
 static void zy_start(struct agent_zygote *z)
 {
 	int sv[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1};
-	int exe = -1, devnull = -1, pidfd = -1, rc = 0;
+	int exe = -1, devnull = -1, pidfd = -1, resolv = -1, self = -1;
+	int rc = 0;
 	struct timeval tv = {SEND_TIMEOUT_S, 0};
 	struct start_report r;
 	struct start_plan p;
@@ -1322,7 +1447,9 @@ static void zy_start(struct agent_zygote *z)
 	 * whether or not the exec user may reach its directory. */
 	exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (exe < 0 || devnull < 0) {
+	if (z->resolv)
+		resolv = resolv_fd();
+	if (exe < 0 || devnull < 0 || (z->resolv && resolv < 0)) {
 		rc = -errno;
 		goto fail;
 	}
@@ -1333,10 +1460,9 @@ static void zy_start(struct agent_zygote *z)
 	p.fds[2] = errp[1];
 	p.fds[3] = sv[1];
 	p.fds[4] = exe;
+	p.fds[5] = resolv;
 	p.rep_w = rep[1];
-	p.drop = z->drop;
-	p.uid = z->uid;
-	p.gid = z->gid;
+	p.box = z->box;
 	pid = fork();
 	if (pid < 0) {
 		rc = -errno;
@@ -1371,19 +1497,24 @@ static void zy_start(struct agent_zygote *z)
 		char text[128];
 
 		agent_errno_text(r.err, text, sizeof(text));
-		if (r.stage == 2)
+		if (r.stage == 2 && r.step == AGENT_BOX_DROP)
 			snprintf(why, sizeof(why),
 				 "dropping to uid %u gid %u failed: %s",
-				 (unsigned)z->uid, (unsigned)z->gid, text);
+				 (unsigned)z->box->uid, (unsigned)z->box->gid,
+				 text);
+		else if (r.stage == 2 && r.step > 0 && r.step < 5)
+			snprintf(why, sizeof(why), "%s failed: %s",
+				 box_steps[r.step], text);
 		else
 			snprintf(why, sizeof(why), "starting %.64s: %s",
 				 z->argv[0], text);
 		rc = -ENOTSUP;
 		goto fail;
 	}
-	rc = zy_await_ready(z, sv[0], why, sizeof(why));
+	rc = zy_await_ready(z, sv[0], &self, why, sizeof(why));
 	if (rc < 0)
 		goto fail;
+	zy_attach(z, self);
 	setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	pthread_mutex_lock(&z->lock);
 	z->sock = sv[0];
@@ -1424,6 +1555,8 @@ out:
 	close_fd(&rep[1]);
 	close_fd(&exe);
 	close_fd(&devnull);
+	close_fd(&resolv);
+	close_fd(&self);
 }
 
 /*
@@ -1500,17 +1633,25 @@ int agent_zygote_new(const struct agent_zygote_config *cfg,
 	unsigned seen;
 	int rc;
 
-	z->argv = xcalloc(cfg->bwrap_headc + 3 + ntail + 1, sizeof(char *));
+	z->argv = xcalloc(cfg->bwrap_headc + 6 + ntail + 4, sizeof(char *));
 	for (i = 0; i < cfg->bwrap_headc; i++)
 		z->argv[n++] = xstrdup(cfg->bwrap_head[i]);
+	if (cfg->resolv_dest != NULL) {
+		z->argv[n++] = xstrdup("--ro-bind-data");
+		z->argv[n++] = xstrdup("5");
+		z->argv[n++] = xstrdup(cfg->resolv_dest);
+		z->resolv = true;
+	}
 	z->argv[n++] = xstrdup("--bind");
-	z->argv[n++] = xstrdup(cfg->root);
+	z->argv[n++] = xstrdup(agent_box_bind_source(cfg->box));
 	z->argv[n++] = xstrdup(AGENT_SANDBOX_DIR);
 	for (i = 0; i < ntail; i++)
 		z->argv[n++] = xstrdup(tail[i]);
-	z->drop = cfg->drop;
-	z->uid = cfg->uid;
-	z->gid = cfg->gid;
+	z->argv[n++] = xasprintf("%llu", (unsigned long long)cfg->tmp_size);
+	z->argv[n++] = xasprintf("%llu", (unsigned long long)cfg->nproc);
+	z->argv[n++] = xasprintf("%llu", (unsigned long long)cfg->data);
+	z->box = cfg->box;
+	z->net = cfg->net;
 	z->sock = -1;
 	z->err_fd = -1;
 	z->bwrap_pid = -1;

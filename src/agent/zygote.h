@@ -13,6 +13,10 @@
  * carry argv, environment and working directory in a memfd, and the three
  * standard descriptors, with SCM_RIGHTS over a SOCK_SEQPACKET pair.
  *
+ * The zygote runs with its own network namespace (bubblewrap's), which
+ * the agent's side attaches (confine.h) once the zygote said it is ready,
+ * before any command starts; every command shares it.
+ *
  * The zygote's side gives every command a PID, mount and IPC namespace of
  * its own under a small init process (so that killing the init, or its
  * process group, takes every process the command made, and each command
@@ -31,6 +35,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/confine.h"
+
 /* The option that makes sandbox-agent a zygote (main.c). */
 #define AGENT_ZYGOTE_ARG "--zygote"
 
@@ -42,10 +48,18 @@ struct agent_zygote_config {
 	 * including the session root's bind; borrowed for the call only */
 	char *const *bwrap_head;
 	size_t bwrap_headc;
-	const char *root; /* canonical session root, bound at /sandbox */
-	bool drop; /* agent is root: become uid/gid before bubblewrap */
-	uid_t uid;
-	gid_t gid;
+	/* identity, cgroup, rlimits and the staged root (confine.h); it
+	 * must outlive the zygote */
+	const struct agent_box *box;
+	/* the network of the zygote's namespace (confine.h); NULL leaves it
+	 * its loopback only. Must outlive the zygote. */
+	const struct agent_net_cfg *net;
+	/* NULL, or the path of the view where AGENT_NET_RESOLV is shown as
+	 * the resolver configuration */
+	const char *resolv_dest;
+	uint64_t tmp_size; /* each command's /tmp and /dev/shm, bytes */
+	uint64_t nproc; /* RLIMIT_NPROC in the sandbox's user namespace */
+	uint64_t data; /* each command's RLIMIT_DATA (its init sets it); 0 */
 };
 
 /*
@@ -100,8 +114,10 @@ int agent_zygote_wait(struct agent_zygote_cmd *zc, int timeout_ms,
 void agent_zygote_release(struct agent_zygote_cmd *zc);
 
 /*
- * The zygote's process: `sandbox-agent --zygote FD`, FD its end of the
- * socket pair. Returns the process's exit status.
+ * The zygote's process: `sandbox-agent --zygote FD TMPSIZE NPROC DATA`, FD
+ * its end of the socket pair, TMPSIZE the bytes of each command's /tmp
+ * and /dev/shm, NPROC its RLIMIT_NPROC, DATA each command's RLIMIT_DATA
+ * (0: none). Returns the process's exit status.
  */
 int agent_zygote_main(int argc, char **argv);
 

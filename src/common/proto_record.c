@@ -50,6 +50,7 @@ void proto_record_cleanup(struct proto_record *r)
 	free(r->id);
 	free(r->agent_url);
 	free(r->exec_user);
+	free(r->network);
 	free(r->created_at);
 	free(r->started_at);
 	proto_record_init(r);
@@ -179,6 +180,21 @@ static int opt_long(const cJSON *root, const char *key, double lo, double hi,
 	return rc;
 }
 
+/* An optional positive count (a limit); *dst untouched when absent. */
+static int opt_count(const cJSON *root, const char *key, uint64_t *dst)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	double v;
+	int rc;
+
+	if (it == NULL || cJSON_IsNull(it))
+		return 0;
+	rc = pj_num_range(it, 1, 9007199254740992.0, &v);
+	if (rc == 0)
+		*dst = (uint64_t)v;
+	return rc;
+}
+
 static int decode_labels(const cJSON *root, struct proto_record *r,
 			 const char **why)
 {
@@ -302,6 +318,27 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	rc = pj_bool(root, "strictV1", false, &r.strict_v1);
 	if (rc == -ENOENT)
 		rc = 0;
+	if (rc < 0)
+		goto out;
+	reason = "\"dynamicUser\" is not a boolean";
+	rc = pj_bool(root, "dynamicUser", false, &r.dynamic_user);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc < 0)
+		goto out;
+	reason = "\"pids\", \"memory\" or \"tmpSize\" is not a positive count";
+	rc = opt_count(root, "pids", &r.pids);
+	if (rc == 0)
+		rc = opt_count(root, "memory", &r.memory);
+	if (rc == 0)
+		rc = opt_count(root, "tmpSize", &r.tmp_size);
+	if (rc < 0)
+		goto out;
+	reason = "\"network\" is not \"user\" or \"none\"";
+	rc = opt_str(root, "network", &r.network);
+	if (rc == 0 && r.network != NULL && strcmp(r.network, "user") != 0 &&
+	    strcmp(r.network, "none") != 0)
+		rc = -EINVAL;
 out:
 	cJSON_Delete(root);
 out_noroot:
@@ -354,6 +391,8 @@ static cJSON *record_json(const struct proto_record *r)
 	if (ok && r->exec_gid >= 0)
 		ok = cJSON_AddNumberToObject(root, "execGid",
 					     (double)r->exec_gid) != NULL;
+	if (ok && r->dynamic_user)
+		ok = cJSON_AddBoolToObject(root, "dynamicUser", true) != NULL;
 	if (ok && r->created_at != NULL)
 		ok = cJSON_AddStringToObject(root, "createdAt",
 					     r->created_at) != NULL;
@@ -365,6 +404,18 @@ static cJSON *record_json(const struct proto_record *r)
 					     (double)r->boot_count) != NULL;
 	if (ok && r->strict_v1)
 		ok = cJSON_AddBoolToObject(root, "strictV1", true) != NULL;
+	if (ok && r->pids > 0)
+		ok = cJSON_AddNumberToObject(root, "pids", (double)r->pids) !=
+		     NULL;
+	if (ok && r->memory > 0)
+		ok = cJSON_AddNumberToObject(root, "memory",
+					     (double)r->memory) != NULL;
+	if (ok && r->tmp_size > 0)
+		ok = cJSON_AddNumberToObject(root, "tmpSize",
+					     (double)r->tmp_size) != NULL;
+	if (ok && r->network != NULL)
+		ok = cJSON_AddStringToObject(root, "network", r->network) !=
+		     NULL;
 	if (!ok) {
 		cJSON_Delete(root);
 		return NULL;

@@ -82,6 +82,15 @@ struct proto_record {
 	char *started_at; /* "startedAt", the last boot */
 	uint64_t boot_count; /* "bootCount": boots so far */
 	bool strict_v1; /* "strictV1": run the agent with --strict-v1 */
+	/* "dynamicUser": execUid/execGid were allocated for this sandbox
+	 * alone (sandboxctl(1), "Identity") */
+	bool dynamic_user;
+	/* The limits of its commands; 0 = absent (the agent's defaults). */
+	uint64_t pids; /* "pids": tasks */
+	uint64_t memory; /* "memory": bytes */
+	uint64_t tmp_size; /* "tmpSize": bytes of each /tmp and /dev/shm */
+	/* "network": "user" or "none"; NULL = absent ("user") */
+	char *network;
 };
 
 /* An empty record (state UNKNOWN, uid/gid -1). */
@@ -111,7 +120,8 @@ enum proto_record_transport proto_record_transport(
 /*
  * Decode one record object. Unknown fields are ignored. Required: "id" (a
  * non-empty string) and "state" (a string; an unknown name decodes as
- * PROTO_RECORD_UNKNOWN). "labels" may be absent or null; when present it
+ * PROTO_RECORD_UNKNOWN). "network", when present, must be "user" or
+ * "none", and the limits positive counts. "labels" may be absent or null; when present it
  * must be an object whose values are strings and whose keys are unique.
  * On failure, *why (may be NULL) points to a static text naming the
  * problem ("\"id\" is missing or not a string").
@@ -122,8 +132,9 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 /*
  * Encode a record as an indented JSON object followed by a newline,
  * appended to out. Fields come in a fixed order (id, state, labels,
- * agentUrl, agentPid, port, execUser, execUid, execGid, createdAt,
- * startedAt, bootCount); absent ones are left out, labels always appear.
+ * agentUrl, agentPid, port, execUser, execUid, execGid, dynamicUser,
+ * createdAt, startedAt, bootCount, strictV1, pids, memory, tmpSize,
+ * network); absent ones are left out, labels always appear.
  * -EINVAL when the record has no id or an UNKNOWN state.
  */
 int proto_record_encode(const struct proto_record *r, struct buf *out)

@@ -31,6 +31,8 @@ static const char usage_text[] =
 	"\n"
 	"commands:\n"
 	"  create NAME [--from DIR] [--native] [--user USER] [--strict-v1]\n"
+	"         [--pids N] [--memory SIZE] [--tmp-size SIZE] "
+	"[--network user|none]\n"
 	"  start NAME\n"
 	"  stop NAME\n"
 	"  restart NAME\n"
@@ -127,6 +129,43 @@ static int print_buf(struct buf *b)
 	return rc;
 }
 
+/* A count, or a byte size with an optional K, M or G (powers of 1024);
+ * 0 when it is not one. */
+static uint64_t parse_amount(const char *s, bool size)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return 0;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0)
+		return 0;
+	if (size && *end != '\0' && end[1] == '\0') {
+		switch (*end) {
+		case 'k':
+		case 'K':
+			mul = 1ULL << 10;
+			break;
+		case 'm':
+		case 'M':
+			mul = 1ULL << 20;
+			break;
+		case 'g':
+		case 'G':
+			mul = 1ULL << 30;
+			break;
+		default:
+			return 0;
+		}
+		end++;
+	}
+	if (*end != '\0' || v > (1ULL << 50) / mul)
+		return 0;
+	return v * mul;
+}
+
 static int cmd_create(struct local_ctl *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -134,18 +173,52 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 		{"native", no_argument, NULL, 'n'},
 		{"user", required_argument, NULL, 'u'},
 		{"strict-v1", no_argument, NULL, 's'},
+		{"pids", required_argument, NULL, 'p'},
+		{"memory", required_argument, NULL, 'm'},
+		{"tmp-size", required_argument, NULL, 't'},
+		{"network", required_argument, NULL, 'N'},
 		{NULL, 0, NULL, 0},
 	};
-	struct local_create_opts o = {NULL, false, NULL, false};
+	struct local_create_opts o;
 	struct local_err err = {""};
 	const char *name;
 	int ch, rc = 0;
 
+	memset(&o, 0, sizeof(o));
 	sub_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'f':
 			o.from = optarg;
+			break;
+		case 'p':
+			o.pids = parse_amount(optarg, false);
+			if (o.pids == 0)
+				return usage_error("--pids: '%s' is not a "
+						   "number",
+						   optarg);
+			break;
+		case 'm':
+			o.memory = parse_amount(optarg, true);
+			if (o.memory == 0)
+				return usage_error("--memory: '%s' is not a "
+						   "size",
+						   optarg);
+			break;
+		case 't':
+			o.tmp_size = parse_amount(optarg, true);
+			if (o.tmp_size == 0)
+				return usage_error("--tmp-size: '%s' is not a "
+						   "size",
+						   optarg);
+			break;
+		case 'N':
+			if (strcmp(optarg, "user") != 0 &&
+			    strcmp(optarg, "none") != 0)
+				return usage_error("--network: '%s' is not "
+						   "user or none",
+						   optarg);
+			o.network = optarg;
 			break;
 		case 'n':
 			o.native = true;
@@ -372,6 +445,16 @@ static int cmd_status(struct local_ctl *c, int argc, char **argv)
 	if (r->exec_user != NULL)
 		printf("exec user:  %s (%ld:%ld)\n", r->exec_user, r->exec_uid,
 		       r->exec_gid);
+	else if (r->dynamic_user)
+		printf("exec user:  its own (%ld:%ld)\n", r->exec_uid,
+		       r->exec_gid);
+	if (r->pids > 0 || r->memory > 0 || r->tmp_size > 0)
+		printf("limits:     pids %llu, memory %llu, tmp-size %llu\n",
+		       (unsigned long long)r->pids,
+		       (unsigned long long)r->memory,
+		       (unsigned long long)r->tmp_size);
+	if (r->network != NULL)
+		printf("network:    %s\n", r->network);
 	printf("root:       %s\n", root);
 	printf("created:    %s\n", r->created_at ? r->created_at : "-");
 	printf("started:    %s\n", r->started_at ? r->started_at : "-");

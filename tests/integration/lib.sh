@@ -46,6 +46,7 @@ SBFS_MOUNT=${SBFS_MOUNT:-$SBFS_BUILDDIR/sandboxfs}
 SBFS_CTL=${SBFS_CTL:-$SBFS_BUILDDIR/sandboxctl}
 SBFS_AGENT=${SBFS_AGENT:-$SBFS_BUILDDIR/sandbox-agent}
 SBFS_SYSCALLS=${SBFS_SYSCALLS:-$SBFS_BUILDDIR/tests/integration/syscalls}
+SBFS_PROBE=${SBFS_PROBE:-$SBFS_BUILDDIR/tests/integration/confine-probe}
 export SBFS_SRCDIR SBFS_BUILDDIR SBFS_MOUNT SBFS_CTL SBFS_AGENT
 
 # Deadlines scale under valgrind.
@@ -128,8 +129,9 @@ ALLOW_LOG=""
 
 _base=${TMPDIR:-/tmp}
 TMP=$(mktemp -d "$_base/sbfs-$T.XXXXXX") || hard_error "mktemp in $_base failed"
-# An agent confined as the sandbox's user must be able to reach its root.
-chmod 0711 "$TMP"
+# Private, as mktemp made it: no sandbox may need to search the
+# directories above its state directory.
+chmod 0700 "$TMP"
 STATE=$TMP/state
 MNT=$TMP/mnt
 LOG=$TMP/sandboxfs.log
@@ -383,6 +385,28 @@ sbx_agent_pid() {
 
 sbx_agent_log() {
 	echo "$STATE/sandboxes/$1/agent.log"
+}
+
+# sbx_job NAME TEXT: run TEXT (a shell command line) as a job of sandbox
+# NAME through the mount, wait for its end. Its id in JOB, its output in
+# $TMP/job.out and $TMP/job.err, its exit code (else its status line) in
+# JOB_EXIT. A native sandbox runs it at once (its exec is synchronous).
+sbx_job() {
+	printf '%s\n' "$2" >"$TMP/job.cmd"
+	if ! with_timeout 120 dd if="$TMP/job.cmd" of="$MNT/$1/exec" \
+		conv=notrunc status=none 2>"$TMP/job.start"; then
+		fail "job '$2' in $1 did not start: $(cat "$TMP/job.start")"
+		JOB="" JOB_EXIT=""
+		: >"$TMP/job.out"
+		: >"$TMP/job.err"
+		return 1
+	fi
+	JOB=$(with_timeout 20 readlink "$MNT/$1/jobs/latest")
+	with_timeout 120 cat "$MNT/$1/jobs/$JOB/stdout" >"$TMP/job.out" 2>/dev/null
+	with_timeout 30 cat "$MNT/$1/jobs/$JOB/stderr" >"$TMP/job.err" 2>/dev/null
+	JOB_EXIT=$(with_timeout 30 cat "$MNT/$1/jobs/$JOB/exit" 2>/dev/null) ||
+		JOB_EXIT=$(with_timeout 10 cat "$MNT/$1/jobs/$JOB/status")
+	return 0
 }
 
 # agent_wrapper ARGS...: sandboxctl and the mount start, from now on, the

@@ -18,6 +18,10 @@ check_PROGRAMS += %reldir%/fsx
 %canon_reldir%_fsx_SOURCES = %reldir%/fsx.c
 %canon_reldir%_fsx_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 %canon_reldir%_fsx_LDADD = $(PTHREAD_LIBS)
+## The attacks of the confinement tests (t-confine-*.sh).
+check_PROGRAMS += %reldir%/confine-probe
+%canon_reldir%_confine_probe_SOURCES = %reldir%/confine-probe.c
+%canon_reldir%_confine_probe_CFLAGS = $(AM_CFLAGS)
 ## A relay that makes an agent's answers trickle (t-deadline.sh).
 check_PROGRAMS += %reldir%/trickle
 %canon_reldir%_trickle_SOURCES = %reldir%/trickle.c
@@ -45,6 +49,12 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-resume.sh \
 	%reldir%/t-multi.sh \
 	%reldir%/t-native.sh \
+	%reldir%/t-confine-identity.sh \
+	%reldir%/t-confine-native.sh \
+	%reldir%/t-confine-lifetime.sh \
+	%reldir%/t-confine-limits.sh \
+	%reldir%/t-confine-network.sh \
+	%reldir%/t-confine-statedir.sh \
 	%reldir%/t-mount.sh \
 	%reldir%/t-memory.sh \
 	%reldir%/t-example-backup.sh \

@@ -15,6 +15,8 @@
 
 need_fuse
 need_root "bench/run starts an sshd and mounts sshfs as root"
+# The benchmark's ssh user reads its keys in a work directory under $TMP.
+chmod 0711 "$TMP"
 for _c in sshfs ssh ssh-keygen rsync /usr/sbin/sshd; do
 	command -v "$_c" >/dev/null 2>&1 ||
 		die "$_c is not installed: scripts/install-deps --bench installs it"

@@ -17,7 +17,9 @@ need_root "a second local user (setpriv) and allow_other"
 need_cmd setpriv
 
 # A uid nobody uses on this machine: allow_other looks at the number only.
+# It must reach the mount point, which is in this test's directory.
 OTHER=64123
+chmod 0711 "$TMP"
 AS_OTHER="setpriv --reuid=$OTHER --regid=$OTHER --clear-groups"
 as_other() {
 	# shellcheck disable=SC2086 # a word list
