@@ -44,6 +44,7 @@ struct cached {
 struct local_priv {
 	struct provider base;
 	struct local_ctl ctl;
+	uid_t owner; /* the state directory's */
 	pthread_mutex_t lock;
 	struct cached *cache;
 };
@@ -192,31 +193,64 @@ static int with_record(struct local_priv *lp, const char *id,
 	return rc;
 }
 
+/*
+ * A record that says Running for an agent whose process died (killed,
+ * crashed, the machine restarted: its lock is free) is a stopped sandbox
+ * (SEMANTICS.md, "Reliability"): it is answered Stopped and without its
+ * route, so the mount starts it again as it resumes any stopped sandbox,
+ * and nothing is ever sent to a dead agent's old address.
+ */
+static bool agent_dead(struct local_priv *lp, const struct proto_record *rec)
+{
+	return local_ctl_agent_died(&lp->ctl, rec);
+}
+
+struct record_arg {
+	struct local_priv *lp;
+	struct provider_record *out;
+};
+
 static int copy_record(const struct proto_record *rec, void *arg)
 {
-	return to_provider_record(rec, arg);
+	struct record_arg *ra = arg;
+	int rc = to_provider_record(rec, ra->out);
+
+	if (rc == 0 && agent_dead(ra->lp, rec)) {
+		ra->out->state = PROVIDER_STATE_STOPPED;
+		free(ra->out->route_hint);
+		ra->out->route_hint = NULL;
+	}
+	return rc;
 }
 
 static int local_record(struct provider *p, const char *id,
 			struct provider_record *out, struct sbx_error *err)
 {
-	return with_record(priv_of(p), id, copy_record, out, err);
+	struct record_arg ra = {priv_of(p), out};
+
+	return with_record(priv_of(p), id, copy_record, &ra, err);
 }
+
+struct route_arg {
+	struct local_priv *lp;
+	char **url;
+};
 
 static int copy_route(const struct proto_record *rec, void *arg)
 {
-	char **url = arg;
+	struct route_arg *ra = arg;
 
-	if (rec->agent_url == NULL)
+	if (rec->agent_url == NULL || agent_dead(ra->lp, rec))
 		return -EAGAIN;
-	*url = xstrdup(rec->agent_url);
+	*ra->url = xstrdup(rec->agent_url);
 	return 0;
 }
 
 static int local_route(struct provider *p, const char *id, char **url,
 		       struct sbx_error *err)
 {
-	int rc = with_record(priv_of(p), id, copy_route, url, err);
+	struct route_arg ra = {priv_of(p), url};
+	int rc = with_record(priv_of(p), id, copy_route, &ra, err);
 
 	if (rc == -EAGAIN) {
 		/* No route yet: a stopped or booting sandbox. */
@@ -229,10 +263,20 @@ static int local_route(struct provider *p, const char *id, char **url,
 	return rc;
 }
 
+/* Loopback TCP (records other programs may write), or a Unix socket
+ * inside the state directory (sandboxctl's). */
 static bool local_route_allowed(struct provider *p, const char *url)
 {
-	(void)p;
-	return local_state_route_valid(url, NULL, NULL);
+	return local_state_route_valid(url, NULL, NULL) ||
+	       local_state_route_socket(priv_of(p)->ctl.state_dir, url, NULL,
+					0);
+}
+
+/* The state directory's owner: who runs its agents (root's too). */
+static int local_listener_uid(struct provider *p, uid_t *uid)
+{
+	*uid = priv_of(p)->owner;
+	return 0;
 }
 
 static int local_credential(struct provider *p, const char *id, char **bytes,
@@ -562,7 +606,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	long long deadline = mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
 	char *root, *dir;
 	pid_t pid;
-	int rc, status = 0;
+	int rc, status = 0, dirfd = -1;
 
 	rc = with_record(lp, id, copy_ids, &ids, err);
 	if (rc < 0)
@@ -578,6 +622,18 @@ static int local_native_exec(struct provider *p, const char *id,
 	root = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_ROOT);
 	dir = cwd != NULL && *cwd ? xasprintf("%s/%s", root, cwd)
 				  : xstrdup(root);
+	/* Opened here, entered after the drop: the sandbox's user may not
+	 * traverse the owner-only state directory (doc/security.md). */
+	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		rc = -errno;
+		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
+			      "sandbox.runCommand: the working directory "
+			      "'%s': %s",
+			      cwd != NULL ? cwd : "", strerror(-rc));
+		err->err = -rc;
+		goto out;
+	}
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		rc = -errno;
 		fail(err, rc, "exec", id, NULL);
@@ -610,7 +666,7 @@ static int local_native_exec(struct provider *p, const char *id,
 			    setuid(uid) < 0)
 				_exit(126);
 		}
-		if (chdir(dir) < 0)
+		if (fchdir(dirfd) < 0)
 			_exit(126);
 		execle("/bin/sh", "sh", "-c", command, (char *)NULL, envp);
 		_exit(127);
@@ -646,6 +702,8 @@ out:
 		close(errp[0]);
 	if (errp[1] >= 0)
 		close(errp[1]);
+	if (dirfd >= 0)
+		close(dirfd);
 	free(root);
 	free(dir);
 	return rc;
@@ -683,6 +741,7 @@ static const struct provider_ops local_ops = {
 	.record = local_record,
 	.route = local_route,
 	.route_allowed = local_route_allowed,
+	.listener_uid = local_listener_uid,
 	.credential = local_credential,
 	.judge = NULL,
 	.resume = local_resume,
@@ -727,6 +786,7 @@ int provider_local_new(const char *state_dir, struct provider **out,
 		free(lp);
 		return rc;
 	}
+	lp->owner = st.st_uid;
 	pthread_mutex_init(&lp->lock, NULL);
 	lp->base.ops = &local_ops;
 	lp->base.priv = lp;
