@@ -746,6 +746,71 @@ START_TEST(state_rmtree_deep)
 }
 END_TEST
 
+/* The state directory is owner-only whatever the umask, and an open one
+ * is made so. */
+START_TEST(state_owner_only)
+{
+	struct local_err err = {""};
+	char *sb = local_state_path(state, NULL, LOCAL_PATH_SANDBOXES);
+	char *dir = local_state_path(state, "o", LOCAL_PATH_DIR);
+	struct stat st;
+	mode_t old = umask(0);
+
+	ck_assert_int_eq(local_state_prepare(state, &err), 0);
+	umask(old);
+	ck_assert_int_eq(stat(state, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(sb, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	/* Directories an older sandboxctl made 0711 (or a user opened). */
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(chmod(state, 0755), 0);
+	ck_assert_int_eq(chmod(sb, 0711), 0);
+	ck_assert_int_eq(chmod(dir, 0711), 0);
+	ck_assert_int_eq(local_state_secure(state, "o", &err), 0);
+	ck_assert_int_eq(stat(state, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(sb, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	free(sb);
+	free(dir);
+}
+END_TEST
+
+/* A removal that failed part way (here: its ".rm-deep-N" names left
+ * behind by an interrupted walk, holding files) is finished by running
+ * it again. */
+START_TEST(state_rmtree_retry)
+{
+	struct local_err err = {""};
+	char path[8192], cwd[PATH_MAX];
+	struct stat st;
+	int i;
+
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	snprintf(path, sizeof(path), "%s/tree", state);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	ck_assert_int_eq(chdir(path), 0);
+	for (i = 0; i < 3; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), ".rm-deep-%d", i);
+		ck_assert_int_eq(mkdir(name, 0755), 0);
+		snprintf(name, sizeof(name), ".rm-deep-%d/f", i);
+		th_write_file(name, "x", 1);
+	}
+	for (i = 0; i < 100; i++) {
+		ck_assert_int_eq(mkdir("d", 0755), 0);
+		ck_assert_int_eq(chdir("d"), 0);
+	}
+	ck_assert_int_eq(chdir(cwd), 0);
+	ck_assert_int_eq(local_state_rmtree(path, &err), 0);
+	ck_assert_int_eq(lstat(path, &st), -1);
+}
+END_TEST
+
 START_TEST(route_rules)
 {
 	unsigned port = 0;
@@ -786,6 +851,82 @@ START_TEST(route_rules)
 }
 END_TEST
 
+START_TEST(unix_routes)
+{
+	char path[PATH_MAX], *url;
+
+	/* The record format's example, both ways. */
+	url = unixurl_format("/var/lib/sandboxfs/sandboxes/demo/agent.sock");
+	ck_assert_str_eq(url, "http+unix://"
+			      "%2Fvar%2Flib%2Fsandboxfs%2Fsandboxes%2Fdemo%"
+			      "2Fagent.sock/");
+	ck_assert_int_eq(unixurl_parse(url, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/var/lib/sandboxfs/sandboxes/demo/agent.sock");
+	free(url);
+	/* Bytes outside the unreserved set are escaped, and come back. */
+	url = unixurl_format("/tmp/a b/%x/\xc3\xa9.sock");
+	ck_assert_str_eq(url,
+			 "http+unix://%2Ftmp%2Fa%20b%2F%25x%2F%C3%A9.sock/");
+	ck_assert_int_eq(unixurl_parse(url, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/tmp/a b/%x/\xc3\xa9.sock");
+	free(url);
+	ck_assert_int_eq(
+		unixurl_parse("http+unix://%2fs%2fa.sock/", path, sizeof(path)),
+		0);
+	ck_assert_str_eq(path, "/s/a.sock");
+	ck_assert(unixurl_is("http+unix://x"));
+	ck_assert(!unixurl_is("http://127.0.0.1:1/"));
+
+	/* Refused: not absolute, a raw '/', no final "/", a path, a query,
+	 * a fragment, a user, a NUL, bad escapes, dot components, a
+	 * trailing or doubled '/', an empty host, another scheme. */
+	static const char *const bad[] = {
+		"http+unix://a.sock/",
+		"http+unix:///tmp/a.sock/",
+		"http+unix://%2Ftmp%2Fa.sock",
+		"http+unix://%2Ftmp%2Fa.sock/x",
+		"http+unix://%2Ftmp%2Fa.sock/?q",
+		"http+unix://%2Ftmp%2Fa.sock/#f",
+		"http+unix://u@%2Ftmp%2Fa.sock/",
+		"http+unix://%2Ftmp%2Fa%00.sock/",
+		"http+unix://%2Ftmp%2Fa%2.sock/",
+		"http+unix://%2Ftmp%2Fa%zz.sock/",
+		"http+unix://%2Ftmp%2F..%2Fa.sock/",
+		"http+unix://%2Ftmp%2F.%2Fa.sock/",
+		"http+unix://%2Ftmp%2F%2Fa.sock/",
+		"http+unix://%2Ftmp%2F/",
+		"http+unix://%2F/",
+		"http+unix:///",
+		"HTTP+UNIX://%2Ftmp%2Fa.sock/",
+		"https+unix://%2Ftmp%2Fa.sock/",
+		"http+unix://%2Ftmp%2Fa:1.sock/",
+		NULL,
+	};
+	for (size_t i = 0; bad[i] != NULL; i++)
+		ck_assert_msg(unixurl_parse(bad[i], path, sizeof(path)) ==
+				      -EINVAL,
+			      "accepted %s", bad[i]);
+	ck_assert_int_eq(unixurl_parse("http+unix://%2Ftmp%2Fa.sock/", path, 6),
+			 -ENAMETOOLONG);
+
+	/* The local policy: beneath the state directory, lexically. */
+	ck_assert(local_state_route_socket(
+		"/st", "http+unix://%2Fst%2Fsandboxes%2Fa%2Fboot%2Fagent.sock/",
+		path, sizeof(path)));
+	ck_assert_str_eq(path, "/st/sandboxes/a/boot/agent.sock");
+	ck_assert(!local_state_route_socket(
+		"/st", "http+unix://%2Fstx%2Fagent.sock/", NULL, 0));
+	ck_assert(!local_state_route_socket(
+		"/st", "http+unix://%2Fst%2F..%2Fagent.sock/", NULL, 0));
+	ck_assert(!local_state_route_socket("/st", "http+unix://%2Fst/", NULL,
+					    0));
+	ck_assert(!local_state_route_socket("/st", "http://127.0.0.1:1/", NULL,
+					    0));
+	ck_assert(!local_state_route_socket(
+		"/st", "http+unix://%2Fvar%2Frun%2Fdocker.sock/", NULL, 0));
+}
+END_TEST
+
 Suite *make_local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -794,6 +935,7 @@ Suite *make_local_suite(void)
 	tc = tcase_create("names");
 	tcase_add_test(tc, id_validation);
 	tcase_add_test(tc, route_rules);
+	tcase_add_test(tc, unix_routes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("records");
@@ -819,6 +961,8 @@ Suite *make_local_suite(void)
 	tcase_add_test(tc, state_atomic_replace);
 	tcase_add_test(tc, state_lock_exclusion);
 	tcase_add_test(tc, state_rmtree_deep);
+	tcase_add_test(tc, state_rmtree_retry);
+	tcase_add_test(tc, state_owner_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
