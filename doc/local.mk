@@ -8,6 +8,7 @@ dist_protodoc_DATA = \
 	%reldir%/commands.md \
 	%reldir%/azure.md \
 	%reldir%/protocol-ext.md \
+	%reldir%/security.md \
 	%reldir%/transport-rules.md
 internalsdocdir = $(docdir)/doc/internals
 dist_internalsdoc_DATA = \
