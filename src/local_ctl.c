@@ -1645,9 +1645,17 @@ static int sweep_tombs(struct local_ctl *c, const char *id, bool *found,
 	if (d == NULL)
 		goto out;
 	while ((de = readdir(d)) != NULL) {
+		const char *rest = de->d_name + plen;
 		char *tomb;
 
-		if (strncmp(de->d_name, prefix, plen) != 0)
+		/* ".rm-<id>-<pid>-<ms>": not another sandbox's whose name
+		 * starts with id and a '-'. */
+		if (strncmp(de->d_name, prefix, plen) != 0 ||
+		    strspn(rest, "0123456789") == 0 ||
+		    rest[strspn(rest, "0123456789")] != '-' ||
+		    strspn(rest + strspn(rest, "0123456789") + 1,
+			   "0123456789") !=
+			    strlen(rest + strspn(rest, "0123456789") + 1))
 			continue;
 		*found = true;
 		tomb = xasprintf("%s/%s", sb, de->d_name);
