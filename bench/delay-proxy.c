@@ -5,7 +5,8 @@
  * delay would on a link, for benchmarks on machines where netem is not
  * available.
  *
- *   delay-proxy [-b BYTES] [-p PORT_FILE] [-v] LISTEN_PORT HOST:PORT DELAY_MS
+ *   delay-proxy [-b BYTES] [-p PORT_FILE] [-v] LISTEN_PORT HOST:PORT|unix:PATH
+ *               DELAY_MS
  *
  * It listens on 127.0.0.1:LISTEN_PORT (0: the kernel picks one, written to
  * PORT_FILE and to standard output) and forwards each accepted connection
@@ -47,6 +48,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -569,7 +571,8 @@ static int parse_num(const char *s, long long min, long long max, bool suffix,
 	return 0;
 }
 
-/* HOST:PORT or [V6]:PORT, resolved to a loopback address. */
+/* HOST:PORT or [V6]:PORT, resolved to a loopback address, or unix:PATH
+ * (an agent on a Unix socket). */
 static int parse_target(const char *arg)
 {
 	struct addrinfo hints, *res = NULL;
@@ -577,6 +580,36 @@ static int parse_target(const char *arg)
 	const char *port;
 	size_t hlen;
 	int rc;
+
+	if (strncmp(arg, "unix:", 5) == 0) {
+		struct sockaddr_un *su = (struct sockaddr_un *)&px.target;
+		const char *path = arg + 5, *slash = strrchr(path, '/');
+		char dir[4096];
+		int dfd, n;
+
+		memset(su, 0, sizeof(*su));
+		su->sun_family = AF_UNIX;
+		px.target_len = sizeof(*su);
+		if (*path != '\0' && strlen(path) < sizeof(su->sun_path)) {
+			memcpy(su->sun_path, path, strlen(path) + 1);
+			return 0;
+		}
+		/* Too long for an address: through its directory, held
+		 * open for the proxy's life. */
+		if (slash == NULL || slash == path ||
+		    (size_t)(slash - path) >= sizeof(dir))
+			return -EINVAL;
+		memcpy(dir, path, (size_t)(slash - path));
+		dir[slash - path] = '\0';
+		dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			return -errno;
+		n = snprintf(su->sun_path, sizeof(su->sun_path),
+			     "/proc/self/fd/%d/%s", dfd, slash + 1);
+		if (n < 0 || (size_t)n >= sizeof(su->sun_path))
+			return -EINVAL;
+		return 0;
+	}
 
 	if (arg[0] == '[') {
 		port = strstr(arg, "]:");
@@ -710,7 +743,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (parse_target(argv[optind + 1]) < 0) {
-		say("%s: want a loopback HOST:PORT", argv[optind + 1]);
+		say("%s: want a loopback HOST:PORT or unix:PATH",
+		    argv[optind + 1]);
 		return 2;
 	}
 	px.maxbuf = (size_t)maxbuf;

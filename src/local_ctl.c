@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
+#include "common/unixurl.h"
 #include "common/xalloc.h"
 #include "local_ctl.h"
 
@@ -555,12 +557,21 @@ static int copy_entry(struct copy *cx, int sfd, int dfd, const char *name,
 			goto fail;
 		break;
 	case S_IFIFO:
-		if (mkfifoat(dfd, name, 0600) < 0 ||
-		    (cx->chown && fchownat(dfd, name, cx->uid, cx->gid,
-					   AT_SYMLINK_NOFOLLOW) < 0) ||
-		    fchmodat(dfd, name, st.st_mode & 0777, 0) < 0 ||
-		    utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+		/* Owner, mode and times through a descriptor of the FIFO
+		 * just made: a symlink swapped in for it is never
+		 * followed (reading end, non-blocking: the open does not
+		 * wait for a writer). */
+		if (mkfifoat(dfd, name, 0600) < 0)
 			goto fail;
+		out = openat(dfd, name,
+			     O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+		if (out < 0 || fstat(out, &st2) < 0)
+			goto fail;
+		if (!S_ISFIFO(st2.st_mode)) {
+			rc = -EAGAIN; /* replaced while we made it */
+			break;
+		}
+		rc = finish_fd(cx, out, &st);
 		break;
 	default:
 		/* A device node or socket has no business in a session
@@ -730,7 +741,7 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 	if (rc < 0)
 		goto out;
 	dir = local_state_path(c->state_dir, id, LOCAL_PATH_DIR);
-	if (mkdir(dir, root_user ? 0711 : 0700) < 0) {
+	if (mkdir(dir, 0700) < 0) {
 		rc = -errno;
 		if (rc == -EEXIST)
 			local_err_set(err, rc, "sandbox '%s' already exists",
@@ -741,6 +752,10 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 		goto out;
 	}
 	made = true;
+	/* 0700 whatever the umask. */
+	rc = local_state_secure(c->state_dir, id, err);
+	if (rc < 0)
+		goto out;
 	rc = local_state_lock(c->state_dir, id, 0, &lock);
 	if (rc < 0) {
 		local_err_set(err, rc, "cannot lock sandbox '%s': %s", id,
@@ -805,6 +820,29 @@ out:
 
 /* ---- processes ---------------------------------------------------------- */
 
+static int sys_pidfd_open(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	(void)pid;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+static int sys_pidfd_send_signal(int pidfd, int sig)
+{
+#ifdef SYS_pidfd_send_signal
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+#else
+	(void)pidfd;
+	(void)sig;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 /* True when pid exists and is not a zombie. A detached agent is reparented
  * to init, so it may linger as a zombie after it died. */
 static bool pid_alive(pid_t pid)
@@ -829,6 +867,97 @@ static bool pid_alive(pid_t pid)
 	if (paren == NULL || paren[1] != ' ')
 		return true;
 	return paren[2] != 'Z' && paren[2] != 'X';
+}
+
+/* A process we hold: by pidfd when the kernel has them, else by pid. */
+struct proc {
+	pid_t pid;
+	int pidfd;
+};
+
+static bool proc_alive(const struct proc *p)
+{
+	struct pollfd pfd = {p->pidfd, POLLIN, 0};
+
+	if (p->pidfd < 0)
+		return pid_alive(p->pid);
+	/* A pidfd is readable once its process has exited. */
+	return poll(&pfd, 1, 0) == 0;
+}
+
+static int proc_signal(const struct proc *p, int sig)
+{
+	if (p->pidfd >= 0 ? sys_pidfd_send_signal(p->pidfd, sig) < 0
+			  : kill(p->pid, sig) < 0)
+		return errno == ESRCH ? 0 : -errno;
+	return 0;
+}
+
+static void proc_wait_gone(const struct proc *p, long long deadline)
+{
+	while (proc_alive(p) && now_ms() < deadline)
+		sleep_ms(POLL_MS);
+}
+
+/* SIGTERM, wait up to timeout_ms, then SIGKILL and wait a little more. */
+static int kill_proc(const struct proc *p, long timeout_ms)
+{
+	int rc = proc_signal(p, SIGTERM);
+
+	if (rc < 0)
+		return rc;
+	proc_wait_gone(p, now_ms() + timeout_ms);
+	if (!proc_alive(p))
+		return 0;
+	log_warn("agent %ld did not stop within %ld ms: killing it",
+		 (long)p->pid, timeout_ms);
+	rc = proc_signal(p, SIGKILL);
+	if (rc < 0)
+		return rc;
+	proc_wait_gone(p, now_ms() + 5000);
+	return proc_alive(p) ? -ETIMEDOUT : 0;
+}
+
+static void proc_close(struct proc *p)
+{
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	p->pidfd = -1;
+	p->pid = 0;
+}
+
+/* The holder of the lock on path, by F_GETLK: > 0 its pid, -1 a holder
+ * whose pid this process cannot see, 0 none; -ENOENT when there is no
+ * such file. */
+static pid_t lock_holder(const char *path)
+{
+	struct flock fl;
+	pid_t pid = 0;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : 0;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
+		pid = fl.l_pid > 0 ? fl.l_pid : -1;
+	close(fd);
+	return pid;
+}
+
+int local_ctl_agent_alive(const char *state_dir, const char *id, pid_t *pid)
+{
+	char *path = local_state_path(state_dir, id, LOCAL_PATH_AGENT_LOCK);
+	pid_t h = lock_holder(path);
+
+	free(path);
+	if (h == -ENOENT)
+		return -1;
+	if (pid != NULL)
+		*pid = h > 0 ? h : 0;
+	return h != 0;
 }
 
 static bool same_file(const char *a, const char *b)
@@ -892,54 +1021,64 @@ out:
 	return match;
 }
 
-/* The pid of the sandbox's agent: the record's, else the pid file's (a
- * start that was interrupted before it recorded one). */
-static pid_t agent_pid(struct local_ctl *c, const struct proto_record *rec)
+/*
+ * The sandbox's live agent, held by a pidfd: the process that holds its
+ * agent lock (taken by pidfd while it still holds it, so a pid recycled
+ * meanwhile is never signalled), or, for an agent started before agents
+ * took the lock, the recorded pid when its command line is a
+ * sandbox-agent serving this root. 1 and *out when there is one, else 0.
+ */
+static int agent_proc(struct local_ctl *c, const struct proto_record *rec,
+		      struct proc *out)
 {
-	char *path, text[32];
-	long v = 0;
-	ssize_t n;
-	int fd;
+	char *path =
+		local_state_path(c->state_dir, rec->id, LOCAL_PATH_AGENT_LOCK);
+	char *root = NULL;
+	struct proc p = {0, -1};
+	pid_t h;
+	int found = 0;
 
-	if (rec->agent_pid > 0)
-		return (pid_t)rec->agent_pid;
-	path = local_state_path(c->state_dir, rec->id, LOCAL_PATH_PID);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	free(path);
-	if (fd < 0)
-		return 0;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n > 0) {
-		text[n] = '\0';
-		v = strtol(text, NULL, 10);
+	h = lock_holder(path);
+	if (h > 0 && !pid_alive(h)) {
+		long long until = now_ms() + 5000;
+
+		/* Killed: its leader is a zombie while its other threads
+		 * still let go of its files, the lock with them. */
+		while ((h = lock_holder(path)) > 0 && now_ms() < until)
+			sleep_ms(10);
 	}
-	return v > 0 && v < INT_MAX ? (pid_t)v : 0;
+	if (h > 0) {
+		p.pid = h;
+		p.pidfd = sys_pidfd_open(h);
+		if (p.pidfd < 0 && errno != ENOSYS)
+			goto out; /* it is gone already */
+		if (lock_holder(path) != h) {
+			proc_close(&p);
+			goto out; /* it died between the two looks */
+		}
+		found = 1;
+		goto out;
+	}
+	if (h != -ENOENT || rec->agent_pid <= 0)
+		goto out;
+	root = local_state_path(c->state_dir, rec->id, LOCAL_PATH_ROOT);
+	p.pid = (pid_t)rec->agent_pid;
+	p.pidfd = sys_pidfd_open(p.pid);
+	if ((p.pidfd >= 0 || errno == ENOSYS) &&
+	    local_ctl_agent_matches(p.pid, root)) {
+		found = 1;
+		goto out;
+	}
+	proc_close(&p);
+out:
+	if (found)
+		*out = p;
+	free(path);
+	free(root);
+	return found;
 }
 
-/* SIGTERM, wait up to timeout_ms, then SIGKILL and wait a little more.
- * Only ever called once local_ctl_agent_matches said yes. */
-static int kill_agent(pid_t pid, long timeout_ms)
-{
-	long long deadline = now_ms() + timeout_ms;
-
-	if (kill(pid, SIGTERM) < 0)
-		return errno == ESRCH ? 0 : -errno;
-	while (pid_alive(pid) && now_ms() < deadline)
-		sleep_ms(POLL_MS);
-	if (!pid_alive(pid))
-		return 0;
-	log_warn("agent %ld did not stop within %ld ms: killing it", (long)pid,
-		 timeout_ms);
-	if (kill(pid, SIGKILL) < 0 && errno != ESRCH)
-		return -errno;
-	deadline = now_ms() + 5000;
-	while (pid_alive(pid) && now_ms() < deadline)
-		sleep_ms(POLL_MS);
-	return pid_alive(pid) ? -ETIMEDOUT : 0;
-}
-
-/* Empty boot/ (token, port, pid, and any temporary file of them). */
+/* Empty boot/ (token, pid, socket, and any temporary file of them). */
 static void boot_clear(struct local_ctl *c, const char *id)
 {
 	char *boot = local_state_path(c->state_dir, id, LOCAL_PATH_BOOT);
@@ -954,27 +1093,6 @@ static void boot_clear(struct local_ctl *c, const char *id)
 		closedir(d);
 	}
 	free(boot);
-}
-
-static bool port_free(unsigned port)
-{
-	struct sockaddr_in sa;
-	int fd, one = 1;
-	bool ok;
-
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	/* The agent's server sets SO_REUSEADDR too: a port whose old
-	 * connections linger in TIME_WAIT is free for it. */
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(fd);
-	return ok;
 }
 
 struct spawn_msg {
@@ -1003,8 +1121,8 @@ static void close_from(int lowfd, int keep, long maxfd)
 /* In the grandchild: nothing but async-signal-safe calls until exec,
  * because the caller may be a threaded program (the mount). */
 static void __attribute__((noreturn))
-agent_child(const char *const *argv, int logfd, int nullfd, int report,
-	    long maxfd)
+agent_child(const char *const *argv, char *const *envp, int dirfd, int logfd,
+	    int nullfd, int report, long maxfd)
 {
 	struct spawn_msg m = {SPAWN_ERRNO, 0};
 	struct sigaction sa;
@@ -1020,13 +1138,15 @@ agent_child(const char *const *argv, int logfd, int nullfd, int report,
 	if (dup2(nullfd, STDIN_FILENO) < 0 || dup2(logfd, STDOUT_FILENO) < 0 ||
 	    dup2(logfd, STDERR_FILENO) < 0)
 		goto fail;
+	/* The agent works in the sandbox's directory: its paths are
+	 * relative there, so none of them shows on its command line. */
+	if (fchdir(dirfd) < 0)
+		goto fail;
 	/* Nothing of the caller's may leak into the agent: a descriptor of
 	 * the sandbox's lock would hold it for the agent's lifetime. */
 	close_from(3, report, maxfd);
 	umask(022);
-	if (chdir("/") < 0)
-		goto fail;
-	execv(argv[0], (char *const *)argv);
+	execve(argv[0], (char *const *)argv, envp);
 fail:
 	m.value = errno;
 	if (write(report, &m, sizeof(m)) < 0)
@@ -1040,7 +1160,8 @@ fail:
  * grandchild's pid (from the middle process) and an exec failure (from
  * the grandchild); end of file means the exec happened.
  */
-static int spawn_detached(const char *const *argv, const char *logpath,
+static int spawn_detached(const char *const *argv, char *const *envp,
+			  const char *dir, const char *logpath,
 			  const char *banner, pid_t *pidp,
 			  struct local_err *err)
 {
@@ -1048,7 +1169,8 @@ static int spawn_detached(const char *const *argv, const char *logpath,
 	struct rlimit rl;
 	long long deadline = now_ms() + 10000;
 	long maxfd = 1024;
-	int pfd[2] = {-1, -1}, logfd = -1, nullfd = -1, status, rc = 0;
+	int pfd[2] = {-1, -1}, logfd = -1, nullfd = -1, dirfd = -1, status;
+	int rc = 0;
 	pid_t mid, pid = 0;
 	ssize_t n;
 
@@ -1058,6 +1180,13 @@ static int spawn_detached(const char *const *argv, const char *logpath,
 		     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
 		     0600);
 	nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	dirfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0) {
+		rc = -errno;
+		local_err_set(err, rc, "cannot open %s: %s", dir,
+			      strerror(-rc));
+		goto out;
+	}
 	if (logfd < 0 || nullfd < 0 || pipe2(pfd, O_CLOEXEC) < 0) {
 		rc = -errno;
 		local_err_set(err, rc, "cannot open %s: %s", logpath,
@@ -1082,7 +1211,8 @@ static int spawn_detached(const char *const *argv, const char *logpath,
 			_exit(126);
 		g = fork();
 		if (g == 0)
-			agent_child(argv, logfd, nullfd, pfd[1], maxfd);
+			agent_child(argv, envp, dirfd, logfd, nullfd, pfd[1],
+				    maxfd);
 		m.kind = g > 0 ? SPAWN_PID : SPAWN_ERRNO;
 		m.value = g > 0 ? (int)g : errno;
 		if (write(pfd[1], &m, sizeof(m)) < 0)
@@ -1134,6 +1264,8 @@ out:
 		close(logfd);
 	if (nullfd >= 0)
 		close(nullfd);
+	if (dirfd >= 0)
+		close(dirfd);
 	return rc;
 }
 
@@ -1187,24 +1319,65 @@ static int parse_health(const char *text, size_t len, struct proto_health *out)
 	return 0;
 }
 
+/*
+ * The address of a Unix socket: its path, or, when that is too long for
+ * sun_path, "/proc/self/fd/N/NAME" through its directory (opened into
+ * *dirfd, which the caller closes after connect).
+ */
+static int unix_sockaddr(const char *path, struct sockaddr_un *sa, int *dirfd)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	*dirfd = -1;
+	if (strlen(path) < sizeof(sa->sun_path)) {
+		memcpy(sa->sun_path, path, strlen(path) + 1);
+		return 0;
+	}
+	if (slash == NULL)
+		return -ENAMETOOLONG;
+	dir = slash == path ? xstrdup("/")
+			    : xstrndup(path, (size_t)(slash - path));
+	*dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	free(dir);
+	if (*dirfd < 0)
+		return -errno;
+	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s",
+		     *dirfd, slash + 1);
+	if (n < 0 || (size_t)n >= sizeof(sa->sun_path)) {
+		close(*dirfd);
+		*dirfd = -1;
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
 int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 {
 	struct buf b = BUF_INIT(HEALTH_MAX_BYTES);
 	long long deadline = now_ms() + timeout_ms;
 	struct sockaddr_storage ss;
 	struct proto_health h;
+	char req[160], sock[PATH_MAX];
 	socklen_t slen;
-	char req[160];
-	unsigned port;
-	bool six;
-	int fd = -1, rc, soerr = 0, e;
+	unsigned port = 0;
+	bool six = false;
+	int fd = -1, dirfd = -1, rc, soerr = 0, e;
 	size_t off = 0, reqlen;
 	ssize_t n;
 
-	if (!local_state_route_valid(url, &port, &six))
-		return -EPROTO;
 	memset(&ss, 0, sizeof(ss));
-	if (six) {
+	if (unixurl_parse(url, sock, sizeof(sock)) == 0) {
+		rc = unix_sockaddr(sock, (struct sockaddr_un *)&ss, &dirfd);
+		if (rc < 0)
+			return rc;
+		slen = sizeof(struct sockaddr_un);
+	} else if (!local_state_route_valid(url, &port, &six)) {
+		return -EPROTO;
+	} else if (six) {
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 
 		s6->sin6_family = AF_INET6;
@@ -1221,10 +1394,12 @@ int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 	}
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
 		    0);
-	if (fd < 0)
-		return -errno;
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
 	if (connect(fd, (struct sockaddr *)&ss, slen) < 0) {
-		if (errno != EINPROGRESS) {
+		if (errno != EINPROGRESS && errno != EAGAIN) {
 			rc = -errno;
 			goto out;
 		}
@@ -1244,7 +1419,10 @@ int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 				  "GET /v1/health?version=%d HTTP/1.0\r\n"
 				  "Host: %s:%u\r\n"
 				  "Accept: application/json\r\n\r\n",
-				  PROTO_VERSION, six ? "[::1]" : "127.0.0.1",
+				  PROTO_VERSION,
+				  port == 0 ? "localhost"
+				  : six	    ? "[::1]"
+					    : "127.0.0.1",
 				  port);
 	while (off < reqlen) {
 		n = send(fd, req + off, reqlen - off, MSG_NOSIGNAL);
@@ -1290,6 +1468,8 @@ int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 out:
 	if (fd >= 0)
 		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
 	buf_cleanup(&b);
 	return rc;
 }
@@ -1297,48 +1477,26 @@ out:
 /* ---- start and stop ----------------------------------------------------- */
 
 struct boot_paths {
-	char *root, *token, *port, *pid, *log;
+	char *dir, *root, *token, *sock, *log;
 };
 
 static void paths_init(struct local_ctl *c, const char *id,
 		       struct boot_paths *p)
 {
+	p->dir = local_state_path(c->state_dir, id, LOCAL_PATH_DIR);
 	p->root = local_state_path(c->state_dir, id, LOCAL_PATH_ROOT);
 	p->token = local_state_path(c->state_dir, id, LOCAL_PATH_TOKEN);
-	p->port = local_state_path(c->state_dir, id, LOCAL_PATH_PORT);
-	p->pid = local_state_path(c->state_dir, id, LOCAL_PATH_PID);
+	p->sock = local_state_path(c->state_dir, id, LOCAL_PATH_SOCKET);
 	p->log = local_state_path(c->state_dir, id, LOCAL_PATH_LOG);
 }
 
 static void paths_cleanup(struct boot_paths *p)
 {
+	free(p->dir);
 	free(p->root);
 	free(p->token);
-	free(p->port);
-	free(p->pid);
+	free(p->sock);
 	free(p->log);
-}
-
-static unsigned read_port_file(const char *path)
-{
-	char text[16];
-	unsigned long v;
-	char *end;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	text[n] = '\0';
-	v = strtoul(text, &end, 10);
-	if (end == text || (*end != '\0' && *end != '\n') || v == 0 ||
-	    v > 65535)
-		return 0;
-	return (unsigned)v;
 }
 
 static void rotate_log(const char *log)
@@ -1354,35 +1512,27 @@ static void rotate_log(const char *log)
 	free(old);
 }
 
-/* Wait for the agent's port file and a health answer. */
+/* Wait for a health answer on the agent's socket. */
 static int wait_ready(struct local_ctl *c, const struct boot_paths *p,
-		      pid_t pid, unsigned *portp, struct local_err *err)
+		      const struct proc *agent, const char *url,
+		      struct local_err *err)
 {
 	long long deadline = now_ms() + c->start_timeout_ms;
 	struct proto_health h;
-	unsigned port = 0;
-	char url[64];
+	struct stat st;
 	long left;
 
 	for (;;) {
-		if (!pid_alive(pid))
+		if (!proc_alive(agent))
 			return local_err_set(
 				err, -ECHILD,
 				"the agent exited at start; see %s", p->log);
-		if (port == 0)
-			port = read_port_file(p->port);
 		left = (long)(deadline - now_ms());
 		if (left <= 0)
 			break;
-		if (port != 0) {
-			snprintf(url, sizeof(url), "http://127.0.0.1:%u/",
-				 port);
-			if (local_ctl_health(url, left < 1000 ? left : 1000,
-					     &h) == 0) {
-				*portp = port;
-				return 0;
-			}
-		}
+		if (lstat(p->sock, &st) == 0 &&
+		    local_ctl_health(url, left < 1000 ? left : 1000, &h) == 0)
+			return 0;
 		sleep_ms(POLL_MS);
 	}
 	return local_err_set(err, -ETIMEDOUT,
@@ -1399,33 +1549,60 @@ static bool token_present(const char *path)
 	       st.st_size == TOKEN_CHARS;
 }
 
-/* One boot attempt on want (0: the kernel picks): spawn, record the pid,
- * wait. On failure the agent is gone again. */
+/* The caller's environment with the session root set: the agent's
+ * paths never show on its command line (doc/security.md). */
+static char **agent_env(const char *root)
+{
+	static const char key[] = "ALIEN_SANDBOX_ROOT=";
+	size_t n = 0, i, k = 0;
+	char **env;
+
+	while (environ != NULL && environ[n] != NULL)
+		n++;
+	env = xcalloc(n + 2, sizeof(*env));
+	for (i = 0; i < n; i++)
+		if (strncmp(environ[i], key, sizeof(key) - 1) != 0)
+			env[k++] = environ[i];
+	env[k++] = xasprintf("%s%s", key, root);
+	env[k] = NULL;
+	return env;
+}
+
+static void agent_env_free(char **env)
+{
+	size_t n = 0;
+
+	/* Only the last entry is ours; the others are the caller's. */
+	while (env[n] != NULL)
+		n++;
+	if (n > 0)
+		free(env[n - 1]);
+	free(env);
+}
+
+/* One boot attempt: spawn, record the pid, wait. On failure the agent is
+ * gone again. */
 static int boot_once(struct local_ctl *c, struct proto_record *rec,
-		     const struct boot_paths *p, unsigned want, unsigned *portp,
+		     const struct boot_paths *p, const char *url,
 		     struct local_err *err)
 {
-	char portarg[16], userarg[48], pids[24], mem[24], tmp[24], *now,
-		*banner;
+	char userarg[48], pids[24], mem[24], tmp[24], *now, *banner;
 	const char *argv[40];
+	struct proc agent = {0, -1};
+	char **env = agent_env(p->root);
 	size_t argc = 0;
-	pid_t pid = 0;
 	int rc;
 
-	snprintf(portarg, sizeof(portarg), "%u", want);
+	/* Relative to the sandbox's directory, where the agent starts. */
 	argv[argc++] = c->agent;
-	argv[argc++] = "--root";
-	argv[argc++] = p->root;
-	argv[argc++] = "--listen";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--port";
-	argv[argc++] = portarg;
-	argv[argc++] = "--port-file";
-	argv[argc++] = p->port;
+	argv[argc++] = "--socket";
+	argv[argc++] = "boot/agent.sock";
 	argv[argc++] = "--token-file";
-	argv[argc++] = p->token;
+	argv[argc++] = "boot/token";
 	argv[argc++] = "--pid-file";
-	argv[argc++] = p->pid;
+	argv[argc++] = "boot/pid";
+	argv[argc++] = "--lock-file";
+	argv[argc++] = "agent.lock";
 	if (geteuid() == 0) {
 		snprintf(userarg, sizeof(userarg), "%ld:%ld",
 			 rec->exec_uid >= 0 ? rec->exec_uid
@@ -1470,22 +1647,27 @@ static int boot_once(struct local_ctl *c, struct proto_record *rec,
 	now = utc_now();
 	banner = xasprintf("=== %s: boot %llu of sandbox '%s'\n", now,
 			   (unsigned long long)rec->boot_count + 1, rec->id);
-	rc = spawn_detached(argv, p->log, banner, &pid, err);
+	rc = spawn_detached(argv, env, p->dir, p->log, banner, &agent.pid, err);
 	free(now);
 	free(banner);
+	agent_env_free(env);
 	if (rc < 0)
 		return rc;
+	/* Our own child's child, just started: its pid is not recycled yet.
+	 * The pidfd keeps it so while we wait and, on failure, stop it. */
+	agent.pidfd = sys_pidfd_open(agent.pid);
 	/* Recorded at once, so an interrupted start can be cleaned up. */
-	rec->agent_pid = pid;
+	rec->agent_pid = agent.pid;
 	rc = local_state_write(c->state_dir, rec, err);
 	if (rc == 0)
-		rc = wait_ready(c, p, pid, portp, err);
+		rc = wait_ready(c, p, &agent, url, err);
 	if (rc == 0 && !token_present(p->token))
 		rc = local_err_set(err, -EIO,
 				   "the agent wrote no credential; see %s",
 				   p->log);
-	if (rc < 0 && local_ctl_agent_matches(pid, p->root))
-		kill_agent(pid, c->stop_timeout_ms);
+	if (rc < 0 && proc_alive(&agent))
+		kill_proc(&agent, c->stop_timeout_ms);
+	proc_close(&agent);
 	return rc;
 }
 
@@ -1521,11 +1703,23 @@ static int check_startable(const struct proto_record *rec,
 	return 0;
 }
 
+static int stop_agent(struct proc *agent, long timeout_ms,
+		      struct local_err *err)
+{
+	int rc = kill_proc(agent, timeout_ms);
+
+	if (rc < 0)
+		local_err_set(err, rc, "cannot stop agent %ld: %s",
+			      (long)agent->pid, strerror(-rc));
+	proc_close(agent);
+	return rc;
+}
+
 static int stop_locked(struct local_ctl *c, struct proto_record *rec,
 		       struct local_err *err)
 {
-	struct boot_paths p;
-	pid_t pid;
+	struct proc agent = {0, -1};
+	bool live;
 	int rc;
 
 	rc = check_startable(rec, err);
@@ -1536,43 +1730,37 @@ static int stop_locked(struct local_ctl *c, struct proto_record *rec,
 			return 0;
 		return record_stopped(c, rec, err);
 	}
-	paths_init(c, rec->id, &p);
-	pid = agent_pid(c, rec);
-	if (rec->state != PROTO_RECORD_STOPPED || pid > 0) {
+	live = agent_proc(c, rec, &agent) == 1;
+	if (rec->state != PROTO_RECORD_STOPPED || live) {
 		rec->state = PROTO_RECORD_STOPPING;
 		rc = local_state_write(c->state_dir, rec, err);
 		if (rc < 0)
 			goto out;
 	}
-	if (pid > 0 && local_ctl_agent_matches(pid, p.root)) {
-		rc = kill_agent(pid, c->stop_timeout_ms);
-		if (rc < 0) {
-			local_err_set(err, rc, "cannot stop agent %ld: %s",
-				      (long)pid, strerror(-rc));
+	if (live) {
+		rc = stop_agent(&agent, c->stop_timeout_ms, err);
+		if (rc < 0)
 			goto out;
-		}
-	} else if (pid > 0 && pid_alive(pid)) {
-		/* A recycled pid: someone else's process now. */
-		log_debug("%s: pid %ld is not its agent; not signalled",
-			  rec->id, (long)pid);
 	}
 	boot_clear(c, rec->id);
 	rc = record_stopped(c, rec, err);
 out:
-	paths_cleanup(&p);
+	proc_close(&agent);
 	return rc;
 }
 
 static int start_locked(struct local_ctl *c, struct proto_record *rec,
 			struct local_err *err)
 {
+	struct proc agent = {0, -1};
 	struct boot_paths p;
-	unsigned want = 0, port = 0;
-	int rc, attempt;
-	pid_t pid;
-	char url[64];
+	char *url = NULL;
+	int rc;
 
 	rc = check_startable(rec, err);
+	if (rc < 0)
+		return rc;
+	rc = local_state_secure(c->state_dir, rec->id, err);
 	if (rc < 0)
 		return rc;
 	if (proto_record_transport(rec) == PROTO_RECORD_NATIVE) {
@@ -1585,18 +1773,16 @@ static int start_locked(struct local_ctl *c, struct proto_record *rec,
 		return local_state_write(c->state_dir, rec, err);
 	}
 	paths_init(c, rec->id, &p);
-	pid = agent_pid(c, rec);
-	if (pid > 0 && local_ctl_agent_matches(pid, p.root)) {
+	if (agent_proc(c, rec, &agent) == 1) {
 		if (rec->state == PROTO_RECORD_RUNNING &&
-		    local_state_route_valid(rec->agent_url, NULL, NULL))
+		    rec->agent_url != NULL) {
+			proc_close(&agent);
 			goto out; /* already running */
-		/* Left over from an interrupted transition. */
-		rc = kill_agent(pid, c->stop_timeout_ms);
-		if (rc < 0) {
-			local_err_set(err, rc, "cannot stop agent %ld: %s",
-				      (long)pid, strerror(-rc));
-			goto out;
 		}
+		/* Left over from an interrupted transition. */
+		rc = stop_agent(&agent, c->stop_timeout_ms, err);
+		if (rc < 0)
+			goto out;
 	}
 	rec->state = PROTO_RECORD_RESUMING;
 	rec->agent_pid = 0;
@@ -1607,25 +1793,10 @@ static int start_locked(struct local_ctl *c, struct proto_record *rec,
 	rc = local_state_write(c->state_dir, rec, err);
 	if (rc < 0)
 		goto out;
-	if (rec->port != 0 && port_free(rec->port))
-		want = rec->port;
-	else if (rec->port != 0)
-		log_warn("%s: port %u is in use; the agent takes a new one",
-			 rec->id, rec->port);
-	for (attempt = 0; attempt < 2; attempt++) {
-		if (err != NULL)
-			err->msg[0] = '\0';
-		rc = boot_once(c, rec, &p, want, &port, err);
-		/* Taken between the check and the agent's bind. */
-		if (rc == -ECHILD && want != 0 && !port_free(want)) {
-			log_warn("%s: port %u is in use; the agent takes a "
-				 "new one",
-				 rec->id, want);
-			want = 0;
-			continue;
-		}
-		break;
-	}
+	url = unixurl_format(p.sock);
+	if (err != NULL)
+		err->msg[0] = '\0';
+	rc = boot_once(c, rec, &p, url, err);
 	if (rc == -ECHILD)
 		rc = -EIO;
 	if (rc < 0) {
@@ -1635,18 +1806,19 @@ static int start_locked(struct local_ctl *c, struct proto_record *rec,
 		record_stopped(c, rec, &ignored);
 		goto out;
 	}
-	snprintf(url, sizeof(url), "http://127.0.0.1:%u/", port);
 	if (proto_record_set_str(&rec->agent_url, url) < 0) {
 		rc = local_err_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
 	rec->state = PROTO_RECORD_RUNNING;
-	rec->port = port;
+	/* No port: the agent listens on its socket only. */
+	rec->port = 0;
 	rec->boot_count++;
 	free(rec->started_at);
 	rec->started_at = utc_now();
 	rc = local_state_write(c->state_dir, rec, err);
 out:
+	free(url);
 	paths_cleanup(&p);
 	return rc;
 }
@@ -1702,14 +1874,56 @@ int local_ctl_restart(struct local_ctl *c, const char *id,
 
 /* ---- rm and status ------------------------------------------------------ */
 
+/* Finish removals of id that an earlier rm left as ".rm-<id>-*" (it
+ * failed after the sandbox's directory was renamed away). */
+static int sweep_tombs(struct local_ctl *c, const char *id, bool *found,
+		       struct local_err *err)
+{
+	char *sb = local_state_path(c->state_dir, NULL, LOCAL_PATH_SANDBOXES);
+	char *prefix = xasprintf(".rm-%s-", id);
+	size_t plen = strlen(prefix);
+	struct dirent *de;
+	int rc = 0, r;
+	DIR *d;
+
+	d = opendir(sb);
+	if (d == NULL)
+		goto out;
+	while ((de = readdir(d)) != NULL) {
+		const char *rest = de->d_name + plen;
+		char *tomb;
+
+		/* ".rm-<id>-<pid>-<ms>": not another sandbox's whose name
+		 * starts with id and a '-'. */
+		if (strncmp(de->d_name, prefix, plen) != 0 ||
+		    strspn(rest, "0123456789") == 0 ||
+		    rest[strspn(rest, "0123456789")] != '-' ||
+		    strspn(rest + strspn(rest, "0123456789") + 1,
+			   "0123456789") !=
+			    strlen(rest + strspn(rest, "0123456789") + 1))
+			continue;
+		*found = true;
+		tomb = xasprintf("%s/%s", sb, de->d_name);
+		r = local_state_rmtree(tomb, err);
+		free(tomb);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	closedir(d);
+out:
+	free(sb);
+	free(prefix);
+	return rc;
+}
+
 int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 		 struct local_err *err)
 {
 	struct proto_record rec;
+	struct proc agent = {0, -1};
 	char *root = NULL;
 	int lock = -1, rc;
-	bool running;
-	pid_t pid;
+	bool running, live, tombs = false;
 
 	proto_record_init(&rec);
 	if (!local_state_id_valid(id))
@@ -1718,9 +1932,15 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 				     "letters, digits, '_' or '-'",
 				     id ? id : "", LOCAL_ID_MAX);
 	rc = local_state_lock(c->state_dir, id, c->lock_timeout_ms, &lock);
-	if (rc == -ENOENT)
-		return local_err_set(err, rc, "no sandbox '%s' in %s", id,
-				     c->state_dir);
+	if (rc == -ENOENT) {
+		/* Only what an earlier rm left may be there. */
+		rc = sweep_tombs(c, id, &tombs, err);
+		if (rc == 0 && !tombs)
+			rc = local_err_set(err, -ENOENT,
+					   "no sandbox '%s' in %s", id,
+					   c->state_dir);
+		return rc;
+	}
 	if (rc < 0)
 		return local_err_set(err, rc, "sandbox '%s' is busy (lock: %s)",
 				     id, strerror(-rc));
@@ -1735,22 +1955,21 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 					 " (rm -f removes it)");
 			goto out;
 		}
-		/* No record to trust: stop what the pid file names, if it
-		 * is this sandbox's agent. */
+		/* No record to trust: stop the agent that holds the
+		 * sandbox's agent lock, if one does. */
 		rec.id = xstrdup(id);
-		pid = agent_pid(c, &rec);
-		if (pid > 0 && local_ctl_agent_matches(pid, root) &&
-		    (rc = kill_agent(pid, c->stop_timeout_ms)) < 0) {
-			local_err_set(err, rc, "cannot stop agent %ld: %s",
-				      (long)pid, strerror(-rc));
-			goto out;
+		if (agent_proc(c, &rec, &agent) == 1) {
+			rc = stop_agent(&agent, c->stop_timeout_ms, err);
+			if (rc < 0)
+				goto out;
 		}
 	} else {
-		pid = agent_pid(c, &rec);
-		running = rec.state == PROTO_RECORD_RUNNING ||
-			  rec.state == PROTO_RECORD_RESUMING ||
+		live = agent_proc(c, &rec, &agent) == 1;
+		/* A Running agent sandbox whose agent died is stopped. */
+		running = live || rec.state == PROTO_RECORD_RESUMING ||
 			  rec.state == PROTO_RECORD_STOPPING ||
-			  (pid > 0 && local_ctl_agent_matches(pid, root));
+			  (rec.state == PROTO_RECORD_RUNNING &&
+			   proto_record_transport(&rec) != PROTO_RECORD_AGENT);
 		if (running && !force) {
 			rc = local_err_set(err, -EBUSY,
 					   "sandbox '%s' is running: stop it "
@@ -1758,14 +1977,10 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 					   id);
 			goto out;
 		}
-		if (pid > 0 && local_ctl_agent_matches(pid, root)) {
-			rc = kill_agent(pid, c->stop_timeout_ms);
-			if (rc < 0) {
-				local_err_set(err, rc,
-					      "cannot stop agent %ld: %s",
-					      (long)pid, strerror(-rc));
+		if (live) {
+			rc = stop_agent(&agent, c->stop_timeout_ms, err);
+			if (rc < 0)
 				goto out;
-			}
 		}
 		rec.state = PROTO_RECORD_DELETING;
 		rec.agent_pid = 0;
@@ -1775,7 +1990,17 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 	}
 	if (err != NULL)
 		err->msg[0] = '\0';
-	rc = remove_dir(c, id, err);
+	/*
+	 * The session root first, in place: it is what may fail (a file
+	 * system mounted below it, a file that cannot be removed), and
+	 * then the sandbox stays listed as Deleting, for an rm that
+	 * finishes the job.
+	 */
+	rc = local_state_rmtree(root, err);
+	if (rc == 0)
+		rc = remove_dir(c, id, err);
+	if (rc == 0)
+		rc = sweep_tombs(c, id, &tombs, err);
 	if (rc == 0 && rec.dynamic_user && rec.exec_uid > 0) {
 		char *dir = local_state_path(c->state_dir, id, LOCAL_PATH_DIR);
 
@@ -1783,6 +2008,7 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 		free(dir);
 	}
 out:
+	proc_close(&agent);
 	local_state_unlock(lock);
 	proto_record_cleanup(&rec);
 	free(root);
@@ -1792,26 +2018,33 @@ out:
 int local_ctl_status(struct local_ctl *c, const char *id,
 		     struct local_status *out, struct local_err *err)
 {
+	struct proc agent = {0, -1};
 	struct local_status s;
-	char *root;
 	int rc;
 
 	memset(&s, 0, sizeof(s));
 	rc = local_state_read(c->state_dir, id, &s.rec, err);
 	if (rc < 0)
 		return rc;
-	root = local_state_path(c->state_dir, id, LOCAL_PATH_ROOT);
 	if (proto_record_transport(&s.rec) != PROTO_RECORD_NATIVE) {
-		s.pid = agent_pid(c, &s.rec);
-		s.alive = s.pid > 0 && local_ctl_agent_matches(s.pid, root);
+		s.alive = agent_proc(c, &s.rec, &agent) == 1;
+		s.pid = s.alive ? agent.pid : (pid_t)s.rec.agent_pid;
+		proc_close(&agent);
+		s.died = !s.alive && s.rec.state == PROTO_RECORD_RUNNING;
 	}
-	if (s.rec.agent_url != NULL &&
+	if (s.rec.agent_url != NULL && !s.died &&
 	    local_ctl_health(s.rec.agent_url, LOCAL_CTL_HEALTH_TIMEOUT_MS,
 			     &s.health) == 0)
 		s.answered = true;
-	free(root);
 	*out = s;
 	return 0;
+}
+
+bool local_ctl_agent_died(struct local_ctl *c, const struct proto_record *rec)
+{
+	return proto_record_transport(rec) == PROTO_RECORD_AGENT &&
+	       rec->state == PROTO_RECORD_RUNNING &&
+	       local_ctl_agent_alive(c->state_dir, rec->id, NULL) == 0;
 }
 
 void local_status_cleanup(struct local_status *s)

@@ -6,9 +6,15 @@
  *
  * An agent sandbox (label alienAgentTransport=native-file-v1) runs one
  * sandbox-agent per boot, detached from the caller (double fork, setsid),
- * listening on 127.0.0.1 with a fresh credential that the agent itself
- * writes to boot/token. A native sandbox (no label) has no process: start
- * and stop only change its recorded state.
+ * listening on a Unix socket in its owner-only directory (boot/agent.sock,
+ * mode 0600; the record's agentUrl is http+unix://...) with a fresh
+ * credential that the agent itself writes to boot/token. The agent works
+ * in the sandbox's directory and gets its session root through the
+ * environment, so no path of the sandbox is on its command line. It holds
+ * a lock on agent.lock for its life: whether a sandbox's agent lives, and
+ * which process it is, is asked of that lock, never of a pid alone. A
+ * native sandbox (no label) has no process: start and stop only change
+ * its recorded state.
  *
  * Every state transition holds the sandbox's lock (local_state_lock) and
  * records each step, so a reader of sandbox.json sees Resuming while an
@@ -113,8 +119,9 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 
 /*
  * Bring a sandbox to Running. An agent sandbox whose agent is alive stays
- * as it is; otherwise a new boot starts: the previously recorded port when
- * it is free, else one the kernel picks. -ETIMEDOUT when the agent's
+ * as it is; otherwise (never started, stopped, or its agent died) a new
+ * boot starts. The state directory and the sandbox's directory are made
+ * owner-only first (local_state_secure). -ETIMEDOUT when the agent's
  * health did not answer in start_timeout_ms, -EIO when it exited (err
  * points to agent.log), the exec's errno when the agent binary cannot
  * run, -EPROTO for an unknown transport label, -EBUSY while the record
@@ -124,8 +131,8 @@ int local_ctl_start(struct local_ctl *c, const char *id, struct local_err *err)
 	__attribute__((warn_unused_result));
 
 /*
- * Bring a sandbox to Stopped: SIGTERM to the recorded agent (only when
- * /proc/PID/cmdline shows a sandbox-agent serving this sandbox's root),
+ * Bring a sandbox to Stopped: SIGTERM to its agent (the process holding
+ * its agent lock, signalled through a pidfd taken while it holds it),
  * SIGKILL after stop_timeout_ms, the credential removed, agentUrl cleared.
  * Stopping a stopped sandbox succeeds.
  */
@@ -142,7 +149,11 @@ int local_ctl_restart(struct local_ctl *c, const char *id,
  * Remove a sandbox and everything under its directory, and give back its
  * identity. A running one (or one whose agent is alive) is refused with
  * -EBUSY unless force, which stops it first; a corrupt record is refused
- * with -EBADMSG unless force.
+ * with -EBADMSG unless force. The record says Deleting while the session
+ * root goes; when that fails the sandbox stays (Deleting) and another rm
+ * finishes the job, as it does for what an interrupted rm left renamed
+ * away (".rm-<id>-*"). Nothing is followed through a symlink
+ * (local_state_rmtree).
  */
 int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 		 struct local_err *err) __attribute__((warn_unused_result));
@@ -150,7 +161,8 @@ int local_ctl_rm(struct local_ctl *c, const char *id, bool force,
 struct local_status {
 	struct proto_record rec;
 	pid_t pid; /* the agent's pid, 0 when unknown */
-	bool alive; /* that pid is our agent for this root */
+	bool alive; /* the sandbox's agent lives (it holds its lock) */
+	bool died; /* the record says Running, but its agent is gone */
 	bool answered; /* health below is valid */
 	struct proto_health health; /* the agent's GET /v1/health answer */
 };
@@ -163,16 +175,30 @@ int local_ctl_status(struct local_ctl *c, const char *id,
 void local_status_cleanup(struct local_status *s);
 
 /*
- * GET /v1/health?version=1 at a local route (local_state_route_valid) over
- * a plain socket, everything within timeout_ms. 0 and *out when the agent
- * answered 200 with a health object; -ETIMEDOUT, a connect error, or
- * -EPROTO for any other answer.
+ * GET /v1/health?version=1 at a local route (local_state_route_valid, or
+ * an http+unix URL) over a plain socket, everything within timeout_ms. 0
+ * and *out when the agent answered 200 with a health object; -ETIMEDOUT,
+ * a connect error, or -EPROTO for any other answer.
  */
 int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 	__attribute__((warn_unused_result));
 
+/*
+ * Whether the sandbox's agent lives, asked of the lock it holds on
+ * agent.lock for its whole life (the kernel drops it when the agent dies,
+ * however it dies, and a recycled pid never holds it): 1 alive (*pid, when
+ * not NULL, gets its pid, 0 when it cannot be seen from here), 0 gone, -1
+ * unknown (no agent.lock: no agent of sandboxctl's ever ran there).
+ */
+int local_ctl_agent_alive(const char *state_dir, const char *id, pid_t *pid);
+
+/* True when rec says Running for an agent sandbox whose agent is gone
+ * (killed, crashed, the machine restarted): it is in fact stopped. */
+bool local_ctl_agent_died(struct local_ctl *c, const struct proto_record *rec);
+
 /* True when pid is alive (not a zombie) and its command line is a
- * sandbox-agent started with --root root. */
+ * sandbox-agent started with --root root: how an agent of an older
+ * sandboxctl, which took no lock, is recognised. */
 bool local_ctl_agent_matches(pid_t pid, const char *root);
 
 #endif

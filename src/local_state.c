@@ -24,6 +24,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/unixurl.h"
 #include "common/xalloc.h"
 #include "local_state.h"
 
@@ -157,6 +158,8 @@ char *local_state_path(const char *state_dir, const char *id,
 		[LOCAL_PATH_PID] = "/boot/pid",
 		[LOCAL_PATH_LOG] = "/agent.log",
 		[LOCAL_PATH_LOCK] = "/lock",
+		[LOCAL_PATH_SOCKET] = "/boot/agent.sock",
+		[LOCAL_PATH_AGENT_LOCK] = "/agent.lock",
 	};
 
 	if (which == LOCAL_PATH_SANDBOXES)
@@ -190,16 +193,77 @@ static int mkdirs(const char *path, mode_t mode)
 	return rc;
 }
 
+int local_state_chmod_fd(int fd, mode_t mode)
+{
+	char proc[64];
+
+	/* fchmod does not take an O_PATH descriptor; the descriptor's
+	 * /proc link leads to the very file it holds, never elsewhere. */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return chmod(proc, mode) < 0 ? -errno : 0;
+}
+
+/* Make the directory at path owner-only (0700), never through a symlink,
+ * with a notice when it was open to others. */
+static int make_private(const char *path, struct local_err *err)
+{
+	struct stat st;
+	int fd, rc = 0;
+
+	fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		rc = -errno;
+		local_err_set(err, rc, "cannot open %s: %s", path,
+			      strerror(-rc));
+		goto out;
+	}
+	if ((st.st_mode & 07777) == 0700)
+		goto out;
+	rc = local_state_chmod_fd(fd, 0700);
+	if (rc < 0) {
+		local_err_set(err, rc, "cannot make %s owner-only: %s", path,
+			      strerror(-rc));
+		goto out;
+	}
+	if ((st.st_mode & 077) != 0)
+		log_notice("%s was open to other users (mode %04o): it is "
+			   "owner-only (0700) now",
+			   path, (unsigned)(st.st_mode & 07777));
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int local_state_secure(const char *state_dir, const char *id,
+		       struct local_err *err)
+{
+	char *sb = local_state_path(state_dir, NULL, LOCAL_PATH_SANDBOXES);
+	char *dir = id != NULL ? local_state_path(state_dir, id, LOCAL_PATH_DIR)
+			       : NULL;
+	int rc;
+
+	rc = make_private(state_dir, err);
+	if (rc == 0)
+		rc = make_private(sb, err);
+	if (rc == 0 && dir != NULL)
+		rc = make_private(dir, err);
+	free(sb);
+	free(dir);
+	return rc;
+}
+
 int local_state_prepare(const char *state_dir, struct local_err *err)
 {
-	mode_t mode = geteuid() == 0 ? 0711 : 0700;
 	char *sb = local_state_path(state_dir, NULL, LOCAL_PATH_SANDBOXES);
 	int rc;
 
-	rc = mkdirs(sb, mode);
+	rc = mkdirs(sb, 0700);
 	if (rc < 0)
 		local_err_set(err, rc, "cannot create %s: %s", sb,
 			      strerror(-rc));
+	else
+		rc = local_state_secure(state_dir, NULL, err);
 	free(sb);
 	return rc;
 }
@@ -543,11 +607,67 @@ struct rm_walk {
 	char where[256]; /* the entry that failed, for the message */
 };
 
+/*
+ * Open the directory name in dfd for reading, never through a symlink:
+ * an O_PATH descriptor of the directory itself comes first (O_NOFOLLOW,
+ * O_DIRECTORY), a directory without owner rwx is opened up through it,
+ * and the directory is then read through it. Whatever is swapped in at
+ * name meanwhile, only that directory is touched. -ENOTDIR or -ELOOP
+ * when name is not a directory (any more), -EXDEV when it is on another
+ * file system.
+ */
+static int open_dir_here(int dfd, const char *name, dev_t dev, int *out)
+{
+	struct stat st;
+	int pfd, fd, rc = 0;
+
+	pfd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (dev != 0 && st.st_dev != dev) {
+		rc = -EXDEV;
+		goto out;
+	}
+	if ((st.st_mode & S_IRWXU) != S_IRWXU) {
+		rc = local_state_chmod_fd(pfd, (st.st_mode & 07777) | S_IRWXU);
+		if (rc < 0)
+			goto out;
+	}
+	fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	*out = fd;
+out:
+	close(pfd);
+	return rc;
+}
+
+/* Move name (a directory) from dfd to a fresh ".rm-deep-N" in the top
+ * directory; a name left there by an earlier, interrupted removal is
+ * skipped, never replaced. */
+static int rm_move_up(struct rm_walk *w, int dfd, const char *name)
+{
+	char to[64];
+
+	for (;;) {
+		snprintf(to, sizeof(to), ".rm-deep-%u", w->moved++);
+		if (renameat2(dfd, name, w->topfd, to, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+}
+
 static int rm_contents(struct rm_walk *w, int dfd, int depth)
 {
 	struct dirent *de;
 	struct stat st;
-	char name[64];
 	DIR *d;
 	int cfd, dup_fd, rc = 0;
 
@@ -575,7 +695,10 @@ static int rm_contents(struct rm_walk *w, int dfd, int depth)
 			continue;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			if (unlinkat(dfd, de->d_name, 0) < 0 && errno != ENOENT)
+			/* A directory swapped in meanwhile stays for the
+			 * next pass. */
+			if (unlinkat(dfd, de->d_name, 0) < 0 &&
+			    errno != ENOENT && errno != EISDIR)
 				rc = -errno;
 			continue;
 		}
@@ -583,21 +706,19 @@ static int rm_contents(struct rm_walk *w, int dfd, int depth)
 			rc = -EXDEV;
 			break;
 		}
-		if ((st.st_mode & S_IRWXU) != S_IRWXU)
-			fchmodat(dfd, de->d_name,
-				 (st.st_mode & 07777) | S_IRWXU, 0);
 		if (depth >= RM_DEPTH_MAX) {
-			snprintf(name, sizeof(name), ".rm-deep-%u", w->moved++);
-			if (renameat(dfd, de->d_name, w->topfd, name) < 0)
-				rc = -errno;
+			rc = rm_move_up(w, dfd, de->d_name);
 			continue;
 		}
-		cfd = openat(dfd, de->d_name,
-			     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (cfd < 0) {
-			rc = -errno;
-			break;
+		rc = open_dir_here(dfd, de->d_name, w->dev, &cfd);
+		if (rc == -ENOTDIR || rc == -ELOOP || rc == -ENOENT) {
+			/* Replaced by a file or a symlink since the stat:
+			 * the next pass removes what is there. */
+			rc = 0;
+			continue;
 		}
+		if (rc < 0)
+			break;
 		rc = rm_contents(w, cfd, depth + 1);
 		close(cfd);
 		if (rc == 0 && unlinkat(dfd, de->d_name, AT_REMOVEDIR) < 0 &&
@@ -615,22 +736,20 @@ int local_state_rmtree(const char *path, struct local_err *err)
 	int rc;
 
 	memset(&w, 0, sizeof(w));
+	w.topfd = -1;
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISDIR(st.st_mode)) {
 		rc = unlink(path) < 0 ? -errno : 0;
 		goto out;
 	}
-	if ((st.st_mode & S_IRWXU) != S_IRWXU)
-		chmod(path, (st.st_mode & 07777) | S_IRWXU);
 	w.dev = st.st_dev;
-	w.topfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (w.topfd < 0) {
-		rc = -errno;
+	rc = open_dir_here(AT_FDCWD, path, w.dev, &w.topfd);
+	if (rc < 0)
 		goto out;
-	}
-	/* Directories moved up land in the top one: walk it until a pass
-	 * finds nothing left. */
+	/* Directories moved up land in the top one, and entries swapped
+	 * during a pass wait for the next: walk until a pass finds nothing
+	 * left. */
 	do {
 		w.found = false;
 		rc = rm_contents(&w, w.topfd, 0);
@@ -685,5 +804,26 @@ bool local_state_route_valid(const char *url, unsigned *port, bool *ipv6)
 		*port = (unsigned)v;
 	if (ipv6 != NULL)
 		*ipv6 = six;
+	return true;
+}
+
+bool local_state_route_socket(const char *state_dir, const char *url,
+			      char *path, size_t size)
+{
+	char p[PATH_MAX];
+	size_t n = strlen(state_dir);
+
+	if (unixurl_parse(url, p, sizeof(p)) < 0)
+		return false;
+	/* Lexically beneath the state directory: unixurl_parse refuses
+	 * "." and ".." components. */
+	if (strncmp(p, state_dir, n) != 0 || p[n] != '/' ||
+	    (n == 1 && state_dir[0] == '/'))
+		return false;
+	if (path != NULL) {
+		if (strlen(p) >= size)
+			return false;
+		memcpy(path, p, strlen(p) + 1);
+	}
 	return true;
 }

@@ -5,9 +5,14 @@
  *
  *   STATE/sandboxes/<id>/sandbox.json   the record, replaced atomically
  *   STATE/sandboxes/<id>/root/          the session root
- *   STATE/sandboxes/<id>/boot/          mode 0700: token, port, pid
+ *   STATE/sandboxes/<id>/boot/          mode 0700: token, pid, agent.sock
  *   STATE/sandboxes/<id>/agent.log      the agent's stdout and stderr
  *   STATE/sandboxes/<id>/lock           flock(2) for state transitions
+ *   STATE/sandboxes/<id>/agent.lock     fcntl(2) lock the agent holds
+ *
+ * STATE, STATE/sandboxes and every STATE/sandboxes/<id> are owner-only
+ * (0700): nothing of a sandbox is reachable on the host by another user
+ * (doc/security.md).
  *
  * This module resolves the directory, validates sandbox names, builds the
  * paths, lists sandboxes, reads and writes records and takes the
@@ -75,16 +80,32 @@ enum local_path {
 	LOCAL_PATH_PID, /* .../boot/pid */
 	LOCAL_PATH_LOG, /* .../agent.log */
 	LOCAL_PATH_LOCK, /* .../lock */
+	LOCAL_PATH_SOCKET, /* .../boot/agent.sock */
+	LOCAL_PATH_AGENT_LOCK, /* .../agent.lock */
 };
 
 /* A heap path (free it). id must be valid (not checked here). */
 char *local_state_path(const char *state_dir, const char *id,
 		       enum local_path which);
 
-/* Create STATE and STATE/sandboxes when missing. Directories are 0711
- * when root (so an unprivileged agent confinement can reach a session
- * root below them without listing them), else 0700. */
+/* Create STATE and STATE/sandboxes when missing, and make both
+ * owner-only (local_state_secure). */
 int local_state_prepare(const char *state_dir, struct local_err *err)
+	__attribute__((warn_unused_result));
+
+/*
+ * Make STATE, STATE/sandboxes and (id not NULL) STATE/sandboxes/<id>
+ * owner-only, mode 0700, whatever they were: a directory that was open
+ * to other users is tightened with a notice (log_notice). Symlinks are
+ * never followed (a symlink there fails with -ELOOP or -ENOTDIR).
+ */
+int local_state_secure(const char *state_dir, const char *id,
+		       struct local_err *err)
+	__attribute__((warn_unused_result));
+
+/* chmod the file an fd (O_PATH included) holds, through /proc/self/fd:
+ * never another file, whatever its name now leads to. */
+int local_state_chmod_fd(int fd, mode_t mode)
 	__attribute__((warn_unused_result));
 
 /* The sandbox names present, sorted (heap array of heap strings; free with
@@ -135,7 +156,11 @@ void local_state_unlock(int fd);
  * into another filesystem (a mount point inside fails with -EXDEV and is
  * left alone). Any depth works: the walk holds a bounded number of
  * descriptors. Directories without owner rwx are opened up first, so an
- * unprivileged owner can remove what a sandbox made read-only.
+ * unprivileged owner can remove what a sandbox made read-only; the mode
+ * is changed through a descriptor of the directory itself, so an entry
+ * swapped for a symlink meanwhile is never followed. A removal that
+ * failed part way (an unmounted file system, a permission) can be run
+ * again on the same path and finishes the job.
  */
 int local_state_rmtree(const char *path, struct local_err *err)
 	__attribute__((warn_unused_result));
@@ -147,5 +172,14 @@ int local_state_rmtree(const char *path, struct local_err *err)
  * On true, *port and *ipv6 (either may be NULL) tell where it points.
  */
 bool local_state_route_valid(const char *url, unsigned *port, bool *ipv6);
+
+/*
+ * The local rule for a Unix socket route: url is a valid http+unix URL
+ * (common/unixurl.h) whose socket lies beneath state_dir (lexically: no
+ * "." or ".." components, the state directory's own spelling). On true,
+ * path (when not NULL) gets the socket's path.
+ */
+bool local_state_route_socket(const char *state_dir, const char *url,
+			      char *path, size_t size);
 
 #endif

@@ -105,6 +105,14 @@ struct provider_ops {
 	/* The route policy: true when url is a route this provider may hand
 	 * out (scheme, host, path "/", no user, query or fragment). */
 	bool (*route_allowed)(struct provider *p, const char *url);
+	/* The user a listener must run as (or root) for the core to send a
+	 * request on a connection to it: checked on each new connection to
+	 * an http+unix:// route (the socket's owner before connecting, the
+	 * peer's credentials after) and to a loopback TCP route (the
+	 * accepting socket's owner), before the credential goes out
+	 * (doc/transport-rules.md 2). Optional: NULL checks nothing (routes
+	 * to other hosts). */
+	int (*listener_uid)(struct provider *p, uid_t *uid);
 	/* The per-boot credential's raw bytes (heap; the caller wipes and
 	 * frees them). -ENOENT when it is not there yet. */
 	int (*credential)(struct provider *p, const char *id, char **bytes,

@@ -44,6 +44,7 @@ struct cached {
 struct local_priv {
 	struct provider base;
 	struct local_ctl ctl;
+	uid_t owner; /* the state directory's */
 	pthread_mutex_t lock;
 	struct cached *cache;
 };
@@ -192,31 +193,64 @@ static int with_record(struct local_priv *lp, const char *id,
 	return rc;
 }
 
+/*
+ * A record that says Running for an agent whose process died (killed,
+ * crashed, the machine restarted: its lock is free) is a stopped sandbox
+ * (SEMANTICS.md, "Reliability"): it is answered Stopped and without its
+ * route, so the mount starts it again as it resumes any stopped sandbox,
+ * and nothing is ever sent to a dead agent's old address.
+ */
+static bool agent_dead(struct local_priv *lp, const struct proto_record *rec)
+{
+	return local_ctl_agent_died(&lp->ctl, rec);
+}
+
+struct record_arg {
+	struct local_priv *lp;
+	struct provider_record *out;
+};
+
 static int copy_record(const struct proto_record *rec, void *arg)
 {
-	return to_provider_record(rec, arg);
+	struct record_arg *ra = arg;
+	int rc = to_provider_record(rec, ra->out);
+
+	if (rc == 0 && agent_dead(ra->lp, rec)) {
+		ra->out->state = PROVIDER_STATE_STOPPED;
+		free(ra->out->route_hint);
+		ra->out->route_hint = NULL;
+	}
+	return rc;
 }
 
 static int local_record(struct provider *p, const char *id,
 			struct provider_record *out, struct sbx_error *err)
 {
-	return with_record(priv_of(p), id, copy_record, out, err);
+	struct record_arg ra = {priv_of(p), out};
+
+	return with_record(priv_of(p), id, copy_record, &ra, err);
 }
+
+struct route_arg {
+	struct local_priv *lp;
+	char **url;
+};
 
 static int copy_route(const struct proto_record *rec, void *arg)
 {
-	char **url = arg;
+	struct route_arg *ra = arg;
 
-	if (rec->agent_url == NULL)
+	if (rec->agent_url == NULL || agent_dead(ra->lp, rec))
 		return -EAGAIN;
-	*url = xstrdup(rec->agent_url);
+	*ra->url = xstrdup(rec->agent_url);
 	return 0;
 }
 
 static int local_route(struct provider *p, const char *id, char **url,
 		       struct sbx_error *err)
 {
-	int rc = with_record(priv_of(p), id, copy_route, url, err);
+	struct route_arg ra = {priv_of(p), url};
+	int rc = with_record(priv_of(p), id, copy_route, &ra, err);
 
 	if (rc == -EAGAIN) {
 		/* No route yet: a stopped or booting sandbox. */
@@ -229,10 +263,20 @@ static int local_route(struct provider *p, const char *id, char **url,
 	return rc;
 }
 
+/* Loopback TCP (records other programs may write), or a Unix socket
+ * inside the state directory (sandboxctl's). */
 static bool local_route_allowed(struct provider *p, const char *url)
 {
-	(void)p;
-	return local_state_route_valid(url, NULL, NULL);
+	return local_state_route_valid(url, NULL, NULL) ||
+	       local_state_route_socket(priv_of(p)->ctl.state_dir, url, NULL,
+					0);
+}
+
+/* The state directory's owner: who runs its agents (root's too). */
+static int local_listener_uid(struct provider *p, uid_t *uid)
+{
+	*uid = priv_of(p)->owner;
+	return 0;
 }
 
 static int local_credential(struct provider *p, const char *id, char **bytes,
@@ -581,6 +625,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	size_t argc = 0;
 	char *root;
 	pid_t pid;
+	char *env_root = NULL;
 	int rc, status = 0;
 
 	memset(&x, 0, sizeof(x));
@@ -597,9 +642,10 @@ static int local_native_exec(struct provider *p, const char *id,
 		return -EACCES;
 	}
 	root = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_ROOT);
+	/* The session root in the environment, not on the command line
+	 * (doc/security.md). */
+	env_root = xasprintf("ALIEN_SANDBOX_ROOT=%s", root);
 	argv[argc++] = lp->ctl.agent;
-	argv[argc++] = "--root";
-	argv[argc++] = root;
 	if (geteuid() == 0) {
 		snprintf(user, sizeof(user), "%ld:%ld",
 			 x.uid > 0 ? x.uid : (long)LOCAL_CTL_DEFAULT_ID,
@@ -660,7 +706,7 @@ static int local_native_exec(struct provider *p, const char *id,
 		goto out;
 	}
 	if (pid == 0) {
-		static char *const no_env[] = {NULL};
+		char *const env[] = {env_root, NULL};
 		struct sigaction sa;
 		sigset_t none;
 		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), sig;
@@ -676,7 +722,7 @@ static int local_native_exec(struct provider *p, const char *id,
 		if (devnull < 0 || dup2(devnull, 0) < 0 ||
 		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
 			_exit(127);
-		execve(argv[0], (char *const *)argv, no_env);
+		execve(argv[0], (char *const *)argv, env);
 		_exit(127);
 	}
 	close(outp[1]);
@@ -710,6 +756,7 @@ out:
 		close(errp[0]);
 	if (errp[1] >= 0)
 		close(errp[1]);
+	free(env_root);
 	free(root);
 	return rc;
 }
@@ -746,6 +793,7 @@ static const struct provider_ops local_ops = {
 	.record = local_record,
 	.route = local_route,
 	.route_allowed = local_route_allowed,
+	.listener_uid = local_listener_uid,
 	.credential = local_credential,
 	.judge = NULL,
 	.resume = local_resume,
@@ -790,6 +838,7 @@ int provider_local_new(const char *state_dir, struct provider **out,
 		free(lp);
 		return rc;
 	}
+	lp->owner = st.st_uid;
 	pthread_mutex_init(&lp->lock, NULL);
 	lp->base.ops = &local_ops;
 	lp->base.priv = lp;

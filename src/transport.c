@@ -20,6 +20,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -27,14 +29,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
+#include "common/unixurl.h"
 #include "common/xalloc.h"
 #include "transport.h"
 
@@ -47,6 +55,16 @@ struct conn {
 	atomic_int refs;
 	char *url; /* as the provider gave it: "http://127.0.0.1:4000/" */
 	char *origin; /* url without its final '/', to join request paths */
+	/* An http+unix route (doc/internals/transport.md, "Unix socket
+	 * routes"): the socket libcurl connects to, reached through its
+	 * directory held open here ("/proc/self/fd/N/NAME"), and the base
+	 * request paths are joined to instead of origin. */
+	char *unix_path;
+	int sock_dirfd;
+	char *base;
+	/* Each new connection's listener must run as owner (or root). */
+	bool check_owner;
+	uid_t owner;
 	char *token; /* 44 characters */
 	char *auth; /* "Authorization: Bearer <token>" */
 	/* The agent behind this connection advertised its reply cache in a
@@ -158,6 +176,10 @@ static void conn_unref(struct conn *c)
 		return;
 	free(c->url);
 	free(c->origin);
+	free(c->unix_path);
+	free(c->base);
+	if (c->sock_dirfd >= 0)
+		close(c->sock_dirfd);
 	token_free(c->token);
 	token_free(c->auth);
 	free(c);
@@ -176,6 +198,7 @@ static struct conn *conn_new(const char *url, const char *token, size_t len)
 	size_t ulen = strlen(url);
 
 	atomic_init(&c->refs, 1);
+	c->sock_dirfd = -1;
 	c->url = xstrdup(url);
 	c->origin = xstrndup(url, ulen > 0 && url[ulen - 1] == '/' ? ulen - 1
 								   : ulen);
@@ -183,6 +206,16 @@ static struct conn *conn_new(const char *url, const char *token, size_t len)
 	c->auth = xasprintf("Authorization: Bearer %s", c->token);
 	atomic_init(&c->keyed, false);
 	return c;
+}
+
+/* Set the credential of a connection still being made (nobody else holds
+ * it yet). */
+static void conn_set_token(struct conn *c, const char *token, size_t len)
+{
+	token_free(c->token);
+	token_free(c->auth);
+	c->token = xstrndup(token, len);
+	c->auth = xasprintf("Authorization: Bearer %s", c->token);
 }
 
 /* The seed's matches_request: same bearer and same URL origin. */
@@ -313,6 +346,7 @@ enum xfer_phase {
 enum xfer_outcome {
 	XFER_OK = 0, /* the phase completed */
 	XFER_CONNECT, /* never connected: the request was not delivered */
+	XFER_FOREIGN, /* the listener is not the agent's user: not sent */
 	XFER_BROKEN, /* failed after connecting */
 	XFER_TIMEOUT, /* a deadline passed */
 	XFER_TOO_BIG, /* an error body over 4096 / a body over max_body */
@@ -340,6 +374,12 @@ struct xfer {
 	bool errbody_over;
 	int sink_err;
 	long long last_byte_ms;
+	/* The listener check (conn->check_owner): the socket opened for a
+	 * new connection by this transfer, and why its listener was
+	 * refused. */
+	const struct conn *conn;
+	int new_sock;
+	char foreign[200];
 };
 
 static size_t xfer_header_cb(char *p, size_t size, size_t n, void *ud)
@@ -440,6 +480,138 @@ static size_t xfer_write_cb(char *p, size_t size, size_t n, void *ud)
 	return 0;
 }
 
+/* ---- who listens (doc/transport-rules.md 2) ------------------------------- */
+
+static void sleep_ms(long ms);
+
+/*
+ * A route's credential goes only to its agent: when the provider names
+ * the user its agents run as (local sandboxes), every new connection's
+ * listener is checked before the first request goes on it. libcurl tells
+ * a transfer after its connection is made and before the request is sent
+ * (the prerequest callback); the socket it opened for a new connection is
+ * the one this transfer saw made (the open-socket callback). A reused
+ * connection was checked when it was new.
+ */
+static curl_socket_t xfer_open_socket(void *ud, curlsocktype purpose,
+				      struct curl_sockaddr *a)
+{
+	struct xfer *x = ud;
+	int fd;
+
+	(void)purpose;
+	/* Close-on-exec: the mount starts agents. */
+	fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+	if (fd < 0)
+		return CURL_SOCKET_BAD;
+	x->new_sock = fd;
+	return fd;
+}
+
+/* Parse one /proc/net/tcp{,6} address "HEX:PORT" into 4 or 16 bytes. */
+static bool proc_net_addr(const char *p, bool six, unsigned char *addr,
+			  unsigned *port)
+{
+	unsigned w[4], pt;
+	int i, n = six ? 4 : 1;
+
+	for (i = 0; i < n; i++) {
+		if (sscanf(p + 8 * i, "%8X", &w[i]) != 1)
+			return false;
+		/* Each word is printed from the address's memory as a
+		 * host-order number: copying it back gives the bytes. */
+		memcpy(addr + 4 * i, &w[i], 4);
+	}
+	if (p[8 * n] != ':' || sscanf(p + 8 * n + 1, "%4X", &pt) != 1)
+		return false;
+	*port = pt;
+	return true;
+}
+
+/*
+ * The owner of the loopback socket that answers us: the accepted socket
+ * whose local end is the agent's address and whose remote end is ours
+ * (it has its listener's owner), else, while the kernel has not made it
+ * yet, the listener on that address. -1 when none is found.
+ */
+static long tcp_peer_uid(const char *peer_ip, int peer_port,
+			 const char *local_ip, int local_port)
+{
+	unsigned char want_peer[16], want_local[16], a[16], b[16];
+	bool six = strchr(peer_ip, ':') != NULL;
+	size_t alen = six ? 16 : 4;
+	long listener = -1, found = -1;
+	char line[512];
+	FILE *f;
+
+	if (inet_pton(six ? AF_INET6 : AF_INET, peer_ip, want_peer) != 1 ||
+	    inet_pton(six ? AF_INET6 : AF_INET, local_ip, want_local) != 1)
+		return -1;
+	f = fopen(six ? "/proc/net/tcp6" : "/proc/net/tcp", "re");
+	if (f == NULL)
+		return -1;
+	while (found < 0 && fgets(line, sizeof(line), f) != NULL) {
+		char la[40], ra[40];
+		unsigned st, lp, rp;
+		unsigned long uid;
+
+		if (sscanf(line, " %*u: %39s %39s %X %*s %*s %*s %lu", la, ra,
+			   &st, &uid) != 4 ||
+		    !proc_net_addr(la, six, a, &lp) ||
+		    !proc_net_addr(ra, six, b, &rp))
+			continue;
+		if ((int)lp != peer_port || memcmp(a, want_peer, alen) != 0)
+			continue;
+		if ((int)rp == local_port && memcmp(b, want_local, alen) == 0)
+			found = (long)uid;
+		else if (st == 0x0A) /* TCP_LISTEN */
+			listener = (long)uid;
+	}
+	fclose(f);
+	return found >= 0 ? found : listener;
+}
+
+static int xfer_check_listener(void *ud, char *peer_ip, char *local_ip,
+			       int peer_port, int local_port)
+{
+	struct xfer *x = ud;
+	const struct conn *c = x->conn;
+	long uid = -1;
+
+	if (x->new_sock < 0)
+		return CURL_PREREQFUNC_OK; /* checked when it was new */
+	if (c->unix_path != NULL) {
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+
+		if (getsockopt(x->new_sock, SOL_SOCKET, SO_PEERCRED, &cred,
+			       &len) == 0)
+			uid = (long)cred.uid;
+	} else {
+		long long until = now_ms() + 100;
+
+		/* The accepted end may take a moment to appear. */
+		while ((uid = tcp_peer_uid(peer_ip, peer_port, local_ip,
+					   local_port)) < 0 &&
+		       now_ms() < until)
+			sleep_ms(2);
+	}
+	x->new_sock = -1;
+	if (uid == (long)c->owner || uid == 0)
+		return CURL_PREREQFUNC_OK;
+	if (uid < 0)
+		snprintf(x->foreign, sizeof(x->foreign),
+			 "who listens at %s could not be told: nothing was "
+			 "sent",
+			 c->url);
+	else
+		snprintf(x->foreign, sizeof(x->foreign),
+			 "the listener at %s runs as uid %ld, not as the "
+			 "agent's user (uid %ld): nothing was sent",
+			 c->url, uid, (long)c->owner);
+	return CURL_PREREQFUNC_ABORT;
+}
+
 /* Configure h for req against conn (NULL for a plain provider request:
  * then url/headers/TLS come from http). */
 static int xfer_setup(struct xfer *x, struct transport *t,
@@ -485,6 +657,18 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs);
+	if (conn != NULL && conn->unix_path != NULL)
+		curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, conn->unix_path);
+	if (conn != NULL && conn->check_owner) {
+		x->conn = conn;
+		x->new_sock = -1;
+		curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION,
+				 xfer_open_socket);
+		curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x);
+		curl_easy_setopt(e, CURLOPT_PREREQFUNCTION,
+				 xfer_check_listener);
+		curl_easy_setopt(e, CURLOPT_PREREQDATA, x);
+	}
 	if (http == NULL) {
 		/* The agent is reached directly, never through a proxy
 		 * (doc/transport-rules.md 2); provider requests take the
@@ -652,6 +836,8 @@ static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
 		if (x->sink_err != 0)
 			return XFER_SINK;
 		if (x->done) {
+			if (x->foreign[0] != '\0')
+				return XFER_FOREIGN;
 			if (x->result == CURLE_OK)
 				return x->headers_done ? XFER_OK : XFER_BROKEN;
 			if (x->errbody_over)
@@ -876,11 +1062,78 @@ static void not_ready(struct sbx_error *err)
 		      "%s: the sandbox agent is not ready", TRANSPORT_OP_AGENT);
 }
 
+/*
+ * An http+unix route's socket, before anything is read for it: its
+ * directory is opened and held (libcurl connects through it, so the path
+ * cannot be turned elsewhere meanwhile, and a path longer than a socket
+ * address holds still works), and the socket there must be a socket
+ * owned by the agent's user or root. conn gets the path libcurl uses.
+ */
+static int unix_route(struct conn *c, const char *url, struct sbx_error *err)
+{
+	char path[PATH_MAX], *slash;
+	struct stat st;
+	int rc;
+
+	if (unixurl_parse(url, path, sizeof(path)) < 0) {
+		invalid_route(err);
+		return -EPROTO;
+	}
+	slash = strrchr(path, '/');
+	*slash = '\0';
+	c->sock_dirfd = open(slash == path ? "/" : path,
+			     O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (c->sock_dirfd < 0 ||
+	    fstatat(c->sock_dirfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		rc = -errno;
+		*slash = '/';
+		if (rc == -ENOENT) {
+			not_ready(err);
+			return -EIO;
+		}
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "%s: the agent's socket %s: %s",
+			      TRANSPORT_OP_AGENT, path, strerror(-rc));
+		return -EIO;
+	}
+	*slash = '/';
+	if (!S_ISSOCK(st.st_mode) ||
+	    (c->check_owner && st.st_uid != c->owner && st.st_uid != 0)) {
+		sbx_error_set(err, SBX_COMMAND_FAILED,
+			      SBX_FAIL_TRANSPORT_INVALID,
+			      "%s: %s %s %ld, not to the agent's user "
+			      "(uid %ld): refused, nothing was sent",
+			      TRANSPORT_OP_AGENT, path,
+			      S_ISSOCK(st.st_mode)
+				      ? "belongs to uid"
+				      : "is not a socket; it belongs to uid",
+			      (long)st.st_uid, (long)c->owner);
+		err->err = EPROTO;
+		return -EPROTO;
+	}
+	c->unix_path =
+		xasprintf("/proc/self/fd/%d/%s", c->sock_dirfd, slash + 1);
+	if (strlen(c->unix_path) >=
+	    sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		sbx_error_set(err, SBX_COMMAND_FAILED,
+			      SBX_FAIL_TRANSPORT_INVALID,
+			      "%s: the agent's socket name in %s is too long",
+			      TRANSPORT_OP_AGENT, url);
+		err->err = EPROTO;
+		return -EPROTO;
+	}
+	c->base = xstrdup("http://localhost");
+	return 0;
+}
+
 static int fetch_connection(struct transport *t, const char *id,
 			    struct conn **out, struct sbx_error *err)
 {
 	struct provider *p = t->prov;
 	char *url = NULL, *cred = NULL;
+	struct conn *c = NULL;
+	bool check = false;
+	uid_t owner = 0;
 	size_t len = 0;
 	int rc;
 
@@ -894,6 +1147,18 @@ static int fetch_connection(struct transport *t, const char *id,
 		rc = -EPROTO;
 		goto out;
 	}
+	if (p->ops->listener_uid != NULL &&
+	    p->ops->listener_uid(p, &owner) == 0)
+		check = true;
+	if (unixurl_is(url)) {
+		/* Checked before the credential is even read. */
+		c = conn_new(url, "", 0);
+		c->check_owner = check;
+		c->owner = owner;
+		rc = unix_route(c, url, err);
+		if (rc < 0)
+			goto out;
+	}
 	rc = p->ops->credential(p, id, &cred, &len, err);
 	if (rc == -ENOENT) {
 		not_ready(err);
@@ -906,13 +1171,21 @@ static int fetch_connection(struct transport *t, const char *id,
 		rc = -EPROTO;
 		goto out;
 	}
-	*out = conn_new(url, cred, len);
+	if (c == NULL)
+		c = conn_new(url, cred, len);
+	else
+		conn_set_token(c, cred, len);
+	c->check_owner = check;
+	c->owner = owner;
+	*out = c;
+	c = NULL;
 	rc = 0;
 out:
 	if (cred != NULL) {
 		token_wipe(cred, len);
 		free(cred);
 	}
+	conn_unref(c);
 	free(url);
 	return rc;
 }
@@ -1032,7 +1305,11 @@ static long long exchange_deadline(const struct transport *t,
 
 static char *join_url(const struct conn *c, const char *path)
 {
-	return xasprintf("%s%s", c ? c->origin : "", path);
+	return xasprintf("%s%s",
+			 c == NULL	   ? ""
+			 : c->base != NULL ? c->base
+					   : c->origin,
+			 path);
 }
 
 /* One exchange on a pooled handle, up to its response headers. */
@@ -1090,7 +1367,12 @@ static void attempt_failed(struct sbx_error *err,
 			   const struct transport_req *req, enum xfer_outcome o,
 			   const struct xfer *x)
 {
-	if (o == XFER_TIMEOUT)
+	if (o == XFER_FOREIGN) {
+		sbx_error_set(err, SBX_COMMAND_FAILED,
+			      SBX_FAIL_TRANSPORT_INVALID, "%s: %s", req->op,
+			      x->foreign);
+		err->err = EPROTO;
+	} else if (o == XFER_TIMEOUT)
 		unanswered(err, req,
 			   "the agent did not answer before the "
 			   "response deadline");
@@ -1358,6 +1640,13 @@ static int send_request(struct transport *t, struct slot *s, const char *id,
 		/* It could not even be prepared: nothing was sent. */
 		attempt_failed(err, req, o, &a.x);
 		rc = -EIO;
+		goto out;
+	case XFER_FOREIGN:
+		/* Someone else listens where the agent was: nothing was
+		 * sent, nothing is replayed there. */
+		slot_invalidate(s, used);
+		attempt_failed(err, req, o, &a.x);
+		rc = -EPROTO;
 		goto out;
 	default:
 		attempt_failed(err, req, o, &a.x);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -1110,6 +1111,64 @@ START_TEST(http_declared_length_over_limit)
 }
 END_TEST
 
+/* A body whose end two readers could place differently is refused with
+ * 400 before anything else is judged, and the connection is closed. */
+START_TEST(http_ambiguous_framing)
+{
+	static const char *const framings[] = {
+		"Content-Length: 12\r\nTransfer-Encoding: chunked\r\n",
+		"Transfer-Encoding: chunked\r\nContent-Length: 11\r\n",
+		"Content-Length: 12\r\nContent-Length: 11\r\n",
+		"Content-Length: 12\r\nContent-Length: 12\r\n",
+		"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+	};
+	/* Either reading of it makes a mkdir, which must not happen. */
+	static const char body[] = "c\r\n{\"path\":\"x\"}\r\n0\r\n\r\n";
+	struct buf out;
+	char req[1024], *made = root_path("x");
+	struct stat st;
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(framings) / sizeof(framings[0]); i++) {
+		for (int with_cred = 0; with_cred < 2; with_cred++) {
+			n = snprintf(req, sizeof(req),
+				     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
+				     "%s%s"
+				     "Content-Type: application/json\r\n%s\r\n"
+				     "%s",
+				     with_cred ? ag.auth : "",
+				     with_cred ? "\r\n" : "", framings[i],
+				     body);
+			raw(req, (size_t)n, &out, 5000);
+			ck_assert_msg(out.len > 0 &&
+					      strncmp(out.data, "HTTP/1.1 400 ",
+						      13) == 0,
+				      "%s: %s", framings[i],
+				      out.data ? out.data : "(nothing)");
+			ck_assert_msg(strstr(out.data,
+					     "Invalid request framing") != NULL,
+				      "%s: %s", framings[i], out.data);
+			buf_cleanup(&out);
+			ck_assert_int_eq(lstat(made, &st), -1);
+		}
+	}
+	/* A list for a length is no length. */
+	n = snprintf(req, sizeof(req),
+		     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n%s\r\n"
+		     "Content-Type: application/json\r\n"
+		     "Content-Length: 14, 14\r\n\r\n{\"path\":\"x\"}\r\n",
+		     ag.auth);
+	raw(req, (size_t)n, &out, 5000);
+	ck_assert_msg(strncmp(out.data, "HTTP/1.1 400 ", 13) == 0, "%s",
+		      out.data);
+	buf_cleanup(&out);
+	ck_assert_int_eq(lstat(made, &st), -1);
+	free(made);
+	expect_alive();
+}
+END_TEST
+
 START_TEST(http_chunked_over_limit)
 {
 	struct buf req = BUF_INIT(0), out;
@@ -1474,6 +1533,154 @@ START_TEST(config_files_and_exit)
 }
 END_TEST
 
+/* ---- connections ------------------------------------------------------------ */
+
+/* A connection to the agent that has sent part of a request line and
+ * headers, non-blocking (-1 when the agent refused it). */
+static int slow_client(unsigned port)
+{
+	static const char start[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	if (send(fd, start, sizeof(start) - 1, MSG_NOSIGNAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One more header byte on each connection still open; how many are. */
+static int trickle(int *fds, int n)
+{
+	int i, open = 0;
+	char c;
+
+	for (i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		/* A connection the agent closed reads as its end. */
+		if (recv(fds[i], &c, 1, MSG_DONTWAIT) == 0 ||
+		    send(fds[i], "X", 1, MSG_NOSIGNAL) < 0) {
+			close(fds[i]);
+			fds[i] = -1;
+			continue;
+		}
+		open++;
+	}
+	return open;
+}
+
+static void raise_nofile(rlim_t want)
+{
+	struct rlimit rl;
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur >= want)
+		return;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+		ck_abort_msg("RLIMIT_NOFILE's hard limit %lu is below %lu",
+			     (unsigned long)rl.rlim_max, (unsigned long)want);
+	rl.rlim_cur = want;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+/*
+ * Slowloris: more connections than the agent serves at once, each
+ * trickling a header byte a second, must not keep a real client out:
+ * its health request is answered at once, every time, while they go on.
+ */
+START_TEST(conn_slowloris_health_answers)
+{
+	enum { SLOW = 1100 };
+	static int fds[SLOW];
+	long long t0, worst = 0, end;
+	struct th_resp r;
+	char url[128];
+	int i, opened = 0;
+
+	raise_nofile(SLOW + 256);
+	th_agent_start(&ag, NULL, false);
+	for (i = 0; i < SLOW; i++) {
+		fds[i] = slow_client(ag.port);
+		opened += fds[i] >= 0;
+	}
+	ck_assert_int_gt(opened, 1024);
+	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
+	end = th_now_ms() + 8000;
+	while (th_now_ms() < end) {
+		trickle(fds, SLOW);
+		t0 = th_now_ms();
+		ck_assert_msg(th_http_timeout("GET", url, NULL, NULL, 0, 5000,
+					      &r) == 0,
+			      "health did not answer within 5 s among %d slow "
+			      "connections",
+			      SLOW);
+		ck_assert_int_eq(r.status, 200);
+		th_resp_cleanup(&r);
+		if (th_now_ms() - t0 > worst)
+			worst = th_now_ms() - t0;
+		usleep(500 * 1000);
+	}
+	/* Well within a client's deadline (the mount's is 60 s). */
+	ck_assert_msg(worst < 2000, "health took %lld ms", worst);
+	for (i = 0; i < SLOW; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	th_agent_stop(&ag);
+}
+END_TEST
+
+/* A client that trickles its request, or never sends one, is closed at
+ * the agent's deadlines; one that is quick is not. */
+START_TEST(conn_deadlines_close_slow_clients)
+{
+	static const char *const args[] = {"--request-timeout", "2",
+					   "--idle-timeout", "3", NULL};
+	enum { N = 8 };
+	int fds[N], idle, i, open;
+	struct sockaddr_in sa;
+	long long end;
+	char c;
+
+	th_agent_start(&ag, args, false);
+	for (i = 0; i < N; i++)
+		fds[i] = slow_client(ag.port);
+	idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)ag.port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(idle, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	/* Within the deadline they are all served still. */
+	usleep(500 * 1000);
+	ck_assert_int_eq(trickle(fds, N), N);
+	/* A byte every half second keeps no connection past 2 s (and the
+	 * 1 s the agent looks at them). */
+	end = th_now_ms() + 6000;
+	do {
+		usleep(500 * 1000);
+		open = trickle(fds, N);
+	} while (open > 0 && th_now_ms() < end);
+	ck_assert_msg(open == 0, "%d trickling connections still open", open);
+	/* The one that never sent anything went at its idle deadline. */
+	ck_assert_int_eq(recv(idle, &c, 1, 0), 0);
+	close(idle);
+	expect_alive();
+	th_agent_stop(&ag);
+}
+END_TEST
+
 Suite *make_agent_suite(void)
 {
 	Suite *s = suite_create("agent");
@@ -1530,6 +1737,13 @@ Suite *make_agent_suite(void)
 	tcase_add_test(tc, http_declared_length_over_limit);
 	tcase_add_test(tc, http_chunked_over_limit);
 	tcase_add_test(tc, http_keep_alive);
+	tcase_add_test(tc, http_ambiguous_framing);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("connections");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, conn_slowloris_health_answers);
+	tcase_add_test(tc, conn_deadlines_close_slow_clients);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("credential");

@@ -930,8 +930,21 @@ START_TEST(wire_write_and_create)
 	ck_assert_uint_eq(expect_attr(&r, "w", NULL).size, 4096);
 	ext_post("truncate", "{\"path\":\"dir\",\"size\":0}", &r);
 	expect(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+	/* No set-user-id or set-group-id bit on a file through the
+	 * extension: dropped (the sticky bit stays). */
 	ext_post("chmod", "{\"path\":\"w\",\"mode\":1536}", &r);
-	ck_assert_uint_eq(expect_attr(&r, "w", NULL).perm, 03000);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).perm, 01000);
+	ext_post("chmod", "{\"path\":\"w\",\"mode\":3565}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "w", NULL).perm, 0755);
+	ext_post("create", "{\"path\":\"suid\",\"mode\":3565}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "suid", NULL).perm, 0755);
+	ext_write("sgid", "offset=0&create=6755", "x", 1, &r);
+	ck_assert_uint_eq(expect_attr(&r, "sgid", NULL).perm, 0755);
+	/* A directory keeps its set-group-id (group inheritance). */
+	ext_post("mkdir", "{\"path\":\"gdir\",\"mode\":3581}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "gdir", NULL).perm, 02775);
+	ext_post("chmod", "{\"path\":\"gdir\",\"mode\":3565}", &r);
+	ck_assert_uint_eq(expect_attr(&r, "gdir", NULL).perm, 02755);
 	ext_post("chmod", "{\"path\":\"w\",\"mode\":384}", &r);
 	ck_assert_uint_eq(expect_attr(&r, "w", NULL).perm, 0600);
 	ext_post("fsync", "{\"path\":\"w\"}", &r);

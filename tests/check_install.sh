@@ -32,6 +32,7 @@ for f in bin/sandboxfs bin/sandboxctl sbin/sandbox-agent \
 	share/man/man8/sandbox-agent.8 \
 	share/doc/sandboxfs/README.md share/doc/sandboxfs/SEMANTICS.md \
 	share/doc/sandboxfs/doc/protocol-v1.md share/doc/sandboxfs/doc/protocol-ext.md \
+	share/doc/sandboxfs/doc/security.md \
 	share/doc/sandboxfs/doc/internals/transport.md \
 	share/doc/sandboxfs/examples/sandbox-backup \
 	lib/systemd/user/sandboxfs.service \

@@ -30,6 +30,7 @@
 #include "common/proto.h"
 #include "common/proto_record.h"
 #include "common/token.h"
+#include "common/unixurl.h"
 #include "local_ctl.h"
 #include "local_state.h"
 #include "tests/check_suites.h"
@@ -792,6 +793,71 @@ START_TEST(state_rmtree_deep)
 }
 END_TEST
 
+/* The state directory is owner-only whatever the umask, and an open one
+ * is made so. */
+START_TEST(state_owner_only)
+{
+	struct local_err err = {""};
+	char *sb = local_state_path(state, NULL, LOCAL_PATH_SANDBOXES);
+	char *dir = local_state_path(state, "o", LOCAL_PATH_DIR);
+	struct stat st;
+	mode_t old = umask(0);
+
+	ck_assert_int_eq(local_state_prepare(state, &err), 0);
+	umask(old);
+	ck_assert_int_eq(stat(state, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(sb, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	/* Directories an older sandboxctl made 0711 (or a user opened). */
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(chmod(state, 0755), 0);
+	ck_assert_int_eq(chmod(sb, 0711), 0);
+	ck_assert_int_eq(chmod(dir, 0711), 0);
+	ck_assert_int_eq(local_state_secure(state, "o", &err), 0);
+	ck_assert_int_eq(stat(state, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(sb, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0700);
+	free(sb);
+	free(dir);
+}
+END_TEST
+
+/* A removal that failed part way (here: its ".rm-deep-N" names left
+ * behind by an interrupted walk, holding files) is finished by running
+ * it again. */
+START_TEST(state_rmtree_retry)
+{
+	struct local_err err = {""};
+	char path[8192], cwd[PATH_MAX];
+	struct stat st;
+	int i;
+
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	snprintf(path, sizeof(path), "%s/tree", state);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	ck_assert_int_eq(chdir(path), 0);
+	for (i = 0; i < 3; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), ".rm-deep-%d", i);
+		ck_assert_int_eq(mkdir(name, 0755), 0);
+		snprintf(name, sizeof(name), ".rm-deep-%d/f", i);
+		th_write_file(name, "x", 1);
+	}
+	for (i = 0; i < 100; i++) {
+		ck_assert_int_eq(mkdir("d", 0755), 0);
+		ck_assert_int_eq(chdir("d"), 0);
+	}
+	ck_assert_int_eq(chdir(cwd), 0);
+	ck_assert_int_eq(local_state_rmtree(path, &err), 0);
+	ck_assert_int_eq(lstat(path, &st), -1);
+}
+END_TEST
+
 START_TEST(route_rules)
 {
 	unsigned port = 0;
@@ -832,6 +898,82 @@ START_TEST(route_rules)
 }
 END_TEST
 
+START_TEST(unix_routes)
+{
+	char path[PATH_MAX], *url;
+
+	/* The record format's example, both ways. */
+	url = unixurl_format("/var/lib/sandboxfs/sandboxes/demo/agent.sock");
+	ck_assert_str_eq(url, "http+unix://"
+			      "%2Fvar%2Flib%2Fsandboxfs%2Fsandboxes%2Fdemo%"
+			      "2Fagent.sock/");
+	ck_assert_int_eq(unixurl_parse(url, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/var/lib/sandboxfs/sandboxes/demo/agent.sock");
+	free(url);
+	/* Bytes outside the unreserved set are escaped, and come back. */
+	url = unixurl_format("/tmp/a b/%x/\xc3\xa9.sock");
+	ck_assert_str_eq(url,
+			 "http+unix://%2Ftmp%2Fa%20b%2F%25x%2F%C3%A9.sock/");
+	ck_assert_int_eq(unixurl_parse(url, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/tmp/a b/%x/\xc3\xa9.sock");
+	free(url);
+	ck_assert_int_eq(
+		unixurl_parse("http+unix://%2fs%2fa.sock/", path, sizeof(path)),
+		0);
+	ck_assert_str_eq(path, "/s/a.sock");
+	ck_assert(unixurl_is("http+unix://x"));
+	ck_assert(!unixurl_is("http://127.0.0.1:1/"));
+
+	/* Refused: not absolute, a raw '/', no final "/", a path, a query,
+	 * a fragment, a user, a NUL, bad escapes, dot components, a
+	 * trailing or doubled '/', an empty host, another scheme. */
+	static const char *const bad[] = {
+		"http+unix://a.sock/",
+		"http+unix:///tmp/a.sock/",
+		"http+unix://%2Ftmp%2Fa.sock",
+		"http+unix://%2Ftmp%2Fa.sock/x",
+		"http+unix://%2Ftmp%2Fa.sock/?q",
+		"http+unix://%2Ftmp%2Fa.sock/#f",
+		"http+unix://u@%2Ftmp%2Fa.sock/",
+		"http+unix://%2Ftmp%2Fa%00.sock/",
+		"http+unix://%2Ftmp%2Fa%2.sock/",
+		"http+unix://%2Ftmp%2Fa%zz.sock/",
+		"http+unix://%2Ftmp%2F..%2Fa.sock/",
+		"http+unix://%2Ftmp%2F.%2Fa.sock/",
+		"http+unix://%2Ftmp%2F%2Fa.sock/",
+		"http+unix://%2Ftmp%2F/",
+		"http+unix://%2F/",
+		"http+unix:///",
+		"HTTP+UNIX://%2Ftmp%2Fa.sock/",
+		"https+unix://%2Ftmp%2Fa.sock/",
+		"http+unix://%2Ftmp%2Fa:1.sock/",
+		NULL,
+	};
+	for (size_t i = 0; bad[i] != NULL; i++)
+		ck_assert_msg(unixurl_parse(bad[i], path, sizeof(path)) ==
+				      -EINVAL,
+			      "accepted %s", bad[i]);
+	ck_assert_int_eq(unixurl_parse("http+unix://%2Ftmp%2Fa.sock/", path, 6),
+			 -ENAMETOOLONG);
+
+	/* The local policy: beneath the state directory, lexically. */
+	ck_assert(local_state_route_socket(
+		"/st", "http+unix://%2Fst%2Fsandboxes%2Fa%2Fboot%2Fagent.sock/",
+		path, sizeof(path)));
+	ck_assert_str_eq(path, "/st/sandboxes/a/boot/agent.sock");
+	ck_assert(!local_state_route_socket(
+		"/st", "http+unix://%2Fstx%2Fagent.sock/", NULL, 0));
+	ck_assert(!local_state_route_socket(
+		"/st", "http+unix://%2Fst%2F..%2Fagent.sock/", NULL, 0));
+	ck_assert(!local_state_route_socket("/st", "http+unix://%2Fst/", NULL,
+					    0));
+	ck_assert(!local_state_route_socket("/st", "http://127.0.0.1:1/", NULL,
+					    0));
+	ck_assert(!local_state_route_socket(
+		"/st", "http+unix://%2Fvar%2Frun%2Fdocker.sock/", NULL, 0));
+}
+END_TEST
+
 Suite *make_local_suite(void)
 {
 	Suite *s = suite_create("local");
@@ -840,6 +982,7 @@ Suite *make_local_suite(void)
 	tc = tcase_create("names");
 	tcase_add_test(tc, id_validation);
 	tcase_add_test(tc, route_rules);
+	tcase_add_test(tc, unix_routes);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("records");
@@ -866,6 +1009,8 @@ Suite *make_local_suite(void)
 	tcase_add_test(tc, state_atomic_replace);
 	tcase_add_test(tc, state_lock_exclusion);
 	tcase_add_test(tc, state_rmtree_deep);
+	tcase_add_test(tc, state_rmtree_retry);
+	tcase_add_test(tc, state_owner_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
@@ -1357,50 +1502,45 @@ static char *check_token(const char *id)
 	return text;
 }
 
-static unsigned listen_on(unsigned port, int *fdp)
-{
-	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-	ck_assert_int_ge(fd, 0);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
-		      "bind %u: %s", port, strerror(errno));
-	ck_assert_int_eq(listen(fd, 4), 0);
-	*fdp = fd;
-	return port;
-}
-
 START_TEST(ctl_lifecycle)
 {
 	struct local_err err = {""};
 	struct local_status s;
 	struct proto_record r;
-	char *tok1, *tok2, *tok3, *path, *text;
-	unsigned port1, port2, port3;
-	pid_t pid1, pid2, pid3;
+	char *tok1, *tok2, *tok3, *path, *text, *sock, *want;
+	char got[PATH_MAX];
+	pid_t pid1, pid2, pid3, holder = 0;
 	struct stat st;
-	int lfd, lock;
-	bool six;
+	int lock;
 
 	must(local_ctl_create(&ctl, "life", NULL, &err), &err, "create");
 	must(local_ctl_start(&ctl, "life", &err), &err, "start");
 	get_record("life", &r);
 	ck_assert_int_eq(r.state, PROTO_RECORD_RUNNING);
-	ck_assert_msg(local_state_route_valid(r.agent_url, &port1, &six),
-		      "agentUrl %s", r.agent_url);
-	ck_assert(!six);
-	ck_assert_uint_eq(r.port, port1);
+	/* The agent listens on its socket in the sandbox's own directory,
+	 * mode 0600, and nowhere else. */
+	sock = ctl_path("life", LOCAL_PATH_SOCKET);
+	want = unixurl_format(sock);
+	ck_assert_str_eq(r.agent_url, want);
+	free(want);
+	ck_assert(local_state_route_socket(ctl.state_dir, r.agent_url, got,
+					   sizeof(got)));
+	ck_assert_str_eq(got, sock);
+	ck_assert_int_eq(lstat(sock, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_int_eq(st.st_mode & 07777, 0600);
+	ck_assert_uint_eq(r.port, 0);
 	ck_assert_uint_eq(r.boot_count, 1);
 	ck_assert_ptr_nonnull(r.started_at);
 	pid1 = (pid_t)r.agent_pid;
 	ck_assert_int_gt(pid1, 0);
+	/* It holds its lock, and its command line names no path of the
+	 * sandbox. */
+	ck_assert_int_eq(local_ctl_agent_alive(ctl.state_dir, "life", &holder),
+			 1);
+	ck_assert_int_eq(holder, pid1);
 	path = ctl_path("life", LOCAL_PATH_ROOT);
-	ck_assert(local_ctl_agent_matches(pid1, path));
+	ck_assert(!local_ctl_agent_matches(pid1, path));
 	free(path);
 	tok1 = check_token("life");
 	/* The record never carries the credential. */
@@ -1417,6 +1557,7 @@ START_TEST(ctl_lifecycle)
 
 	must(local_ctl_status(&ctl, "life", &s, &err), &err, "status");
 	ck_assert(s.alive);
+	ck_assert(!s.died);
 	ck_assert_int_eq(s.pid, pid1);
 	ck_assert(s.answered);
 	ck_assert_int_eq(s.health.protocol_version, 1);
@@ -1430,12 +1571,12 @@ START_TEST(ctl_lifecycle)
 	ck_assert_uint_eq(r.boot_count, 1);
 	proto_record_cleanup(&r);
 
-	/* Restart: a new boot and credential on the same (free) port. */
+	/* Restart: a new boot and credential on the same socket. */
 	must(local_ctl_restart(&ctl, "life", &err), &err, "restart");
 	get_record("life", &r);
 	ck_assert_int_eq(r.state, PROTO_RECORD_RUNNING);
-	ck_assert(local_state_route_valid(r.agent_url, &port2, NULL));
-	ck_assert_uint_eq(port2, port1);
+	ck_assert(
+		local_state_route_socket(ctl.state_dir, r.agent_url, NULL, 0));
 	pid2 = (pid_t)r.agent_pid;
 	ck_assert_int_ne(pid2, pid1);
 	ck_assert(proc_gone(pid1));
@@ -1445,30 +1586,27 @@ START_TEST(ctl_lifecycle)
 	ck_assert_int_eq(http_status(r.agent_url, "/v1/health"), 200);
 	proto_record_cleanup(&r);
 
-	/* Restart with the old port taken by someone else: a new port. */
+	/* A socket left by an agent that died is replaced at the next
+	 * start. */
 	must(local_ctl_stop(&ctl, "life", &err), &err, "stop");
-	listen_on(port2, &lfd);
-	must(local_ctl_start(&ctl, "life", &err), &err, "start, port taken");
-	get_record("life", &r);
-	ck_assert(local_state_route_valid(r.agent_url, &port3, NULL));
-	ck_assert_uint_ne(port3, port2);
-	ck_assert_uint_eq(r.port, port3);
-	pid3 = (pid_t)r.agent_pid;
 	ck_assert(proc_gone(pid2));
+	ck_assert_int_eq(lstat(sock, &st), -1);
+	must(local_ctl_start(&ctl, "life", &err), &err, "start again");
+	get_record("life", &r);
+	pid3 = (pid_t)r.agent_pid;
 	ck_assert_int_eq(http_status(r.agent_url, "/v1/health"), 200);
 	proto_record_cleanup(&r);
 	tok3 = check_token("life");
 	ck_assert_str_ne(tok3, tok2);
-	close(lfd);
+	free(sock);
 
-	/* Stop: agent gone, credential gone, route cleared, port kept. */
+	/* Stop: agent gone, credential gone, route cleared. */
 	must(local_ctl_stop(&ctl, "life", &err), &err, "stop");
 	ck_assert(proc_gone(pid3));
 	get_record("life", &r);
 	ck_assert_int_eq(r.state, PROTO_RECORD_STOPPED);
 	ck_assert_ptr_null(r.agent_url);
 	ck_assert_int_eq(r.agent_pid, 0);
-	ck_assert_uint_eq(r.port, port3);
 	proto_record_cleanup(&r);
 	path = ctl_path("life", LOCAL_PATH_TOKEN);
 	ck_assert_int_eq(lstat(path, &st), -1);
@@ -1502,6 +1640,7 @@ END_TEST
 START_TEST(ctl_stale_and_foreign_pids)
 {
 	struct local_err err = {""};
+	struct local_status s;
 	struct proto_record r;
 	pid_t pid;
 	long long deadline;
@@ -1517,6 +1656,20 @@ START_TEST(ctl_stale_and_foreign_pids)
 	while (!proc_gone(pid) && th_now_ms() < deadline)
 		usleep(20000);
 	ck_assert(proc_gone(pid));
+	/* The lock goes with the last of its threads. */
+	deadline = th_now_ms() + 5000;
+	while (local_ctl_agent_alive(ctl.state_dir, "stale", NULL) != 0 &&
+	       th_now_ms() < deadline)
+		usleep(20000);
+	ck_assert_int_eq(local_ctl_agent_alive(ctl.state_dir, "stale", NULL),
+			 0);
+	/* Said so: Running on record, but its agent died. */
+	must(local_ctl_status(&ctl, "stale", &s, &err), &err, "status");
+	ck_assert(!s.alive);
+	ck_assert(s.died);
+	ck_assert(!s.answered);
+	ck_assert(local_ctl_agent_died(&ctl, &s.rec));
+	local_status_cleanup(&s);
 	must(local_ctl_start(&ctl, "stale", &err), &err, "start after crash");
 	get_record("stale", &r);
 	ck_assert_int_eq(r.state, PROTO_RECORD_RUNNING);
@@ -1532,6 +1685,8 @@ START_TEST(ctl_stale_and_foreign_pids)
 	r.state = PROTO_RECORD_RUNNING;
 	r.agent_pid = getpid();
 	must(local_state_write(ctl.state_dir, &r, &err), &err, "write");
+	/* A recycled pid holds no lock: the agent counts as dead. */
+	ck_assert(local_ctl_agent_died(&ctl, &r));
 	proto_record_cleanup(&r);
 	must(local_ctl_stop(&ctl, "stale", &err), &err, "stop foreign");
 	ck_assert(!local_ctl_agent_matches(getpid(), "/"));

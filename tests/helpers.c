@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/unixurl.h"
 #include "tests/helpers.h"
 
 long long th_now_ms(void)
@@ -283,6 +284,7 @@ int th_http_timeout(const char *method, const char *url,
 {
 	struct curl_slist *hl = NULL;
 	CURL *c = curl_easy_init();
+	char *unix_url = NULL;
 	CURLcode rc;
 	size_t i;
 
@@ -295,6 +297,23 @@ int th_http_timeout(const char *method, const char *url,
 	/* libcurl adds "Expect: 100-continue" to large bodies; the agent
 	 * must cope, but tests want one round trip. */
 	hl = curl_slist_append(hl, "Expect:");
+	if (unixurl_is(url)) {
+		/* "http+unix://ENCODED-SOCKET/path": the socket, then the
+		 * request's path on it. */
+		const char *host = url + strlen(UNIXURL_SCHEME);
+		const char *rest = strchr(host, '/');
+		char *route, sock[PATH_MAX];
+
+		ck_assert(rest != NULL);
+		ck_assert(asprintf(&route, "%.*s/", (int)(rest - url), url) >
+			  0);
+		ck_assert_msg(unixurl_parse(route, sock, sizeof(sock)) == 0,
+			      "bad route %s", route);
+		free(route);
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock);
+		ck_assert(asprintf(&unix_url, "http://localhost%s", rest) > 0);
+		url = unix_url;
+	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
@@ -316,6 +335,7 @@ int th_http_timeout(const char *method, const char *url,
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
 	curl_slist_free_all(hl);
 	curl_easy_cleanup(c);
+	free(unix_url);
 	return rc == CURLE_OK ? 0 : -1;
 }
 

@@ -49,6 +49,10 @@ struct agent_config {
 	const char *root; /* session root (made absolute) */
 	const char *listen_host; /* default "127.0.0.1" */
 	unsigned port; /* 0 = let the kernel choose */
+	const char *socket_path; /* listen here (Unix) instead of TCP */
+	unsigned max_connections; /* 0: AGENT_HTTP_MAX_CONNECTIONS */
+	unsigned idle_timeout_s; /* 0: AGENT_HTTP_IDLE_TIMEOUT_S */
+	unsigned request_timeout_s; /* 0: AGENT_HTTP_REQUEST_TIMEOUT_S */
 	const char *token_file; /* where the per-boot credential goes */
 	const char *port_file; /* optional: write the bound port here */
 	uid_t exec_uid; /* commands (and file access when root) */

@@ -100,6 +100,15 @@ out:
 }
 
 /*
+ * What a file made or changed through the extension never gets: the
+ * set-user-id and set-group-id bits (doc/protocol-ext.md, create and
+ * chmod). Nothing a sandbox makes then runs with its owner's privileges
+ * for anyone outside the sandbox, whatever reaches it. They are dropped,
+ * not refused, so that copying a tree in (tar, cp -p, rsync -a) works.
+ */
+#define NO_PRIV ((mode_t)(S_ISUID | S_ISGID))
+
+/*
  * chmod a file given by any descriptor, O_PATH included, so a file need
  * not be readable or writable to change its mode. fchmodat2 (Linux 6.6)
  * takes an empty path; older kernels go through the descriptor's magic
@@ -247,10 +256,11 @@ static int open_created(const struct agent *a, const char *rel, int flags,
 			break;
 	}
 	if (fd == -ENOENT)
-		fd = open_beneath(a, rel, base | O_CREAT | trunc, mode);
+		fd = open_beneath(a, rel, base | O_CREAT | trunc,
+				  mode & ~NO_PRIV);
 	if (fd < 0)
 		return fd;
-	if (created && fchmod(fd, mode) < 0)
+	if (created && fchmod(fd, mode & ~NO_PRIV) < 0)
 		return close_keep_errno(fd, -errno);
 	return fd;
 }
@@ -380,7 +390,7 @@ int fsops_mkdir(const struct agent *a, const char *rel, mode_t mode,
 	struct stat s;
 	int pfd, dfd = -1, rc = 0;
 
-	mode &= 07777;
+	mode &= 07777 & ~S_ISUID; /* a directory keeps set-group-id */
 	if (*rel == '\0')
 		return -EEXIST;
 	pfd = open_parent(a, rel, &name, scratch);
@@ -528,7 +538,13 @@ int fsops_chmod(const struct agent *a, const char *rel, mode_t mode,
 	fd = open_beneath(a, rel, O_PATH, 0);
 	if (fd < 0)
 		return fd;
-	rc = fd_chmod(fd, mode & 07777);
+	rc = fstat_into(fd, &s);
+	/* A directory keeps its set-group-id (its new entries' group),
+	 * which runs nothing. */
+	if (rc == 0)
+		rc = fd_chmod(
+			fd, mode & 07777 &
+				    ~(S_ISDIR(s.st_mode) ? S_ISUID : NO_PRIV));
 	if (rc == 0)
 		rc = fstat_into(fd, &s);
 	close(fd);

@@ -44,6 +44,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,10 +66,10 @@
  * 413 can be sent; past this much it is not worth the bandwidth, and the
  * connection is closed instead. */
 #define HTTP_DISCARD_MAX (64UL * 1024 * 1024)
-/* Idle keep-alive connections (and stalled transfers) are closed after
- * this; suspended connections (streams, long-polls) do not count down. */
-#define HTTP_IDLE_TIMEOUT_S 60
-#define HTTP_CONNECTION_LIMIT 1024
+/* MHD's own connection limit is the agent's plus this per worker: room
+ * for a connection that arrives at the limit to be taken in while an idle
+ * or slow one makes way for it (see "connections" below). */
+#define HTTP_ADMIT_SLACK_PER_THREAD 4
 /* Per-connection memory: headers, and the read and chunk buffers. */
 #define HTTP_CONNECTION_MEMORY (128U * 1024)
 #define HTTP_STREAM_BLOCK (64U * 1024)
@@ -158,11 +160,45 @@ struct park;
 struct rc_entry;
 struct reply_cache;
 
+/*
+ * Where a connection is, for its deadlines and for making way at the
+ * connection limit. A connection waits for a request (IDLE) until the
+ * request line arrives, receives the request (RECEIVING) until its
+ * headers and body are in, and is HANDLING it until the answer is sent.
+ */
+enum conn_phase {
+	CP_IDLE,
+	CP_RECEIVING,
+	CP_HANDLING,
+};
+
+struct conn_track {
+	int fd; /* our duplicate of the client socket (-1: none) */
+	enum conn_phase phase;
+	long long since; /* when the phase began (monotonic ms) */
+	bool shut; /* shut down by the agent, closing */
+	struct conn_track *next, *prev;
+};
+
 struct agent_http {
 	struct agent *a;
 	struct MHD_Daemon *d;
 	int listen_fd;
 	atomic_bool stopping;
+	/* The Unix socket's path and identity, to remove it at stop only
+	 * while it is still ours. */
+	char *sock_path;
+	dev_t sock_dev;
+	ino_t sock_ino;
+
+	/* Every connection the library holds, under cmu. nlive counts those
+	 * not shut down yet, against the limit. */
+	pthread_mutex_t cmu;
+	struct conn_track *tracks;
+	unsigned nlive;
+	unsigned limit;
+	long long idle_ms, request_ms;
+	unsigned long evicted, expired;
 
 	/* Parks whose connection side is alive, for the stop sweep and the
 	 * hang-up watcher. */
@@ -188,6 +224,7 @@ enum pending {
 	PEND_BAD_CREDENTIAL,
 	PEND_NOT_ACTIVATED,
 	PEND_NOT_JSON,
+	PEND_FRAMING,
 };
 
 struct agent_req {
@@ -848,6 +885,8 @@ static void park_rc_add(struct park *pk, const void *p, size_t n)
  * socket here, rather than asking every writer to poll it, keeps the rule
  * in one place and also lets the library reclaim the connection.
  */
+static void track_tick(struct agent_http *h);
+
 static void *watcher_main(void *arg)
 {
 	struct agent_http *h = arg;
@@ -858,8 +897,10 @@ static void *watcher_main(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	while (!atomic_load(&h->watch_stop)) {
-		/* The reply cache's clock rides on this loop's wake-ups. */
+		/* The reply cache's clock and the connections' deadlines
+		 * ride on this loop's wake-ups. */
 		rc_tick(h->rc);
+		track_tick(h);
 		n = epoll_wait(h->watch_epfd, evs, 16, 1000);
 		for (i = 0; i < n; i++) {
 			struct park *pk;
@@ -877,6 +918,147 @@ static void *watcher_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+/* ---- connections: the limit and the deadlines --------------------------- */
+
+/*
+ * Slow clients must not starve the agent (doc/security.md, "The agent's
+ * connections"): a connection that has not sent its request line within
+ * the idle timeout of the moment it began to wait, or the rest of its
+ * request (headers and body) within the request timeout of its request
+ * line, is shut down, however steadily it trickles bytes; and at the
+ * connection limit a new connection is taken in by shutting down the
+ * connection that has been waiting for (or receiving) a request the
+ * longest. Connections handling a request are never chosen. The library
+ * closes a connection whose socket was shut down; the track holds a
+ * duplicate of the socket so that the descriptor it shuts down is always
+ * that connection's, whenever the library closes its own.
+ */
+
+/* Under h->cmu. */
+static void track_shut(struct agent_http *h, struct conn_track *t)
+{
+	if (t->shut)
+		return;
+	t->shut = true;
+	h->nlive--;
+	if (t->fd >= 0)
+		shutdown(t->fd, SHUT_RDWR);
+}
+
+/* Under h->cmu: make way for keep, which just arrived past the limit. */
+static void track_evict_oldest(struct agent_http *h,
+			       const struct conn_track *keep)
+{
+	struct conn_track *t, *old = NULL;
+
+	for (t = h->tracks; t != NULL; t = t->next)
+		if (t != keep && !t->shut && t->phase != CP_HANDLING &&
+		    (old == NULL || t->since < old->since))
+			old = t;
+	if (old != NULL) {
+		h->evicted++;
+		track_shut(h, old);
+	}
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	struct agent_http *h = cls;
+	const union MHD_ConnectionInfo *ci;
+	struct conn_track *t;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		t = xcalloc(1, sizeof(*t));
+		ci = MHD_get_connection_info(conn,
+					     MHD_CONNECTION_INFO_CONNECTION_FD);
+		t->fd = ci != NULL ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3)
+				   : -1;
+		t->phase = CP_IDLE;
+		t->since = mono_ms();
+		pthread_mutex_lock(&h->cmu);
+		t->next = h->tracks;
+		if (h->tracks != NULL)
+			h->tracks->prev = t;
+		h->tracks = t;
+		h->nlive++;
+		if (h->nlive > h->limit)
+			track_evict_oldest(h, t);
+		pthread_mutex_unlock(&h->cmu);
+		*socket_context = t;
+		return;
+	}
+	t = *socket_context;
+	if (t == NULL)
+		return;
+	*socket_context = NULL;
+	pthread_mutex_lock(&h->cmu);
+	if (t->prev != NULL)
+		t->prev->next = t->next;
+	else
+		h->tracks = t->next;
+	if (t->next != NULL)
+		t->next->prev = t->prev;
+	if (!t->shut)
+		h->nlive--;
+	pthread_mutex_unlock(&h->cmu);
+	if (t->fd >= 0)
+		close(t->fd);
+	free(t);
+}
+
+static void track_phase(struct agent_http *h, struct MHD_Connection *conn,
+			enum conn_phase phase)
+{
+	const union MHD_ConnectionInfo *ci;
+	struct conn_track *t;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	t = ci != NULL ? ci->socket_context : NULL;
+	if (t == NULL)
+		return;
+	pthread_mutex_lock(&h->cmu);
+	if (t->phase != phase) {
+		t->phase = phase;
+		t->since = mono_ms();
+	}
+	pthread_mutex_unlock(&h->cmu);
+}
+
+/* The request line arrived: the request's own deadline starts. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	(void)uri;
+	track_phase(cls, conn, CP_RECEIVING);
+	return NULL;
+}
+
+/* Shut down the connections past their deadlines (the watcher's tick). */
+static void track_tick(struct agent_http *h)
+{
+	long long now = mono_ms();
+	struct conn_track *t;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&h->cmu);
+	for (t = h->tracks; t != NULL; t = t->next) {
+		if (t->shut || t->phase == CP_HANDLING)
+			continue;
+		if (now - t->since <
+		    (t->phase == CP_IDLE ? h->idle_ms : h->request_ms))
+			continue;
+		track_shut(h, t);
+		n++;
+	}
+	h->expired += n;
+	pthread_mutex_unlock(&h->cmu);
+	if (n > 0)
+		log_debug("http: closed %u connection%s that did not send a "
+			  "request in time",
+			  n, n == 1 ? "" : "s");
 }
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -1612,6 +1794,8 @@ static enum pending check_credential(const struct agent_req *r)
 	return PEND_NONE;
 }
 
+static int reply_framing(struct agent_req *r);
+
 static enum MHD_Result answer_pending(struct agent_req *r)
 {
 	switch (r->pending) {
@@ -1639,11 +1823,15 @@ static enum MHD_Result answer_pending(struct agent_req *r)
 	case PEND_NOT_JSON:
 		agent_reply_text(r, 415, AGENT_TEXT_JSON_TYPE);
 		break;
+	case PEND_FRAMING:
+		reply_framing(r);
+		break;
 	}
 	return r->replied ? MHD_YES : MHD_NO;
 }
 
-/* A Content-Length the request declares: -1 when none, -2 when garbled. */
+/* A Content-Length the request declares: -1 when none, -2 when garbled
+ * (anything but decimal digits, a list included). */
 static long long declared_length(const struct agent_req *r)
 {
 	const char *v = agent_req_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1652,11 +1840,72 @@ static long long declared_length(const struct agent_req *r)
 
 	if (v == NULL)
 		return -1;
+	if (*v < '0' || *v > '9')
+		return -2;
 	errno = 0;
 	n = strtoull(v, &end, 10);
-	if (errno != 0 || end == v || n > (unsigned long long)LLONG_MAX)
+	if (errno != 0 || *end != '\0' || n > (unsigned long long)LLONG_MAX)
 		return -2;
 	return (long long)n;
+}
+
+struct framing {
+	unsigned lengths; /* Content-Length headers */
+	unsigned encodings; /* Transfer-Encoding headers */
+	bool chunked; /* the one encoding is exactly "chunked" */
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind,
+				     const char *key, const char *value)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		f->lengths++;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		f->encodings++;
+		f->chunked = value != NULL && strcasecmp(value, "chunked") == 0;
+	}
+	return MHD_YES;
+}
+
+/*
+ * A body whose end two readers could place differently is refused
+ * (RFC 9112 6.3; doc/protocol-v1.md 1): Content-Length together with
+ * Transfer-Encoding, Content-Length given twice (equal or not), an
+ * encoding other than chunked alone. The library would pick one reading;
+ * a proxy in front of the agent might pick the other.
+ */
+static const char *framing_error(const struct agent_req *r)
+{
+	struct framing f = {0, 0, false};
+
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+	if (f.lengths > 0 && f.encodings > 0)
+		return "Content-Length and Transfer-Encoding together";
+	if (f.lengths > 1)
+		return "more than one Content-Length";
+	if (f.encodings > 1 || (f.encodings == 1 && !f.chunked))
+		return "a Transfer-Encoding other than chunked";
+	return NULL;
+}
+
+/* 400 for ambiguous framing; the connection is closed after it, since
+ * where the next request would begin is not known. */
+static int reply_framing(struct agent_req *r)
+{
+	const char *why = framing_error(r);
+	char text[128];
+	struct MHD_Response *resp;
+
+	snprintf(text, sizeof(text), "Invalid request framing: %s",
+		 why != NULL ? why : "unreadable");
+	resp = text_response(text, strlen(text), true);
+	if (resp == NULL)
+		return -ENOMEM;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	return queue(r, 400, resp);
 }
 
 /*
@@ -1681,7 +1930,10 @@ static enum MHD_Result first_call(struct agent_req *r, const char *method,
 
 	cl = declared_length(r);
 	rt = route_find(h, method, url, &known, r->allow, sizeof(r->allow));
-	if (rt == NULL) {
+	if (framing_error(r) != NULL) {
+		/* Before anything else: the message itself is unreadable. */
+		r->pending = PEND_FRAMING;
+	} else if (rt == NULL) {
 		r->pending = known ? PEND_METHOD : PEND_NOT_FOUND;
 	} else {
 		r->route = rt;
@@ -1971,6 +2223,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 {
 	struct agent_http *h = cls;
 	struct agent_req *r = *con_cls;
+	enum MHD_Result ret;
 
 	(void)version;
 	if (r == NULL) {
@@ -1980,17 +2233,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn,
 		strlcpy_s(r->method, method, sizeof(r->method));
 		r->path = xstrdup(url);
 		*con_cls = r;
-		return first_call(r, method, url);
-	}
-	if (r->park != NULL)
+		ret = first_call(r, method, url);
+	} else if (r->park != NULL) {
 		return deferred_resumed(r);
-	if (*upload_size > 0)
+	} else if (*upload_size > 0) {
 		return take_body(r, upload, upload_size);
-	if (r->replied)
+	} else if (r->replied) {
 		return MHD_YES;
-	if (r->pending != PEND_NONE)
-		return answer_pending(r);
-	return dispatch(r);
+	} else if (r->pending != PEND_NONE) {
+		ret = answer_pending(r);
+	} else {
+		ret = dispatch(r);
+	}
+	/* Answered (or parked): the request is in, its deadline is over. */
+	if (r->replied || r->park != NULL)
+		track_phase(h, conn, CP_HANDLING);
+	return ret;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -1998,8 +2256,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
 	struct agent_req *r = *con_cls;
 
-	(void)cls;
-	(void)conn;
+	/* The connection waits for its next request. */
+	track_phase(cls, conn, CP_IDLE);
 	if (r == NULL)
 		return;
 	*con_cls = NULL;
@@ -2022,8 +2280,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 /* ---- start and stop ------------------------------------------------------- */
 
-static int listen_socket(const struct agent_config *cfg, int *fd_out,
-			 unsigned *port_out)
+static int listen_tcp(const struct agent_config *cfg, int *fd_out,
+		      unsigned *port_out)
 {
 	struct addrinfo hints, *ai = NULL;
 	struct sockaddr_storage ss;
@@ -2069,6 +2327,125 @@ out:
 		close(fd);
 	freeaddrinfo(ai);
 	return rc;
+}
+
+/*
+ * The address of path for bind or connect. A path longer than sun_path
+ * holds is reached through its directory, opened into *dirfd (the caller
+ * closes it after the call): "/proc/self/fd/N/NAME".
+ */
+static int unix_addr(const char *path, struct sockaddr_un *sa, int *dirfd)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	*dirfd = -1;
+	if (strlen(path) < sizeof(sa->sun_path)) {
+		memcpy(sa->sun_path, path, strlen(path) + 1);
+		return 0;
+	}
+	if (slash == NULL || (size_t)(slash - path) >= sizeof(dir))
+		return -ENAMETOOLONG;
+	memcpy(dir, path, (size_t)(slash - path));
+	dir[slash - path] = '\0';
+	*dirfd = open(slash == path ? "/" : dir,
+		      O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*dirfd < 0)
+		return -errno;
+	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s",
+		     *dirfd, slash + 1);
+	if (n < 0 || (size_t)n >= sizeof(sa->sun_path)) {
+		close(*dirfd);
+		*dirfd = -1;
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/* Is a listener at sa? A stale socket of a dead agent refuses. */
+static bool unix_in_use(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool used;
+
+	if (fd < 0)
+		return true;
+	used = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
+	       errno != ECONNREFUSED;
+	close(fd);
+	return used;
+}
+
+/*
+ * Listen on a Unix socket at cfg->socket_path, mode 0600 (whatever the
+ * umask: only the agent's own user, and root, may connect). A socket
+ * left there by an agent that died is replaced; anything else there, or
+ * a socket something listens on, is -EADDRINUSE.
+ */
+static int listen_unix(struct agent_http *h, const struct agent_config *cfg)
+{
+	struct sockaddr_un sa;
+	struct stat st;
+	mode_t old;
+	int fd = -1, dirfd = -1, rc;
+
+	rc = unix_addr(cfg->socket_path, &sa, &dirfd);
+	if (rc < 0)
+		return rc;
+	if (lstat(cfg->socket_path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode) || unix_in_use(&sa)) {
+			rc = -EADDRINUSE;
+			goto out;
+		}
+		if (unlink(cfg->socket_path) < 0 && errno != ENOENT) {
+			rc = -errno;
+			goto out;
+		}
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	/* The node is made with the umask's mode: none for anyone but the
+	 * owner from the start, then exactly 0600. */
+	old = umask(0177);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old);
+	if (rc == 0 &&
+	    (chmod(cfg->socket_path, 0600) < 0 ||
+	     lstat(cfg->socket_path, &st) < 0 || listen(fd, SOMAXCONN) < 0))
+		rc = -errno;
+	if (rc < 0)
+		goto out;
+	h->sock_path = xstrdup(cfg->socket_path);
+	h->sock_dev = st.st_dev;
+	h->sock_ino = st.st_ino;
+	h->listen_fd = fd;
+	fd = -1;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (dirfd >= 0)
+		close(dirfd);
+	return rc;
+}
+
+/* Remove our socket, unless someone replaced it meanwhile. */
+static void unlink_socket(struct agent_http *h)
+{
+	struct stat st;
+
+	if (h->sock_path == NULL)
+		return;
+	if (lstat(h->sock_path, &st) == 0 && st.st_dev == h->sock_dev &&
+	    st.st_ino == h->sock_ino)
+		unlink(h->sock_path);
+	free(h->sock_path);
+	h->sock_path = NULL;
 }
 
 void agent_reply_cache_defaults(struct agent_reply_cache_limits *l)
@@ -2144,6 +2521,7 @@ static int rc_init(struct agent_http *h)
 int agent_http_start(struct agent *a, unsigned *port_out)
 {
 	struct agent_http *h = xcalloc(1, sizeof(*h));
+	unsigned threads = a->cfg.threads > 0 ? a->cfg.threads : 4;
 	struct epoll_event ev;
 	unsigned port = 0;
 	int rc;
@@ -2156,7 +2534,19 @@ int agent_http_start(struct agent *a, unsigned *port_out)
 	rc = rc_init(h);
 	if (rc < 0)
 		goto fail;
-	rc = listen_socket(&a->cfg, &h->listen_fd, &port);
+	pthread_mutex_init(&h->cmu, NULL);
+	h->limit = a->cfg.max_connections > 0 ? a->cfg.max_connections
+					      : AGENT_HTTP_MAX_CONNECTIONS;
+	h->idle_ms = 1000LL * (a->cfg.idle_timeout_s > 0
+				       ? a->cfg.idle_timeout_s
+				       : AGENT_HTTP_IDLE_TIMEOUT_S);
+	h->request_ms = 1000LL * (a->cfg.request_timeout_s > 0
+					  ? a->cfg.request_timeout_s
+					  : AGENT_HTTP_REQUEST_TIMEOUT_S);
+	if (a->cfg.socket_path != NULL)
+		rc = listen_unix(h, &a->cfg);
+	else
+		rc = listen_tcp(&a->cfg, &h->listen_fd, &port);
 	if (rc < 0)
 		goto fail;
 	h->watch_epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -2185,13 +2575,15 @@ int agent_http_start(struct agent *a, unsigned *port_out)
 		/* First, so the library's own start-up messages use it. */
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
 		MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-		MHD_OPTION_THREAD_POOL_SIZE,
-		(unsigned)(a->cfg.threads > 0 ? a->cfg.threads : 4),
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+		MHD_OPTION_THREAD_POOL_SIZE, threads,
+		MHD_OPTION_CONNECTION_LIMIT,
+		h->limit + HTTP_ADMIT_SLACK_PER_THREAD * threads,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(h->idle_ms / 1000),
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(size_t)HTTP_CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-		on_completed, h, MHD_OPTION_UNESCAPE_CALLBACK, unescape, h,
+		on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
+		MHD_OPTION_UNESCAPE_CALLBACK, unescape, h,
 		MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
 	if (h->d == NULL) {
 		log_error("cannot start the HTTP server");
@@ -2208,6 +2600,8 @@ fail:
 	}
 	if (h->listen_fd >= 0)
 		close(h->listen_fd);
+	unlink_socket(h);
+	pthread_mutex_destroy(&h->cmu);
 	if (h->watch_epfd >= 0)
 		close(h->watch_epfd);
 	if (h->watch_wake >= 0)
@@ -2295,6 +2689,8 @@ void agent_http_stop(struct agent *a)
 			break;
 	}
 	MHD_stop_daemon(h->d);
+	/* The library closes the listening socket it was given. */
+	unlink_socket(h);
 	atomic_store(&h->watch_stop, true);
 	if (write(h->watch_wake, &one, sizeof(one)) < 0)
 		log_debug("http: eventfd write: %s", strerror(errno));
@@ -2309,6 +2705,10 @@ void agent_http_stop(struct agent *a)
 	/* Every connection is closed: no park holds an entry any more. */
 	rc_free(h->rc);
 	free(h->rc);
+	log_debug("http: connections: %lu made way at the limit, %lu past "
+		  "their deadline",
+		  h->evicted, h->expired);
+	pthread_mutex_destroy(&h->cmu);
 	pthread_mutex_destroy(&h->mu);
 	a->http = NULL;
 	free(h);

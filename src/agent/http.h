@@ -28,8 +28,29 @@
 
 struct agent_req;
 
-/* Start serving on cfg->listen_host:cfg->port; *port_out gets the bound
- * port. Returns 0 or a negative errno. */
+/* The connection bounds' defaults (sandbox-agent(8)): connections at
+ * once, seconds a connection may wait for its request line, and seconds
+ * from the request line to the end of the request's body. */
+#define AGENT_HTTP_MAX_CONNECTIONS 512
+#define AGENT_HTTP_IDLE_TIMEOUT_S 60
+#define AGENT_HTTP_REQUEST_TIMEOUT_S 60
+
+/*
+ * Start serving on cfg->socket_path (a Unix socket, mode 0600, removed at
+ * stop; *port_out is 0) or else cfg->listen_host:cfg->port (*port_out gets
+ * the bound port). -EADDRINUSE when the port is taken, or when something
+ * other than a dead agent's socket is at the path. Returns 0 or a negative
+ * errno.
+ *
+ * At most cfg->max_connections connections are served at once; at the
+ * limit, the one that has been waiting for or receiving a request the
+ * longest is closed to make way. A connection that sends no request line
+ * within cfg->idle_timeout_s of beginning to wait, or not the whole
+ * request within cfg->request_timeout_s of its request line, is closed.
+ * A request with ambiguous framing (Content-Length and Transfer-Encoding
+ * together, Content-Length twice, an encoding other than chunked) is
+ * answered 400 and its connection closed.
+ */
 int agent_http_start(struct agent *a, unsigned *port_out)
 	__attribute__((warn_unused_result));
 /* Stop accepting, finish or abort what is in flight, free the server. */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +77,11 @@ enum {
 	OPT_RUN,
 	OPT_RUN_CWD,
 	OPT_RUN_TIMEOUT,
+	OPT_SOCKET,
+	OPT_LOCK_FILE,
+	OPT_MAX_CONNECTIONS,
+	OPT_IDLE_TIMEOUT,
+	OPT_REQUEST_TIMEOUT,
 };
 
 static const struct option options[] = {
@@ -111,6 +117,11 @@ static const struct option options[] = {
 	{"run", no_argument, NULL, OPT_RUN},
 	{"run-cwd", required_argument, NULL, OPT_RUN_CWD},
 	{"run-timeout", required_argument, NULL, OPT_RUN_TIMEOUT},
+	{"socket", required_argument, NULL, OPT_SOCKET},
+	{"lock-file", required_argument, NULL, OPT_LOCK_FILE},
+	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
+	{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+	{"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -127,6 +138,16 @@ static void usage(FILE *f)
 	      "  --port N                port, 0 = any (ALIEN_SANDBOX_PORT, "
 	      "8971)\n"
 	      "  --port-file FILE        write the bound port here\n"
+	      "  --socket PATH           listen on a Unix socket (mode 0600) "
+	      "instead\n"
+	      "  --lock-file FILE        hold a lock on FILE for the agent's "
+	      "life\n"
+	      "  --max-connections N     connections at once (512)\n"
+	      "  --idle-timeout SECONDS  wait for a request line at most this "
+	      "(60)\n"
+	      "  --request-timeout SECONDS  receive a request's headers and "
+	      "body\n"
+	      "                          within this (60)\n"
 	      "  --pid-file FILE         write the process id here\n"
 	      "  --token-file FILE       per-boot credential "
 	      "(SANDBOX_AGENT_TOKEN_FILE,\n"
@@ -358,6 +379,7 @@ static int write_atomic(const char *path, const char *text)
 struct cmdline {
 	const char *root;
 	const char *pid_file;
+	const char *lock_file;
 	const char *exec_user;
 	bool exec_user_env;
 	enum log_level level;
@@ -591,6 +613,35 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 					  optarg);
 			cl->run_timeout_ms = v;
 			break;
+		case OPT_SOCKET:
+			if (*optarg == '\0')
+				die_usage("%s", "--socket: an empty path");
+			cfg->socket_path = optarg;
+			break;
+		case OPT_LOCK_FILE:
+			cl->lock_file = optarg;
+			break;
+		case OPT_MAX_CONNECTIONS:
+			if (parse_uint(optarg, 1, 65536, &v) < 0)
+				die_usage("--max-connections: '%s' is not 1 to "
+					  "65536",
+					  optarg);
+			cfg->max_connections = (unsigned)v;
+			break;
+		case OPT_IDLE_TIMEOUT:
+			if (parse_uint(optarg, 1, 86400, &v) < 0)
+				die_usage("--idle-timeout: '%s' is not 1 to "
+					  "86400 seconds",
+					  optarg);
+			cfg->idle_timeout_s = (unsigned)v;
+			break;
+		case OPT_REQUEST_TIMEOUT:
+			if (parse_uint(optarg, 1, 86400, &v) < 0)
+				die_usage("--request-timeout: '%s' is not 1 to "
+					  "86400 seconds",
+					  optarg);
+			cfg->request_timeout_s = (unsigned)v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -739,6 +790,62 @@ static void resolve_exec_user(struct agent_config *cfg,
 	cfg->exec_gid = gid;
 }
 
+/*
+ * Hold a POSIX write lock on path for the rest of the process's life
+ * (doc/security.md, "A dead agent"): whoever finds it locked knows an
+ * agent of this sandbox lives, and F_GETLK names its pid; the kernel
+ * drops it when the process dies, however it dies. The lock is not
+ * inherited by the commands the agent forks. A lock held by another
+ * process is -EBUSY with its pid in *holder.
+ */
+static int hold_lock(const char *path, pid_t *holder)
+{
+	struct flock fl;
+	int fd, rc;
+
+	rc = make_parents(path);
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(fd, F_SETLK, &fl) == 0)
+		return 0; /* the descriptor stays open: the lock with it */
+	rc = errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	*holder = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK
+			  ? fl.l_pid
+			  : 0;
+	close(fd);
+	return rc;
+}
+
+/* Each connection takes two descriptors (the library's and the one the
+ * agent shuts it down by): raise the soft limit as far as allowed. */
+static void raise_nofile(const struct agent_config *cfg)
+{
+	rlim_t want = 2 * (rlim_t)(cfg->max_connections > 0
+					   ? cfg->max_connections
+					   : AGENT_HTTP_MAX_CONNECTIONS) +
+		      256;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
+			      ? want
+			      : rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < want)
+		log_warn("only %lu descriptors: fewer connections than "
+			 "--max-connections may be served",
+			 (unsigned long)rl.rlim_cur);
+}
+
 int main(int argc, char **argv)
 {
 	static struct agent agent;
@@ -788,6 +895,22 @@ int main(int argc, char **argv)
 		die_usage("%s", "no randomness for the boot id");
 	atomic_init(&a->activated, cfg->activated_at_start);
 
+	/* The lock first: a second agent for the same sandbox must not
+	 * overwrite the first one's credential. */
+	if (cl.lock_file != NULL) {
+		pid_t holder = 0;
+
+		rc = hold_lock(cl.lock_file, &holder);
+		if (rc == -EBUSY)
+			die_usage("another agent (pid %ld) holds the lock file "
+				  "'%s'",
+				  (long)holder, cl.lock_file);
+		if (rc < 0)
+			die_usage("cannot lock '%s': %s", cl.lock_file,
+				  strerror(-rc));
+	}
+	raise_nofile(cfg);
+
 	/* The credential: fresh every start, written before the port is
 	 * published so whoever waits for the port can read it. */
 	if (token_generate(a->token) < 0)
@@ -822,9 +945,20 @@ int main(int argc, char **argv)
 		exit(1);
 	}
 	rc = agent_http_start(a, &port);
+	if (rc == -EADDRINUSE && cfg->socket_path != NULL) {
+		fprintf(stderr, "sandbox-agent: socket '%s' is in use\n",
+			cfg->socket_path);
+		exit(1);
+	}
 	if (rc == -EADDRINUSE) {
 		fprintf(stderr, "sandbox-agent: port %u is in use\n",
 			cfg->port);
+		exit(1);
+	}
+	if (rc < 0 && cfg->socket_path != NULL) {
+		fprintf(stderr,
+			"sandbox-agent: cannot listen on socket '%s': %s\n",
+			cfg->socket_path, strerror(-rc));
 		exit(1);
 	}
 	if (rc < 0) {
@@ -839,7 +973,7 @@ int main(int argc, char **argv)
 		if (write_atomic(cl.pid_file, num) < 0)
 			log_warn("cannot write the pid file '%s'", cl.pid_file);
 	}
-	if (cfg->port_file != NULL) {
+	if (cfg->port_file != NULL && cfg->socket_path == NULL) {
 		snprintf(num, sizeof(num), "%u\n", port);
 		rc = write_atomic(cfg->port_file, num);
 		if (rc < 0) {
@@ -852,9 +986,14 @@ int main(int argc, char **argv)
 			exit(1);
 		}
 	}
-	log_info("listening on %s port %u, root %s, boot %s%s",
-		 cfg->listen_host, port, root, a->boot_id,
-		 cfg->strict_v1 ? ", protocol v1 only" : "");
+	if (cfg->socket_path != NULL)
+		log_info("listening on socket %s, root %s, boot %s%s",
+			 cfg->socket_path, root, a->boot_id,
+			 cfg->strict_v1 ? ", protocol v1 only" : "");
+	else
+		log_info("listening on %s port %u, root %s, boot %s%s",
+			 cfg->listen_host, port, root, a->boot_id,
+			 cfg->strict_v1 ? ", protocol v1 only" : "");
 
 	for (;;) {
 		struct timespec ts = {60, 0};
@@ -868,7 +1007,7 @@ int main(int argc, char **argv)
 	agent_jobs_free(a->jobs);
 	if (cl.pid_file != NULL)
 		unlink(cl.pid_file);
-	if (cfg->port_file != NULL)
+	if (cfg->port_file != NULL && cfg->socket_path == NULL)
 		unlink(cfg->port_file);
 	close(a->root_fd);
 	token_wipe(a->token, sizeof(a->token));

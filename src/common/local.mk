@@ -6,6 +6,7 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/b64.c %reldir%/b64.h \
 	%reldir%/token.c %reldir%/token.h \
 	%reldir%/path.c %reldir%/path.h \
+	%reldir%/unixurl.c %reldir%/unixurl.h \
 	%reldir%/errname.c %reldir%/errname.h \
 	%reldir%/proto.c %reldir%/proto.h %reldir%/proto_i.h \
 	%reldir%/proto_exec.c %reldir%/proto_exec.h \

@@ -339,7 +339,7 @@ static int cmd_ls(struct local_ctl *c, int argc, char **argv)
 	size_t nids = 0, n = 0, i;
 	int wname = 4, wstate = 5, wtrans = 9, rc, status = 0;
 	char **ids = NULL;
-	bool json;
+	bool json, *died = NULL;
 
 	if (!json_flag(argc, argv, &json))
 		return usage_error("%s: bad option", argv[0]);
@@ -352,7 +352,10 @@ static int cmd_ls(struct local_ctl *c, int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 	recs = calloc(nids ? nids : 1, sizeof(*recs));
-	if (recs == NULL) {
+	died = calloc(nids ? nids : 1, sizeof(*died));
+	if (recs == NULL || died == NULL) {
+		free(recs);
+		free(died);
 		local_state_ids_free(ids, nids);
 		return EXIT_FAILURE;
 	}
@@ -366,6 +369,13 @@ static int cmd_ls(struct local_ctl *c, int argc, char **argv)
 			fprintf(stderr, "sandboxctl: %s\n", err.msg);
 			status = EXIT_FAILURE;
 			continue;
+		}
+		died[n] = local_ctl_agent_died(c, &recs[n]);
+		if (died[n]) {
+			/* Listed as the mount sees it: stopped. */
+			recs[n].state = PROTO_RECORD_STOPPED;
+			recs[n].agent_pid = 0;
+			(void)!proto_record_set_str(&recs[n].agent_url, NULL);
 		}
 		n++;
 	}
@@ -385,13 +395,15 @@ static int cmd_ls(struct local_ctl *c, int argc, char **argv)
 	printf("%-*s  %-*s  %-*s  %s\n", wname, "NAME", wstate, "STATE", wtrans,
 	       "TRANSPORT", "URL");
 	for (i = 0; i < n; i++)
-		printf("%-*s  %-*s  %-*s  %s\n", wname, recs[i].id, wstate,
+		printf("%-*s  %-*s  %-*s  %s%s\n", wname, recs[i].id, wstate,
 		       state_name(&recs[i]), wtrans, transport_name(&recs[i]),
-		       recs[i].agent_url ? recs[i].agent_url : "-");
+		       recs[i].agent_url ? recs[i].agent_url : "-",
+		       died[i] ? " (its agent died)" : "");
 out:
 	for (i = 0; i < n; i++)
 		proto_record_cleanup(&recs[i]);
 	free(recs);
+	free(died);
 	local_state_ids_free(ids, nids);
 	return status;
 }
@@ -417,6 +429,12 @@ static int cmd_status(struct local_ctl *c, int argc, char **argv)
 		return fail(rc, &err);
 	r = &s.rec;
 	if (json) {
+		if (s.died) {
+			/* As the mount sees it; agentAlive says why. */
+			s.rec.state = PROTO_RECORD_STOPPED;
+			s.rec.agent_pid = 0;
+			(void)!proto_record_set_str(&s.rec.agent_url, NULL);
+		}
 		rc = proto_record_encode_status(
 			r, s.alive, s.answered ? &s.health : NULL, &out);
 		rc = rc < 0 ? EXIT_FAILURE : print_buf(&out);
@@ -425,14 +443,22 @@ static int cmd_status(struct local_ctl *c, int argc, char **argv)
 	}
 	root = local_state_path(c->state_dir, name, LOCAL_PATH_ROOT);
 	printf("name:       %s\n", r->id);
-	printf("state:      %s\n", state_name(r));
+	if (s.died)
+		printf("state:      Stopped (its agent died; the next access "
+		       "through a mount, or start, starts it again)\n");
+	else
+		printf("state:      %s\n", state_name(r));
 	printf("transport:  %s\n", transport_name(r));
-	printf("url:        %s\n", r->agent_url ? r->agent_url : "-");
+	printf("url:        %s\n",
+	       r->agent_url && !s.died ? r->agent_url : "-");
 	if (proto_record_transport(r) == PROTO_RECORD_NATIVE)
 		printf("agent:      none (native session)\n");
-	else if (s.pid > 0)
-		printf("agent:      pid %ld, %s\n", (long)s.pid,
-		       s.alive ? "alive" : "not running");
+	else if (s.alive && s.pid > 0)
+		printf("agent:      pid %ld, alive\n", (long)s.pid);
+	else if (s.alive)
+		printf("agent:      alive\n");
+	else if (s.died && s.pid > 0)
+		printf("agent:      pid %ld, died\n", (long)s.pid);
 	else
 		printf("agent:      not running\n");
 	if (s.answered)
@@ -440,7 +466,8 @@ static int cmd_status(struct local_ctl *c, int argc, char **argv)
 		       s.health.status[0] ? s.health.status : "answered",
 		       s.health.boot_id[0] ? s.health.boot_id : "-");
 	else
-		printf("health:     %s\n", r->agent_url ? "no answer" : "-");
+		printf("health:     %s\n",
+		       r->agent_url && !s.died ? "no answer" : "-");
 	printf("boots:      %llu\n", (unsigned long long)r->boot_count);
 	if (r->exec_user != NULL)
 		printf("exec user:  %s (%ld:%ld)\n", r->exec_user, r->exec_uid,
@@ -478,7 +505,8 @@ int main(int argc, char **argv)
 	int ch, verbose = 0, rc, sub_argc;
 	char **sub_argv;
 
-	log_init("sandboxctl", LOG_LEVEL_WARN);
+	/* Notices (a state directory made owner-only) are shown. */
+	log_init("sandboxctl", LOG_LEVEL_NOTICE);
 	/* '+': stop at the command; its options are its own. */
 	while ((ch = getopt_long(argc, argv, "+vhV", opts, NULL)) != -1) {
 		switch (ch) {
@@ -505,7 +533,7 @@ int main(int argc, char **argv)
 	}
 	log_set_level(verbose >= 2   ? LOG_LEVEL_DEBUG
 		      : verbose == 1 ? LOG_LEVEL_INFO
-				     : LOG_LEVEL_WARN);
+				     : LOG_LEVEL_NOTICE);
 	cmd = argv[optind];
 	sub_argc = argc - optind;
 	sub_argv = argv + optind;

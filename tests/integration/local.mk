@@ -27,6 +27,18 @@ check_PROGRAMS += %reldir%/trickle
 %canon_reldir%_trickle_SOURCES = %reldir%/trickle.c
 %canon_reldir%_trickle_CFLAGS = $(AM_CFLAGS)
 %canon_reldir%_trickle_LDADD = $(PTHREAD_LIBS)
+## The attacker's tools: a stand-in listener, slowloris and raw requests
+## (t-agent-route.sh), and a library that swaps a name for a symlink at
+## the worst moment for sandboxctl (t-rm-race.sh). The library is built
+## without the sanitizers, as a plain shared object.
+check_PROGRAMS += %reldir%/hostile
+%canon_reldir%_hostile_SOURCES = %reldir%/hostile.c
+%canon_reldir%_hostile_CFLAGS = $(AM_CFLAGS)
+check_PROGRAMS += %reldir%/swapshim.so
+%canon_reldir%_swapshim_so_SOURCES = %reldir%/swapshim.c
+%canon_reldir%_swapshim_so_CFLAGS = -fPIC -std=gnu11 -Wall -Wextra
+%canon_reldir%_swapshim_so_LDFLAGS = -shared
+%canon_reldir%_swapshim_so_LDADD = -ldl
 SBFS_MOUNT_TESTS = \
 	%reldir%/t-files.sh \
 	%reldir%/t-syscalls.sh \
@@ -47,6 +59,10 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-lifecycle.sh \
 	%reldir%/t-deadline.sh \
 	%reldir%/t-resume.sh \
+	%reldir%/t-dead-agent.sh \
+	%reldir%/t-owner-only.sh \
+	%reldir%/t-agent-route.sh \
+	%reldir%/t-rm-race.sh \
 	%reldir%/t-multi.sh \
 	%reldir%/t-native.sh \
 	%reldir%/t-confine-identity.sh \

@@ -60,12 +60,12 @@ else
 	as_user "$SBFS_CTL" create mine --from "$home/src" >/dev/null || fail "create as the user"
 	as_user "$SBFS_CTL" start mine >/dev/null ||
 		fail "start as the user: $(tail -n 5 "$ustate/sandboxes/mine/agent.log")"
-	port=$(cat "$ustate/sandboxes/mine/boot/port" 2>/dev/null)
+	sock=$ustate/sandboxes/mine/boot/agent.sock
 	token=$(cat "$ustate/sandboxes/mine/boot/token" 2>/dev/null)
-	if [ -n "$port" ] && [ -n "$token" ]; then
-		url=http://127.0.0.1:$port
-		curl -s -o /dev/null -X POST -H "Authorization: Bearer $token" "$url/v1/activate"
-		curl -s -N -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+	if [ -S "$sock" ] && [ -n "$token" ]; then
+		url=http://agent
+		curl -s -o /dev/null --unix-socket "$sock" -X POST -H "Authorization: Bearer $token" "$url/v1/activate"
+		curl -s -N --unix-socket "$sock" -X POST -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
 			-d '{"command":["sh","-c","cat hello.txt; id -u"],"timeoutMs":20000}' \
 			"$url/v1/exec" >"$TMP/user.exec"
 		got=$(sed -n 's/.*"data":"\([^"]*\)".*/\1/p' "$TMP/user.exec" | while read -r d; do
@@ -75,7 +75,7 @@ else
 		grep -q '"t":"exit","code":0' "$TMP/user.exec" ||
 			fail "the user's job did not exit 0: $(cat "$TMP/user.exec")"
 	else
-		fail "the user's agent wrote no port or token"
+		fail "the user's agent made no socket or token"
 	fi
 	if (setpriv --reuid="$U" --regid="$U" --clear-groups sh -c ': <>/dev/fuse') 2>/dev/null; then
 		note "the user could mount too; the mount is checked as root above"

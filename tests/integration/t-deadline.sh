@@ -64,15 +64,15 @@ at_deadline "ls with the agent stopped"
 assert_eq x "$(with_timeout 30 ls "$F/d")" "ls after SIGCONT"
 
 # ---- an agent that trickles its answers ---------------------------------------------------
-port=$(sbx_field a port)
-[ -n "$port" ] || die "no port for a"
-bg "$TRICKLE" "$TMP/trickle.port" "$port" "$TMP/slow"
+url=$(sbx_field a agentUrl)
+bg "$TRICKLE" "$TMP/trickle.port" "unix:$STATE/sandboxes/a/boot/agent.sock" "$TMP/slow"
 wait_for 10 test -s "$TMP/trickle.port" || die "the relay did not start"
 tport=$(cat "$TMP/trickle.port")
-# The record's route now leads through the relay; the mount fetches it
-# afresh and keeps using it.
+# The record's route now leads through the relay (a loopback TCP route,
+# as other programs may write); the mount fetches it afresh and keeps
+# using it.
 rec=$STATE/sandboxes/a/sandbox.json
-sed "s#127.0.0.1:$port/#127.0.0.1:$tport/#" "$rec" >"$TMP/rec" && cat "$TMP/rec" >"$rec"
+sed "s#$url#http://127.0.0.1:$tport/#" "$rec" >"$TMP/rec" && cat "$TMP/rec" >"$rec"
 grep -q "127.0.0.1:$tport/" "$rec" || die "the record names no relay: $(cat "$rec")"
 echo refresh >"$MNT/a/ctl" || fail "refresh"
 assert_content "$F/f" hello "a read through the relay"

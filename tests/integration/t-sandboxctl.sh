@@ -3,9 +3,10 @@
 #
 # t-sandboxctl: every sandboxctl command through the command line, against
 # the real sandbox-agent of the build, in a private state directory:
-# outputs, exit codes, the files of the state directory, and the errors a
-# user meets (bad names, duplicates, missing sandboxes, corrupt records, a
-# port in use, an agent that does not start).
+# outputs, exit codes, the files of the state directory (owner-only, the
+# agent's socket), an agent that died, and the errors a user meets (bad
+# names, duplicates, missing sandboxes, corrupt records, an agent that does
+# not start).
 #
 # Exit 0 = pass, 1 = fail, 77 = skipped (the reason is printed).
 
@@ -131,20 +132,31 @@ ctl 0 create copy --from "$TMP/src"
 
 # ---- start ----------------------------------------------------------------
 ctl 0 start demo
-has_out "demo: running at http://127.0.0.1:"
-url=$(sed -n 's/^demo: running at //p' "$OUT")
-port=$(field demo port)
-[ "$url" = "http://127.0.0.1:$port/" ] || fail "url $url, port $port"
+sock=$sb/demo/boot/agent.sock
+url=http+unix://$(printf '%s' "$sock" | sed 's#/#%2F#g')/
+has_out "demo: running at $url"
 [ "$(field demo state)" = Running ] || fail "demo is not Running"
 [ "$(field demo agentUrl)" = "$url" ] || fail "agentUrl is not $url"
+[ -z "$(field demo port)" ] || fail "a socket agent has a port: $(field demo port)"
+[ -S "$sock" ] || fail "no socket at $sock"
+[ "$(stat -c %a "$sock")" = 600 ] || fail "socket mode $(stat -c %a "$sock")"
+for d in "$STATE" "$sb" "$sb/demo"; do
+	[ "$(stat -c %a "$d")" = 700 ] || fail "$d has mode $(stat -c %a "$d")"
+done
 tok=$sb/demo/boot/token
 [ "$(stat -c %a "$tok")" = 600 ] || fail "token mode $(stat -c %a "$tok")"
 [ "$(wc -c <"$tok")" -eq 44 ] || fail "token is not 44 bytes"
 token1=$(cat "$tok")
 pid1=$(field demo agentPid)
 gone "$pid1" && fail "agent $pid1 is not running"
+# No path of the sandbox, and nothing secret, on its command line.
+cmdline=$(tr '\0' ' ' <"/proc/$pid1/cmdline")
+case $cmdline in
+*"$STATE"* | *"$token1"*) fail "the agent's command line: $cmdline" ;;
+esac
 if command -v curl >/dev/null 2>&1; then
-	code=$(curl -s -o /dev/null -w '%{http_code}' "${url}v1/health?version=1")
+	code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$sock" \
+		"http://localhost/v1/health?version=1")
 	[ "$code" = 200 ] || fail "health answered $code"
 fi
 
@@ -169,7 +181,7 @@ grep -q -- "$token1" "$OUT" && fail "status --json shows the credential"
 ctl 0 start demo
 [ "$(field demo agentPid)" = "$pid1" ] || fail "a second start made a new boot"
 
-# ---- restart: new credential, same port -----------------------------------
+# ---- restart: new credential, same socket ---------------------------------
 ctl 0 restart demo
 has_out "demo: running at $url"
 [ "$(cat "$tok")" != "$token1" ] || fail "restart kept the credential"
@@ -193,19 +205,33 @@ ctl 0 status demo
 has_out "^url: *-$"
 ctl 0 stop demo
 
-# ---- a port in use: the next boot takes another ---------------------------
-# b is told (through its public record) that demo's port was its own;
-# with demo running there, b must move and say so.
-ctl 0 create b
-sed "s/^  \"bootCount\"/  \"port\": $port,\n  \"bootCount\"/" "$sb/b/sandbox.json" >"$TMP/rec"
-cat "$TMP/rec" >"$sb/b/sandbox.json"
-[ "$(field b port)" = "$port" ] || fail "could not set b's port"
+# ---- an agent that died: said so, started again -----------------------------
 ctl 0 start demo
-has_out "demo: running at $url"
-ctl 0 start b
-has_err "port $port is in use"
-[ "$(field b port)" != "$port" ] || fail "b got the port demo holds"
-ctl 0 rm -f b
+pid3=$(field demo agentPid)
+kill -KILL "$pid3"
+n=0
+while ! gone "$pid3" && [ $n -lt 50 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+n=0
+until "$CTL" --state-dir "$STATE" status demo | grep -q "agent died" || [ $n -ge 50 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+ctl 0 status demo
+has_out "^state: *Stopped (its agent died"
+has_out "^agent: *pid $pid3, died$"
+ctl 0 status demo --json
+has_out '"state": "Stopped"'
+has_out '"agentAlive": false'
+ctl 0 ls
+[ "$(awk '$1 == "demo" { print $2, $3, $4, $5, $6, $7 }' "$OUT")" = "Stopped agent - (its agent died)" ] ||
+	fail "ls row after kill -9: $(cat "$OUT")"
+ctl 0 rm demo
+has_out "demo: removed"
+ctl 0 create demo
+ctl 0 start demo
 
 # ---- rm -f ----------------------------------------------------------------
 pid3=$(field demo agentPid)

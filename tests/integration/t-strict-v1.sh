@@ -28,9 +28,9 @@ w() {
 }
 
 # The agent really is strict: no extension in its health answer.
-port=$(sbx_field v1 port)
 if command -v curl >/dev/null 2>&1; then
-	h=$(curl -s --max-time 5 "http://127.0.0.1:$port/v1/health?version=1")
+	h=$(curl -s --max-time 5 --unix-socket "$STATE/sandboxes/v1/boot/agent.sock" \
+		"http://localhost/v1/health?version=1")
 	case $h in
 	*'"extensions"'*) fail "the strict agent advertises an extension: $h" ;;
 	*'"protocolVersion":1'* | *'"protocolVersion": 1'*) ;;

@@ -2,10 +2,11 @@
 /*
  * trickle: a loopback TCP relay for the deadline scenarios (t-deadline.sh).
  *
- *   trickle PORT_FILE TARGET_PORT CONTROL_FILE
+ *   trickle PORT_FILE TARGET_PORT|unix:PATH CONTROL_FILE
  *
  * Listens on 127.0.0.1 (a kernel-chosen port, written to PORT_FILE) and
- * relays each connection to 127.0.0.1:TARGET_PORT. Requests go through as
+ * relays each connection to 127.0.0.1:TARGET_PORT, or to the Unix socket
+ * at PATH. Requests go through as
  * they come. Answers are HTTP/1.1: their status line and headers go through
  * at once; their body goes through at once too, unless CONTROL_FILE exists
  * when the body starts: then it is sent one byte a second, as an agent
@@ -29,9 +30,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static unsigned target_port;
+static const char *target_path; /* a Unix socket instead of a port */
 static const char *control;
 
 struct pair {
@@ -121,13 +124,23 @@ static void *conn_main(void *arg)
 	pthread_t answers;
 	char chunk[65536];
 
-	pr->server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un su;
+	struct sockaddr *to = (struct sockaddr *)&sa;
+	socklen_t tolen = sizeof(sa);
+
+	if (target_path != NULL) {
+		memset(&su, 0, sizeof(su));
+		su.sun_family = AF_UNIX;
+		snprintf(su.sun_path, sizeof(su.sun_path), "%s", target_path);
+		to = (struct sockaddr *)&su;
+		tolen = sizeof(su);
+	}
+	pr->server = socket(to->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons((uint16_t)target_port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (pr->server < 0 ||
-	    connect(pr->server, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	if (pr->server < 0 || connect(pr->server, to, tolen) < 0 ||
 	    pthread_create(&answers, NULL, answers_main, pr) != 0) {
 		close(pr->client);
 		if (pr->server >= 0)
@@ -159,10 +172,14 @@ int main(int argc, char **argv)
 
 	if (argc != 4) {
 		fprintf(stderr,
-			"usage: trickle PORT_FILE TARGET_PORT CONTROL_FILE\n");
+			"usage: trickle PORT_FILE TARGET_PORT|unix:PATH "
+			"CONTROL_FILE\n");
 		return 2;
 	}
-	target_port = (unsigned)strtoul(argv[2], NULL, 10);
+	if (strncmp(argv[2], "unix:", 5) == 0)
+		target_path = argv[2] + 5;
+	else
+		target_port = (unsigned)strtoul(argv[2], NULL, 10);
 	control = argv[3];
 	signal(SIGPIPE, SIG_IGN);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
