@@ -31,6 +31,7 @@
 #include "agent/agent.h"
 #include "agent/http.h"
 #include "agent/jobs.h"
+#include "agent/watch.h"
 #include "agent/zygote.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -66,6 +67,8 @@ enum {
 	OPT_JOB_RETENTION_COUNT,
 	OPT_JOB_RETENTION_BYTES,
 	OPT_SPOOL_DIR,
+	OPT_WATCH_LIMIT,
+	OPT_EVENTS_RING,
 };
 
 static const struct option options[] = {
@@ -93,6 +96,8 @@ static const struct option options[] = {
 	{"job-retention-bytes", required_argument, NULL,
 	 OPT_JOB_RETENTION_BYTES},
 	{"spool-dir", required_argument, NULL, OPT_SPOOL_DIR},
+	{"watch-limit", required_argument, NULL, OPT_WATCH_LIMIT},
+	{"events-ring", required_argument, NULL, OPT_EVENTS_RING},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -132,6 +137,10 @@ static void usage(FILE *f)
 	      "  --job-retention-bytes BYTES  output kept by all jobs (1G)\n"
 	      "  --spool-dir DIR         where job output spills (TMPDIR, "
 	      "/tmp)\n"
+	      "  --watch-limit N         directories the change events watch "
+	      "at most\n"
+	      "                          (none: fs.inotify.max_user_watches)\n"
+	      "  --events-ring N         change events kept (65536)\n"
 	      "  --activated             start activated\n"
 	      "  --log-level LEVEL       error, warn, info (default) or debug\n"
 	      "  --syslog                log to syslog instead of stderr\n"
@@ -505,6 +514,21 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 		case OPT_SPOOL_DIR:
 			cfg->spool_dir = optarg;
 			break;
+		case OPT_WATCH_LIMIT:
+			if (parse_uint(optarg, 1, 1ULL << 32, &v) < 0)
+				die_usage("--watch-limit: '%s' is not 1 to "
+					  "4294967296",
+					  optarg);
+			cfg->watch_limit = (size_t)v;
+			break;
+		case OPT_EVENTS_RING:
+			if (parse_uint(optarg, AGENT_EVENTS_RING_MIN,
+				       AGENT_EVENTS_RING_MAX, &v) < 0)
+				die_usage("--events-ring: '%s' is not %u to %u",
+					  optarg, AGENT_EVENTS_RING_MIN,
+					  AGENT_EVENTS_RING_MAX);
+			cfg->events_ring = (size_t)v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -645,6 +669,13 @@ int main(int argc, char **argv)
 			strerror(-rc));
 		exit(1);
 	}
+	rc = agent_events_new(a, &a->events);
+	if (rc < 0) {
+		fprintf(stderr,
+			"sandbox-agent: cannot make the change events: %s\n",
+			strerror(-rc));
+		exit(1);
+	}
 	rc = agent_http_start(a, &port);
 	if (rc == -EADDRINUSE) {
 		fprintf(stderr, "sandbox-agent: port %u is in use\n",
@@ -672,6 +703,7 @@ int main(int argc, char **argv)
 				"file '%s': %s\n",
 				cfg->port_file, strerror(-rc));
 			agent_http_stop(a);
+			agent_events_free(a->events);
 			agent_jobs_free(a->jobs);
 			exit(1);
 		}
@@ -689,6 +721,7 @@ int main(int argc, char **argv)
 	}
 	log_info("stopping on signal %d", sig);
 	agent_http_stop(a);
+	agent_events_free(a->events);
 	agent_jobs_free(a->jobs);
 	if (cl.pid_file != NULL)
 		unlink(cl.pid_file);
