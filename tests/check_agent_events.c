@@ -4,7 +4,8 @@
  * events"). The "decode" case checks the answer's encoder and decoder
  * (exact text, bounds, refusals); the "wire" case changes files directly
  * in a real agent's root, as a job would, and through its file routes,
- * and checks the exact events; the "scale" case watches 100,000 directories
+ * and checks the exact events; the "client" case goes through the
+ * transport and ac_events; the "scale" case watches 100,000 directories
  * and prints how long that took and what it cost the agent.
  *
  * The agent answers a request once it has taken in everything the kernel
@@ -30,11 +31,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent_client.h"
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
+#include "tests/stub_provider.h"
+#include "transport.h"
 
 #define S(lit) lit, sizeof(lit) - 1
 #define NOBODY 65534
@@ -913,6 +917,84 @@ START_TEST(wire_watch_limit)
 }
 END_TEST
 
+/* ---- the client ------------------------------------------------------------ */
+
+START_TEST(client_events)
+{
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct proto_events e, e2;
+	struct proto_attr attr;
+	struct ac_create mk = {0644, false};
+	struct sbx_error err;
+	struct transport *t;
+	long long t0, ms;
+	char boot[80], *p;
+
+	th_give_to_exec_user(ag.root);
+	stub_transport_config(&cfg, 5000, true);
+	t = stub_transport_new(sp, &cfg);
+	transport_test_set_connection(t, "s", ag.base, ag.token);
+	sbx_error_clear(&err);
+	ck_assert_int_eq(
+		ac_events(t, "s", NULL, AC_EVENTS_NOW, 20000, &e, &err), 0);
+	ck_assert(!e.lost);
+	ck_assert_uint_eq(e.n, 0);
+	strcpy(boot, e.boot_id);
+
+	ck_assert_int_eq(transport_set_client_id(t, "not valid"), -EINVAL);
+	ck_assert_int_eq(transport_set_client_id(t, "mount-9"), 0);
+	ck_assert_int_eq(ac_write_range(t, "s", "c", 0, "abc", 3, &mk, NULL,
+					&attr, &err),
+			 0);
+	p = at(&ag, "c");
+	put(p, "d", O_APPEND);
+	free(p);
+	ck_assert_int_eq(ac_events(t, "s", boot, e.next, 0, &e2, &err), 0);
+	ck_assert(!e2.lost);
+	ck_assert_uint_eq(e2.n, 4);
+	ck_assert_int_eq(e2.ev[0].type, PROTO_EV_CREATE);
+	ck_assert_str_eq(e2.ev[0].path, "c");
+	ck_assert_str_eq(e2.ev[0].by, "mount-9");
+	ck_assert_int_eq(e2.ev[2].type, PROTO_EV_WRITE);
+	ck_assert_str_eq(e2.ev[2].by, "mount-9");
+	ck_assert_int_eq(e2.ev[3].type, PROTO_EV_WRITE);
+	ck_assert_str_eq(e2.ev[3].by, "");
+	proto_events_cleanup(&e2);
+
+	/* no name: no by */
+	ck_assert_int_eq(transport_set_client_id(t, NULL), 0);
+	ck_assert_int_eq(
+		ac_write_range(t, "s", "c", 0, "x", 1, NULL, NULL, NULL, &err),
+		0);
+	ck_assert_int_eq(ac_events(t, "s", boot, e.next + 4, 0, &e2, &err), 0);
+	ck_assert_uint_eq(e2.n, 1);
+	ck_assert_int_eq(e2.ev[0].type, PROTO_EV_WRITE);
+	ck_assert_str_eq(e2.ev[0].by, "");
+	proto_events_cleanup(&e2);
+
+	/* an answer of another boot is lost, its events dropped */
+	ck_assert_int_eq(
+		ac_events(t, "s", "another-boot", e.next, 0, &e2, &err), 0);
+	ck_assert(e2.lost);
+	ck_assert_uint_eq(e2.n, 0);
+	proto_events_cleanup(&e2);
+
+	/* the wait is cut below the 5 s response deadline: an answer, not a
+	 * timeout */
+	t0 = th_now_ms();
+	ck_assert_int_eq(ac_events(t, "s", boot, e.next + 5, 30000, &e2, &err),
+			 0);
+	ms = th_now_ms() - t0;
+	ck_assert_msg(ms >= 3000 && ms < 5000, "answered after %lld ms", ms);
+	ck_assert_uint_eq(e2.n, 0);
+	proto_events_cleanup(&e2);
+	proto_events_cleanup(&e);
+	transport_free(t);
+	stub_provider_free(sp);
+}
+END_TEST
+
 /* ---- scale ------------------------------------------------------------------ */
 
 static long rss_kb(pid_t pid)
@@ -1059,6 +1141,7 @@ Suite *make_agent_events_suite(void)
 	tcase_add_test(tc, wire_by_client);
 	tcase_add_test(tc, wire_strict_v1_and_health);
 	tcase_add_test(tc, wire_watch_limit);
+	tcase_add_test(tc, client_events);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("scale");
