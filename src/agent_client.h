@@ -188,6 +188,8 @@ int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
  * the sandbox's files after since, in order, held by the agent until
  * there is one or wait_ms passes (0: the answer comes at once). Paths in
  * out are relative, as every path here. Pass out->next as the next since.
+ * Only for an agent whose health advertised extensions.events (another
+ * answers an untyped 404, which the transport takes for a stale route).
  *
  * - since AC_EVENTS_NOW asks where now is: out->next and no events;
  *   every change made after the call returned is reported from there.

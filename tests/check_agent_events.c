@@ -22,6 +22,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -526,6 +527,99 @@ START_TEST(wire_files_and_dirs)
 }
 END_TEST
 
+static void mkdirs(const char *a, const char *b)
+{
+	char *p = at(&ag, a), *q = at(&ag, b);
+
+	ck_assert_int_eq(mkdir(p, 0755), 0);
+	ck_assert_int_eq(mkdir(q, 0755), 0);
+	free(p);
+	free(q);
+}
+
+static void exchange(const char *a, const char *b)
+{
+	char *p = at(&ag, a), *q = at(&ag, b);
+
+	ck_assert_int_eq(renameat2(AT_FDCWD, p, AT_FDCWD, q, RENAME_EXCHANGE),
+			 0);
+	free(p);
+	free(q);
+}
+
+static void put_at(const char *rel)
+{
+	char *p = at(&ag, rel);
+
+	put(p, "1", 0);
+	free(p);
+}
+
+/* Directories renamed over directories: the watches follow, no lost. */
+START_TEST(wire_exchange_and_replace)
+{
+	char *c = at(&ag, "c"), *e = at(&ag, "e");
+	uint64_t since = events_now(&ag);
+
+	mkdirs("a", "b");
+	expect_events(&ag, &since, "create /a dir\ncreate /b dir\n");
+	exchange("a", "b");
+	put_at("a/in-a");
+	put_at("b/in-b");
+	expect_events(&ag, &since,
+		      "rename /a > /b dir\n"
+		      "rename /b > /a dir\n"
+		      "create /a/in-a\n"
+		      "write /a/in-a\n"
+		      "create /b/in-b\n"
+		      "write /b/in-b\n");
+	/* over an empty directory, which goes */
+	mkdirs("c", "e");
+	expect_events(&ag, &since, "create /c dir\ncreate /e dir\n");
+	ck_assert_int_eq(rename(c, e), 0);
+	put_at("e/z");
+	expect_events(&ag, &since,
+		      "rename /c > /e dir\ncreate /e/z\nwrite /e/z\n");
+	/* a file and a directory */
+	put_at("f1");
+	expect_events(&ag, &since, "create /f1\nwrite /f1\n");
+	exchange("f1", "e");
+	put_at("f1/q");
+	expect_events(&ag, &since,
+		      "rename /f1 > /e\n"
+		      "rename /e > /f1 dir\n"
+		      "create /f1/q\n"
+		      "write /f1/q\n");
+	free(c);
+	free(e);
+}
+END_TEST
+
+/* A watched directory moved into a new one before the watcher took the
+ * new one's create in: it stays watched, under its new path. */
+START_TEST(wire_moved_before_seen)
+{
+	char *old = at(&ag, "old"), *n = at(&ag, "n"), *to = at(&ag, "n/old");
+	uint64_t since;
+
+	ck_assert_int_eq(mkdir(old, 0755), 0);
+	since = events_now(&ag);
+	ck_assert_int_eq(kill(ag.pid, SIGSTOP), 0);
+	ck_assert_int_eq(mkdir(n, 0755), 0);
+	ck_assert_int_eq(rename(old, to), 0);
+	ck_assert_int_eq(kill(ag.pid, SIGCONT), 0);
+	expect_events(&ag, &since,
+		      "create /n dir\n"
+		      "create /n/old dir\n"
+		      "remove /old dir\n");
+	put_at("n/old/x");
+	expect_events(&ag, &since, "create /n/old/x\nwrite /n/old/x\n");
+	free(old);
+	free(n);
+	free(to);
+}
+END_TEST
+
 /* A directory's contents made right after it are reported, whether the
  * watcher read them or the kernel reported them. */
 START_TEST(wire_new_tree_contents)
@@ -786,6 +880,14 @@ START_TEST(wire_by_client)
 		 "hello", 200);
 	ext_send(&ag, "POST", "mkdir", "mount-1",
 		 "{\"path\":\"d\",\"mode\":493}", 200);
+	/* d is watched once the watcher has taken its create in (see
+	 * wire_files_and_dirs) */
+	expect_events(&ag, &since,
+		      "create /w @mount-1\n"
+		      "attr /w @mount-1\n"
+		      "write /w @mount-1\n"
+		      "create /d dir @mount-1\n"
+		      "attr /d dir @mount-1\n");
 	ext_send(&ag, "POST", "rename", "mount-2",
 		 "{\"from\":\"w\",\"to\":\"d/w\"}", 204);
 	ext_send(&ag, "POST", "chmod", NULL, "{\"path\":\"d/w\",\"mode\":384}",
@@ -797,11 +899,6 @@ START_TEST(wire_by_client)
 	ext_send(&ag, "POST", "unlink", "mount-1", "{\"path\":\"d/w\"}", 204);
 	ext_send(&ag, "POST", "rmdir", "mount-1", "{\"path\":\"d\"}", 204);
 	expect_events(&ag, &since,
-		      "create /w @mount-1\n"
-		      "attr /w @mount-1\n"
-		      "write /w @mount-1\n"
-		      "create /d dir @mount-1\n"
-		      "attr /d dir @mount-1\n"
 		      "rename /w > /d/w @mount-2\n"
 		      "attr /d/w\n"
 		      "write /d/w\n"
@@ -914,6 +1011,152 @@ START_TEST(wire_watch_limit)
 	ext_send(&lim, "POST", "mkdir", "m", "{\"path\":\"n\",\"mode\":493}",
 		 200);
 	th_agent_stop(&lim);
+}
+END_TEST
+
+/*
+ * An agent in a user namespace of its own whose inotify watch limit is
+ * limit: the kernel's own limit, reached without touching the machine's
+ * (user.max_inotify_watches belongs to the namespace). The users are
+ * mapped one to one, so the agent is root with nobody to act as; only
+ * root may map them. false, with the reason printed, when that cannot be.
+ */
+static bool start_limited(struct th_agent *a, int limit)
+{
+	char portfile[512], maps[64], num[16], c = 0, *text;
+	int go[2], ready[2], fd;
+	long long deadline;
+
+	memset(a, 0, sizeof(*a));
+	if (geteuid() != 0) {
+		fprintf(stderr,
+			"%s: skipped: only root can map the users of "
+			"a user namespace\n",
+			__func__);
+		return false;
+	}
+	a->dir = th_tmpdir("events-limit");
+	if (asprintf(&a->root, "%s/root", a->dir) < 0 ||
+	    asprintf(&a->token_file, "%s/token", a->dir) < 0)
+		ck_abort_msg("asprintf");
+	ck_assert_int_eq(mkdir(a->root, 0755), 0);
+	snprintf(portfile, sizeof(portfile), "%s/port", a->dir);
+	snprintf(num, sizeof(num), "%d", limit);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(ready), 0);
+	a->pid = fork();
+	ck_assert(a->pid >= 0);
+	if (a->pid == 0) {
+		close(go[1]);
+		close(ready[0]);
+		c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1 || c != 'y')
+			_exit(125);
+		if (read(go[0], &c, 1) != 1 || c != 'y')
+			_exit(124);
+		fd = open("/proc/sys/user/max_inotify_watches", O_WRONLY);
+		if (fd < 0 || write(fd, num, strlen(num)) < 0)
+			_exit(123);
+		close(fd);
+		execl(th_program("sandbox-agent"), "sandbox-agent", "--root",
+		      a->root, "--port", "0", "--port-file", portfile,
+		      "--token-file", a->token_file, "--confine", "none",
+		      "--activated", (char *)NULL);
+		_exit(127);
+	}
+	close(go[0]);
+	close(ready[1]);
+	if (read(ready[0], &c, 1) != 1 || c != 'y') {
+		fprintf(stderr,
+			"%s: skipped: no user namespace could be made\n",
+			__func__);
+		close(go[1]);
+		close(ready[0]);
+		waitpid(a->pid, NULL, 0);
+		a->pid = 0;
+		return false;
+	}
+	close(ready[0]);
+	snprintf(maps, sizeof(maps), "/proc/%ld/uid_map", (long)a->pid);
+	th_write_file(maps, "0 0 65536\n", 10);
+	snprintf(maps, sizeof(maps), "/proc/%ld/gid_map", (long)a->pid);
+	th_write_file(maps, "0 0 65536\n", 10);
+	ck_assert_int_eq(write(go[1], "y", 1), 1);
+	close(go[1]);
+	deadline = th_now_ms() + 10000;
+	for (;;) {
+		int status;
+
+		text = th_read_file(portfile, NULL);
+		if (text != NULL && *text != '\0')
+			break;
+		free(text);
+		if (waitpid(a->pid, &status, WNOHANG) == a->pid)
+			ck_abort_msg("the agent exited at start (%d)", status);
+		ck_assert_msg(th_now_ms() < deadline,
+			      "the agent did not start");
+		usleep(10000);
+	}
+	a->port = (unsigned)strtoul(text, NULL, 10);
+	free(text);
+	text = th_read_file(a->token_file, NULL);
+	ck_assert(text != NULL && strlen(text) == 44);
+	memcpy(a->token, text, 45);
+	free(text);
+	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
+	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
+		 a->token);
+	return true;
+}
+
+#define KERNEL_LIMIT_WHY                                                \
+	"the inotify watch limit of 3 directories was reached "         \
+	"(fs.inotify.max_user_watches, or user.max_inotify_watches in " \
+	"a user namespace)"
+
+/* The kernel refuses a watch (ENOSPC): the same fallback, with its
+ * reason. */
+START_TEST(wire_kernel_watch_limit)
+{
+	char *host =
+		th_read_file("/proc/sys/fs/inotify/max_user_watches", NULL);
+	struct th_agent lim;
+	struct proto_health h;
+	struct proto_events e;
+	struct th_resp r;
+	char url[256], *after;
+	int i;
+
+	if (!start_limited(&lim, 3)) {
+		free(host);
+		return;
+	}
+	for (i = 0; i < 5; i++) {
+		char name[16], *p;
+
+		snprintf(name, sizeof(name), "d%d", i);
+		p = at(&lim, name);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+		free(p);
+	}
+	get_events(&lim, NULL, 20000, &e);
+	ck_assert(e.lost);
+	ck_assert_str_eq(e.unavailable, KERNEL_LIMIT_WHY);
+	proto_events_cleanup(&e);
+	snprintf(url, sizeof(url), "%s/v1/health", lim.base);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ck_assert_int_eq(h.ext_events, 0);
+	ck_assert_str_eq(h.ext_events_why, KERNEL_LIMIT_WHY);
+	th_resp_cleanup(&r);
+	ext_send(&lim, "PUT", "write?path=f&offset=0&create=644", NULL, "x",
+		 200);
+	th_agent_stop(&lim);
+	/* the machine's limit is as it was */
+	after = th_read_file("/proc/sys/fs/inotify/max_user_watches", NULL);
+	ck_assert_str_eq(after, host);
+	free(after);
+	free(host);
 }
 END_TEST
 
@@ -1134,6 +1377,8 @@ Suite *make_agent_events_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, wire_files_and_dirs);
 	tcase_add_test(tc, wire_new_tree_contents);
+	tcase_add_test(tc, wire_exchange_and_replace);
+	tcase_add_test(tc, wire_moved_before_seen);
 	tcase_add_test(tc, wire_long_poll);
 	tcase_add_test(tc, wire_refusals);
 	tcase_add_test(tc, wire_ring_lost);
@@ -1141,6 +1386,7 @@ Suite *make_agent_events_suite(void)
 	tcase_add_test(tc, wire_by_client);
 	tcase_add_test(tc, wire_strict_v1_and_health);
 	tcase_add_test(tc, wire_watch_limit);
+	tcase_add_test(tc, wire_kernel_watch_limit);
 	tcase_add_test(tc, client_events);
 	suite_add_tcase(s, tc);
 

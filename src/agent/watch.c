@@ -8,13 +8,13 @@
  * and by parent and name (to follow renames, which move a watched
  * directory and everything beneath it without a word from the kernel about
  * the descendants). A directory is watched before it is read, so an entry
- * made while it is read is either read or reported; the contents of a
- * directory that appears later are reported as creates after its own
- * create, so a client that listed it in between learns of them.
+ * made while it is read is either read or reported; a directory that
+ * appears is reported once it is watched, and its contents as creates
+ * after it, so a client that lists it on hearing of it misses nothing.
  *
  * What the kernel says, and what becomes of it:
- *   IN_CREATE                 create (a directory: watched, its entries
- *                             created)
+ *   IN_CREATE                 create (a directory: once it is watched,
+ *                             then its entries)
  *   IN_DELETE                 remove
  *   IN_MOVED_FROM + _TO       rename, paired by cookie; one without the
  *                             other is a remove (moved out of the root)
@@ -22,10 +22,12 @@
  *   IN_MODIFY, IN_CLOSE_WRITE write (a file opened for writing and closed
  *                             counts: writes through mmap show only there)
  *   IN_ATTRIB                 attr
- *   IN_Q_OVERFLOW, IN_UNMOUNT, a directory renamed over a watched one
- *                             (but for an exchange, which is followed)
+ *   IN_Q_OVERFLOW, IN_UNMOUNT, a rename the watcher cannot follow
  *                             lost: the watcher forgets its tree, watches
  *                             the root's again, then emits lost
+ * A directory renamed over a watched one is followed: the kernel reports
+ * the link count of the replaced one (IN_ATTRIB on it), or, for an
+ * exchange, the reverse rename next.
  * A write or attr that repeats the newest event of the ring is dropped,
  * unless an answer has handed that event out already: a reader that saw
  * it must see the later change too.
@@ -929,6 +931,15 @@ static void emit_at(struct agent_events *ev, enum proto_event_type type,
 		emit(ev, type, dir, rel, NULL, off);
 }
 
+/* Whether a is n or one of n's ancestors. */
+static bool node_above(const struct wnode *a, const struct wnode *n)
+{
+	for (; n != NULL; n = n->parent)
+		if (n == a)
+			return true;
+	return false;
+}
+
 /* File systems whose directories change without a word to inotify, or
  * that are not the sandbox's files: never watched below the root. */
 static bool pseudo_fs(int fd)
@@ -963,7 +974,7 @@ static int watch_dir(struct agent_events *ev, struct wnode *parent,
 		     const char *name, struct wnode **out, int *fdp)
 {
 	char rel[EV_PATH_MAX + 1], proc[64];
-	struct wnode *stale;
+	struct wnode *stale, *known;
 	struct stat st;
 	int fd, wd, err;
 
@@ -1002,10 +1013,23 @@ static int watch_dir(struct agent_events *ev, struct wnode *parent,
 		log_debug("events: not watching '%s': %s", rel, strerror(err));
 		return 0;
 	}
-	if (wd_find(ev, wd) != NULL) {
+	known = wd_find(ev, wd);
+	if (known != NULL) {
 		/* Watched already: found by reading its parent before its
-		 * create came, or met again (a bind mount of it). */
+		 * create was taken in; or moved here before its rename was,
+		 * and then it is here now (the rename, when it comes, finds
+		 * it moved); or met again (a bind mount of it). */
 		close(fd);
+		if (parent != NULL && known->parent != NULL &&
+		    (known->parent != parent ||
+		     strcmp(known->name, name) != 0) &&
+		    !node_above(known, parent)) {
+			stale = child_find(ev, parent, name);
+			if (stale != NULL)
+				tree_drop(ev, stale, true);
+			node_detach(ev, known);
+			node_attach(ev, known, parent, name);
+		}
 		return 0;
 	}
 	/* What was watched under that name is gone (the events that say so
@@ -1023,15 +1047,29 @@ static void release_due(struct agent_events *ev);
 struct walk_item {
 	struct wnode *parent;
 	char *name;
+	bool report; /* a directory the walk found: report its create */
+};
+
+/* The event that makes a walk start (a directory created or moved in),
+ * reported once the directory is watched. */
+struct top_event {
+	enum proto_event_type type;
+	const char *rel, *to;
+	uint64_t off;
 };
 
 /*
  * Watch the directory name in parent and everything beneath it, breadth
- * first; emit: report each entry found as created (a directory that
- * appeared after the watcher started).
+ * first. emit_creates: report each entry found as created (a directory
+ * that appeared after the watcher started), after top (may be NULL).
+ *
+ * A directory is reported only once it is watched, so that a client that
+ * lists it on hearing of it misses nothing that changes there later;
+ * anything already in it is reported by reading it, after the watch.
  */
 static int add_tree(struct agent_events *ev, struct wnode *parent,
-		    const char *name, bool emit_creates)
+		    const char *name, const struct top_event *top,
+		    bool emit_creates)
 {
 	struct walk_item *q = xcalloc(16, sizeof(*q));
 	size_t qhead = 0, qlen = 0, qcap = 16, done = 0;
@@ -1047,6 +1085,11 @@ static int add_tree(struct agent_events *ev, struct wnode *parent,
 		int fd = -1;
 
 		rc = watch_dir(ev, it.parent, it.name, &n, &fd);
+		if (rc >= 0 && top != NULL && qhead == 1)
+			emit(ev, top->type, true, top->rel, top->to, top->off);
+		else if (rc >= 0 && it.report)
+			emit_at(ev, PROTO_EV_CREATE, true, it.parent, it.name,
+				UINT64_MAX);
 		free(it.name);
 		if (rc <= 0)
 			continue;
@@ -1068,16 +1111,18 @@ static int add_tree(struct agent_events *ev, struct wnode *parent,
 						AT_SYMLINK_NOFOLLOW) == 0 &&
 					S_ISDIR(st.st_mode);
 			}
-			if (emit_creates)
-				emit_at(ev, PROTO_EV_CREATE, isdir, n,
-					de->d_name, UINT64_MAX);
-			if (!isdir)
+			if (!isdir) {
+				if (emit_creates)
+					emit_at(ev, PROTO_EV_CREATE, false, n,
+						de->d_name, UINT64_MAX);
 				continue;
+			}
 			if (qlen == qcap) {
 				qcap *= 2;
 				q = xrealloc(q, qcap * sizeof(*q));
 			}
 			q[qlen].parent = n;
+			q[qlen].report = emit_creates;
 			q[qlen++].name = xstrdup(de->d_name);
 		}
 		closedir(d);
@@ -1102,11 +1147,17 @@ static void fail_reason(int rc, size_t limit, char *why, size_t whysz)
 
 	switch (rc) {
 	case -ENOSPC:
-		v = read_sysctl("/proc/sys/fs/inotify/max_user_watches");
+		/* The user namespace's limit, which in the initial namespace
+		 * is fs.inotify.max_user_watches and in a container may be
+		 * lower. */
+		v = read_sysctl("/proc/sys/user/max_inotify_watches");
+		if (v < 0)
+			v = read_sysctl(
+				"/proc/sys/fs/inotify/max_user_watches");
 		snprintf(why, whysz,
-			 "the inotify watch limit was reached "
-			 "(fs.inotify.max_user_watches is %ld): raise it with "
-			 "sysctl",
+			 "the inotify watch limit of %ld directories was "
+			 "reached (fs.inotify.max_user_watches, or "
+			 "user.max_inotify_watches in a user namespace)",
 			 v);
 		break;
 	case -EDQUOT:
@@ -1116,10 +1167,14 @@ static void fail_reason(int rc, size_t limit, char *why, size_t whysz)
 			 limit);
 		break;
 	case -EMFILE:
-		v = read_sysctl("/proc/sys/fs/inotify/max_user_instances");
+		v = read_sysctl("/proc/sys/user/max_inotify_instances");
+		if (v < 0)
+			v = read_sysctl(
+				"/proc/sys/fs/inotify/max_user_instances");
 		snprintf(why, whysz,
-			 "no inotify instance could be made "
-			 "(fs.inotify.max_user_instances is %ld)",
+			 "the inotify instance limit of %ld was reached "
+			 "(fs.inotify.max_user_instances, or "
+			 "user.max_inotify_instances in a user namespace)",
 			 v);
 		break;
 	case -ENXIO:
@@ -1186,10 +1241,23 @@ static void finish_rename(struct agent_events *ev, struct wnode *tp,
 	bool dir = ev->pend.dir;
 
 	ev->pend.active = false;
-	if (node_rel(fp, ev->pend.name, from) && node_rel(tp, name, to))
-		emit(ev, PROTO_EV_RENAME, dir, from, to, ev->pend.off);
-	else
+	if (!node_rel(fp, ev->pend.name, from) || !node_rel(tp, name, to)) {
 		emit_lost(ev);
+		ev->rebuild = dir;
+		return;
+	}
+	fn = dir ? child_find(ev, fp, ev->pend.name) : NULL;
+	if (dir && fn == NULL && !ev->xchg.active) {
+		/* Not watched where it was (unreadable then, or made and
+		 * moved before its create was taken in): it is new here,
+		 * and reported once watched. */
+		struct top_event top = {PROTO_EV_RENAME, from, to,
+					ev->pend.off};
+
+		ev->fail_rc = add_tree(ev, tp, name, &top, true);
+		return;
+	}
+	emit(ev, PROTO_EV_RENAME, dir, from, to, ev->pend.off);
 	if (ev->xchg.active) {
 		/* The second half of an exchange is the first one reversed;
 		 * anything else leaves the tree unknown. */
@@ -1207,13 +1275,8 @@ static void finish_rename(struct agent_events *ev, struct wnode *tp,
 	}
 	if (!dir)
 		return;
-	fn = child_find(ev, fp, ev->pend.name);
 	tn = child_find(ev, tp, name);
 	if (tn != NULL && tn != fn) {
-		if (fn == NULL) {
-			ev->rebuild = true;
-			return;
-		}
 		/* Over a watched directory: an exchange if its reverse comes
 		 * next, else a replaced empty directory (or worse). */
 		node_detach(ev, tn);
@@ -1226,14 +1289,8 @@ static void finish_rename(struct agent_events *ev, struct wnode *tp,
 		strlcpy_s(ev->xchg.to_name, name, sizeof(ev->xchg.to_name));
 		ev->xchg.since = now_ms();
 	}
-	if (fn != NULL) {
-		node_detach(ev, fn);
-		node_attach(ev, fn, tp, name);
-	} else {
-		/* Not watched where it was (unreadable then, or made and
-		 * moved before its create was seen): it is new here. */
-		ev->fail_rc = add_tree(ev, tp, name, true);
-	}
+	node_detach(ev, fn);
+	node_attach(ev, fn, tp, name);
 }
 
 /* One event the kernel queued at position off. */
@@ -1256,6 +1313,17 @@ static void handle(struct agent_events *ev, const struct inotify_event *ie,
 	memcpy(name, ie->name, nlen);
 	name[nlen] = '\0';
 	n = wd_find(ev, ie->wd);
+	if (ev->xchg.active && nlen == 0 && (m & IN_ATTRIB) &&
+	    n == ev->xchg.node) {
+		/* The link count of the directory renamed over: it was
+		 * replaced (an exchange has none), and was empty. */
+		tree_drop(ev, n, false);
+		ev->xchg.active = false;
+		return;
+	}
+	/* The moved directory's own, which follows each half. */
+	if (ev->xchg.active && nlen == 0 && (m & IN_MOVE_SELF))
+		return;
 	if (ev->xchg.active) {
 		bool from_ok = (m & IN_MOVED_FROM) && !ev->pend.active &&
 			       n == ev->xchg.to_parent &&
@@ -1302,11 +1370,17 @@ static void handle(struct agent_events *ev, const struct inotify_event *ie,
 		ev->pend.since = now_ms();
 		return;
 	}
-	if (m & (IN_CREATE | IN_MOVED_TO)) {
-		emit_at(ev, PROTO_EV_CREATE, dir, n, name, off);
+	if ((m & (IN_CREATE | IN_MOVED_TO)) && dir) {
+		char rel[EV_PATH_MAX + 1];
+		struct top_event top = {PROTO_EV_CREATE, rel, NULL, off};
+
 		/* Often watched already: its parent's reading found it. */
-		if (dir)
-			ev->fail_rc = add_tree(ev, n, name, true);
+		if (!node_rel(n, name, rel))
+			emit_lost(ev);
+		else
+			ev->fail_rc = add_tree(ev, n, name, &top, true);
+	} else if (m & (IN_CREATE | IN_MOVED_TO)) {
+		emit_at(ev, PROTO_EV_CREATE, false, n, name, off);
 	} else if (m & IN_DELETE) {
 		emit_at(ev, PROTO_EV_REMOVE, dir, n, name, off);
 		cn = dir ? child_find(ev, n, name) : NULL;
@@ -1345,7 +1419,7 @@ static int rebuild(struct agent_events *ev)
 		pthread_mutex_unlock(&ev->lock);
 	} while (n > 0);
 	nold = tree_forget(ev, &old);
-	rc = add_tree(ev, NULL, "", false);
+	rc = add_tree(ev, NULL, "", NULL, false);
 	if (rc == 0 && ev->root == NULL)
 		rc = -ENOENT;
 	if (rc == 0)
@@ -1394,7 +1468,7 @@ static int watch_start(struct agent_events *ev)
 	pthread_mutex_lock(&ev->lock);
 	ev->ifd = ifd;
 	pthread_mutex_unlock(&ev->lock);
-	rc = add_tree(ev, NULL, "", false);
+	rc = add_tree(ev, NULL, "", NULL, false);
 	if (rc == 0 && ev->root == NULL)
 		rc = -ENOENT;
 	if (rc < 0)
