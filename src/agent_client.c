@@ -26,6 +26,8 @@
 #define TERMINAL_FRAME_GRACE_MS 60000LL
 /* The extension's job listing, named for errors and logs. */
 #define AC_OP_JOB_LIST "sandbox.jobList"
+/* The change events, named for errors and logs. */
+#define AC_OP_EVENTS "sandbox.events"
 
 int ac_query_escape(struct buf *out, const char *s)
 {
@@ -81,10 +83,11 @@ static void local_failure(struct sbx_error *err, const char *op, int rc)
 
 /* Send a request whose answer is buffered (small JSON or nothing). cls
  * says whether it may reach the agent twice (doc/transport-rules.md 8). */
-static int simple(struct transport *t, const char *id, const char *op,
-		  enum transport_class cls, const char *method,
-		  const char *path, const struct buf *body, size_t max_answer,
-		  struct transport_resp *resp, struct sbx_error *err)
+static int simple_tagged(struct transport *t, const char *id, const char *op,
+			 enum transport_class cls, const char *method,
+			 const char *path, const struct buf *body,
+			 size_t max_answer, bool tag_client,
+			 struct transport_resp *resp, struct sbx_error *err)
 {
 	struct transport_req req = {
 		.op = op,
@@ -95,9 +98,19 @@ static int simple(struct transport *t, const char *id, const char *op,
 		.body = body != NULL ? body->data : NULL,
 		.body_len = body != NULL ? body->len : 0,
 		.max_body = max_answer,
+		.tag_client = tag_client,
 	};
 
 	return transport_send(t, id, &req, resp, err);
+}
+
+static int simple(struct transport *t, const char *id, const char *op,
+		  enum transport_class cls, const char *method,
+		  const char *path, const struct buf *body, size_t max_answer,
+		  struct transport_resp *resp, struct sbx_error *err)
+{
+	return simple_tagged(t, id, op, cls, method, path, body, max_answer,
+			     false, resp, err);
 }
 
 /* ---- v1 ---------------------------------------------------------------- */
@@ -828,6 +841,7 @@ int ac_write_range(struct transport *t, const char *id, const char *path,
 		.body = data,
 		.body_len = len,
 		.max_body = SMALL_ANSWER,
+		.tag_client = true,
 	};
 	int rc;
 
@@ -881,8 +895,8 @@ int ac_ext_op(struct transport *t, const char *id, const char *op,
 		local_failure(err, TRANSPORT_OP_FILES, rc);
 		goto out;
 	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_CHANGE, "POST", path,
-		    &body, SMALL_ANSWER, &resp, err);
+	rc = simple_tagged(t, id, TRANSPORT_OP_FILES, TRANSPORT_CHANGE, "POST",
+			   path, &body, SMALL_ANSWER, true, &resp, err);
 	if (rc < 0 || attr == NULL)
 		goto out;
 	if (resp.status == 204 || resp.body.len == 0) {
@@ -938,6 +952,68 @@ int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
 		if (rc < 0)
 			bad_answer(err, TRANSPORT_OP_FILES, rc);
 	}
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
+/* ---- change events --------------------------------------------------------- */
+
+int ac_events(struct transport *t, const char *id, const char *boot_id,
+	      uint64_t since, long wait_ms, struct proto_events *out,
+	      struct sbx_error *err)
+{
+	long deadline = transport_response_timeout_ms(t);
+	long margin = deadline / 4 > 1000 ? deadline / 4 : 1000;
+	struct transport_resp resp;
+	struct proto_events ev;
+	char path[96];
+	int rc;
+
+	/* The answer's headers come when the wait ends: it must end well
+	 * inside the response deadline. */
+	if (wait_ms > PROTO_EXT_EVENTS_MAX_WAIT_MS)
+		wait_ms = PROTO_EXT_EVENTS_MAX_WAIT_MS;
+	if (wait_ms > deadline - margin)
+		wait_ms = deadline - margin;
+	if (wait_ms < 0)
+		wait_ms = 0;
+	if (since == AC_EVENTS_NOW)
+		snprintf(path, sizeof(path), EXT_PREFIX "events?waitMs=%ld",
+			 wait_ms);
+	else
+		snprintf(path, sizeof(path),
+			 EXT_PREFIX "events?since=%" PRIu64 "&waitMs=%ld",
+			 since, wait_ms);
+	transport_resp_init(&resp);
+	rc = simple(t, id, AC_OP_EVENTS, TRANSPORT_SAFE, "GET", path, NULL,
+		    PROTO_EXT_EVENTS_MAX_BYTES, &resp, err);
+	if (rc < 0)
+		goto out;
+	rc = proto_events_decode(resp.body.data, resp.body.len, &ev);
+	if (rc < 0) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "%s: the answer could not be decoded (%s)",
+			      AC_OP_EVENTS, strerror(-rc));
+		rc = -EIO;
+		goto out;
+	}
+	/* Another boot's seqs do not follow since: whatever happened
+	 * between the boots is unknown. */
+	if (since != AC_EVENTS_NOW && boot_id != NULL && *boot_id != '\0' &&
+	    strcmp(boot_id, ev.boot_id) != 0) {
+		size_t i;
+
+		for (i = 0; i < ev.n; i++) {
+			free(ev.ev[i].path);
+			free(ev.ev[i].to);
+		}
+		free(ev.ev);
+		ev.ev = NULL;
+		ev.n = 0;
+		ev.lost = true;
+	}
+	*out = ev;
+out:
 	transport_resp_cleanup(&resp);
 	return rc;
 }

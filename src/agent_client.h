@@ -9,6 +9,10 @@
  * plain structs. It does not decide the transport (callers use
  * transport_session_kind first) and knows nothing about FUSE.
  *
+ * The extension's file changes (ac_write_range, ac_ext_op) name this client
+ * to the agent when the transport has a name (transport_set_client_id),
+ * so that the change events they cause say so (ac_events).
+ *
  * Every function returns 0 or a negative errno with err filled (see
  * sbx_error.h). Paths are relative to the session root ("" is the root for
  * the extension). Thread-safe, as the transport is.
@@ -172,6 +176,47 @@ int ac_readlink(struct transport *t, const char *id, const char *path,
 		char **target, struct sbx_error *err)
 	__attribute__((warn_unused_result));
 int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
+	      struct sbx_error *err) __attribute__((warn_unused_result));
+
+/* ---- change events (extensions.events 1) -------------------------------- */
+
+/* since for ac_events: where now is. */
+#define AC_EVENTS_NOW UINT64_MAX
+
+/*
+ * GET events (doc/protocol-ext.md, "Change events"): the changes made in
+ * the sandbox's files after since, in order, held by the agent until
+ * there is one or wait_ms passes (0: the answer comes at once). Paths in
+ * out are relative, as every path here. Pass out->next as the next since.
+ * Only for an agent whose health advertised extensions.events (another
+ * answers an untyped 404, which the transport takes for a stale route).
+ *
+ * - since AC_EVENTS_NOW asks where now is: out->next and no events;
+ *   every change made after the call returned is reported from there.
+ * - boot_id: the bootId of the answer since came from (NULL or "": none
+ *   yet). An answer from another boot (the agent restarted) has its
+ *   events dropped, they are not the ones after since, and is reported
+ *   as lost.
+ * - out->lost: events were lost (the agent's ring moved past since, its
+ *   watcher lost track, the agent restarted): forget everything cached
+ *   about the sandbox, go on from out->next.
+ * - out->unavailable not "": the agent cannot give events (out->lost is
+ *   set too); asking again brings the same until the agent restarts, so
+ *   a client falls back to timeouts (and may look at health again when
+ *   transport_generation changes).
+ * - An event whose by equals the transport's client name was caused by
+ *   this client's own change (transport_set_client_id); others' are not.
+ *
+ * Class TRANSPORT_SAFE: it only looks. The agent sends nothing until it
+ * answers, and answer headers must come within the transport's response
+ * deadline, so wait_ms is cut to PROTO_EXT_EVENTS_MAX_WAIT_MS and to that
+ * deadline less the larger of 1 s and a quarter of it (60 s: 30 s; 5 s:
+ * 3.75 s; 1 s or less: 0). Call it from a thread without an operation
+ * deadline, or with one past the wait. An answer that cannot be decoded
+ * is SBX_UNREACHABLE (-EIO): retryable.
+ */
+int ac_events(struct transport *t, const char *id, const char *boot_id,
+	      uint64_t since, long wait_ms, struct proto_events *out,
 	      struct sbx_error *err) __attribute__((warn_unused_result));
 
 /* Percent-encode s for a query value into out (RFC 3986 unreserved kept). */

@@ -96,6 +96,8 @@ struct transport {
 	struct transport_config cfg;
 	pthread_mutex_t lock;
 	struct slot *slots;
+	pthread_mutex_t id_lock; /* client_id */
+	char client_id[PROTO_CLIENT_ID_MAX + 1]; /* "" when none */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -643,6 +645,15 @@ static int xfer_setup(struct xfer *x, struct transport *t,
 		snprintf(line, sizeof(line), "%s: %s",
 			 PROTO_HDR_IDEMPOTENCY_KEY, x->key);
 		x->hdrs = curl_slist_append(x->hdrs, line);
+	}
+	if (http == NULL && req->tag_client) {
+		pthread_mutex_lock(&t->id_lock);
+		if (t->client_id[0] != '\0') {
+			snprintf(line, sizeof(line), "%s: %s", PROTO_HDR_CLIENT,
+				 t->client_id);
+			x->hdrs = curl_slist_append(x->hdrs, line);
+		}
+		pthread_mutex_unlock(&t->id_lock);
 	}
 	if (ctype != NULL) {
 		snprintf(line, sizeof(line), "Content-Type: %s", ctype);
@@ -1873,7 +1884,18 @@ int transport_new(struct provider *prov, const struct transport_config *cfg,
 	if (t->cfg.running_timeout_ms <= 0)
 		t->cfg.running_timeout_ms = 120000;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->id_lock, NULL);
 	*out = t;
+	return 0;
+}
+
+int transport_set_client_id(struct transport *t, const char *id)
+{
+	if (id != NULL && !proto_client_id_valid(id))
+		return -EINVAL;
+	pthread_mutex_lock(&t->id_lock);
+	strlcpy_s(t->client_id, id != NULL ? id : "", sizeof(t->client_id));
+	pthread_mutex_unlock(&t->id_lock);
 	return 0;
 }
 
@@ -1898,6 +1920,7 @@ void transport_free(struct transport *t)
 		free(s);
 	}
 	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->id_lock);
 	free(t);
 }
 

@@ -189,6 +189,9 @@ struct transport_req {
 	long idle_timeout_ms; /* longest silence in the success body:
 				     0 = the configured default, < 0 = none
 				     (a command's quiet output) */
+	/* A change of the sandbox's files: it names this client
+	 * (transport_set_client_id) to the agent. */
+	bool tag_client;
 };
 
 /* max_body when a request leaves it 0. */
@@ -223,6 +226,19 @@ void transport_resp_cleanup(struct transport_resp *r);
 int transport_send(struct transport *t, const char *id,
 		   const struct transport_req *req, struct transport_resp *resp,
 		   struct sbx_error *err) __attribute__((warn_unused_result));
+
+/*
+ * Name this client to the agents (doc/protocol-ext.md, "Change events"):
+ * requests sent with tag_client then carry "X-Sandboxfs-Client: id", and
+ * the change events they cause carry "by": id, so that the client can
+ * tell its own changes from others'. id: 1 to 64 of A-Z a-z 0-9 -
+ * (-EINVAL otherwise, nothing changed), or NULL to send no name. An
+ * agent without change events ignores the header, as HTTP servers do
+ * unknown headers. Thread-safe; requests already under way keep what
+ * they had.
+ */
+int transport_set_client_id(struct transport *t, const char *id)
+	__attribute__((warn_unused_result));
 
 /* ---- the calling thread's operation deadline (rules 9) ------------------ */
 

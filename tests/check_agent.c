@@ -225,6 +225,7 @@ START_TEST(health_before_activation)
 	ck_assert_int_eq(h.ext_reply_cache, 1);
 	ck_assert_int_eq(h.ext_jobs, 1);
 	ck_assert_uint_eq(h.ext_max_running, 64);
+	ck_assert_int_eq(h.ext_events, 1);
 	ck_assert(!proto_health_ready(&h));
 	th_resp_cleanup(&r);
 	/* The exact body, field by field. */
@@ -236,7 +237,8 @@ START_TEST(health_before_activation)
 			 "\"awaiting-network-verification\",\"imageCommand\":{"
 			 "\"status\":\"none\"},\"extensions\":{\"files\":4,"
 			 "\"maxWrite\":16777216,\"uid\":%u,\"gid\":%u%s,"
-			 "\"replyCache\":1,\"jobs\":1,\"maxRunningJobs\":64}}",
+			 "\"replyCache\":1,\"jobs\":1,\"maxRunningJobs\":64,"
+			 "\"events\":1}}",
 			 h.boot_id, (unsigned)h.ext_uid, (unsigned)h.ext_gid,
 			 h.ext_owner_access ? ",\"ownerAccess\":true" : "");
 		expect("GET", "/v1/health", NULL, NULL, 200, "application/json",

@@ -11,6 +11,7 @@
  *   exec.c     POST /v1/exec (NDJSON stream)
  *   jobs.c     /v1/jobs/start|poll|cancel, the extension's job listing
  *              and the job registry
+ *   watch.c    change events of the root (GET /sandboxfs/v1/events)
  *   outlog.c   a job's kept output (memory, then a spool file)
  *   spawn.c    running a command: process group, cleared environment,
  *              privilege drop, bubblewrap confinement, output pipes
@@ -32,6 +33,7 @@
 
 struct agent_jobs;
 struct agent_http;
+struct agent_events;
 
 enum agent_confine {
 	AGENT_CONFINE_AUTO = 0, /* bubblewrap when usable, else none (logged) */
@@ -79,6 +81,10 @@ struct agent_config {
 	unsigned threads; /* HTTP worker threads */
 	size_t ext_max_write; /* largest extension write body */
 	bool activated_at_start; /* test aid: start already activated */
+	/* Change events (watch.h); 0 takes the default. */
+	size_t events_ring; /* events kept */
+	size_t watch_limit; /* directories watched at most; 0: the kernel's
+			       limit only */
 };
 
 struct agent {
@@ -89,6 +95,7 @@ struct agent {
 	atomic_bool activated;
 	struct agent_jobs *jobs;
 	struct agent_http *http;
+	struct agent_events *events;
 };
 
 #endif

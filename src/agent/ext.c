@@ -12,6 +12,10 @@
  * keep the route and never replay on it); any other errno is 409
  * "FS_ERROR: <ENAME>: <text>: <path>" with the errno's name, never its
  * number; a path that leaves the root is FS_ERROR ELOOP.
+ *
+ * The routes that change something tell the event watcher what they are
+ * about to change when the request names its client (X-Sandboxfs-Client),
+ * so that the events it causes carry "by" (watch.h).
  */
 #include "config.h"
 
@@ -29,6 +33,7 @@
 #include "agent/fsops.h"
 #include "agent/jobs.h"
 #include "agent/routes.h"
+#include "agent/watch.h"
 #include "common/errname.h"
 #include "common/log.h"
 #include "common/path.h"
@@ -172,6 +177,20 @@ static bool parse_dec(const char *s, uint64_t max, uint64_t *out)
 	*out = v;
 	return true;
 }
+
+/* The client a change is made for (X-Sandboxfs-Client): 0 with *client
+ * (NULL when the request names none), or -EINVAL for a malformed name. */
+static int change_client(struct agent_req *r, const char **client)
+{
+	const char *c = agent_req_header(r, PROTO_HDR_CLIENT);
+
+	if (c != NULL && !proto_client_id_valid(c))
+		return -EINVAL;
+	*client = c;
+	return 0;
+}
+
+#define TXT_BAD_CLIENT PROTO_HDR_CLIENT " must be 1 to 64 of A-Z a-z 0-9 -"
 
 /* ---- GET stat, readlink, statfs ------------------------------------------ */
 
@@ -926,8 +945,8 @@ static int route_write(struct agent_req *r)
 	char rel[REL_MAX];
 	enum path_verdict v;
 	bool append = false, has_times;
-	uint64_t off = 0;
-	const char *body;
+	uint64_t off = 0, own;
+	const char *body, *client;
 	struct timespec times[2];
 	struct stat st;
 	size_t len;
@@ -973,9 +992,15 @@ static int route_write(struct agent_req *r)
 					"now or omit");
 	has_times = agent_req_query(r, "atime") != NULL ||
 		    agent_req_query(r, "mtime") != NULL;
+	if (change_client(r, &client) < 0)
+		return reply_invalid(r, TXT_BAD_CLIENT);
+	own = agent_events_own_begin(
+		a->events, client, rel,
+		AGENT_EV_CREATE | AGENT_EV_WRITE | AGENT_EV_ATTR, NULL, 0);
 	rc = fsops_write(a, rel, off, append, body, len,
 			 mks != NULL ? &mk : NULL, has_times ? times : NULL,
 			 &st);
+	agent_events_own_end(a->events, own, rc == 0);
 	if (rc < 0)
 		return reply_errno(r, rc, raw);
 	return reply_attr(r, &st, NULL);
@@ -1022,12 +1047,43 @@ static int reply_meta_attr(struct agent_req *r, const char *op,
 	return rc;
 }
 
+/* What a metadata operation will change, for the event watcher. */
+static uint64_t own_begin(const struct agent *a, const char *op,
+			  const struct proto_ext_req *q, const char *client,
+			  const char *rel, const char *rel2)
+{
+	unsigned k = 0, k2 = 0;
+
+	if (client == NULL)
+		return 0;
+	if (strcmp(op, "create") == 0)
+		k = AGENT_EV_CREATE | AGENT_EV_WRITE | AGENT_EV_ATTR;
+	else if (strcmp(op, "mkdir") == 0 || strcmp(op, "symlink") == 0)
+		/* mkdir sets the exact mode after the fact */
+		k = AGENT_EV_CREATE | AGENT_EV_ATTR;
+	else if (strcmp(op, "unlink") == 0 || strcmp(op, "rmdir") == 0)
+		k = AGENT_EV_REMOVE;
+	else if (strcmp(op, "rename") == 0)
+		/* An exchange is reported as two renames, one each way. */
+		k = AGENT_EV_RENAME, k2 = q->exchange ? AGENT_EV_RENAME : 0;
+	else if (strcmp(op, "link") == 0)
+		/* The new name, and the link count of the file. */
+		k = AGENT_EV_ATTR, k2 = AGENT_EV_CREATE;
+	else if (strcmp(op, "chmod") == 0 || strcmp(op, "utimens") == 0)
+		k = AGENT_EV_ATTR;
+	else if (strcmp(op, "truncate") == 0)
+		k = AGENT_EV_WRITE | AGENT_EV_ATTR;
+	return agent_events_own_begin(a->events, client, rel, k,
+				      q->to != NULL ? rel2 : NULL, k2);
+}
+
 static int route_meta(struct agent_req *r, const char *op)
 {
 	const struct agent *a = agent_req_agent(r);
 	char rel[REL_MAX], rel2[REL_MAX], both[2 * REL_MAX + 8];
 	struct proto_ext_req q;
-	const char *body, *shown;
+	const char *body, *shown, *client;
+	uint64_t own = 0;
 	struct timespec ts[2];
 	enum path_verdict v;
 	bool attr = true;
@@ -1057,6 +1113,11 @@ static int route_meta(struct agent_req *r, const char *op)
 		snprintf(both, sizeof(both), "%s -> %s", q.path, q.to);
 		shown = both;
 	}
+	if (change_client(r, &client) < 0) {
+		rc = reply_invalid(r, TXT_BAD_CLIENT);
+		goto out;
+	}
+	own = own_begin(a, op, &q, client, rel, rel2);
 
 	if (strcmp(op, "create") == 0) {
 		rc = fsops_create(a, rel, q.mode, q.exclusive, q.truncate, &st);
@@ -1101,6 +1162,8 @@ static int route_meta(struct agent_req *r, const char *op)
 		to_timespec(&q.mtime, &ts[1]);
 		rc = fsops_utimens(a, rel, ts, q.nofollow, &st);
 	}
+	agent_events_own_end(a->events, own, rc == 0);
+	own = 0;
 
 	if (rc < 0)
 		rc = reply_errno(r, rc, shown);
@@ -1109,12 +1172,15 @@ static int route_meta(struct agent_req *r, const char *op)
 	else
 		rc = reply_meta_attr(r, op, &q, q.to != NULL ? rel2 : rel, &st);
 out:
+	/* Refused before it ran: nothing of it is to be matched. */
+	agent_events_own_end(a->events, own, false);
 	proto_ext_req_cleanup(&q);
 	return rc;
 }
 
 /* ---- dispatch ------------------------------------------------------------ */
 
+/* clang-format off */
 static const struct ext_route {
 	const char *op;
 	const char *method;
@@ -1130,7 +1196,9 @@ static const struct ext_route {
 	{"symlink", "POST", NULL},	 {"chmod", "POST", NULL},
 	{"truncate", "POST", NULL},	 {"utimens", "POST", NULL},
 	{"fsync", "POST", NULL},	 {"jobs", "GET", agent_route_jobs_list},
+	{"events", "GET", agent_route_events},
 };
+/* clang-format on */
 
 int agent_route_ext(struct agent_req *r, const char *op)
 {

@@ -6,7 +6,8 @@
  * whether the agent has been activated, the image command's state (this
  * agent never runs one: "none") and, unless strict v1, the extensions it
  * serves: files, whom its file routes act as, jobs with the running-jobs
- * limit, and its reply cache (doc/protocol-ext.md 1 and 10). Activation
+ * limit, change events (or why they cannot be had), and its reply cache
+ * (doc/protocol-ext.md 1, 10 and "Change events"). Activation
  * only flips the gate that http.c checks; the credential was checked before
  * the handler runs. Neither route touches the filesystem.
  */
@@ -20,6 +21,7 @@
 
 #include "agent/jobs.h"
 #include "agent/routes.h"
+#include "agent/watch.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
@@ -94,6 +96,9 @@ int agent_route_health(struct agent_req *r)
 		h.ext_owner_access = a->cfg.drop_privileges;
 		h.ext_jobs = PROTO_EXT_JOBS_VERSION;
 		h.ext_max_running = agent_jobs_max_running(a->jobs);
+		if (agent_events_available(a->events, h.ext_events_why,
+					   sizeof(h.ext_events_why)))
+			h.ext_events = PROTO_EXT_EVENTS_VERSION;
 	}
 	if (agent_http_reply_cache(a))
 		h.ext_reply_cache = PROTO_EXT_REPLY_CACHE_VERSION;

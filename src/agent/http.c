@@ -139,6 +139,7 @@ static const struct route routes[] = {
 	EXT_GET("readlink"),
 	EXT_GET("statfs"),
 	EXT_GET("jobs"),
+	EXT_GET("events"),
 	{ "PUT", "/sandboxfs/v1/write", RT_EXT, LIM_EXT_WRITE, NULL, "write" },
 	EXT_POST("truncate"),
 	EXT_POST("create"),

@@ -10,6 +10,7 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/ext.c \
 	%reldir%/exec.c \
 	%reldir%/jobs.c %reldir%/jobs.h \
+	%reldir%/watch.c %reldir%/watch.h \
 	%reldir%/outlog.c %reldir%/outlog.h \
 	%reldir%/spawn.c %reldir%/spawn.h \
 	%reldir%/confine.c %reldir%/confine.h \

@@ -34,6 +34,7 @@
 #include "agent/http.h"
 #include "agent/jobs.h"
 #include "agent/spawn.h"
+#include "agent/watch.h"
 #include "agent/zygote.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -82,6 +83,8 @@ enum {
 	OPT_MAX_CONNECTIONS,
 	OPT_IDLE_TIMEOUT,
 	OPT_REQUEST_TIMEOUT,
+	OPT_WATCH_LIMIT,
+	OPT_EVENTS_RING,
 };
 
 static const struct option options[] = {
@@ -122,6 +125,8 @@ static const struct option options[] = {
 	{"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
 	{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 	{"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
+	{"watch-limit", required_argument, NULL, OPT_WATCH_LIMIT},
+	{"events-ring", required_argument, NULL, OPT_EVENTS_RING},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, 'V'},
 	{NULL, 0, NULL, 0},
@@ -188,6 +193,10 @@ static void usage(FILE *f)
 	      "output and exit\n"
 	      "                          status through (--run-cwd, "
 	      "--run-timeout 60000)\n"
+	      "  --watch-limit N         directories the change events watch "
+	      "at most\n"
+	      "                          (none: fs.inotify.max_user_watches)\n"
+	      "  --events-ring N         change events kept (65536)\n"
 	      "  --activated             start activated\n"
 	      "  --log-level LEVEL       error, warn, info (default) or debug\n"
 	      "  --syslog                log to syslog instead of stderr\n"
@@ -642,6 +651,21 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 					  optarg);
 			cfg->request_timeout_s = (unsigned)v;
 			break;
+		case OPT_WATCH_LIMIT:
+			if (parse_uint(optarg, 1, 1ULL << 32, &v) < 0)
+				die_usage("--watch-limit: '%s' is not 1 to "
+					  "4294967296",
+					  optarg);
+			cfg->watch_limit = (size_t)v;
+			break;
+		case OPT_EVENTS_RING:
+			if (parse_uint(optarg, AGENT_EVENTS_RING_MIN,
+				       AGENT_EVENTS_RING_MAX, &v) < 0)
+				die_usage("--events-ring: '%s' is not %u to %u",
+					  optarg, AGENT_EVENTS_RING_MIN,
+					  AGENT_EVENTS_RING_MAX);
+			cfg->events_ring = (size_t)v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -944,6 +968,13 @@ int main(int argc, char **argv)
 			strerror(-rc));
 		exit(1);
 	}
+	rc = agent_events_new(a, &a->events);
+	if (rc < 0) {
+		fprintf(stderr,
+			"sandbox-agent: cannot make the change events: %s\n",
+			strerror(-rc));
+		exit(1);
+	}
 	rc = agent_http_start(a, &port);
 	if (rc == -EADDRINUSE && cfg->socket_path != NULL) {
 		fprintf(stderr, "sandbox-agent: socket '%s' is in use\n",
@@ -982,6 +1013,7 @@ int main(int argc, char **argv)
 				"file '%s': %s\n",
 				cfg->port_file, strerror(-rc));
 			agent_http_stop(a);
+			agent_events_free(a->events);
 			agent_jobs_free(a->jobs);
 			exit(1);
 		}
@@ -1004,6 +1036,7 @@ int main(int argc, char **argv)
 	}
 	log_info("stopping on signal %d", sig);
 	agent_http_stop(a);
+	agent_events_free(a->events);
 	agent_jobs_free(a->jobs);
 	if (cl.pid_file != NULL)
 		unlink(cl.pid_file);

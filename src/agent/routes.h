@@ -28,6 +28,9 @@ int agent_route_jobs_cancel(struct agent_req *r);
 /* GET /sandboxfs/v1/jobs (the extension; ext.c dispatches it) */
 int agent_route_jobs_list(struct agent_req *r);
 
+/* watch.c: GET /sandboxfs/v1/events (ext.c dispatches it) */
+int agent_route_events(struct agent_req *r);
+
 /* ext.c: one entry point per extension operation (doc/protocol-ext.md) */
 int agent_route_ext(struct agent_req *r, const char *op);
 

@@ -154,6 +154,21 @@ int pj_dup(const char *s, char **out)
 	return *out == NULL ? -ENOMEM : 0;
 }
 
+bool proto_client_id_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		char c = s[i];
+
+		if (i == PROTO_CLIENT_ID_MAX ||
+		    !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (c >= '0' && c <= '9') || c == '-'))
+			return false;
+	}
+	return i > 0;
+}
+
 int proto_json_string(struct buf *out, const char *s)
 {
 	cJSON *str = cJSON_CreateString(s);
@@ -217,6 +232,14 @@ int proto_health_encode(const struct proto_health *h, struct buf *out)
 		    cJSON_AddNumberToObject(ext, "maxRunningJobs",
 					    (double)h->ext_max_running) == NULL)
 			goto out;
+		if ((h->ext_events > 0 || h->ext_events_why[0] != '\0') &&
+		    cJSON_AddNumberToObject(ext, PROTO_EXT_EVENTS,
+					    (double)h->ext_events) == NULL)
+			goto out;
+		if (h->ext_events_why[0] != '\0' &&
+		    cJSON_AddStringToObject(ext, "eventsUnavailable",
+					    h->ext_events_why) == NULL)
+			goto out;
 	}
 	rc = pj_print(root, out);
 out:
@@ -275,6 +298,10 @@ int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 			h.ext_jobs = (long)v;
 		if (pj_u64(ext, "maxRunningJobs", false, &v) == 0)
 			h.ext_max_running = v;
+		if (pj_u64(ext, PROTO_EXT_EVENTS, false, &v) == 0 && v < 1000)
+			h.ext_events = (long)v;
+		if (pj_str(ext, "eventsUnavailable", false, &s) == 0)
+			copy_str(h.ext_events_why, sizeof(h.ext_events_why), s);
 	}
 	cJSON_Delete(root);
 	*out = h;

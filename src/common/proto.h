@@ -73,6 +73,16 @@
 #define PROTO_EXT_JOBS "jobs"
 #define PROTO_EXT_JOBS_VERSION 1
 
+/* The change events' name in the health answer, and their version
+ * (doc/protocol-ext.md, "Change events"). */
+#define PROTO_EXT_EVENTS "events"
+#define PROTO_EXT_EVENTS_VERSION 1
+/* The header a client names itself with on the extension's file routes,
+ * so that the events of its own changes carry "by", and the longest name
+ * (1 to 64 of A-Z a-z 0-9 -). */
+#define PROTO_HDR_CLIENT "X-Sandboxfs-Client"
+#define PROTO_CLIENT_ID_MAX 64
+
 /* GET /v1/health answer. Strings are bounded copies; a field the agent
  * did not send is "" (or 0 for the numbers). */
 struct proto_health {
@@ -92,6 +102,11 @@ struct proto_health {
 	long ext_reply_cache; /* extensions.replyCache version; 0 = none */
 	long ext_jobs; /* extensions.jobs version; 0 = none */
 	uint64_t ext_max_running; /* extensions.maxRunningJobs; 0 = unset */
+	long ext_events; /* extensions.events version; 0 = none */
+	/* extensions.eventsUnavailable: why an agent that has change events
+	 * cannot give them ("" when it can, or says nothing); encoded with
+	 * "events":0 when ext_events is 0 */
+	char ext_events_why[256];
 };
 
 int proto_health_encode(const struct proto_health *h, struct buf *out)
@@ -126,6 +141,9 @@ bool proto_error_code(const char *body, size_t n, char *code, size_t codesz);
 /* For "FS_ERROR: ENAME: ...", the errno (positive) the name stands for;
  * 0 when the body is not an FS_ERROR. */
 int proto_error_fs_errno(const char *body, size_t n);
+
+/* Whether s is a client name PROTO_HDR_CLIENT may carry. */
+bool proto_client_id_valid(const char *s);
 
 /* JSON string escaping into out (appends a quoted JSON string). */
 int proto_json_string(struct buf *out, const char *s)

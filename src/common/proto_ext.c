@@ -22,6 +22,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "common/proto_i.h"
+#include "common/xalloc.h"
 
 /* Largest integer a JSON double holds exactly: 2^53 - 1. */
 #define EXACT_MAX 9007199254740991LL
@@ -1076,4 +1077,265 @@ int proto_contents_next(const char *p, size_t n, size_t *pos,
 	*data = p + *pos + head;
 	*pos += head + (size_t)ent->attr.size;
 	return 1;
+}
+
+/* ---- change events ------------------------------------------------------- */
+
+static const char *const event_names[] = {
+	[PROTO_EV_OTHER] = "other",   [PROTO_EV_CREATE] = "create",
+	[PROTO_EV_REMOVE] = "remove", [PROTO_EV_RENAME] = "rename",
+	[PROTO_EV_WRITE] = "write",   [PROTO_EV_ATTR] = "attr",
+	[PROTO_EV_LOST] = "lost",
+};
+
+#define NEVENTS (sizeof(event_names) / sizeof(event_names[0]))
+
+const char *proto_event_type_name(enum proto_event_type t)
+{
+	if ((unsigned)t >= NEVENTS)
+		return event_names[PROTO_EV_OTHER];
+	return event_names[t];
+}
+
+static enum proto_event_type event_type_from_name(const char *s)
+{
+	size_t i;
+
+	for (i = 1; i < NEVENTS; i++)
+		if (strcmp(event_names[i], s) == 0)
+			return (enum proto_event_type)i;
+	return PROTO_EV_OTHER;
+}
+
+int proto_events_begin(struct buf *out, const char *boot_id)
+{
+	size_t start = out->len;
+	int rc = buf_append_str(out, "{\"bootId\":");
+
+	if (rc == 0)
+		rc = proto_json_string(out, boot_id);
+	if (rc == 0)
+		rc = buf_append_str(out, ",\"events\":[");
+	if (rc != 0)
+		rollback(out, start);
+	return rc;
+}
+
+/* A relative path as the wire has it: "/" and the path. */
+static void jw_path(struct jw *w, const char *key, const char *rel)
+{
+	size_t n = strlen(rel);
+	char *abs;
+
+	if (w->rc != 0)
+		return;
+	abs = malloc(n + 2);
+	if (abs == NULL) {
+		w->rc = -ENOMEM;
+		return;
+	}
+	abs[0] = '/';
+	memcpy(abs + 1, rel, n + 1);
+	jw_str(w, key, abs);
+	free(abs);
+}
+
+int proto_events_add(struct buf *out, bool first, const struct proto_event *e)
+{
+	size_t start = out->len;
+	struct jw w;
+	int rc = 0;
+
+	if (!first)
+		rc = buf_append(out, ",", 1);
+	if (rc != 0)
+		return rc;
+	jw_begin(&w, out);
+	jw_u64(&w, "seq", e->seq);
+	jw_str(&w, "type", proto_event_type_name(e->type));
+	if (e->type != PROTO_EV_LOST) {
+		jw_path(&w, "path", e->path != NULL ? e->path : "");
+		if (e->to != NULL)
+			jw_path(&w, "to", e->to);
+		jw_bool(&w, "dir", e->dir);
+		if (e->by[0] != '\0')
+			jw_str(&w, "by", e->by);
+	}
+	rc = jw_end(&w);
+	if (rc != 0)
+		rollback(out, start);
+	return rc;
+}
+
+int proto_events_end(struct buf *out, uint64_t next, const char *unavailable)
+{
+	size_t start = out->len;
+	struct jw w = {out, start, false, 0};
+
+	w.rc = buf_append(out, "]", 1);
+	jw_u64(&w, "next", next);
+	if (unavailable != NULL)
+		jw_str(&w, "unavailable", unavailable);
+	return jw_end(&w);
+}
+
+void proto_events_cleanup(struct proto_events *e)
+{
+	size_t i;
+
+	if (e == NULL)
+		return;
+	for (i = 0; i < e->n; i++) {
+		free(e->ev[i].path);
+		free(e->ev[i].to);
+	}
+	free(e->ev);
+	memset(e, 0, sizeof(*e));
+}
+
+/* A wire path ("/" or "/a/b", canonical, at most 4096 bytes) as the
+ * relative path the client keys its caches by. */
+static int event_path(const cJSON *obj, const char *key, char **out)
+{
+	const char *s;
+	int rc = pj_str(obj, key, true, &s);
+
+	if (rc < 0)
+		return rc;
+	if (s[0] != '/' || strlen(s) > PATH_MAX_BYTES ||
+	    !tree_path_valid(s + 1))
+		return -EINVAL;
+	return pj_dup(s + 1, out);
+}
+
+static int event_from_json(const cJSON *obj, struct proto_event *out)
+{
+	struct proto_event e;
+	const char *type, *by;
+	int rc;
+
+	if (!cJSON_IsObject(obj))
+		return -EINVAL;
+	memset(&e, 0, sizeof(e));
+	rc = get_u64(obj, "seq", true, &e.seq);
+	if (rc == 0)
+		rc = pj_str(obj, "type", true, &type);
+	if (rc < 0)
+		return rc;
+	e.type = event_type_from_name(type);
+	if (e.type == PROTO_EV_LOST) {
+		*out = e;
+		return 0;
+	}
+	rc = event_path(obj, "path", &e.path);
+	if (rc == 0 && e.type == PROTO_EV_RENAME)
+		rc = event_path(obj, "to", &e.to);
+	if (rc == 0) {
+		rc = pj_bool(obj, "dir", false, &e.dir);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == 0) {
+		rc = pj_str(obj, "by", false, &by);
+		if (rc == 0 && proto_client_id_valid(by))
+			strlcpy_s(e.by, by, sizeof(e.by));
+		else if (rc == 0)
+			rc = -EINVAL;
+		else if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc < 0) {
+		free(e.path);
+		free(e.to);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+int proto_events_decode(const char *p, size_t n, struct proto_events *out)
+{
+	struct proto_events r;
+	const cJSON *events, *it;
+	const char *s;
+	cJSON *root;
+	bool lost = false;
+	int rc = 0, count;
+
+	memset(&r, 0, sizeof(r));
+	if (n > PROTO_EXT_EVENTS_MAX_BYTES)
+		return -EPROTO;
+	root = parse_object(p, n, &rc);
+	if (root == NULL)
+		return rc == -ENOMEM ? rc : -EPROTO;
+	rc = pj_str(root, "bootId", true, &s);
+	if (rc == 0 && strlen(s) >= sizeof(r.boot_id))
+		rc = -EINVAL;
+	if (rc < 0)
+		goto out;
+	strlcpy_s(r.boot_id, s, sizeof(r.boot_id));
+	rc = get_u64(root, "next", true, &r.next);
+	if (rc < 0)
+		goto out;
+	rc = pj_str(root, "unavailable", false, &s);
+	if (rc == 0)
+		strlcpy_s(r.unavailable, s, sizeof(r.unavailable));
+	else if (rc != -ENOENT)
+		goto out;
+	rc = 0;
+	events = cJSON_GetObjectItemCaseSensitive(root, "events");
+	if (!cJSON_IsArray(events)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	count = cJSON_GetArraySize(events);
+	if (count > PROTO_EXT_EVENTS_MAX) {
+		rc = -EFBIG;
+		goto out;
+	}
+	if (count > 0) {
+		r.ev = calloc((size_t)count, sizeof(*r.ev));
+		if (r.ev == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	cJSON_ArrayForEach(it, events)
+	{
+		struct proto_event *e = &r.ev[r.n];
+
+		rc = event_from_json(it, e);
+		if (rc < 0)
+			goto out;
+		r.n++;
+		/* In order, and none past the point the answer says it has
+		 * reached: a client resumes from next. */
+		if ((r.n > 1 && e->seq <= e[-1].seq) || e->seq > r.next) {
+			rc = -EINVAL;
+			goto out;
+		}
+		if (e->type == PROTO_EV_LOST)
+			lost = true;
+	}
+	/* A lost event makes every other one moot: the client forgets all. */
+	if (lost || r.unavailable[0] != '\0') {
+		size_t i;
+
+		for (i = 0; i < r.n; i++) {
+			free(r.ev[i].path);
+			free(r.ev[i].to);
+		}
+		free(r.ev);
+		r.ev = NULL;
+		r.n = 0;
+		r.lost = true;
+	}
+out:
+	cJSON_Delete(root);
+	if (rc < 0) {
+		proto_events_cleanup(&r);
+		return rc == -ENOMEM ? rc : -EPROTO;
+	}
+	*out = r;
+	return 0;
 }

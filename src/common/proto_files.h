@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/proto.h"
 
 /* ---- v1 ---------------------------------------------------------------- */
 
@@ -243,6 +244,87 @@ int proto_contents_next(const char *p, size_t n, size_t *pos,
  * line is not all there yet; -EINVAL as proto_contents_next says. */
 int proto_contents_head(const char *p, size_t n, struct proto_dirent *ent,
 			size_t *head) __attribute__((warn_unused_result));
+
+/*
+ * Change events (GET events, doc/protocol-ext.md "Change events"):
+ *   {"bootId":"...","events":[
+ *      {"seq":7,"type":"create","path":"/a","dir":true},
+ *      {"seq":8,"type":"rename","path":"/a/x","to":"/a/y","dir":false,
+ *       "by":"m1"}],
+ *    "next":8}
+ * plus "unavailable":"<why>" when the agent cannot give events. A "lost"
+ * event has no path ({"seq":N,"type":"lost"}). On the wire paths start
+ * with '/' ("/" is the root); in the structs below they are relative, as
+ * every other path of the client ("" is the root).
+ */
+#define PROTO_EXT_EVENTS_MAX 4096 /* events per answer */
+/* The agent closes an answer once it reaches this many bytes (one event,
+ * two escaped 4096-byte paths, is far below the slack). */
+#define PROTO_EXT_EVENTS_PAGE_BYTES (4UL * 1024 * 1024)
+#define PROTO_EXT_EVENTS_MAX_BYTES (PROTO_EXT_EVENTS_PAGE_BYTES + 65536UL)
+/* The longest an answer is held (waitMs past it is cut to it). */
+#define PROTO_EXT_EVENTS_MAX_WAIT_MS 30000
+/* The longest "unavailable" text kept by the decoder (longer is cut). */
+#define PROTO_EXT_EVENTS_WHY_MAX 255
+
+enum proto_event_type {
+	PROTO_EV_OTHER = 0, /* a type this client does not know */
+	PROTO_EV_CREATE, /* "create": a name appeared */
+	PROTO_EV_REMOVE, /* "remove": a name went away */
+	PROTO_EV_RENAME, /* "rename": path moved to to */
+	PROTO_EV_WRITE, /* "write": a file's contents changed */
+	PROTO_EV_ATTR, /* "attr": mode, owner, times, link count */
+	PROTO_EV_LOST, /* "lost": events were lost: forget everything */
+};
+
+/* The wire name; "other" for PROTO_EV_OTHER. */
+const char *proto_event_type_name(enum proto_event_type t);
+
+struct proto_event {
+	uint64_t seq;
+	enum proto_event_type type;
+	bool dir; /* the entry is a directory */
+	char *path; /* relative; NULL only for PROTO_EV_LOST */
+	char *to; /* rename: where it went (relative); else NULL */
+	char by[PROTO_CLIENT_ID_MAX + 1]; /* the client whose change it
+					      was, "" when not known */
+};
+
+struct proto_events {
+	char boot_id[80];
+	uint64_t next; /* pass back as since */
+	/* The answer was a lost event: forget everything cached about the
+	 * sandbox and go on from next. ev is then empty. */
+	bool lost;
+	/* Why the agent gives no events ("" when it does): lost is then
+	 * true, and asking again brings nothing new. */
+	char unavailable[PROTO_EXT_EVENTS_WHY_MAX + 1];
+	struct proto_event *ev; /* in seq order */
+	size_t n;
+};
+
+/* Encoding, incremental as for listing pages: begin, add each event
+ * (path and to relative, as in the struct; a failed add leaves out as it
+ * was), then end with next and the reason events are unavailable (NULL
+ * when they are not). */
+int proto_events_begin(struct buf *out, const char *boot_id)
+	__attribute__((warn_unused_result));
+int proto_events_add(struct buf *out, bool first, const struct proto_event *e)
+	__attribute__((warn_unused_result));
+int proto_events_end(struct buf *out, uint64_t next, const char *unavailable)
+	__attribute__((warn_unused_result));
+/*
+ * Decode an answer. Unlike the other decoders, every refusal is -EPROTO
+ * (not JSON, a missing or mistyped member, more than PROTO_EXT_EVENTS_MAX
+ * events, a path that is not absolute and canonical or is longer than
+ * 4096 bytes, a rename without "to", a "by" that is not a client name,
+ * seqs that do not grow or pass next); -ENOMEM otherwise. A client acts
+ * on an answer whole or not at all, so there is nothing to tell apart. An
+ * unknown "type" decodes as PROTO_EV_OTHER (its path is still checked).
+ */
+int proto_events_decode(const char *p, size_t n, struct proto_events *out)
+	__attribute__((warn_unused_result));
+void proto_events_cleanup(struct proto_events *e);
 
 /* A timestamp for utimens. */
 enum proto_time_how {

@@ -2,10 +2,10 @@
 /*
  * frame-fuzzer: the decoders a client runs on what an agent sends back for
  * commands (the NDJSON splitter, output frames, job poll answers, the
- * extension's job listing), and the ones the agent runs on command
- * requests and poll requests. Besides not
- * crashing, every input must give the same lines however it is cut into
- * reads, and whatever decodes must survive encode-then-decode unchanged.
+ * extension's job listing) and for change events, and the ones the agent
+ * runs on command requests and poll requests. Besides not crashing, every
+ * input must give the same lines however it is cut into reads, and
+ * whatever decodes must survive encode-then-decode unchanged.
  *
  * Built as a libFuzzer target with --enable-fuzzing. Otherwise the same
  * file gets a main() (FUZZ_REPLAY) that runs every file of the corpus, as
@@ -23,6 +23,7 @@
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_exec.h"
+#include "common/proto_files.h"
 
 #define FAIL(what)                                                    \
 	do {                                                          \
@@ -267,12 +268,61 @@ static void fuzz_job_list(const uint8_t *data, size_t size)
 	buf_cleanup(&b);
 }
 
+/* A change events answer that decodes encodes to one that decodes the
+ * same (a lost answer to a lost answer). */
+static void fuzz_events(const uint8_t *data, size_t size)
+{
+	struct proto_events e, g;
+	struct buf b = BUF_INIT(0);
+	size_t i;
+	int rc;
+
+	if (proto_events_decode((const char *)data, size, &e) < 0)
+		return;
+	rc = proto_events_begin(&b, e.boot_id);
+	if (e.lost) {
+		struct proto_event lost;
+
+		memset(&lost, 0, sizeof(lost));
+		lost.seq = e.next;
+		lost.type = PROTO_EV_LOST;
+		if (rc == 0)
+			rc = proto_events_add(&b, true, &lost);
+	}
+	for (i = 0; i < e.n && rc == 0; i++)
+		rc = proto_events_add(&b, i == 0, &e.ev[i]);
+	if (rc == 0)
+		rc = proto_events_end(&b, e.next,
+				      e.unavailable[0] ? e.unavailable : NULL);
+	if (rc < 0)
+		FAIL("decoded events do not encode");
+	if (proto_events_decode(b.data, b.len, &g) < 0)
+		FAIL("encoded events do not decode");
+	if (g.n != e.n || g.next != e.next || g.lost != e.lost ||
+	    strcmp(g.boot_id, e.boot_id) != 0 ||
+	    strcmp(g.unavailable, e.unavailable) != 0)
+		FAIL("events changed on the way round");
+	for (i = 0; i < e.n; i++)
+		if (g.ev[i].seq != e.ev[i].seq ||
+		    (g.ev[i].type != e.ev[i].type &&
+		     e.ev[i].type != PROTO_EV_OTHER) ||
+		    g.ev[i].dir != e.ev[i].dir ||
+		    !str_same(g.ev[i].path, e.ev[i].path) ||
+		    !str_same(g.ev[i].to, e.ev[i].to) ||
+		    strcmp(g.ev[i].by, e.ev[i].by) != 0)
+			FAIL("an event changed on the way round");
+	proto_events_cleanup(&g);
+	proto_events_cleanup(&e);
+	buf_cleanup(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_ndjson(data, size);
 	fuzz_poll_answer(data, size);
 	fuzz_requests(data, size);
 	fuzz_job_list(data, size);
+	fuzz_events(data, size);
 	return 0;
 }
 
