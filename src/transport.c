@@ -122,6 +122,13 @@ static long long now_ms(void)
  * readiness wait around its loop (doc/transport-rules.md 9). */
 static __thread long long op_deadline;
 static __thread bool op_timed_out;
+/* Set: a request of this thread gives up once *op_cancel is not 0. */
+static __thread const int *op_cancel;
+
+void transport_op_set_cancel(const int *flag)
+{
+	op_cancel = flag;
+}
 
 long long transport_now_ms(void)
 {
@@ -827,6 +834,11 @@ static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
 		int running = 0, left;
 		long long now, wait;
 
+		if (op_cancel != NULL &&
+		    __atomic_load_n(op_cancel, __ATOMIC_RELAXED) != 0) {
+			x->sink_err = -ECANCELED;
+			return XFER_SINK;
+		}
 		if (curl_multi_perform(m, &running) != CURLM_OK)
 			return XFER_BROKEN;
 		while ((msg = curl_multi_info_read(m, &left)) != NULL) {

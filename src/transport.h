@@ -257,6 +257,14 @@ long long transport_op_deadline(void);
  * response deadline, the operation's, or a wait for the connection)
  * since the last transport_op_clear_timed_out. */
 bool transport_op_timed_out(void);
+
+/*
+ * A thread that waits long on purpose (a long-poll) gives flag: once it is
+ * not 0 (set from another thread), the exchange under way on this thread
+ * ends within a second, as an error, and so does every later one. NULL
+ * clears it. Thread-local, as the deadline.
+ */
+void transport_op_set_cancel(const int *flag);
 void transport_op_clear_timed_out(void);
 
 /* ---- lifecycle --------------------------------------------------------- */

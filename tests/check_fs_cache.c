@@ -555,6 +555,62 @@ START_TEST(attr_expires)
 }
 END_TEST
 
+/* A sandbox whose changes are told keeps its entries longer, one that
+ * stops being told goes back to the short timeout at once, and the others
+ * never change. */
+START_TEST(sandbox_ttl_overrides)
+{
+	struct proto_attr a = attr_n(1), got;
+
+	cache_free(c);
+	c = new_cache(TTL_SHORT);
+	/* Held before the sandbox is told: not kept longer. */
+	cache_put(c, "told", "before", &a, NULL);
+	cache_sandbox_ttl(c, "told", TTL_LONG);
+	sleep_ms(2);
+	cache_put(c, "told", "f", &a, NULL);
+	cache_put(c, SBX, "f", &a, NULL);
+	put3("told", "d");
+	put3(SBX, "d");
+	sleep_ms(300);
+	ck_assert(cache_get(c, "told", "f", &got, NULL));
+	ck_assert_int_eq(look("told", "d", "a"), 1);
+	ck_assert(!cache_get(c, "told", "before", &got, NULL));
+	ck_assert(!cache_get(c, SBX, "f", &got, NULL));
+	ck_assert_int_eq(look(SBX, "d", "a"), -1);
+	/* Not told any more: what is older than the short timeout goes. */
+	cache_sandbox_ttl(c, "told", TTL_SHORT);
+	ck_assert(!cache_get(c, "told", "f", &got, NULL));
+	ck_assert_int_eq(look("told", "d", "a"), -1);
+	/* 0 keeps nothing for that sandbox alone. */
+	cache_sandbox_ttl(c, "told", 0);
+	cache_put(c, "told", "g", &a, NULL);
+	cache_put(c, SBX, "g", &a, NULL);
+	ck_assert(!cache_get(c, "told", "g", &got, NULL));
+	ck_assert(cache_get(c, SBX, "g", &got, NULL));
+}
+END_TEST
+
+/* What changed since a mark: the path itself, or everything of its
+ * sandbox once a subtree or the sandbox is forgotten. */
+START_TEST(changed_since_mark)
+{
+	struct proto_attr a = attr_n(1);
+	uint64_t mark = cache_mark(c);
+
+	ck_assert(!cache_changed_since(c, SBX, "x", mark));
+	cache_forget(c, SBX, "x");
+	ck_assert(cache_changed_since(c, SBX, "x", mark));
+	ck_assert(!cache_changed_since(c, SBX, "y", mark));
+	mark = cache_mark(c);
+	cache_put(c, SBX, "y", &a, NULL);
+	ck_assert(cache_changed_since(c, SBX, "y", mark));
+	mark = cache_mark(c);
+	cache_drop_sandbox(c, SBX);
+	ck_assert(cache_changed_since(c, SBX, "z", mark));
+}
+END_TEST
+
 START_TEST(attr_bounded_oldest_first)
 {
 	struct proto_attr a, got;
@@ -761,6 +817,8 @@ Suite *make_fs_cache_suite(void)
 	tcase_add_test(tc, attr_forget_ino_finds_every_name);
 	tcase_add_test(tc, answers_older_than_a_change_are_dropped);
 	tcase_add_test(tc, attr_expires);
+	tcase_add_test(tc, sandbox_ttl_overrides);
+	tcase_add_test(tc, changed_since_mark);
 	tcase_add_test(tc, attr_bounded_oldest_first);
 	tcase_add_test(tc, content_put_get_forget_bounded);
 	tcase_add_test(tc, content_never_expires);

@@ -113,6 +113,19 @@ START_TEST(renames_move_subtrees)
 	ck_assert_uint_eq(x, f);
 	ck_assert_uint_eq(h, d);
 	ck_assert_int_eq(inodes_find(t, "/e/gone", &x, &h), -ENOENT);
+	/* Below /e: moved, sub; file and target were detached above,
+	 * p now lives at the root. */
+	{
+		uint64_t ids[8];
+		size_t n = inodes_below(t, "/e", ids, 8);
+
+		ck_assert_uint_eq(n, 2);
+		ck_assert(ids[0] != e && ids[1] != e);
+		ck_assert(ids[0] == d || ids[1] == d);
+		ck_assert(ids[0] == f || ids[1] == f);
+		ck_assert_uint_eq(inodes_below(t, "/e", ids, 1), 1);
+		ck_assert_uint_eq(inodes_below(t, "/nope", ids, 8), 0);
+	}
 	inodes_free(t);
 }
 END_TEST

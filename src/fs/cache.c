@@ -58,6 +58,15 @@ struct dirlist {
 struct cache {
 	pthread_mutex_t lock;
 	long long ttl_ms;
+	/* Sandboxes whose attributes and listings live longer (or
+	 * shorter) than ttl_ms: those whose changes are told (events). */
+	struct ttl_override {
+		char *sbx;
+		long long ttl_ms;
+		long long since_ms; /* entries stored before: ttl_ms of the
+				       cache */
+	} * ov;
+	size_t nov;
 	struct map attrs;
 	struct map content;
 	struct map dirs; /* entry->dl */
@@ -77,6 +86,23 @@ static long long mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How long an entry of key's sandbox stored at stamp_ms stays fresh
+ * (c->lock held); a stamp of -1 asks for the ttl of a new entry. */
+static long long ttl_for(const struct cache *c, const char *key, size_t sbxlen,
+			 long long stamp_ms)
+{
+	size_t i;
+
+	for (i = 0; i < c->nov; i++) {
+		if (strlen(c->ov[i].sbx) == sbxlen &&
+		    strncmp(c->ov[i].sbx, key, sbxlen) == 0)
+			return stamp_ms < 0 || stamp_ms > c->ov[i].since_ms
+				       ? c->ov[i].ttl_ms
+				       : c->ttl_ms;
+	}
+	return c->ttl_ms;
 }
 
 static uint32_t fnv1a(const char *s)
@@ -275,6 +301,9 @@ void cache_free(struct cache *c)
 	map_clear(&c->content);
 	map_clear(&c->dirs);
 	map_clear(&c->changes);
+	while (c->nov > 0)
+		free(c->ov[--c->nov].sbx);
+	free(c->ov);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 }
@@ -287,11 +316,10 @@ static void attr_put(struct cache *c, const char *sbx, const char *rel,
 	size_t sbxlen;
 	char *key;
 
-	if (c->ttl_ms == 0)
-		return;
 	key = make_key(sbx, rel, &sbxlen);
 	pthread_mutex_lock(&c->lock);
-	if (seen && !still_true(c, key, mark)) {
+	if (ttl_for(c, key, sbxlen, -1) == 0 ||
+	    (seen && !still_true(c, key, mark))) {
 		pthread_mutex_unlock(&c->lock);
 		free(key);
 		return;
@@ -328,12 +356,11 @@ static bool attr_get(struct cache *c, const char *sbx, const char *rel,
 	char *key;
 	bool found = false;
 
-	if (c->ttl_ms == 0)
-		return false;
 	key = make_key(sbx, rel, &sbxlen);
 	pthread_mutex_lock(&c->lock);
 	e = map_find(&c->attrs, key, fnv1a(key));
-	if (e != NULL && mono_ms() - e->stamp_ms >= c->ttl_ms) {
+	if (e != NULL &&
+	    mono_ms() - e->stamp_ms >= ttl_for(c, key, sbxlen, e->stamp_ms)) {
 		map_remove(&c->attrs, e);
 		e = NULL;
 	}
@@ -442,6 +469,38 @@ size_t cache_forget_ino(struct cache *c, const char *sbx, uint64_t ino,
 void cache_drop_sandbox(struct cache *c, const char *sbx)
 {
 	cache_forget_tree(c, sbx, "");
+}
+
+void cache_sandbox_ttl(struct cache *c, const char *sbx, double ttl_s)
+{
+	long long ms = ttl_s > 0 ? (long long)(ttl_s * 1000.0) : 0;
+	size_t i;
+
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < c->nov && strcmp(c->ov[i].sbx, sbx) != 0; i++)
+		;
+	if (i == c->nov) {
+		c->ov = xrealloc(c->ov, (c->nov + 1) * sizeof(*c->ov));
+		c->ov[c->nov].sbx = xstrdup(sbx);
+		c->nov++;
+	}
+	c->ov[i].ttl_ms = ms;
+	c->ov[i].since_ms = mono_ms();
+	pthread_mutex_unlock(&c->lock);
+}
+
+bool cache_changed_since(struct cache *c, const char *sbx, const char *rel,
+			 uint64_t mark)
+{
+	size_t sbxlen;
+	char *key = make_key(sbx, rel, &sbxlen);
+	bool changed;
+
+	pthread_mutex_lock(&c->lock);
+	changed = !still_true(c, key, mark);
+	pthread_mutex_unlock(&c->lock);
+	free(key);
+	return changed;
 }
 
 void cache_set_content(struct cache *c, const char *sbx, const char *rel,
@@ -579,7 +638,8 @@ static struct dirlist *dl_get(struct cache *c, const char *key)
 
 	if (e == NULL)
 		return NULL;
-	if (mono_ms() - e->stamp_ms >= c->ttl_ms) {
+	if (mono_ms() - e->stamp_ms >=
+	    ttl_for(c, key, e->sbxlen, e->stamp_ms)) {
 		map_remove(&c->dirs, e);
 		return NULL;
 	}
@@ -595,15 +655,14 @@ static void dir_put(struct cache *c, const char *sbx, const char *dir,
 	char *key;
 	size_t i;
 
-	if (c->ttl_ms == 0)
-		return;
 	d = xcalloc(1, sizeof(*d));
 	dl_reindex(d, n);
 	for (i = 0; i < n; i++)
 		dl_append(d, names[i], (unsigned char)types[i]);
 	key = dir_key(sbx, dir);
 	pthread_mutex_lock(&c->lock);
-	if (seen && !still_true(c, key, mark)) {
+	if (ttl_for(c, key, strlen(sbx), -1) == 0 ||
+	    (seen && !still_true(c, key, mark))) {
 		pthread_mutex_unlock(&c->lock);
 		free(key);
 		dirlist_free(d);

@@ -79,6 +79,17 @@ size_t cache_forget_ino(struct cache *c, const char *sbx, uint64_t ino,
 /* Forget everything about a sandbox. */
 void cache_drop_sandbox(struct cache *c, const char *sbx);
 
+/* How long sbx's attributes and listings stored from now on stay fresh:
+ * the sandbox tells its changes from now on (doc/internals/cache.md), or
+ * no longer does. Those stored before keep cache_new's ttl_s (they may
+ * predate what is told). Without a call: cache_new's ttl_s. */
+void cache_sandbox_ttl(struct cache *c, const char *sbx, double ttl_s);
+
+/* Whether rel changed (a put, a forget, a subtree or sandbox forgotten)
+ * since mark: an answer asked for at mark must not be kept long. */
+bool cache_changed_since(struct cache *c, const char *sbx, const char *rel,
+			 uint64_t mark);
+
 /*
  * Directory listings: the names in a directory, as a listing (or this
  * mount's own changes since) last showed them, valid for the attribute

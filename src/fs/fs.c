@@ -9,6 +9,7 @@
  *   /<id>/exec                 start a job (fs_jobs)
  *   /<id>/jobs[/<job>[/file]]  jobs started here, and jobs/latest
  *   /<id>/info, /<id>/ctl      (fs_info)
+ *   /<id>/events               what changes in the sandbox (events.c)
  *
  * and handed to the module that owns it, inside the sandbox entered for
  * the operation. This file does no I/O of its own.
@@ -41,6 +42,7 @@ enum node_kind {
 	N_JOB,
 	N_INFO,
 	N_CTL,
+	N_EVENTS,
 };
 
 struct node {
@@ -145,6 +147,8 @@ static int fs_parse(const char *path, struct node *n)
 		n->kind = N_INFO;
 	} else if (strcmp(part, "ctl") == 0) {
 		n->kind = N_CTL;
+	} else if (strcmp(part, "events") == 0) {
+		n->kind = N_EVENTS;
 	} else if (strcmp(part, "jobs") == 0) {
 		n->kind = N_JOBS;
 		if (*p == '\0')
@@ -227,6 +231,7 @@ static void op_begin(struct sbfs *fs, const struct node *n)
 	case N_LATEST:
 	case N_JOB:
 	case N_CTL:
+	case N_EVENTS:
 		bounded = false;
 		break;
 	default:
@@ -296,6 +301,12 @@ static int fs_getattr(const char *path, struct stat *st,
 	case N_CTL:
 		rc = fs_info_getattr(sb, n.kind == N_CTL, st);
 		break;
+	case N_EVENTS:
+		/* The names of what changes, as private as exec's jobs
+		 * (SEMANTICS.md, sharing). */
+		sbfs_synth_stat(fs, st, false, fs->o.shared_exec ? 0444 : 0400,
+				0);
+		break;
 	default:
 		rc = -ENOENT;
 		break;
@@ -333,8 +344,8 @@ static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		      off_t off, struct fuse_file_info *fi,
 		      enum fuse_readdir_flags fl)
 {
-	static const char *const entries[] = {"files", "exec", "jobs", "info",
-					      "ctl"};
+	static const char *const entries[] = {"files", "exec", "jobs",
+					      "info",  "ctl",  "events"};
 	struct sbfs *fs = ctx_fs();
 	struct sbx *sb = NULL;
 	struct node n;
@@ -634,6 +645,9 @@ static int fs_open(const char *path, struct fuse_file_info *fi)
 	case N_CTL:
 		rc = fs_info_open(sb, n.kind == N_CTL, fi);
 		break;
+	case N_EVENTS:
+		rc = fs_events_open(sb, fi);
+		break;
 	default:
 		rc = -ENOENT;
 		break;
@@ -686,6 +700,18 @@ static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
+	struct node ev;
+
+	/* A reader of events waits for changes: nothing to ask the agent,
+	 * no deadline. */
+	if (fs_parse(path, &ev) == 0 && ev.kind == N_EVENTS) {
+		struct sbx *sb = sbfs_known(ctx_fs(), ev.id);
+		int rc =
+			sb != NULL ? fs_events_read(sb, buf, size, fi) : -EBADF;
+
+		sbfs_leave(sb);
+		return rc;
+	}
 	OPEN_OP("read", read(sb, n.rel, buf, size, off, fi),
 		fs_exec_read(sb, buf, size, off, fi),
 		fs_jobs_read(sb, n.job, n.jf, buf, size, off, fi),
@@ -737,6 +763,9 @@ static int fs_release(const char *path, struct fuse_file_info *fi)
 	case N_INFO:
 	case N_CTL:
 		rc = fs_info_release(sb, n.kind == N_CTL, fi);
+		break;
+	case N_EVENTS:
+		rc = fs_events_release(sb, fi);
 		break;
 	default:
 		rc = 0;

@@ -44,6 +44,7 @@
 #include "transport.h"
 
 struct cache;
+struct sbx_events;
 struct fs_jobs;
 
 /* Mount options (sandboxfs(1)); filled by main.c, read-only afterwards. */
@@ -56,6 +57,8 @@ struct sbfs_opts {
 	double attr_timeout; /* seconds, for files/ attributes */
 	double entry_timeout;
 	double negative_timeout;
+	double cache_timeout; /* the same three with change events, 300 */
+	bool noevents; /* never follow change events */
 	long job_timeout_s; /* a job's timeoutMs when the command sets
 				    none, default 86400 */
 	long list_cache_ms; /* how long the provider's list is reused */
@@ -103,6 +106,7 @@ struct sbx {
 	pid_t late_pid;
 	long long late_ms;
 	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
+	struct sbx_events *events; /* events.c's, set once when followed */
 	/* The last error worth a warning, for info's lastError. */
 	bool has_last_error;
 	struct timespec last_error_at; /* CLOCK_REALTIME */
@@ -130,6 +134,9 @@ struct sbfs {
 	struct prefetch *pf; /* walked directories read ahead */
 	struct inodes *inodes; /* the kernel's node ids (ll.c) */
 	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
+	/* This mount's name to agents: their change events say which
+	 * changes were its own (events.c). */
+	char client_id[PROTO_CLIENT_ID_MAX + 1];
 	struct fuse_session *se; /* set when the mount starts (ll.c) */
 	char *spool_dir; /* where large job output spills */
 };
@@ -230,6 +237,61 @@ bool sbfs_link_escapes(const char *rel, const char *target);
 struct sbfs *sbfs_current(void);
 pid_t sbfs_caller_pid(void);
 bool sbfs_interrupted(void);
+
+/*
+ * Make the kernel forget what it holds of files/<rel> in sandbox id, after
+ * a change it did not see: SBFS_KERNEL_ATTR its attributes, _DATA its
+ * pages, _NAME the name itself (the entry in its directory, and the
+ * directory's attributes and listing). Never from a request that holds
+ * the node or its directory (the kernel would wait for it). A no-op
+ * before the mount serves.
+ */
+#define SBFS_KERNEL_ATTR 1u
+#define SBFS_KERNEL_DATA 2u
+#define SBFS_KERNEL_NAME 4u
+/* The name appeared: a negative entry of it goes, and the directory's
+ * attributes and listing; a file the kernel knows by that name keeps its
+ * entry (and so its node and inode number: tar compares them). */
+#define SBFS_KERNEL_NEW_NAME 8u
+void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
+			 unsigned what);
+/* ... everything of sandbox id's files/. */
+void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
+
+/* ---- change events (events.c, doc/internals/cache.md) ------------------ */
+
+/* Follow sb's change events from now on (its agent has them: health);
+ * once, later calls do nothing. Not with -o noevents. */
+void sbfs_events_follow(struct sbx *sb);
+/* Stop following (the mount's end): joins the thread. */
+void sbfs_events_free(struct sbx *sb);
+/* Whether sb's caches are kept long: its events are followed now. */
+bool sbfs_events_live(struct sbx *sb);
+/* Whether sb is live and every event the agent had when this mount last
+ * asked (sbfs_events_sync) is applied; waits at most max_ms for it. */
+bool sbfs_events_caught_up(struct sbx *sb, long max_ms);
+/* Ask the agent where its events are now (one request) and wait at most
+ * max_ms until they are applied: what the mount learnt from the agent
+ * before (a job ended) is then seen in the files too. false when not
+ * live, or not in time. */
+bool sbfs_events_sync(struct sbx *sb, long max_ms);
+/* How long an open waits for the events to catch up before it asks the
+ * agent instead. */
+#define SBFS_EVENTS_CATCH_UP_MS 100
+/* ... and a reader of an ended job's output or status. */
+#define SBFS_EVENTS_SETTLE_MS 500
+/* The kernel's timeouts for an answer about path (a mount path) asked
+ * for at cache mark: the options', or -o cache_timeout for files/ of a
+ * live sandbox, 0 when the path changed meanwhile. */
+void sbfs_timeouts(struct sbfs *fs, const char *path, uint64_t mark,
+		   double *entry, double *attr, double *negative);
+/* MOUNT/<sb>/events: one JSON line per change from the open on; a read
+ * waits for the next change (EINTR on a signal). -EOPNOTSUPP when the
+ * agent has no change events. */
+int fs_events_open(struct sbx *sb, struct fuse_file_info *fi);
+int fs_events_read(struct sbx *sb, char *buf, size_t size,
+		   struct fuse_file_info *fi);
+int fs_events_release(struct sbx *sb, struct fuse_file_info *fi);
 
 /* Make the kernel forget what it caches of files/<rel> in sandbox id (its
  * attributes and pages), after a change it could not see (another name of

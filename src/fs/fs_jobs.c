@@ -1104,7 +1104,8 @@ int fs_jobs_getattr(struct sbx *sb, const char *job, enum fs_job_file f,
 		set_time(st, &j->changed);
 		break;
 	case FS_JOB_CTL:
-		sbfs_synth_stat(sb->fs, st, false, sbfs_control_mode(sb->fs, false), 0);
+		sbfs_synth_stat(sb->fs, st, false,
+				sbfs_control_mode(sb->fs, false), 0);
 		set_time(st, &j->started);
 		break;
 	}
@@ -1321,12 +1322,31 @@ static int read_status(struct job_handle *h, char *buf, size_t size, off_t off)
 	return rc;
 }
 
+/*
+ * A job that ended made its changes to the files before its end reached
+ * this mount: before the end is shown, the change events the agent had
+ * by then are applied, so that what a reader does next (stat, cat of the
+ * job's output file) sees them (doc/internals/cache.md).
+ */
+static void settle(struct sbx *sb, struct fs_job *j)
+{
+	bool first;
+
+	pthread_mutex_lock(&j->lock);
+	first = j->state != FS_JOB_ST_RUNNING && !j->settled;
+	if (first)
+		j->settled = true;
+	pthread_mutex_unlock(&j->lock);
+	if (first)
+		(void)sbfs_events_sync(sb, SBFS_EVENTS_SETTLE_MS);
+}
+
 int fs_jobs_read(struct sbx *sb, const char *job, enum fs_job_file f, char *buf,
 		 size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct job_handle *h = job_handle(fi);
+	int rc;
 
-	(void)sb;
 	(void)job;
 	if (h == NULL)
 		return -EBADF;
@@ -1334,19 +1354,24 @@ int fs_jobs_read(struct sbx *sb, const char *job, enum fs_job_file f, char *buf,
 	case FS_JOB_CMD:
 		return serve(h->job->cmd, h->job->cmd_len, buf, size, off);
 	case FS_JOB_STDOUT:
-		return read_stream(h->job, false, buf, size, off);
+		rc = read_stream(h->job, false, buf, size, off);
+		break;
 	case FS_JOB_STDERR:
-		return read_stream(h->job, true, buf, size, off);
+		rc = read_stream(h->job, true, buf, size, off);
+		break;
 	case FS_JOB_STATUS:
-		return read_status(h, buf, size, off);
+		rc = read_status(h, buf, size, off);
+		break;
 	case FS_JOB_EXIT:
-		return read_exit(h->job, buf, size, off);
+		rc = read_exit(h->job, buf, size, off);
+		break;
 	case FS_JOB_DIR:
 		return -EISDIR;
-	case FS_JOB_CTL:
-		break;
+	default:
+		return -EBADF;
 	}
-	return -EBADF;
+	settle(sb, h->job);
+	return rc;
 }
 
 static int job_cancel(struct sbx *sb, struct fs_job *j)

@@ -193,6 +193,8 @@ struct fs_job {
 	bool stale; /* the agent has not answered for longer than the
 		       mount's timeout: the status is unknown for now */
 	bool followed; /* a poller follows it, or did */
+	bool settled; /* its end was shown after the change events the
+			 agent had then (fs_jobs.c, settle) */
 	bool synced; /* what the agent said has been taken (an adopted job
 			is not known to run until then) */
 	long long last_ok_ms; /* monotonic: the agent's last answer */

@@ -513,6 +513,31 @@ int inodes_find(struct inodes *t, const char *path, uint64_t *ino,
 	return rc;
 }
 
+size_t inodes_below(struct inodes *t, const char *path, uint64_t *ids,
+		    size_t max)
+{
+	uint64_t top, parent;
+	struct inode *e, *p;
+	size_t i, n = 0;
+
+	if (inodes_find(t, path, &top, &parent) < 0)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	/* Every node whose chain of parents reaches top: a walk up from
+	 * each, as deep as the tree. */
+	for (i = 0; i < t->ids.nslots && n < max; i++) {
+		for (e = t->ids.slot[i]; e != NULL && n < max; e = e->id_next) {
+			for (p = e->parent; p != NULL && p->ino != top;
+			     p = p->parent)
+				;
+			if (p != NULL)
+				ids[n++] = e->ino;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
 size_t inodes_count(struct inodes *t)
 {
 	size_t n;

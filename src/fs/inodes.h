@@ -91,6 +91,12 @@ void inodes_hide(struct inodes *t, uint64_t ino);
 int inodes_find(struct inodes *t, const char *path, uint64_t *ino,
 		uint64_t *parent);
 
+/* The ids of the nodes below path (an absolute path the kernel knows),
+ * at most max of them, detached ones too; how many. For forgetting a
+ * subtree. */
+size_t inodes_below(struct inodes *t, const char *path, uint64_t *ids,
+		    size_t max);
+
 /* How many nodes the table holds, the root included. */
 size_t inodes_count(struct inodes *t);
 

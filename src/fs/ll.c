@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
+#include "fs/cache.h"
 #include "fs/fs.h"
 #include "fs/fs_i.h"
 #include "fs/inodes.h"
@@ -105,6 +106,7 @@ struct lldir {
 	struct dent *e;
 	size_t n, cap;
 	bool filled;
+	uint64_t mark; /* the cache's mark when listed */
 };
 
 /* The module's view of an open file: fi with the module's handle. */
@@ -162,12 +164,13 @@ static int file_path(struct sbfs *fs, fuse_ino_t ino,
 
 /* ---- entries ------------------------------------------------------------- */
 
-static void entry_times(struct sbfs *fs, const char *path,
+static void entry_times(struct sbfs *fs, const char *path, uint64_t mark,
 			struct fuse_entry_param *e)
 {
-	(void)path;
-	e->attr_timeout = fs->o.attr_timeout;
-	e->entry_timeout = fs->o.entry_timeout;
+	double neg;
+
+	sbfs_timeouts(fs, path, mark, &e->entry_timeout, &e->attr_timeout,
+		      &neg);
 }
 
 /*
@@ -178,7 +181,7 @@ static int make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
 		      const char *path, struct fuse_file_info *fi,
 		      struct fuse_entry_param *e)
 {
-	uint64_t ino;
+	uint64_t mark = cache_mark(fs->cache), ino;
 	int rc;
 
 	memset(e, 0, sizeof(*e));
@@ -190,8 +193,16 @@ static int make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
 		return rc;
 	e->ino = ino;
 	e->attr.st_ino = ino;
-	entry_times(fs, path, e);
+	entry_times(fs, path, mark, e);
 	return 0;
+}
+
+static double attr_time(struct sbfs *fs, const char *path, uint64_t mark)
+{
+	double entry, attr, neg;
+
+	sbfs_timeouts(fs, path, mark, &entry, &attr, &neg);
+	return attr;
 }
 
 /* Answer an entry; an answer nobody waits for any more gives the lookup
@@ -209,14 +220,18 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct sbfs *fs = begin(req, &r);
 	char path[LL_PATH_MAX];
 	struct fuse_entry_param e;
+	uint64_t mark = cache_mark(fs->cache);
+	double neg = 0, t;
 	int rc = node_child_path(fs, parent, name, path, sizeof(path));
 
 	if (rc == 0)
 		rc = make_entry(fs, parent, name, path, NULL, &e);
-	if (rc == -ENOENT && fs->o.negative_timeout > 0) {
+	if (rc == -ENOENT)
+		sbfs_timeouts(fs, path, mark, &t, &t, &neg);
+	if (rc == -ENOENT && neg > 0) {
 		/* A name that is not there is remembered too. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs->o.negative_timeout;
+		e.entry_timeout = neg;
 		fuse_reply_entry(req, &e);
 	} else if (rc < 0) {
 		fuse_reply_err(req, -rc);
@@ -254,6 +269,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct fuse_file_info f;
 	struct stat st;
 	const char *path = buf;
+	uint64_t mark = cache_mark(fs->cache);
 	int rc = 0;
 
 	if (fi != NULL) {
@@ -269,7 +285,7 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_err(req, -rc);
 	} else {
 		st.st_ino = ino;
-		fuse_reply_attr(req, &st, fs->o.attr_timeout);
+		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
 	}
 	end();
 }
@@ -283,6 +299,7 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct fuse_file_info f, *fp = NULL;
 	const char *path = buf;
 	struct stat st;
+	uint64_t mark = cache_mark(fs->cache);
 	int rc = 0;
 
 	if (fi != NULL) {
@@ -327,7 +344,7 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		fuse_reply_err(req, -rc);
 	} else {
 		st.st_ino = ino;
-		fuse_reply_attr(req, &st, fs->o.attr_timeout);
+		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
 	}
 	end();
 }
@@ -840,6 +857,7 @@ static size_t dir_answer(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 			 const char *path, struct lldir *d, size_t k, bool plus,
 			 char *buf, size_t size)
 {
+	uint64_t mark = d->mark;
 	size_t used = 0;
 
 	for (; k < d->n; k++) {
@@ -875,7 +893,7 @@ static size_t dir_answer(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 			    inodes_lookup(fs->inodes, ino, de->name, &e.ino) ==
 				    0) {
 				e.attr.st_ino = e.ino;
-				entry_times(fs, child, &e);
+				entry_times(fs, child, mark, &e);
 			} else {
 				e.attr.st_ino = LL_UNKNOWN_INO;
 			}
@@ -913,6 +931,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	/* A reader starting over (or seeking past the end) lists again. */
 	if (rc == 0 && (off == 0 || !d->filled || (size_t)off > d->n)) {
 		dir_clear(d);
+		d->mark = cache_mark(fs->cache);
 		rc = OPS->readdir(path, d, dir_fill, 0, &f,
 				  plus ? FUSE_READDIR_PLUS : 0);
 		d->filled = rc == 0;
@@ -1026,15 +1045,63 @@ struct fuse_session *sbfs_session_new(struct sbfs *fs, struct fuse_args *args)
 	return fs->se;
 }
 
-void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel)
+void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
+			 unsigned what)
 {
 	char path[LL_PATH_MAX];
 	uint64_t ino, parent;
+	const char *name;
+
+	bool known;
 
 	if (fs->se == NULL)
 		return;
 	snprintf(path, sizeof(path), "/%s/files%s%s", id, *rel ? "/" : "", rel);
-	/* -ENOENT: the kernel holds nothing of it. */
-	if (inodes_find(fs->inodes, path, &ino, &parent) == 0)
-		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	name = strrchr(path, '/') + 1;
+	/* -ENOENT from the kernel: it holds nothing of it. */
+	known = inodes_find(fs->inodes, path, &ino, &parent) == 0;
+	if (known && (what & (SBFS_KERNEL_ATTR | SBFS_KERNEL_DATA)))
+		(void)fuse_lowlevel_notify_inval_inode(
+			fs->se, ino, (what & SBFS_KERNEL_DATA) ? 0 : -1, 0);
+	if (!(what & (SBFS_KERNEL_NAME | SBFS_KERNEL_NEW_NAME)) || *rel == '\0')
+		return;
+	if ((what & SBFS_KERNEL_NEW_NAME) && known)
+		what &= ~SBFS_KERNEL_NAME;
+	/* The name (a negative entry too) in its directory, and the
+	 * directory's attributes and the listing the kernel keeps. */
+	path[name - path - 1] = '\0';
+	if (inodes_find(fs->inodes, path, &parent, &ino) == 0) {
+		if (what & SBFS_KERNEL_NAME)
+			(void)fuse_lowlevel_notify_inval_entry(
+				fs->se, parent, name, strlen(name));
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, parent, 0, 0);
+	}
+}
+
+void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel)
+{
+	sbfs_kernel_changed(fs, id, rel, SBFS_KERNEL_ATTR | SBFS_KERNEL_DATA);
+}
+
+void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id)
+{
+	char path[LL_PATH_MAX];
+	uint64_t files, sbx, *ids;
+	size_t i, n, max;
+
+	if (fs->se == NULL)
+		return;
+	snprintf(path, sizeof(path), "/%s/files", id);
+	if (inodes_find(fs->inodes, path, &files, &sbx) < 0)
+		return;
+	/* Every node below files/ (their attributes and pages: open files
+	 * keep their nodes), then the names, all at once. */
+	max = inodes_count(fs->inodes) + 64;
+	ids = xmalloc(max * sizeof(*ids));
+	n = inodes_below(fs->inodes, path, ids, max);
+	for (i = 0; i < n; i++)
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ids[i], 0, 0);
+	free(ids);
+	(void)fuse_lowlevel_notify_inval_inode(fs->se, files, 0, 0);
+	(void)fuse_lowlevel_notify_inval_entry(fs->se, sbx, "files", 5);
 }

@@ -6,7 +6,7 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/fs_files_v1.c %reldir%/fs_files_v1_i.h
 libsandboxfs_a_SOURCES += \
 	%reldir%/ll.c %reldir%/inodes.c %reldir%/inodes.h \
-	%reldir%/fs.c %reldir%/fs.h \
+	%reldir%/fs.c %reldir%/fs.h %reldir%/events.c \
 	%reldir%/opts.c %reldir%/tune.c \
 	%reldir%/sandbox.c \
 	%reldir%/cache.c %reldir%/cache.h \

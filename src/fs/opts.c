@@ -35,6 +35,8 @@ struct raw {
 	char *attr_timeout;
 	char *entry_timeout;
 	char *negative_timeout;
+	char *cache_timeout;
+	int noevents;
 	char *job_timeout;
 	char *list_cache;
 	char *write_window;
@@ -83,6 +85,7 @@ static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("attr_timeout=%s", attr_timeout),
 	ROPT("entry_timeout=%s", entry_timeout),
 	ROPT("negative_timeout=%s", negative_timeout),
+	ROPT("cache_timeout=%s", cache_timeout), ROPT("noevents", noevents),
 	ROPT("job_timeout=%s", job_timeout), ROPT("list_cache=%s", list_cache),
 	ROPT("write_window=%s", write_window), ROPT("symlinks=%s", symlinks),
 	ROPT("shared_exec", shared_exec),
@@ -222,6 +225,13 @@ void sbfs_usage(const char *prog)
 	       "    -o entry_timeout=SECONDS    name cache (default 1)\n"
 	       "    -o negative_timeout=SECONDS missing-name cache (default "
 	       "1)\n"
+	       "    -o cache_timeout=SECONDS    the three caches above for a "
+	       "sandbox\n"
+	       "                            whose agent tells its changes "
+	       "(default 300)\n"
+	       "    -o noevents             do not follow change events: "
+	       "always the\n"
+	       "                            timeouts above\n"
 	       "    -o job_timeout=SECONDS  a job's time limit when its "
 	       "command\n"
 	       "                            sets none (default 86400)\n"
@@ -297,6 +307,7 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	o->attr_timeout = 1.0;
 	o->entry_timeout = 1.0;
 	o->negative_timeout = 1.0;
+	o->cache_timeout = 300.0;
 	o->job_timeout_s = 86400;
 	o->list_cache_ms = 1000;
 	o->write_window_ms = 1000;
@@ -339,8 +350,11 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	    seconds("entry_timeout", r.entry_timeout, &o->entry_timeout,
 		    false) < 0 ||
 	    seconds("negative_timeout", r.negative_timeout,
-		    &o->negative_timeout, false) < 0)
+		    &o->negative_timeout, false) < 0 ||
+	    seconds("cache_timeout", r.cache_timeout, &o->cache_timeout,
+		    false) < 0)
 		goto bad;
+	o->noevents = r.noevents != 0;
 	d = (double)o->job_timeout_s;
 	if (seconds("job_timeout", r.job_timeout, &d, true) < 0)
 		goto bad;
@@ -399,6 +413,7 @@ out:
 	free(r.attr_timeout);
 	free(r.entry_timeout);
 	free(r.negative_timeout);
+	free(r.cache_timeout);
 	free(r.job_timeout);
 	free(r.list_cache);
 	free(r.write_window);

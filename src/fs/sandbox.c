@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,26 @@ static int make_provider(const struct sbfs_opts *o, struct provider **out,
 	return -EINVAL;
 }
 
+/* A name for this mount that no other client of an agent has: the change
+ * events of its own changes carry it (doc/protocol-ext.md). */
+static void client_name(char *out, size_t size)
+{
+	unsigned char r[8];
+	size_t i;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		memcpy(r, &ts.tv_nsec, 4);
+		memcpy(r + 4, &ts.tv_sec, 4);
+		r[0] ^= (unsigned char)getpid();
+	}
+	snprintf(out, size, "sandboxfs-");
+	for (i = 0; i < sizeof(r) && strlen(out) + 3 <= size; i++)
+		snprintf(out + strlen(out), size - strlen(out), "%02x", r[i]);
+}
+
 int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 	     struct sbx_error *err)
 {
@@ -92,6 +113,9 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 			      "the HTTP client could not start");
 		goto fail;
 	}
+	client_name(fs->client_id, sizeof(fs->client_id));
+	if (transport_set_client_id(fs->t, fs->client_id) < 0)
+		fs->client_id[0] = '\0';
 	rc = wnodes_new(o->write_window_ms, fs_files_flush_node, fs,
 			&fs->writes);
 	if (rc < 0) {
@@ -132,6 +156,9 @@ void sbfs_free(struct sbfs *fs)
 	/* Readahead streams hold write nodes: the readahead goes first. */
 	readahead_free(fs->ra);
 	wnodes_free(fs->writes);
+	/* The event threads touch every cache: they end first. */
+	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
+		sbfs_events_free(sb);
 	for (sb = fs->sandboxes; sb != NULL; sb = next) {
 		next = sb->next;
 		fs_jobs_free(sb->jobs);
@@ -360,6 +387,8 @@ static int refresh_health(struct sbfs *fs, struct sbx *sb, const char *op)
 	pthread_mutex_lock(&sb->lock);
 	take_health(fs, sb, &h);
 	pthread_mutex_unlock(&sb->lock);
+	if (h.ext_events >= 1)
+		sbfs_events_follow(sb);
 	return 0;
 }
 
@@ -388,6 +417,8 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 	if (h.protocol_version == PROTO_VERSION)
 		take_health(fs, sb, &h);
 	pthread_mutex_unlock(&sb->lock);
+	if (h.protocol_version == PROTO_VERSION && h.ext_events >= 1)
+		sbfs_events_follow(sb);
 	return 0;
 }
 

@@ -39,7 +39,7 @@ same_stat() {
 
 # ---- the layout ------------------------------------------------------------------
 assert_eq "a" "$(w ls "$MNT")" "ls MOUNT"
-assert_eq "ctl exec files info jobs" "$(w ls "$MNT/a" | tr '\n' ' ' | sed 's/ $//')" \
+assert_eq "ctl events exec files info jobs" "$(w ls "$MNT/a" | tr '\n' ' ' | sed 's/ $//')" \
 	"ls MOUNT/a"
 assert_eq "" "$(w ls -A "$F")" "ls of an empty files/"
 

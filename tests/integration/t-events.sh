@@ -1,0 +1,130 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# t-events: the sandbox tells the mount what changed, so its caches are
+# long and still true. With cache_timeout far longer than the test, every
+# change made inside the sandbox (here: straight in its root, as a job
+# would) must show through the mount within a couple of seconds: a new
+# size through stat, new contents of a file whose pages the kernel holds,
+# a name that appeared where a lookup had failed, a name that went, a
+# rename. A job's changes are seen as soon as its end is. A restarted
+# agent makes the mount forget what it held. MOUNT/<sb>/events gives one
+# JSON line per change. The same steps with -o noevents (and the same
+# long timeouts) show old answers: the events are what made them fresh.
+
+. "$(dirname "$0")/lib.sh"
+
+need_fuse
+
+sbx_create a
+sbx_start a
+B=$(sbx_root a)
+F=$MNT/a/files
+S=$MNT/a
+
+w() {
+	with_timeout 60 "$@"
+}
+
+# within SECONDS CMD...: CMD succeeds within SECONDS.
+within() {
+	_s=$1
+	shift
+	wait_for "$_s" "$@"
+}
+
+size_is() {
+	[ "$(stat -c %s "$1" 2>/dev/null)" = "$2" ]
+}
+
+content_is() {
+	[ "$(cat "$1" 2>/dev/null)" = "$2" ]
+}
+
+# Long caches: anything fresh here comes from the events.
+LONG=attr_timeout=600,entry_timeout=600,negative_timeout=600,cache_timeout=600
+
+# ---- with events ------------------------------------------------------------
+
+printf 'one\n' >"$B/f"
+mkdir "$B/d"
+mount_fs "$LONG"
+# The mount follows the sandbox's events from its first visit.
+assert_content "$F/f" "one" "first read"
+assert_errno "No such file or directory" stat "$F/later"
+ls "$F/d" >/dev/null
+
+printf 'one two three\n' >"$B/f"
+within 3 size_is "$F/f" 14 || fail "a size changed inside the sandbox was not seen through stat"
+within 3 content_is "$F/f" "one two three" ||
+	fail "contents changed inside the sandbox were not read (pages kept)"
+
+printf 'x\n' >"$B/later"
+within 3 test -e "$F/later" || fail "a name made inside the sandbox stayed missing (negative entry)"
+within 3 sh -c "ls '$F' | grep -qx later" || fail "a listing did not show the new name"
+
+rm "$B/later"
+within 3 sh -c "! test -e '$F/later'" || fail "a name removed inside the sandbox stayed"
+
+printf 'in d\n' >"$B/d/g"
+within 3 sh -c "ls '$F/d' | grep -qx g" || fail "a listing of a subdirectory missed a new file"
+mv "$B/d" "$B/d2"
+within 3 sh -c "! test -e '$F/d' && test -e '$F/d2/g'" || fail "a rename inside the sandbox was not seen"
+assert_content "$F/d2/g" "in d" "a file under the renamed directory"
+
+# A job's changes are there when its end is: a file a job made, read
+# (its pages kept), then rewritten by another job, read right after that
+# job's end.
+job() {
+	w sh -c 'printf "%s\n" "$1" >"$2"' sh "$1" "$S/exec" || fail "starting a job"
+	assert_eq 0 "$(w cat "$S/jobs/latest/exit")" "the exit of job: $1"
+}
+job 'printf "first job\n" >jobfile'
+within 3 content_is "$F/jobfile" "first job" || fail "a job's new file"
+assert_content "$F/jobfile" "first job" "read twice"
+job 'printf "second job, longer\n" >jobfile'
+assert_content "$F/jobfile" "second job, longer" "the file a job wrote, read right after its end"
+
+# The stream for users: the lines of changes made after the open.
+w timeout 4 cat "$S/events" >"$TMP/events" 2>"$TMP/events.err" &
+reader=$!
+sleep 1
+printf 'e\n' >"$B/ev-file"
+mkdir "$B/ev-dir"
+mv "$B/ev-file" "$B/ev-dir/moved"
+wait "$reader"
+grep -q '"type":"create","path":"/ev-file","dir":false' "$TMP/events" ||
+	fail "events: no create of /ev-file: $(cat "$TMP/events" "$TMP/events.err")"
+grep -q '"type":"create","path":"/ev-dir","dir":true' "$TMP/events" ||
+	fail "events: no create of /ev-dir: $(cat "$TMP/events")"
+grep -q '"type":"rename","path":"/ev-file","to":"/ev-dir/moved"' "$TMP/events" ||
+	fail "events: no rename: $(cat "$TMP/events")"
+grep -v -q '^{.*}$' "$TMP/events" && fail "events: a line that is not one JSON object: $(cat "$TMP/events")"
+
+# A restarted agent: whatever it had told is forgotten; the new one is
+# followed.
+ctl restart a >/dev/null || fail "restart"
+printf 'after restart\n' >"$B/f"
+within 5 content_is "$F/f" "after restart" || fail "a change after the agent restarted was not seen"
+printf 'and again\n' >"$B/f"
+within 3 content_is "$F/f" "and again" || fail "events were not followed again after the restart"
+umount_fs
+
+# ---- without events: the same long timeouts keep old answers --------------
+
+printf 'old\n' >"$B/h"
+mount_fs "$LONG,noevents"
+assert_content "$F/h" "old" "first read"
+# The mount's own caches hold the listing and the attributes (the
+# kernel's may be dropped by a test that drops caches meanwhile).
+ls "$F" >/dev/null
+assert_errno "No such file or directory" stat "$F/nothere"
+printf 'new and longer\n' >"$B/h"
+printf 'x\n' >"$B/nothere"
+sleep 3
+assert_eq 4 "$(stat -c %s "$F/h")" "noevents: the size is the cached one"
+assert_errno "No such file or directory" stat "$F/nothere"
+assert_errno "Operation not supported" cat "$S/events"
+umount_fs
+
+finish
