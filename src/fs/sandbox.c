@@ -152,13 +152,13 @@ void sbfs_free(struct sbfs *fs)
 
 	if (fs == NULL)
 		return;
+	/* The event threads touch every cache: they end first. */
+	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
+		sbfs_events_free(sb);
 	prefetch_free(fs->pf);
 	/* Readahead streams hold write nodes: the readahead goes first. */
 	readahead_free(fs->ra);
 	wnodes_free(fs->writes);
-	/* The event threads touch every cache: they end first. */
-	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
-		sbfs_events_free(sb);
 	for (sb = fs->sandboxes; sb != NULL; sb = next) {
 		next = sb->next;
 		fs_jobs_free(sb->jobs);

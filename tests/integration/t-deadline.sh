@@ -20,7 +20,8 @@ sbx_create a
 sbx_start a
 F=$MNT/a/files
 TIMEOUT=6
-mount_fs "timeout=$TIMEOUT,attr_timeout=0,entry_timeout=0,negative_timeout=0"
+# Every operation asks the agent: no cache, with change events or without.
+mount_fs "timeout=$TIMEOUT,attr_timeout=0,entry_timeout=0,negative_timeout=0,cache_timeout=0"
 
 # elapsed CMD...: run CMD (with a generous hard limit); its exit status in
 # $rc, its standard error in $TMP/err, the milliseconds it took in $ms.
