@@ -7,6 +7,10 @@ SH_LOG_COMPILER = $(SHELL)
 
 TESTS += %reldir%/t-sandboxctl.sh
 EXTRA_DIST += %reldir%/t-sandboxctl.sh
+## sandboxctl exec, jobs and create's interruption, with lib.sh's verbs
+## but no mount.
+TESTS += %reldir%/t-ctl-exec.sh
+EXTRA_DIST += %reldir%/t-ctl-exec.sh
 
 ## The real-mount scenarios (lib.sh holds their verbs) and the POSIX
 ## semantics driver they run on both sides of a mount.
