@@ -2,8 +2,9 @@
 /*
  * The sandboxctl commands that live outside main.c: exec and jobs, which
  * talk to a sandbox's agent through the transport core (the only libcurl
- * user) and the agent client. man/sandboxctl.1 is their contract with the
- * user: options, output, exit statuses.
+ * user) and the agent client, and what create does around local_ctl_create
+ * on a terminal and on a signal. man/sandboxctl.1 is their contract with
+ * the user: options, output, exit statuses.
  *
  * Each cmd_* takes the command's own argv (argv[0] is the command name),
  * prints its results and reasons itself and returns the process's exit
@@ -13,6 +14,7 @@
 #ifndef SBFS_CTL_CTL_H
 #define SBFS_CTL_CTL_H
 
+#include <signal.h>
 #include <stdbool.h>
 
 #include "agent_client.h"
@@ -51,5 +53,32 @@ int ctl_session_open(struct local_ctl *c, long response_ms,
 		     struct ctl_session *s, struct sbx_error *err)
 	__attribute__((warn_unused_result));
 void ctl_session_close(struct ctl_session *s);
+
+/* ---- create on a terminal and on a signal -------------------------------- */
+
+/*
+ * While a create runs: SIGINT, SIGTERM and SIGHUP (those not ignored when
+ * sandboxctl started) make the progress hook answer -EINTR, so that
+ * local_ctl_create removes what it made; when stderr is a terminal the
+ * hook also shows one line of progress there, redrawn at most 10 times a
+ * second.
+ */
+struct ctl_create_watch {
+	bool tty;
+	bool shown; /* a progress line is on the terminal */
+	long long next_ms; /* earliest next redraw */
+	const char *name;
+	struct sigaction old[3];
+	bool installed[3];
+};
+
+/* Install the handlers; then pass ctl_create_watch_progress and w to
+ * local_ctl_create_progress. */
+void ctl_create_watch_start(struct ctl_create_watch *w, const char *name);
+int ctl_create_watch_progress(void *w, const struct local_copy_progress *p);
+/* Restore the handlers and end the progress line. rc is the create's
+ * outcome: returns the exit status for an interrupted create (128 + the
+ * signal, its reason printed), else -1. */
+int ctl_create_watch_finish(struct ctl_create_watch *w, int rc);
 
 #endif

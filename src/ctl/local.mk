@@ -3,7 +3,7 @@
 ## through the transport core, the only libcurl user.
 bin_PROGRAMS += sandboxctl
 sandboxctl_SOURCES = %reldir%/main.c %reldir%/ctl.h %reldir%/exec.c \
-	%reldir%/jobs.c %reldir%/session.c
+	%reldir%/jobs.c %reldir%/session.c %reldir%/create_watch.c
 sandboxctl_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(CJSON_CFLAGS) \
 	$(CRYPTO_CFLAGS) $(PTHREAD_CFLAGS)
 sandboxctl_LDADD = libsandboxfs.a $(CURL_LIBS) $(CJSON_LIBS) $(CRYPTO_LIBS) \

@@ -143,8 +143,9 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 	};
 	struct local_create_opts o = {NULL, false, NULL, false};
 	struct local_err err = {""};
+	struct ctl_create_watch w;
 	const char *name;
-	int ch, rc = 0;
+	int ch, rc = 0, st;
 
 	sub_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -168,7 +169,12 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 	name = one_name(argc, argv, &rc);
 	if (name == NULL)
 		return rc;
-	rc = local_ctl_create(c, name, &o, &err);
+	ctl_create_watch_start(&w, name);
+	rc = local_ctl_create_progress(c, name, &o, ctl_create_watch_progress,
+				       &w, &err);
+	st = ctl_create_watch_finish(&w, rc);
+	if (st >= 0)
+		return st;
 	if (rc < 0)
 		return fail(rc, &err);
 	printf("%s: created (%s)\n", name, o.native ? "native" : "agent");

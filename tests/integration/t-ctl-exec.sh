@@ -14,10 +14,13 @@
 # the jobs just run, with their exit codes, as a table and as JSON. A
 # strict v1 agent (no flow control, no long-poll) still gives the streams
 # and the status, and output its cap dropped is exit 122.
+# create: SIGINT while copying leaves no sandbox and no directory; a
+# progress line on a terminal and none otherwise; a create killed with
+# SIGKILL shows as Creating and rm removes it.
 
 . "$(dirname "$0")/lib.sh"
 
-need_cmd sha256sum
+need_cmd sha256sum script
 [ -x "$SBFS_CTL" ] || skip "$SBFS_CTL is not built"
 [ -x "$SBFS_AGENT" ] || skip "$SBFS_AGENT is not built"
 # A background job of a script starts with SIGINT ignored, and
@@ -249,5 +252,48 @@ has "$OUT" "started
 " "exec on a stopped sandbox"
 assert_eq Running "$(sbx_field sb state)" "state after exec on a stopped sandbox"
 sbx_stop sb
+
+# ---- create: progress on a terminal only, an interrupted create leaves nothing ------------------
+mkdir -p "$TMP/src/d"
+for i in 1 2 3 4 5 6 7 8 9 10; do echo "$i" >"$TMP/src/d/f$i"; done
+with_timeout 60 script -qfec "$SBFS_CTL --state-dir $STATE create tty1 --from $TMP/src" /dev/null >"$TMP/pty" 2>&1 ||
+	fail "create under script: $(cat "$TMP/pty")"
+grep -q 'tty1: copied 10 files' "$TMP/pty" || fail "no progress line on a terminal: '$(od -c "$TMP/pty" | head -5)'"
+ctl create notty --from "$TMP/src" >"$OUT" 2>"$ERR" || fail "create notty: $(cat "$ERR")"
+has "$ERR" "" "create's stderr when it is not a terminal"
+has "$OUT" "notty: created (agent)
+" "create's stdout"
+
+# A big file whose copy takes seconds (sparse here, not in the copy).
+mkdir -p "$TMP/bigsrc"
+truncate -s 1G "$TMP/bigsrc/big" || hard_error "truncate"
+entries() {
+	ls -A "$STATE/sandboxes" | tr '\n' ' '
+}
+before=$(entries)
+env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" create cut --from "$TMP/bigsrc" >"$OUT" 2>"$ERR" &
+cp=$!
+wait_for 30 test -e "$STATE/sandboxes/cut/root/big" || fail "the copy of the big file did not start"
+kill -INT "$cp"
+if ! wait_gone "$cp" 30; then
+	fail "an interrupted create did not end within 30 s"
+	kill -KILL "$cp"
+fi
+wait "$cp"
+assert_eq 130 "$?" "exit status of an interrupted create"
+grep -q 'cut: interrupted' "$ERR" || fail "the interrupted create's message: '$(cat "$ERR")'"
+ctl ls | grep -q '^cut ' && fail "an interrupted create is listed: $(ctl ls)"
+assert_eq "$before" "$(entries)" "the state directory after an interrupted create"
+
+# A create killed outright stays Creating, shown as such, and rm removes it.
+"$SBFS_CTL" --state-dir "$STATE" create dead --from "$TMP/bigsrc" >/dev/null 2>&1 &
+cp=$!
+wait_for 30 test -e "$STATE/sandboxes/dead/root/big" || fail "the copy of the big file did not start"
+kill -KILL "$cp"
+wait "$cp" 2>/dev/null
+ctl ls | grep -Eq '^dead +Creating ' || fail "a killed create is not listed as Creating: $(ctl ls)"
+ctl status dead | grep -q '^state: *Creating$' || fail "status of a killed create: $(ctl status dead)"
+ctl rm dead >"$OUT" 2>"$ERR" || fail "rm of a killed create: $(cat "$ERR")"
+assert_eq "$before" "$(entries)" "the state directory after rm of a killed create"
 
 finish
