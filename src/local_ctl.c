@@ -392,21 +392,40 @@ struct copy {
 	uid_t uid;
 	gid_t gid;
 	char rel[PATH_MAX]; /* the entry being copied, for messages */
+	local_progress_fn *progress; /* may be NULL */
+	void *progress_arg;
+	struct local_copy_progress done;
 };
 
-static int copy_data(int in, int out)
+/* Tell the caller how far the copy is; it may end the create. */
+static int copy_progress(struct copy *cx)
+{
+	if (cx->progress == NULL)
+		return 0;
+	return cx->progress(cx->progress_arg, &cx->done);
+}
+
+static int copy_data(struct copy *cx, int in, int out)
 {
 	const size_t chunk = 128 * 1024;
+	size_t since = 0;
 	char *mem = NULL;
 	ssize_t n, w;
 	int rc = 0;
 
 	/* copy_file_range shares extents where it can; it is not there on
-	 * every kernel and filesystem pair, so fall back to read/write. */
+	 * every kernel and filesystem pair, so fall back to read/write.
+	 * Chunks keep progress calls (and an interruption) within
+	 * LOCAL_COPY_CHUNK of each other. */
 	for (;;) {
-		n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
-		if (n > 0)
+		n = copy_file_range(in, NULL, out, NULL, LOCAL_COPY_CHUNK, 0);
+		if (n > 0) {
+			cx->done.bytes += (uint64_t)n;
+			rc = copy_progress(cx);
+			if (rc < 0)
+				goto out;
 			continue;
+		}
 		if (n == 0)
 			goto out;
 		if (errno == EINTR)
@@ -429,6 +448,14 @@ static int copy_data(int in, int out)
 		}
 		if (n == 0)
 			break;
+		cx->done.bytes += (uint64_t)n;
+		since += (size_t)n;
+		if (since >= LOCAL_COPY_CHUNK) {
+			since = 0;
+			rc = copy_progress(cx);
+			if (rc < 0)
+				goto out;
+		}
 		for (char *p = mem; n > 0; p += w, n -= w) {
 			w = write(out, p, (size_t)n);
 			if (w < 0 && errno == EINTR) {
@@ -541,7 +568,7 @@ static int copy_entry(struct copy *cx, int sfd, int dfd, const char *name,
 			     0600);
 		if (out < 0)
 			goto fail;
-		rc = copy_data(in, out);
+		rc = copy_data(cx, in, out);
 		if (rc == 0)
 			rc = finish_fd(cx, out, &st2);
 		break;
@@ -579,6 +606,10 @@ static int copy_entry(struct copy *cx, int sfd, int dfd, const char *name,
 		log_warn("not copying '%s': a device or socket", cx->rel);
 		break;
 	}
+	if (rc == 0 && !S_ISDIR(st.st_mode)) {
+		cx->done.files++;
+		rc = copy_progress(cx);
+	}
 	goto out;
 fail:
 	rc = -errno;
@@ -593,13 +624,16 @@ out:
 /* Copy the tree at from into the (empty) directory to, whose own mode and
  * times become from's. */
 static int copy_tree(const char *from, const char *to, bool chown_to, uid_t uid,
-		     gid_t gid, struct local_err *err)
+		     gid_t gid, local_progress_fn *fn, void *arg,
+		     struct local_err *err)
 {
 	struct copy cx;
 	struct stat st;
 	int sfd = -1, dfd = -1, rc;
 
 	memset(&cx, 0, sizeof(cx));
+	cx.progress = fn;
+	cx.progress_arg = arg;
 	cx.chown = chown_to;
 	cx.uid = uid;
 	cx.gid = gid;
@@ -619,10 +653,15 @@ static int copy_tree(const char *from, const char *to, bool chown_to, uid_t uid,
 	rc = copy_dir(&cx, sfd, dfd, 0);
 	if (rc == 0)
 		rc = finish_fd(&cx, dfd, &st);
+	if (rc == 0)
+		rc = copy_progress(&cx); /* the totals, last */
 	if (rc == -ELOOP)
 		local_err_set(err, rc,
 			      "cannot copy %s/%s: deeper than %d directories",
 			      from, cx.rel, COPY_DEPTH_MAX);
+	else if (rc == -EINTR)
+		local_err_set(err, rc, "interrupted while copying %s/%s", from,
+			      cx.rel);
 	else if (rc < 0)
 		local_err_set(err, rc, "cannot copy %s/%s: %s", from, cx.rel,
 			      strerror(-rc));
@@ -692,6 +731,14 @@ static int set_limits(const struct local_create_opts *opts,
 int local_ctl_create(struct local_ctl *c, const char *id,
 		     const struct local_create_opts *opts,
 		     struct local_err *err)
+{
+	return local_ctl_create_progress(c, id, opts, NULL, NULL, err);
+}
+
+int local_ctl_create_progress(struct local_ctl *c, const char *id,
+			      const struct local_create_opts *opts,
+			      local_progress_fn *fn, void *arg,
+			      struct local_err *err)
 {
 	static const struct local_create_opts none;
 	bool root_user = geteuid() == 0;
@@ -796,9 +843,18 @@ int local_ctl_create(struct local_ctl *c, const char *id,
 	}
 	if (opts->from != NULL) {
 		rc = copy_tree(opts->from, root, root_user, (uid_t)rec.exec_uid,
-			       (gid_t)rec.exec_gid, err);
+			       (gid_t)rec.exec_gid, fn, arg, err);
 		if (rc < 0)
 			goto out;
+	}
+	if (opts->from == NULL && fn != NULL) {
+		struct local_copy_progress nothing = {0, 0};
+
+		rc = fn(arg, &nothing);
+		if (rc < 0) {
+			local_err_set(err, rc, "interrupted");
+			goto out;
+		}
 	}
 	rec.state = PROTO_RECORD_STOPPED;
 	rc = local_state_write(c->state_dir, &rec, err);

@@ -88,6 +88,13 @@ void local_ctl_cleanup(struct local_ctl *c);
  */
 char *local_ctl_agent_path(void);
 
+/* What a create has copied so far: the entries that are not directories,
+ * and the bytes of regular files. */
+struct local_copy_progress {
+	uint64_t files;
+	uint64_t bytes;
+};
+
 struct local_create_opts {
 	const char *from; /* copy this tree into root/ (NULL: empty) */
 	bool native; /* a native session: no label, no agent */
@@ -116,6 +123,23 @@ struct local_create_opts {
 int local_ctl_create(struct local_ctl *c, const char *id,
 		     const struct local_create_opts *opts,
 		     struct local_err *err) __attribute__((warn_unused_result));
+
+/*
+ * The same, telling fn how far the copy is: after each entry copied, after
+ * each chunk (at most LOCAL_COPY_CHUNK bytes) of a file, and once more
+ * with the totals before the record says Stopped. A negative return from
+ * fn (-EINTR for an interrupted create) ends the create with that value,
+ * and nothing is left behind.
+ */
+typedef int local_progress_fn(void *arg, const struct local_copy_progress *p);
+int local_ctl_create_progress(struct local_ctl *c, const char *id,
+			      const struct local_create_opts *opts,
+			      local_progress_fn *fn, void *arg,
+			      struct local_err *err)
+	__attribute__((warn_unused_result));
+
+/* The most a create copies between two progress calls. */
+#define LOCAL_COPY_CHUNK (8UL * 1024 * 1024)
 
 /*
  * Bring a sandbox to Running. An agent sandbox whose agent is alive stays

@@ -5,8 +5,8 @@
 # the three programs, the man pages, README.md and SEMANTICS.md with doc/
 # under the documentation directory, the examples, the systemd user unit
 # (naming the installed sandboxfs) and the bash completions; and the
-# completions complete: sandboxctl's commands and the sandboxes of a state
-# directory, sandboxfs's -o options.
+# completions complete: sandboxctl's commands, the sandboxes of a state
+# directory and exec's command, sandboxfs's -o options.
 #
 # Exit 0 pass, 1 fail, 77 skip (only when bash-completion is missing and
 # SBFS_REQUIRE_FUSE is not set: CI installs it).
@@ -83,6 +83,17 @@ else
 	[ "$got" = "db web " ] || fail "sandboxctl start <TAB>: '$got'"
 	got=$(SANDBOXFS_STATE_DIR=$state complete_words sandboxctl sandboxctl rm w)
 	[ "$got" = "web " ] || fail "sandboxctl rm w<TAB>: '$got'"
+	got=$(complete_words sandboxctl sandboxctl --state-dir "$state" exec --timeout 5 "")
+	[ "$got" = "db web " ] || fail "sandboxctl exec --timeout 5 <TAB>: '$got'"
+	got=$(complete_words sandboxctl sandboxctl exec web --t)
+	[ "$got" = "--timeout " ] || fail "sandboxctl exec web --t<TAB>: '$got'"
+	# After the name and "--", a command as bash completes one.
+	# (a merged /usr lists a program once per PATH entry)
+	got=$(complete_words sandboxctl sandboxctl exec web --cwd src -- printen 2>/dev/null |
+		tr ' ' '\n' | sort -u | tr '\n' ' ')
+	[ "$got" = "printenv " ] || fail "sandboxctl exec web --cwd src -- printen<TAB>: '$got'"
+	got=$(complete_words sandboxctl sandboxctl jobs web --j)
+	[ "$got" = "--json " ] || fail "sandboxctl jobs web --j<TAB>: '$got'"
 	got=$(complete_words sandboxfs sandboxfs -o write)
 	[ "$got" = "write_window= " ] || fail "sandboxfs -o write<TAB>: '$got'"
 	got=$(complete_words sandboxfs sandboxfs -o ro,sym)

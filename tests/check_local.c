@@ -1785,6 +1785,119 @@ START_TEST(ctl_start_failures)
 }
 END_TEST
 
+static int stop_at_once(void *arg, const struct local_copy_progress *p)
+{
+	(void)arg;
+	(void)p;
+	return -EINTR;
+}
+
+/* What a create told its progress hook; stop_after ends it (-EINTR) at
+ * the first call that has seen that many bytes. */
+struct progress_log {
+	unsigned calls;
+	struct local_copy_progress last;
+	bool monotonic;
+	uint64_t stop_after; /* 0: never */
+};
+
+static int log_progress(void *arg, const struct local_copy_progress *p)
+{
+	struct progress_log *l = arg;
+
+	if (p->files < l->last.files || p->bytes < l->last.bytes)
+		l->monotonic = false;
+	l->calls++;
+	l->last = *p;
+	if (l->stop_after != 0 && p->bytes >= l->stop_after)
+		return -EINTR;
+	return 0;
+}
+
+START_TEST(ctl_create_progress)
+{
+	struct local_create_opts o = {.from = NULL};
+	struct progress_log l = {0, {0, 0}, true, 0};
+	struct local_err err = {""};
+	char *src = th_tmpdir("src"), p[PATH_MAX], *dir, *sb;
+	const size_t big = 2 * LOCAL_COPY_CHUNK + 12345;
+	char *data = calloc(1, big);
+	struct dirent *de;
+	struct stat st;
+	size_t left;
+	DIR *d;
+
+	ck_assert_ptr_nonnull(data);
+	snprintf(p, sizeof(p), "%s/big", src);
+	th_write_file(p, data, big);
+	snprintf(p, sizeof(p), "%s/sub/a", src);
+	th_write_file(p, "hello", 5);
+	snprintf(p, sizeof(p), "%s/sub/b", src);
+	th_write_file(p, "bee", 3);
+	snprintf(p, sizeof(p), "%s/link", src);
+	ck_assert_int_eq(symlink("big", p), 0);
+	o.from = src;
+
+	/* Every entry but the directories, and every byte of regular
+	 * files; a call per chunk of the big file; the totals last. */
+	must(local_ctl_create_progress(&ctl, "prog", &o, log_progress, &l,
+				       &err),
+	     &err, "create with progress");
+	ck_assert(l.monotonic);
+	ck_assert_uint_eq(l.last.files, 4);
+	ck_assert_uint_eq(l.last.bytes, big + 5 + 3);
+	ck_assert_uint_ge(l.calls, 4 + 3 + 1);
+
+	/* Without --from: one call, nothing copied. */
+	memset(&l, 0, sizeof(l));
+	l.monotonic = true;
+	must(local_ctl_create_progress(&ctl, "empty", NULL, log_progress, &l,
+				       &err),
+	     &err, "create without --from");
+	ck_assert_uint_eq(l.calls, 1);
+	ck_assert_uint_eq(l.last.files + l.last.bytes, 0);
+
+	/* Ended in the middle of the big file: the error is the hook's and
+	 * nothing of the sandbox is left, not even a tombstone. */
+	memset(&l, 0, sizeof(l));
+	l.stop_after = 1;
+	ck_assert_int_eq(local_ctl_create_progress(&ctl, "cut", &o,
+						   log_progress, &l, &err),
+			 -EINTR);
+	ck_assert_ptr_nonnull(strstr(err.msg, "interrupted"));
+	dir = ctl_path("cut", LOCAL_PATH_DIR);
+	ck_assert_int_eq(stat(dir, &st), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	free(dir);
+	sb = ctl_path(NULL, LOCAL_PATH_SANDBOXES);
+	d = opendir(sb);
+	ck_assert_ptr_nonnull(d);
+	left = 0;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0 &&
+		    strcmp(de->d_name, "prog") != 0 &&
+		    strcmp(de->d_name, "empty") != 0)
+			left++;
+	closedir(d);
+	free(sb);
+	ck_assert_uint_eq(left, 0);
+
+	/* Ended before anything was copied (no --from). */
+	memset(&l, 0, sizeof(l));
+	l.stop_after = 0;
+	ck_assert_int_eq(local_ctl_create_progress(&ctl, "cut2", NULL,
+						   stop_at_once, NULL, &err),
+			 -EINTR);
+	dir = ctl_path("cut2", LOCAL_PATH_DIR);
+	ck_assert_int_eq(stat(dir, &st), -1);
+	free(dir);
+	free(data);
+	th_rmtree(src);
+	free(src);
+}
+END_TEST
+
 Suite *make_local_ctl_suite(void)
 {
 	Suite *s = suite_create("local_ctl");
@@ -1799,6 +1912,7 @@ Suite *make_local_ctl_suite(void)
 	tcase_add_test(tc, ctl_corrupt_record);
 	tcase_add_test(tc, ctl_native);
 	tcase_add_test(tc, ctl_create_from);
+	tcase_add_test(tc, ctl_create_progress);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("agent");

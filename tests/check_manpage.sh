@@ -3,8 +3,10 @@
 #
 # check_manpage: the manual pages document every option the programs take.
 # Every option in the fuse_opt tables of src/fs/opts.c must appear in
-# man/sandboxfs.1, and every option sandbox-agent --help prints must appear
-# in man/sandbox-agent.8; and the pages must be clean for mandoc -T lint.
+# man/sandboxfs.1, every option sandbox-agent --help prints must appear in
+# man/sandbox-agent.8, every command and option sandboxctl --help prints
+# must appear in man/sandboxctl.1; and the pages must be clean for mandoc
+# -T lint.
 # An option counts as documented when the page marks it up as one: `Cm
 # name` for a -o option, `Fl -name` or `Fl x` for a command line flag.
 #
@@ -17,6 +19,8 @@ AGENT=${SBFS_AGENT:-./sandbox-agent}
 OPTS_C=$SRC/src/fs/opts.c
 FS_MAN=$SRC/man/sandboxfs.1
 AGENT_MAN=$SRC/man/sandbox-agent.8
+CTL=${SBFS_CTL:-./sandboxctl}
+CTL_MAN=$SRC/man/sandboxctl.1
 
 fails=0
 fail() {
@@ -24,7 +28,7 @@ fail() {
 	fails=$((fails + 1))
 }
 
-for f in "$OPTS_C" "$FS_MAN" "$AGENT_MAN"; do
+for f in "$OPTS_C" "$FS_MAN" "$AGENT_MAN" "$CTL_MAN"; do
 	[ -f "$f" ] || {
 		echo "ERROR: $f is missing"
 		exit 99
@@ -107,6 +111,33 @@ for o in $aopts; do
 	documented "$AGENT_MAN" "$o" || fail "sandbox-agent option '$o' (--help) is not in man/sandbox-agent.8"
 done
 echo "# sandbox-agent: $an options checked"
+
+# ---- sandboxctl: --help -------------------------------------------------------------------
+# Its commands ("  NAME ..." under "commands:") must be `Cm NAME` in the
+# page, and its options `Fl ...`, wherever --help names them.
+if [ -x "$CTL" ]; then
+	"$CTL" --help >"${TMPDIR:-/tmp}/check_manpage.$$" 2>&1
+	rc=$?
+	help=$(cat "${TMPDIR:-/tmp}/check_manpage.$$")
+	rm -f "${TMPDIR:-/tmp}/check_manpage.$$"
+	[ "$rc" -eq 0 ] || fail "sandboxctl --help exited $rc"
+	cmds=$(echo "$help" | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\)\( .*\)*$/\1/p' | sort -u)
+	cn=$(echo "$cmds" | grep -c .)
+	[ "$cn" -ge 5 ] || fail "found only $cn commands in sandboxctl --help"
+	for c in $cmds; do
+		documented "$CTL_MAN" "$c" || fail "sandboxctl command '$c' (--help) is not in man/sandboxctl.1"
+	done
+	copts=$(echo "$help" | grep -Eo '(^|[][[:space:],|])--?[A-Za-z0-9][A-Za-z0-9-]*' |
+		sed 's/^[][[:space:],|]*//' | sort -u)
+	con=$(echo "$copts" | grep -c .)
+	[ "$con" -ge 5 ] || fail "found only $con options in sandboxctl --help"
+	for o in $copts; do
+		documented "$CTL_MAN" "$o" || fail "sandboxctl option '$o' (--help) is not in man/sandboxctl.1"
+	done
+	echo "# sandboxctl: $cn commands and $con options checked"
+else
+	fail "$CTL is not built"
+fi
 
 # ---- mandoc -T lint ---------------------------------------------------------------------
 if command -v mandoc >/dev/null 2>&1; then

@@ -6,7 +6,8 @@
  * directory directly, and nothing here is needed by the tests, which call
  * the library.
  *
- * Exit status: 0 success, 1 an operation failed, 2 a usage error.
+ * Exit status: 0 success, 1 an operation failed, 2 a usage error (exec
+ * has its own, ctl.h).
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/proto_record.h"
+#include "ctl/ctl.h"
 #include "local_ctl.h"
 #include "local_state.h"
 
@@ -39,6 +41,9 @@ static const char usage_text[] =
 	"  rm [-f|--force] NAME\n"
 	"  ls [--json]\n"
 	"  status NAME [--json]\n"
+	"  exec NAME [--timeout SECONDS] [--cwd DIR] [--env K=V]... -- CMD "
+	"[ARGS...]\n"
+	"  jobs NAME [--json]\n"
 	"\n"
 	"options:\n"
 	"  --state-dir DIR  the state directory (default: "
@@ -181,8 +186,9 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 	};
 	struct local_create_opts o;
 	struct local_err err = {""};
+	struct ctl_create_watch w;
 	const char *name;
-	int ch, rc = 0;
+	int ch, rc = 0, st;
 
 	memset(&o, 0, sizeof(o));
 	sub_getopt_reset();
@@ -236,7 +242,12 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 	name = one_name(argc, argv, &rc);
 	if (name == NULL)
 		return rc;
-	rc = local_ctl_create(c, name, &o, &err);
+	ctl_create_watch_start(&w, name);
+	rc = local_ctl_create_progress(c, name, &o, ctl_create_watch_progress,
+				       &w, &err);
+	st = ctl_create_watch_finish(&w, rc);
+	if (st >= 0)
+		return st;
 	if (rc < 0)
 		return fail(rc, &err);
 	printf("%s: created (%s)\n", name, o.native ? "native" : "agent");
@@ -540,11 +551,14 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "create") != 0 && strcmp(cmd, "start") != 0 &&
 	    strcmp(cmd, "stop") != 0 && strcmp(cmd, "restart") != 0 &&
 	    strcmp(cmd, "rm") != 0 && strcmp(cmd, "ls") != 0 &&
-	    strcmp(cmd, "status") != 0)
+	    strcmp(cmd, "status") != 0 && strcmp(cmd, "exec") != 0 &&
+	    strcmp(cmd, "jobs") != 0)
 		return usage_error("unknown command '%s'", cmd);
 	rc = local_ctl_init(&c, state_dir, &err);
-	if (rc < 0)
-		return fail(rc, &err);
+	if (rc < 0) {
+		rc = fail(rc, &err);
+		return strcmp(cmd, "exec") == 0 ? CTL_EXEC_NOT_STARTED : rc;
+	}
 	if (strcmp(cmd, "create") == 0)
 		rc = cmd_create(&c, sub_argc, sub_argv);
 	else if (strcmp(cmd, "start") == 0)
@@ -558,6 +572,10 @@ int main(int argc, char **argv)
 		rc = cmd_rm(&c, sub_argc, sub_argv);
 	else if (strcmp(cmd, "ls") == 0)
 		rc = cmd_ls(&c, sub_argc, sub_argv);
+	else if (strcmp(cmd, "exec") == 0)
+		rc = cmd_exec(&c, sub_argc, sub_argv);
+	else if (strcmp(cmd, "jobs") == 0)
+		rc = cmd_jobs(&c, sub_argc, sub_argv);
 	else
 		rc = cmd_status(&c, sub_argc, sub_argv);
 	local_ctl_cleanup(&c);

@@ -80,6 +80,13 @@ SBFS_MOUNT_TESTS = \
 TESTS += $(SBFS_MOUNT_TESTS)
 EXTRA_DIST += %reldir%/lib.sh $(SBFS_MOUNT_TESTS)
 
+## sandboxctl exec, jobs and create's interruption, with lib.sh's verbs
+## but no mount. After the mount tests: its 200 MB stream loads both
+## cores for seconds, and t-files.sh's atomic-rename check fails now and
+## then under such load.
+TESTS += %reldir%/t-ctl-exec.sh
+EXTRA_DIST += %reldir%/t-ctl-exec.sh
+
 ## The benchmark's small variant (bench/smoke): every row gets a number.
 TESTS += %reldir%/t-bench-smoke.sh
 EXTRA_DIST += %reldir%/t-bench-smoke.sh
