@@ -16,7 +16,8 @@ EXTRA_DIST += %reldir%/agent-bench
 ## to plain curl (bench/transport-bench runs both).
 noinst_PROGRAMS += %reldir%/transport-bench
 %canon_reldir%_transport_bench_SOURCES = %reldir%/transport-bench.c
+%canon_reldir%_transport_bench_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_CLIENT)
 %canon_reldir%_transport_bench_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS)
-%canon_reldir%_transport_bench_LDADD = libsandboxfs.a $(CURL_LIBS) \
+%canon_reldir%_transport_bench_LDADD = $(LIB_CLIENT) $(CURL_LIBS) \
 	$(CJSON_LIBS) $(CRYPTO_LIBS) $(PTHREAD_LIBS) -lm
 EXTRA_DIST += %reldir%/transport-bench

@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent_client.h"
-#include "provider_local.h"
-#include "transport.h"
+#include "client/agent_client.h"
+#include "client/provider_local.h"
+#include "client/transport.h"
 
 #define MAX_SAMPLES 2000000
 
@@ -72,7 +72,8 @@ static void *run(void *arg)
 			w->errors++;
 		w->count++;
 		if (w->nlat < w->cap)
-			w->lat_us[w->nlat++] = (unsigned)((now_ns() - t0) / 1000);
+			w->lat_us[w->nlat++] =
+				(unsigned)((now_ns() - t0) / 1000);
 	}
 	return NULL;
 }
@@ -99,8 +100,9 @@ int main(int argc, char **argv)
 	long long start, end;
 
 	if (argc < 5) {
-		fprintf(stderr, "usage: %s STATE_DIR SANDBOX THREADS SECONDS "
-				"[health|stat]\n",
+		fprintf(stderr,
+			"usage: %s STATE_DIR SANDBOX THREADS SECONDS "
+			"[health|stat]\n",
 			argv[0]);
 		return 2;
 	}
@@ -141,7 +143,8 @@ int main(int argc, char **argv)
 	end = now_ns();
 	all = calloc((size_t)nall + 1, sizeof(unsigned));
 	for (n = 0, i = 0; n < threads; n++) {
-		memcpy(all + i, w[n].lat_us, (size_t)w[n].nlat * sizeof(unsigned));
+		memcpy(all + i, w[n].lat_us,
+		       (size_t)w[n].nlat * sizeof(unsigned));
 		i += w[n].nlat;
 		free(w[n].lat_us);
 	}

@@ -12,5 +12,6 @@ dist_protodoc_DATA = \
 	%reldir%/transport-rules.md
 internalsdocdir = $(docdir)/doc/internals
 dist_internalsdoc_DATA = \
+	%reldir%/internals/architecture.md \
 	%reldir%/internals/transport.md \
 	%reldir%/internals/cache.md

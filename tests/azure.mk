@@ -12,6 +12,7 @@ check_sandboxfs_LDADD += $(SSL_LIBS)
 check_PROGRAMS += %reldir%/azure-fake
 %canon_reldir%_azure_fake_SOURCES = %reldir%/azure_fake_main.c \
 	%reldir%/azure_fake.c %reldir%/azure_fake.h
+%canon_reldir%_azure_fake_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_CLIENT)
 %canon_reldir%_azure_fake_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(SSL_CFLAGS)
-%canon_reldir%_azure_fake_LDADD = libsandboxfs.a $(MHD_LIBS) $(SSL_LIBS) \
+%canon_reldir%_azure_fake_LDADD = $(LIB_CLIENT) $(MHD_LIBS) $(SSL_LIBS) \
 	$(CRYPTO_LIBS) $(CJSON_LIBS) $(CURL_LIBS) $(PTHREAD_LIBS) -lm

@@ -32,14 +32,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_provider.h"
-#include "transport.h"
+#include "client/transport.h"
 
 #define S(lit) lit, sizeof(lit) - 1
 #define NOBODY 65534

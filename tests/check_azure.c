@@ -25,18 +25,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "azure_auth.h"
+#include "client/agent_client.h"
+#include "client/azure_auth.h"
 #include "common/proto.h"
 #include "common/proto_azure.h"
 #include "common/xalloc.h"
-#include "fs/fs_i.h"
-#include "provider_azure.h"
+#include "client/provider_azure.h"
 #include "tests/azure_fake.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
-#include "transport.h"
+#include "client/transport.h"
 
 #define ID "box"
 /* A string literal as (pointer, length). */
@@ -529,7 +528,7 @@ START_TEST(settings_options_win_then_file_then_environment)
 				"azure_record_cache=0.5\n"
 				"azure_native_root=/work\n");
 	struct provider_azure_settings s;
-	struct sbfs_opts o;
+	struct provider_opts o;
 	struct sbx_error err;
 
 	memset(&o, 0, sizeof(o));
@@ -577,7 +576,7 @@ START_TEST(settings_errors_name_the_problem)
 	const char *empty[] = {NULL};
 	char *dir = th_tmpdir("azset");
 	struct provider_azure_settings s;
-	struct sbfs_opts o;
+	struct provider_opts o;
 	struct sbx_error err;
 	size_t i;
 

@@ -44,13 +44,13 @@
 
 #include "common/proto.h"
 #include "common/xalloc.h"
-#include "provider_azure.h"
+#include "client/provider_azure.h"
 #include "tests/azure_fake.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
-#include "transport.h"
+#include "client/transport.h"
 
 /* ---- the shim: stub_provider over the fake ------------------------------ */
 

@@ -15,7 +15,10 @@
 
 #include "common/b64.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/errname.h"
+#include "common/fileio.h"
+#include "common/ids.h"
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/token.h"
@@ -74,6 +77,23 @@ START_TEST(buf_reserve_commit)
 }
 END_TEST
 
+START_TEST(buf_escaped_keeps_unreserved)
+{
+	struct buf b = BUF_INIT(64);
+
+	ck_assert_int_eq(buf_append_escaped(&b, "a/b c~%\xff", "/"), 0);
+	ck_assert_str_eq(b.data, "a/b%20c~%25%FF");
+	buf_reset(&b);
+	ck_assert_int_eq(buf_append_escaped(&b, "a/b", NULL), 0);
+	ck_assert_str_eq(b.data, "a%2Fb");
+	/* Over the bound: refused as a whole byte's encoding. */
+	buf_reset(&b);
+	b.max = 4;
+	ck_assert_int_eq(buf_append_escaped(&b, "ab c", NULL), -EFBIG);
+	buf_cleanup(&b);
+}
+END_TEST
+
 Suite *make_buf_suite(void)
 {
 	Suite *s = suite_create("buf");
@@ -82,6 +102,7 @@ Suite *make_buf_suite(void)
 	tcase_add_test(tc, buf_append_respects_max);
 	tcase_add_test(tc, buf_printf_and_consume);
 	tcase_add_test(tc, buf_reserve_commit);
+	tcase_add_test(tc, buf_escaped_keeps_unreserved);
 	suite_add_tcase(s, tc);
 	return s;
 }
@@ -248,6 +269,89 @@ START_TEST(token_file_is_private)
 }
 END_TEST
 
+static long long fake_now;
+
+static long long fake_clock(void)
+{
+	return fake_now;
+}
+
+START_TEST(clock_source_seam)
+{
+	long long a = clock_mono_ms(), b;
+	struct timespec ts, now;
+
+	fake_now = 42;
+	clock_set_source(fake_clock);
+	ck_assert_int_eq(clock_mono_ms(), 42);
+	clock_set_source(NULL);
+	b = clock_mono_ms();
+	ck_assert(b >= a && b - a < 60000);
+	/* A deadline is real time ahead, normalized. */
+	clock_deadline_in(&ts, 1500);
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ck_assert(ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000L);
+	ck_assert(ts.tv_sec - now.tv_sec >= 1 && ts.tv_sec - now.tv_sec <= 2);
+}
+END_TEST
+
+START_TEST(ids_are_random_uuids)
+{
+	char a[IDS_UUID_LEN + 1], b[IDS_UUID_LEN + 1], h[32];
+	size_t i;
+
+	ck_assert_int_eq(ids_uuid(a), 0);
+	ck_assert_int_eq(ids_uuid(b), 0);
+	ck_assert_uint_eq(strlen(a), IDS_UUID_LEN);
+	ck_assert_str_ne(a, b);
+	for (i = 0; i < IDS_UUID_LEN; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23)
+			ck_assert_int_eq(a[i], '-');
+		else
+			ck_assert(strchr("0123456789abcdef", a[i]) != NULL);
+	}
+	ck_assert_int_eq(a[14], '4'); /* version 4 */
+	ck_assert(strchr("89ab", a[19]) != NULL); /* RFC 4122 variant */
+	ck_assert_int_eq(ids_hex(h, sizeof(h), "m-", 8), 0);
+	ck_assert_uint_eq(strlen(h), 2 + 16);
+	ck_assert(strncmp(h, "m-", 2) == 0);
+	/* Cut to fit, never past the buffer. */
+	ck_assert_int_eq(ids_hex(h, 8, "m-", 8), 0);
+	ck_assert_uint_eq(strlen(h), 6);
+}
+END_TEST
+
+START_TEST(file_write_atomic_whole_with_mode)
+{
+	char dir[] = "/tmp/sbfs-fileio.XXXXXX", path[128], buf[64];
+	struct stat st;
+	mode_t old = umask(0077);
+	FILE *f;
+	size_t n;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/f", dir);
+	ck_assert_int_eq(file_write_atomic(path, "first", 5, 0644), 0);
+	ck_assert_int_eq(file_write_atomic(path, "second", 6, 0640), 0);
+	umask(old);
+	ck_assert_int_eq(stat(path, &st), 0);
+	/* Exactly the mode asked for, the umask notwithstanding. */
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "second");
+	/* Nothing left beside it. */
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+	/* A directory that is not there: the errno, nothing made. */
+	ck_assert_int_eq(file_write_atomic("/nonexistent-dir/f", "x", 1, 0600),
+			 -ENOENT);
+}
+END_TEST
+
 Suite *make_token_suite(void)
 {
 	Suite *s = suite_create("token");
@@ -256,6 +360,9 @@ Suite *make_token_suite(void)
 	tcase_add_test(tc, token_generate_is_valid_and_fresh);
 	tcase_add_test(tc, token_validation_is_exact);
 	tcase_add_test(tc, token_file_is_private);
+	tcase_add_test(tc, clock_source_seam);
+	tcase_add_test(tc, ids_are_random_uuids);
+	tcase_add_test(tc, file_write_atomic_whole_with_mode);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -24,14 +24,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
 #include "common/proto_exec.h"
-#include "local_ctl.h"
-#include "local_state.h"
-#include "provider_local.h"
+#include "client/local_ctl.h"
+#include "client/local_state.h"
+#include "client/provider_local.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
-#include "transport.h"
+#include "client/transport.h"
 
 struct e2e {
 	char *dir;

@@ -25,14 +25,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/confine.h"
+#include "common/limits.h"
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_record.h"
 #include "common/token.h"
 #include "common/unixurl.h"
-#include "local_ctl.h"
-#include "local_state.h"
+#include "client/local_ctl.h"
+#include "client/local_state.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 
@@ -1175,9 +1175,9 @@ START_TEST(ctl_create_and_errors)
 		ck_assert(!r.dynamic_user);
 	}
 	/* The limits and the network are recorded, defaults filled in. */
-	ck_assert_uint_eq(r.pids, AGENT_DEFAULT_PIDS);
-	ck_assert_uint_eq(r.tmp_size, AGENT_DEFAULT_TMP_SIZE);
-	ck_assert_uint_eq(r.memory, agent_default_memory());
+	ck_assert_uint_eq(r.pids, SBX_DEFAULT_PIDS);
+	ck_assert_uint_eq(r.tmp_size, SBX_DEFAULT_TMP_SIZE);
+	ck_assert_uint_eq(r.memory, sbx_default_memory());
 	ck_assert_str_eq(r.network, "user");
 	p = ctl_path("box", LOCAL_PATH_ROOT);
 	ck_assert_int_eq(stat(p, &st), 0);

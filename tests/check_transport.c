@@ -23,13 +23,13 @@
 #include "common/b64.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
-#include "provider.h"
-#include "sbx_error.h"
+#include "client/provider.h"
+#include "client/sbx_error.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
-#include "transport.h"
+#include "client/transport.h"
 
 #define SESSION "session"
 /* Deadline for the cases that measure one (small, to keep them quick). */

@@ -20,12 +20,12 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "sbx_error.h"
+#include "client/sbx_error.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
-#include "transport.h"
+#include "client/transport.h"
 
 #define SESSION "session"
 

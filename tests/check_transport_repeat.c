@@ -30,12 +30,12 @@
 #include <unistd.h>
 
 #include "common/proto.h"
-#include "sbx_error.h"
+#include "client/sbx_error.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
-#include "transport.h"
+#include "client/transport.h"
 
 #define SESSION "session"
 #define MAX_IDS 16

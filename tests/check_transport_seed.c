@@ -33,12 +33,12 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "common/xalloc.h"
-#include "sbx_error.h"
+#include "client/sbx_error.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
-#include "transport.h"
+#include "client/transport.h"
 
 /* The seed's AGENT_RESPONSE_TIMEOUT under #[cfg(test)]. */
 #define RESPONSE_MS 200L

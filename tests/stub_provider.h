@@ -29,8 +29,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "provider.h"
-#include "transport.h"
+#include "client/provider.h"
+#include "client/transport.h"
 
 enum stub_call {
 	STUB_CALL_LIST = 0,

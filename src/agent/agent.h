@@ -23,6 +23,10 @@
 #ifndef SBFS_AGENT_H
 #define SBFS_AGENT_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>

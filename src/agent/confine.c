@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "agent/confine.h"
 #include "agent/spawn.h"
 #include "common/log.h"
@@ -65,19 +66,6 @@
 /* The route helper, and a stopping slirp4netns before SIGKILL. */
 #define NET_HELPER_MS 5000
 #define NET_STOP_MS 2000
-
-uint64_t agent_default_memory(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES);
-	long psz = sysconf(_SC_PAGESIZE);
-	uint64_t half;
-
-	if (pages <= 0 || psz <= 0)
-		return 4ULL << 30;
-	half = (uint64_t)pages * (uint64_t)psz / 2;
-	half &= ~((1ULL << 20) - 1);
-	return half < AGENT_MIN_MEMORY ? AGENT_MIN_MEMORY : half;
-}
 
 /* ---- entering the box ---------------------------------------------------- */
 
@@ -561,7 +549,7 @@ struct agent_net {
 
 static int64_t mono_ms(void)
 {
-	return agent_now_ms();
+	return clock_mono_ms();
 }
 
 /* Wait for a child of ours until deadline; SIGKILL it past that. Its

@@ -26,6 +26,10 @@
 #ifndef SBFS_AGENT_CONFINE_H
 #define SBFS_AGENT_CONFINE_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,16 +44,6 @@
  * stay visible). */
 #define AGENT_STAGE_DIR "/dev/shm"
 #define AGENT_STAGE_ROOT "/dev/shm/sandbox"
-
-/* The defaults of the limits (doc/commands.md, "Limits"). */
-#define AGENT_DEFAULT_PIDS 1024
-#define AGENT_DEFAULT_TMP_SIZE (256ULL << 20)
-#define AGENT_MIN_PIDS 16
-#define AGENT_MIN_MEMORY (16ULL << 20)
-#define AGENT_MIN_TMP_SIZE (1ULL << 20)
-/* Half of the machine's memory (physical pages), at least
- * AGENT_MIN_MEMORY. */
-uint64_t agent_default_memory(void);
 
 /* What a child needs to enter the box; fixed at start, borrowed. */
 struct agent_box {

@@ -28,6 +28,10 @@
 #ifndef SBFS_AGENT_FSOPS_H
 #define SBFS_AGENT_FSOPS_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

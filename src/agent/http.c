@@ -54,6 +54,7 @@
 #include "agent/http.h"
 #include "agent/resolve.h"
 #include "agent/routes.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/proto_exec.h"
@@ -539,14 +540,6 @@ struct reply_cache {
 	struct rc_stats stats;
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -702,7 +695,7 @@ static struct rc_done *rc_finish_locked(struct reply_cache *c,
 	if (e->done)
 		return NULL;
 	e->done = true;
-	e->done_ms = mono_ms();
+	e->done_ms = clock_mono_ms();
 	e->older = c->newest;
 	e->newer = NULL;
 	if (c->newest != NULL)
@@ -785,7 +778,7 @@ static void rc_unkeep_entry(struct reply_cache *c, struct rc_entry *e)
 static void rc_tick(struct reply_cache *c)
 {
 	struct rc_done *list = NULL;
-	long long now = mono_ms();
+	long long now = clock_mono_ms();
 	size_t i;
 
 	if (!c->enabled)
@@ -979,7 +972,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 		t->fd = ci != NULL ? fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3)
 				   : -1;
 		t->phase = CP_IDLE;
-		t->since = mono_ms();
+		t->since = clock_mono_ms();
 		pthread_mutex_lock(&h->cmu);
 		t->next = h->tracks;
 		if (h->tracks != NULL)
@@ -1024,7 +1017,7 @@ static void track_phase(struct agent_http *h, struct MHD_Connection *conn,
 	pthread_mutex_lock(&h->cmu);
 	if (t->phase != phase) {
 		t->phase = phase;
-		t->since = mono_ms();
+		t->since = clock_mono_ms();
 	}
 	pthread_mutex_unlock(&h->cmu);
 }
@@ -1040,7 +1033,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 /* Shut down the connections past their deadlines (the watcher's tick). */
 static void track_tick(struct agent_http *h)
 {
-	long long now = mono_ms();
+	long long now = clock_mono_ms();
 	struct conn_track *t;
 	unsigned n = 0;
 
@@ -2129,7 +2122,7 @@ static enum rc_begin rc_begin(struct agent_req *r, const char *key)
 	if (e != NULL && !e->done) {
 		w = xcalloc(1, sizeof(*w));
 		w->d = d;
-		w->deadline = mono_ms() + c->lim.wait_ms;
+		w->deadline = clock_mono_ms() + c->lim.wait_ms;
 		w->next = e->waiters;
 		e->waiters = w;
 		pthread_mutex_unlock(&c->mu);

@@ -18,6 +18,10 @@
 #ifndef SBFS_AGENT_HTTP_H
 #define SBFS_AGENT_HTTP_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

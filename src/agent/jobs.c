@@ -35,9 +35,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "agent/jobs.h"
 #include "agent/outlog.h"
 #include "agent/routes.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/proto_exec.h"
@@ -190,7 +192,7 @@ static void job_mark_ended(struct agent_jobs *j, struct job *job)
 {
 	job->ended = true;
 	job->ended_ms = wall_ms();
-	job->ended_mono = agent_now_ms();
+	job->ended_mono = clock_mono_ms();
 	j->running--;
 }
 
@@ -467,12 +469,12 @@ static int job_output(void *ctx, enum proto_frame_type stream, uint64_t seq,
 			drop_acknowledged(j, job, need);
 			if (keep_record(j, job, si, seq, p, n) == 0)
 				break;
-			if (until > agent_now_ms() + SPILL_RETRY_MS)
-				until = agent_now_ms() + SPILL_RETRY_MS;
+			if (until > clock_mono_ms() + SPILL_RETRY_MS)
+				until = clock_mono_ms() + SPILL_RETRY_MS;
 		}
 		/* The window is full: the pipes wait with us, and the
 		 * command blocks on its writes, as with a real pipe. */
-		if (agent_now_ms() >= job->deadline) {
+		if (clock_mono_ms() >= job->deadline) {
 			rc = -ETIMEDOUT;
 			goto out;
 		}
@@ -682,7 +684,7 @@ static bool make_room(struct agent_jobs *j)
 	struct job *victim;
 
 	if (!j->strict) {
-		(void)sweep(j, agent_now_ms());
+		(void)sweep(j, clock_mono_ms());
 		return j->running < j->max_running;
 	}
 	if (j->count < PROTO_MAX_JOBS)
@@ -694,23 +696,6 @@ static bool make_room(struct agent_jobs *j)
 	return true;
 }
 
-/* A random (version 4) UUID. */
-static int new_job_id(char id[JOB_ID_SIZE])
-{
-	unsigned char b[16];
-
-	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-		return -EIO;
-	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(id, JOB_ID_SIZE,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-		 b[10], b[11], b[12], b[13], b[14], b[15]);
-	return 0;
-}
-
 /* ---- the timer ----------------------------------------------------------- */
 
 static void *timer_main(void *arg)
@@ -719,7 +704,7 @@ static void *timer_main(void *arg)
 
 	pthread_mutex_lock(&j->lock);
 	while (!j->stopping) {
-		int64_t now = agent_now_ms(), next;
+		int64_t now = clock_mono_ms(), next;
 		struct reply *replies = NULL;
 		struct agent_watch *w;
 		struct waiter *wt;
@@ -815,7 +800,6 @@ int agent_jobs_new(struct agent *a, struct agent_jobs **out)
 {
 	const struct agent_config *cfg = &a->cfg;
 	struct agent_jobs *j = xcalloc(1, sizeof(*j));
-	pthread_condattr_t ca;
 	int rc;
 
 	j->a = a;
@@ -839,10 +823,7 @@ int agent_jobs_new(struct agent *a, struct agent_jobs **out)
 				     : AGENT_JOBS_RETENTION_BYTES;
 	j->scratch = xmalloc(PROTO_MAX_FRAME_BYTES);
 	pthread_mutex_init(&j->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&j->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&j->wake);
 	pthread_cond_init(&j->idle, NULL);
 	rc = make_spool(j);
 	if (rc < 0)
@@ -1003,7 +984,6 @@ static struct job *job_new(struct agent_jobs *j, struct proto_exec_req *req,
 			   char **rel)
 {
 	struct job *job = xcalloc(1, sizeof(*job));
-	pthread_condattr_t ca;
 	uint64_t cap;
 
 	job->reg = j;
@@ -1013,10 +993,7 @@ static struct job *job_new(struct agent_jobs *j, struct proto_exec_req *req,
 	*rel = NULL;
 	job->flow = job->req.flow && !j->strict;
 	job->cancel_fd = -1;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&job->room, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&job->room);
 	job->max_frames = j->cap / 4 + 1024;
 	/* Alien's jobs keep everything under the cap; a flow-controlled one
 	 * keeps its window. */
@@ -1069,7 +1046,7 @@ int agent_route_jobs_start(struct agent_req *r)
 
 	job = job_new(j, &req, &rel);
 	job->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (job->cancel_fd < 0 || new_job_id(job->id) < 0) {
+	if (job->cancel_fd < 0 || ids_uuid(job->id) < 0) {
 		rc = job->cancel_fd < 0 ? -errno : -EIO;
 		goto out;
 	}

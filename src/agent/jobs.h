@@ -23,6 +23,10 @@
 #ifndef SBFS_AGENT_JOBS_H
 #define SBFS_AGENT_JOBS_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>

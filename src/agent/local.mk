@@ -1,6 +1,11 @@
 ## sandbox-agent: libmicrohttpd, cJSON and OpenSSL only (never FUSE or curl).
+## The agent layer sees src/common only.
 sbin_PROGRAMS += sandbox-agent
-libsandboxfs_a_SOURCES += \
+noinst_LIBRARIES += libsbfs_agent.a
+libsbfs_agent_a_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_AGENT)
+libsbfs_agent_a_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CRYPTO_CFLAGS) \
+	$(PTHREAD_CFLAGS)
+libsbfs_agent_a_SOURCES = \
 	%reldir%/agent.h %reldir%/routes.h \
 	%reldir%/http.c %reldir%/http.h \
 	%reldir%/health.c \
@@ -16,7 +21,8 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/confine.c %reldir%/confine.h \
 	%reldir%/zygote.c %reldir%/zygote.h
 sandbox_agent_SOURCES = %reldir%/main.c
-sandbox_agent_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CJSON_CFLAGS) \
-	$(CRYPTO_CFLAGS) $(PTHREAD_CFLAGS)
-sandbox_agent_LDADD = libsandboxfs.a $(MHD_LIBS) $(CJSON_LIBS) \
+sandbox_agent_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_AGENT)
+sandbox_agent_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CRYPTO_CFLAGS) \
+	$(PTHREAD_CFLAGS)
+sandbox_agent_LDADD = $(LIB_AGENT) $(MHD_LIBS) $(CJSON_LIBS) \
 	$(CRYPTO_LIBS) $(PTHREAD_LIBS) -lm

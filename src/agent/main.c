@@ -36,6 +36,8 @@
 #include "agent/spawn.h"
 #include "agent/watch.h"
 #include "agent/zygote.h"
+#include "common/fileio.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
@@ -360,31 +362,6 @@ static int make_parents(const char *path)
 	return 0;
 }
 
-/* Write text to path through a temporary file and a rename. */
-static int write_atomic(const char *path, const char *text)
-{
-	char tmp[PATH_MAX];
-	size_t len = strlen(text);
-	int fd, rc = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
-	    (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		  0644);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len)
-		rc = -EIO;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
-}
-
 struct cmdline {
 	const char *root;
 	const char *pid_file;
@@ -575,21 +552,21 @@ static void parse_args(int argc, char **argv, struct agent_config *cfg,
 			cfg->spool_dir = optarg;
 			break;
 		case OPT_PIDS:
-			if (parse_uint(optarg, AGENT_MIN_PIDS, 4194304, &v) < 0)
+			if (parse_uint(optarg, SBX_MIN_PIDS, 4194304, &v) < 0)
 				die_usage("--pids: '%s' is not %d to 4194304",
-					  optarg, AGENT_MIN_PIDS);
+					  optarg, SBX_MIN_PIDS);
 			cfg->pids_max = v;
 			break;
 		case OPT_MEMORY:
-			if (parse_size(optarg, AGENT_MIN_MEMORY, 1ULL << 50,
-				       &v) < 0)
+			if (parse_size(optarg, SBX_MIN_MEMORY, 1ULL << 50, &v) <
+			    0)
 				die_usage("--memory: '%s' is not a size from "
 					  "16M",
 					  optarg);
 			cfg->memory_max = v;
 			break;
 		case OPT_TMP_SIZE:
-			if (parse_size(optarg, AGENT_MIN_TMP_SIZE, 1ULL << 50,
+			if (parse_size(optarg, SBX_MIN_TMP_SIZE, 1ULL << 50,
 				       &v) < 0)
 				die_usage("--tmp-size: '%s' is not a size from "
 					  "1M",
@@ -1001,12 +978,12 @@ int main(int argc, char **argv)
 	}
 	if (cl.pid_file != NULL) {
 		snprintf(num, sizeof(num), "%ld\n", (long)getpid());
-		if (write_atomic(cl.pid_file, num) < 0)
+		if (file_write_atomic(cl.pid_file, num, strlen(num), 0644) < 0)
 			log_warn("cannot write the pid file '%s'", cl.pid_file);
 	}
 	if (cfg->port_file != NULL && cfg->socket_path == NULL) {
 		snprintf(num, sizeof(num), "%u\n", port);
-		rc = write_atomic(cfg->port_file, num);
+		rc = file_write_atomic(cfg->port_file, num, strlen(num), 0644);
 		if (rc < 0) {
 			fprintf(stderr,
 				"sandbox-agent: cannot write the port "

@@ -14,6 +14,10 @@
 #ifndef SBFS_AGENT_OUTLOG_H
 #define SBFS_AGENT_OUTLOG_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -18,6 +18,10 @@
 #ifndef SBFS_AGENT_RESOLVE_H
 #define SBFS_AGENT_RESOLVE_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <sys/types.h>
 

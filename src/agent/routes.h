@@ -7,6 +7,10 @@
 #ifndef SBFS_AGENT_ROUTES_H
 #define SBFS_AGENT_ROUTES_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include "agent/http.h"
 
 /* health.c */

@@ -26,9 +26,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "agent/confine.h"
 #include "agent/spawn.h"
 #include "agent/zygote.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -82,17 +84,9 @@ struct agent_spawner {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-int64_t agent_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int64_t agent_deadline(uint64_t ms)
 {
-	int64_t now = agent_now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (ms > (uint64_t)(INT64_MAX - now))
 		return INT64_MAX;
@@ -827,7 +821,7 @@ static int emit(struct run *run, struct stream *st, const unsigned char *p,
 	rc = run->sink->output(run->sink->ctx, st->type, seq, p, n);
 	if (rc < 0)
 		return rc;
-	return agent_now_ms() >= run->deadline ? -ETIMEDOUT : 0;
+	return clock_mono_ms() >= run->deadline ? -ETIMEDOUT : 0;
 }
 
 /* Read what the pipe has and emit every complete line, or a full
@@ -927,7 +921,7 @@ void agent_run(struct agent_cmd *c, uint64_t timeout_ms, size_t cap,
 
 		if (c->exited && c->out_fd < 0 && c->err_fd < 0)
 			break;
-		left = run.deadline - agent_now_ms();
+		left = run.deadline - clock_mono_ms();
 		if (left <= 0) {
 			rc = -ETIMEDOUT;
 			break;
@@ -1261,11 +1255,10 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 
 	sp->a = a;
 	sp->bwrap = a->cfg.bwrap ? a->cfg.bwrap : BWRAP_PATH;
-	sp->pids = a->cfg.pids_max ? a->cfg.pids_max : AGENT_DEFAULT_PIDS;
+	sp->pids = a->cfg.pids_max ? a->cfg.pids_max : SBX_DEFAULT_PIDS;
 	sp->memory =
-		a->cfg.memory_max ? a->cfg.memory_max : agent_default_memory();
-	sp->tmp_size =
-		a->cfg.tmp_size ? a->cfg.tmp_size : AGENT_DEFAULT_TMP_SIZE;
+		a->cfg.memory_max ? a->cfg.memory_max : sbx_default_memory();
+	sp->tmp_size = a->cfg.tmp_size ? a->cfg.tmp_size : SBX_DEFAULT_TMP_SIZE;
 	snprintf(sp->tmp_arg, sizeof(sp->tmp_arg), "%llu",
 		 (unsigned long long)sp->tmp_size);
 	sp->net.mode = a->cfg.network;

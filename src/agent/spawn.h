@@ -23,6 +23,10 @@
 #ifndef SBFS_AGENT_SPAWN_H
 #define SBFS_AGENT_SPAWN_H
 
+#ifndef SBFS_SEE_AGENT
+#error "src/agent/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -154,8 +158,6 @@ struct agent_run_result {
 void agent_run(struct agent_cmd *c, uint64_t timeout_ms, size_t cap,
 	       const struct agent_run_sink *sink, struct agent_run_result *res);
 
-/* Monotonic milliseconds. */
-int64_t agent_now_ms(void);
 /* now + ms without overflow. */
 int64_t agent_deadline(uint64_t ms);
 /* "No such file or directory (os error 2)": errno text as alien's agent

@@ -67,6 +67,7 @@
 #include "agent/resolve.h"
 #include "agent/routes.h"
 #include "agent/watch.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -210,14 +211,6 @@ struct agent_events {
 		int64_t since;
 	} xchg; /* the first half of a directory exchange */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool str_eq(const char *a, const char *b)
 {
@@ -604,7 +597,7 @@ uint64_t agent_events_own_begin(struct agent_events *ev, const char *client,
 	o->kinds2 = kinds2;
 	o->start = ev->read_total + queued(ev);
 	o->end = UINT64_MAX;
-	o->expires = now_ms() + AGENT_EVENTS_OWN_MS;
+	o->expires = clock_mono_ms() + AGENT_EVENTS_OWN_MS;
 	o->next = ev->owns;
 	ev->owns = o;
 	ev->nowns++;
@@ -904,7 +897,7 @@ static void emit(struct agent_events *ev, enum proto_event_type type, bool dir,
 {
 	pthread_mutex_lock(&ev->lock);
 	ring_push(ev, type, dir, rel, to,
-		  own_match(ev, type, rel, to, off, now_ms()));
+		  own_match(ev, type, rel, to, off, clock_mono_ms()));
 	pthread_mutex_unlock(&ev->lock);
 }
 
@@ -1198,7 +1191,7 @@ static void watch_fail(struct agent_events *ev, int rc)
 	fail_reason(rc, ev->limit, why, sizeof(why));
 	pthread_mutex_lock(&ev->lock);
 	fail_locked(ev, why);
-	release_waiters(ev, now_ms(), &replies);
+	release_waiters(ev, clock_mono_ms(), &replies);
 	pthread_mutex_unlock(&ev->lock);
 	send_replies(replies);
 	tree_forget(ev, NULL);
@@ -1210,7 +1203,7 @@ static void release_due(struct agent_events *ev)
 	struct reply *replies = NULL;
 
 	pthread_mutex_lock(&ev->lock);
-	release_waiters(ev, now_ms(), &replies);
+	release_waiters(ev, clock_mono_ms(), &replies);
 	pthread_mutex_unlock(&ev->lock);
 	send_replies(replies);
 }
@@ -1287,7 +1280,7 @@ static void finish_rename(struct agent_events *ev, struct wnode *tp,
 		strlcpy_s(ev->xchg.from_name, ev->pend.name,
 			  sizeof(ev->xchg.from_name));
 		strlcpy_s(ev->xchg.to_name, name, sizeof(ev->xchg.to_name));
-		ev->xchg.since = now_ms();
+		ev->xchg.since = clock_mono_ms();
 	}
 	node_detach(ev, fn);
 	node_attach(ev, fn, tp, name);
@@ -1367,7 +1360,7 @@ static void handle(struct agent_events *ev, const struct inotify_event *ie,
 		strlcpy_s(ev->pend.name, name, sizeof(ev->pend.name));
 		ev->pend.dir = dir;
 		ev->pend.off = off;
-		ev->pend.since = now_ms();
+		ev->pend.since = clock_mono_ms();
 		return;
 	}
 	if ((m & (IN_CREATE | IN_MOVED_TO)) && dir) {
@@ -1459,7 +1452,7 @@ static void process(struct agent_events *ev, const char *p, size_t len,
 
 static int watch_start(struct agent_events *ev)
 {
-	int64_t t0 = now_ms();
+	int64_t t0 = clock_mono_ms();
 	int ifd, rc;
 
 	ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -1474,7 +1467,7 @@ static int watch_start(struct agent_events *ev)
 	if (rc < 0)
 		return rc;
 	log_info("events: watching %zu directories beneath the root (%lld ms)",
-		 ev->nwatches, (long long)(now_ms() - t0));
+		 ev->nwatches, (long long)(clock_mono_ms() - t0));
 	return 0;
 }
 
@@ -1494,7 +1487,7 @@ static void *watch_main(void *arg)
 		return NULL;
 	}
 	pthread_mutex_lock(&ev->lock);
-	now = now_ms();
+	now = clock_mono_ms();
 	ev->state = EV_RUNNING;
 	ev->processed = ev->read_total;
 	/* Requests held through the walk: what was queued meanwhile is
@@ -1528,7 +1521,7 @@ static void *watch_main(void *arg)
 			next = ev->pend.since + MOVE_WAIT_MS;
 		if (ev->xchg.active && ev->xchg.since + MOVE_WAIT_MS < next)
 			next = ev->xchg.since + MOVE_WAIT_MS;
-		now = now_ms();
+		now = clock_mono_ms();
 		timeout = next == INT64_MAX	 ? -1
 			  : next <= now		 ? 0
 			  : next - now > 3600000 ? 3600000
@@ -1561,7 +1554,7 @@ static void *watch_main(void *arg)
 				ev->fail_rc = -errno;
 			}
 		}
-		now = now_ms();
+		now = clock_mono_ms();
 		if (!got && ev->pend.active &&
 		    now >= ev->pend.since + MOVE_WAIT_MS)
 			flush_pending(ev);
@@ -1627,7 +1620,7 @@ void agent_events_free(struct agent_events *ev)
 		pthread_join(ev->thread, NULL);
 	pthread_mutex_lock(&ev->lock);
 	ev->stopping = true;
-	release_waiters(ev, now_ms(), &replies);
+	release_waiters(ev, clock_mono_ms(), &replies);
 	if (ev->ifd >= 0) {
 		close(ev->ifd);
 		ev->ifd = -1;
@@ -1711,7 +1704,7 @@ int agent_route_events(struct agent_req *r)
 	struct waiter w, *held;
 	struct reply *rep;
 	uint64_t wait = 0;
-	int64_t now = now_ms();
+	int64_t now = clock_mono_ms();
 	int rc;
 
 	memset(&w, 0, sizeof(w));

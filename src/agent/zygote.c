@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "agent/spawn.h"
 #include "agent/zygote.h"
 #include "common/log.h"
@@ -217,7 +218,7 @@ static void close_fd(int *fd)
 
 static int64_t now_ms(void)
 {
-	return agent_now_ms();
+	return clock_mono_ms();
 }
 
 /* ---- the zygote's side: the command and its init ------------------------- */
@@ -1628,7 +1629,6 @@ int agent_zygote_new(const struct agent_zygote_config *cfg,
 	};
 	struct agent_zygote *z = xcalloc(1, sizeof(*z));
 	size_t n = 0, i, ntail = sizeof(tail) / sizeof(tail[0]);
-	pthread_condattr_t ca;
 	int64_t deadline;
 	unsigned seen;
 	int rc;
@@ -1658,10 +1658,7 @@ int agent_zygote_new(const struct agent_zygote_config *cfg,
 	z->bwrap_pidfd = -1;
 	pthread_mutex_init(&z->lock, NULL);
 	pthread_mutex_init(&z->send_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&z->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&z->cond);
 	z->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (z->wake_fd < 0) {
 		rc = -errno;

@@ -148,3 +148,23 @@ void buf_consume(struct buf *b, size_t n)
 	b->len -= n;
 	b->data[b->len] = '\0';
 }
+
+int buf_append_escaped(struct buf *b, const char *s, const char *keep)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *p = (const unsigned char *)s;
+	int rc = 0;
+
+	for (; rc == 0 && *p != '\0'; p++) {
+		char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
+		    *p == '_' || *p == '~' ||
+		    (keep != NULL && strchr(keep, *p) != NULL))
+			rc = buf_append(b, p, 1);
+		else
+			rc = buf_append(b, enc, 3);
+	}
+	return rc;
+}

@@ -42,6 +42,12 @@ int buf_append_str(struct buf *b, const char *s)
 	__attribute__((warn_unused_result));
 int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), warn_unused_result));
+/* Append s percent-encoded (RFC 3986): its unreserved bytes (A-Z a-z 0-9
+ * - . _ ~) and those of keep (may be NULL, e.g. "/") as they are, every
+ * other byte as %XX. Returns 0, -EFBIG or -ENOMEM as buf_append. */
+int buf_append_escaped(struct buf *b, const char *s, const char *keep)
+	__attribute__((warn_unused_result));
+
 /* Make room for n more bytes and return a pointer to them (len unchanged);
  * commit with buf_commit(). NULL on -EFBIG/-ENOMEM (see *err). */
 void *buf_reserve(struct buf *b, size_t n, int *err);

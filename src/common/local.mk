@@ -1,5 +1,8 @@
-## Shared by the agent, the client and sandboxctl.
-libsandboxfs_a_SOURCES += \
+## The bottom layer, shared by every other: no network, no FUSE.
+noinst_LIBRARIES += libsbfs_common.a
+libsbfs_common_a_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS) $(CRYPTO_CFLAGS) \
+	$(PTHREAD_CFLAGS)
+libsbfs_common_a_SOURCES = \
 	%reldir%/log.c %reldir%/log.h \
 	%reldir%/buf.c %reldir%/buf.h \
 	%reldir%/xalloc.c %reldir%/xalloc.h \
@@ -11,4 +14,9 @@ libsandboxfs_a_SOURCES += \
 	%reldir%/proto.c %reldir%/proto.h %reldir%/proto_i.h \
 	%reldir%/proto_exec.c %reldir%/proto_exec.h \
 	%reldir%/proto_files.c %reldir%/proto_ext.c %reldir%/proto_files.h \
-	%reldir%/proto_record.c %reldir%/proto_record.h
+	%reldir%/proto_record.c %reldir%/proto_record.h \
+	%reldir%/proto_azure.c %reldir%/proto_azure.h \
+	%reldir%/limits.c %reldir%/limits.h \
+	%reldir%/clock.c %reldir%/clock.h \
+	%reldir%/ids.c %reldir%/ids.h \
+	%reldir%/fileio.c %reldir%/fileio.h

@@ -16,6 +16,7 @@
 #include <openssl/rand.h>
 
 #include "common/b64.h"
+#include "common/fileio.h"
 #include "common/token.h"
 
 int token_generate(char out[TOKEN_CHARS + 1])
@@ -66,26 +67,5 @@ void token_free(char *s)
 
 int token_write_file(const char *path, const char *token)
 {
-	char tmp[4096];
-	size_t len = strlen(token);
-	int fd, rc = 0;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
-	    (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-		  0600);
-	if (fd < 0)
-		return -errno;
-	/* The umask cannot widen 0600, but an inherited ACL default could. */
-	if (fchmod(fd, 0600) < 0 || write(fd, token, len) != (ssize_t)len ||
-	    fsync(fd) < 0)
-		rc = errno ? -errno : -EIO;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
+	return file_write_atomic(path, token, strlen(token), 0600);
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "ctl/ctl.h"
 
 #define REDRAW_MS 100
@@ -25,14 +26,6 @@ static void on_signal(int sig)
 {
 	if (got_signal == 0)
 		got_signal = sig;
-}
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void human(char *out, size_t size, uint64_t bytes)
@@ -71,7 +64,7 @@ int ctl_create_watch_progress(void *arg, const struct local_copy_progress *p)
 		return -EINTR;
 	if (!w->tty)
 		return 0;
-	now = mono_ms();
+	now = clock_mono_ms();
 	if (now >= w->next_ms) {
 		w->next_ms = now + REDRAW_MS;
 		draw(w, "copying", p, "");

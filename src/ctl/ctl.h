@@ -14,13 +14,17 @@
 #ifndef SBFS_CTL_CTL_H
 #define SBFS_CTL_CTL_H
 
+#ifndef SBFS_SEE_CTL
+#error "src/ctl/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <signal.h>
 #include <stdbool.h>
 
-#include "agent_client.h"
-#include "local_ctl.h"
-#include "provider.h"
-#include "transport.h"
+#include "client/agent_client.h"
+#include "client/local_ctl.h"
+#include "client/provider.h"
+#include "client/transport.h"
 
 /* exec's own exit statuses (a command's are 0 to 255 too; these are the
  * ones it documents as its own, in man/sandboxctl.1). */

@@ -38,10 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "ctl/ctl.h"
-#include "local_state.h"
+#include "client/local_state.h"
 
 /* One exchange with the agent in total (the long-poll included). */
 #define RESPONSE_MS 30000L
@@ -60,14 +61,6 @@
 #define END_GRACE_MS 60000LL
 /* Largest --timeout: milliseconds must stay below 2^53. */
 #define TIMEOUT_MAX_S 9007199254740ULL
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -644,7 +637,7 @@ static int follow_job(struct job_run *r)
 	struct follow fl;
 	struct proto_job_poll p;
 	struct sbx_error err;
-	long long started = mono_ms(), last_ok = started, t0;
+	long long started = clock_mono_ms(), last_ok = started, t0;
 	long long end_by = started + (long long)r->a->timeout_ms + END_GRACE_MS;
 	long interval = POLL_MIN_MS, retry = RETRY_MIN_MS, nap;
 	char why[768];
@@ -662,7 +655,7 @@ static int follow_job(struct job_run *r)
 		memset(&p, 0, sizeof(p));
 		sbx_error_clear(&err);
 		fl.fresh = false;
-		t0 = mono_ms();
+		t0 = clock_mono_ms();
 		rc = ac_job_poll_each(r->t, name, &req, take_frame, &fl, &p,
 				      &err);
 		if (fl.werr != 0) {
@@ -678,7 +671,7 @@ static int follow_job(struct job_run *r)
 			return CTL_EXEC_LOST;
 		}
 		if (rc == 0) {
-			last_ok = mono_ms();
+			last_ok = clock_mono_ms();
 			retry = RETRY_MIN_MS;
 			if (!p.running) {
 				int sig = sig_taken(r->sc);
@@ -729,7 +722,7 @@ static int follow_job(struct job_run *r)
 			    r->job_id, name, why);
 			return CTL_EXEC_LOST;
 		}
-		if (!err.retryable || mono_ms() - last_ok >= SILENCE_MS) {
+		if (!err.retryable || clock_mono_ms() - last_ok >= SILENCE_MS) {
 			say("job %s: %s; the job's end is not known", r->job_id,
 			    err.reason);
 			return CTL_EXEC_LOST;

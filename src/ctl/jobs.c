@@ -17,7 +17,7 @@
 
 #include "common/buf.h"
 #include "ctl/ctl.h"
-#include "local_state.h"
+#include "client/local_state.h"
 
 #define EXIT_USAGE 2
 

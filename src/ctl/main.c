@@ -23,8 +23,8 @@
 #include "common/log.h"
 #include "common/proto_record.h"
 #include "ctl/ctl.h"
-#include "local_ctl.h"
-#include "local_state.h"
+#include "client/local_ctl.h"
+#include "client/local_state.h"
 
 #define EXIT_USAGE 2
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ctl/ctl.h"
-#include "provider_local.h"
+#include "client/provider_local.h"
 
 int ctl_session_open(struct local_ctl *c, long response_ms,
 		     struct ctl_session *s, struct sbx_error *err)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "fs/cache.h"
 
@@ -79,14 +80,6 @@ struct cache {
 	uint64_t floor;
 	struct map changes;
 };
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* How long an entry of key's sandbox stored at stamp_ms stays fresh
  * (c->lock held); a stamp of -1 asks for the ttl of a new entry. */
@@ -328,7 +321,7 @@ static void attr_put(struct cache *c, const char *sbx, const char *rel,
 		changed_key(c, key, sbxlen);
 	e = map_upsert(&c->attrs, key, sbxlen);
 	e->attr = *a;
-	e->stamp_ms = mono_ms();
+	e->stamp_ms = clock_mono_ms();
 	e->stale = false;
 	free(e->target);
 	e->target = target ? xstrdup(target) : NULL;
@@ -359,8 +352,8 @@ static bool attr_get(struct cache *c, const char *sbx, const char *rel,
 	key = make_key(sbx, rel, &sbxlen);
 	pthread_mutex_lock(&c->lock);
 	e = map_find(&c->attrs, key, fnv1a(key));
-	if (e != NULL &&
-	    mono_ms() - e->stamp_ms >= ttl_for(c, key, sbxlen, e->stamp_ms)) {
+	if (e != NULL && clock_mono_ms() - e->stamp_ms >=
+				 ttl_for(c, key, sbxlen, e->stamp_ms)) {
 		map_remove(&c->attrs, e);
 		e = NULL;
 	}
@@ -485,7 +478,7 @@ void cache_sandbox_ttl(struct cache *c, const char *sbx, double ttl_s)
 		c->nov++;
 	}
 	c->ov[i].ttl_ms = ms;
-	c->ov[i].since_ms = mono_ms();
+	c->ov[i].since_ms = clock_mono_ms();
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -513,7 +506,7 @@ void cache_set_content(struct cache *c, const char *sbx, const char *rel,
 	pthread_mutex_lock(&c->lock);
 	e = map_upsert(&c->content, key, sbxlen);
 	snprintf(e->etag, sizeof(e->etag), "%s", etag);
-	e->stamp_ms = mono_ms();
+	e->stamp_ms = clock_mono_ms();
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -638,7 +631,7 @@ static struct dirlist *dl_get(struct cache *c, const char *key)
 
 	if (e == NULL)
 		return NULL;
-	if (mono_ms() - e->stamp_ms >=
+	if (clock_mono_ms() - e->stamp_ms >=
 	    ttl_for(c, key, e->sbxlen, e->stamp_ms)) {
 		map_remove(&c->dirs, e);
 		return NULL;
@@ -673,7 +666,7 @@ static void dir_put(struct cache *c, const char *sbx, const char *dir,
 	e = map_upsert(&c->dirs, key, strlen(sbx));
 	dirlist_free(e->dl);
 	e->dl = d;
-	e->stamp_ms = mono_ms();
+	e->stamp_ms = clock_mono_ms();
 	pthread_mutex_unlock(&c->lock);
 }
 

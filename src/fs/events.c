@@ -27,8 +27,9 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
@@ -78,17 +79,6 @@ struct evreader {
 	size_t off; /* bytes of it already read */
 	bool lost; /* a "lost" line is due first */
 };
-
-static void deadline_in(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
 
 /* ---- applying events -------------------------------------------------- */
 
@@ -222,7 +212,7 @@ static bool nap(struct sbx_events *ev, long ms)
 	struct timespec ts;
 	bool go;
 
-	deadline_in(&ts, ms);
+	clock_deadline_in(&ts, ms);
 	pthread_mutex_lock(&ev->lock);
 	while (!ev->stop &&
 	       pthread_cond_timedwait(&ev->cond, &ev->lock, &ts) == 0)
@@ -336,14 +326,7 @@ void sbfs_events_follow(struct sbx *sb)
 	ev = xcalloc(1, sizeof(*ev));
 	ev->sb = sb;
 	pthread_mutex_init(&ev->lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&ev->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	clock_cond_init(&ev->cond);
 	if (pthread_create(&ev->thread, NULL, follow, ev) != 0) {
 		pthread_cond_destroy(&ev->cond);
 		pthread_mutex_destroy(&ev->lock);
@@ -409,7 +392,7 @@ bool sbfs_events_caught_up(struct sbx *sb, long max_ms)
 
 	if (ev == NULL)
 		return false;
-	deadline_in(&ts, max_ms);
+	clock_deadline_in(&ts, max_ms);
 	pthread_mutex_lock(&ev->lock);
 	while (ev->live && ev->applied < ev->seen &&
 	       pthread_cond_timedwait(&ev->cond, &ev->lock, &ts) == 0)
@@ -488,7 +471,7 @@ int fs_events_read(struct sbx *sb, char *buf, size_t size,
 			pthread_mutex_unlock(&ev->lock);
 			return -EINTR;
 		}
-		deadline_in(&ts, EV_READ_TICK_MS);
+		clock_deadline_in(&ts, EV_READ_TICK_MS);
 		pthread_cond_timedwait(&ev->cond, &ev->lock, &ts);
 	}
 	/* A reader that fell behind what is kept is told, and skips. */

@@ -8,6 +8,10 @@
 #ifndef SBFS_FS_H
 #define SBFS_FS_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 

@@ -37,7 +37,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"

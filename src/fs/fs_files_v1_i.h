@@ -13,6 +13,10 @@
 #ifndef SBFS_FS_FILES_V1_I_H
 #define SBFS_FS_FILES_V1_I_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>

@@ -27,6 +27,10 @@
 #ifndef SBFS_FS_I_H
 #define SBFS_FS_I_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <fuse.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
@@ -39,9 +43,9 @@
 
 #include "common/proto.h"
 #include "common/proto_files.h"
-#include "provider.h"
-#include "sbx_error.h"
-#include "transport.h"
+#include "client/provider.h"
+#include "client/sbx_error.h"
+#include "client/transport.h"
 
 struct cache;
 struct sbx_events;
@@ -49,8 +53,7 @@ struct fs_jobs;
 
 /* Mount options (sandboxfs(1)); filled by main.c, read-only afterwards. */
 struct sbfs_opts {
-	char *provider; /* "local" (default) or "azure" */
-	char *state_dir; /* local provider: the state directory */
+	struct provider_opts prov; /* which provider, and its settings */
 	char *log_file; /* -o log=FILE, or NULL */
 	long timeout_s; /* an agent's answer (response deadline), 60 */
 	long connect_timeout_s; /* 10 */
@@ -71,18 +74,6 @@ struct sbfs_opts {
 	bool ro; /* refuse every change with EROFS */
 	bool foreground;
 	bool debug;
-	/* provider=azure */
-	char *azure_subscription;
-	char *azure_resource_group;
-	char *azure_group;
-	char *azure_region;
-	char *azure_endpoint; /* override of the data-plane base URL */
-	char *azure_token_path; /* the agent's credential file */
-	char *azure_config; /* a config file with the above */
-	char *azure_ca_file; /* extra trusted CA (tests) */
-	char *azure_resolve; /* host:port:addr pins, comma separated */
-	char *azure_record_cache; /* seconds a record is reused in
-					listings (2) */
 };
 
 /* One sandbox as this mount sees it. */
@@ -148,10 +139,13 @@ struct sbfs {
 
 /* ---- the mount (sandbox.c) ----------------------------------------------- */
 
-/* Make the mount's state from its options: the provider, the transport.
- * err says what is unusable. */
-int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
-	     struct sbx_error *err) __attribute__((warn_unused_result));
+/* Make the mount's state from its options, serving the sandboxes of prov
+ * (provider_open; a test's own): the transport, the caches. prov is the
+ * mount's from now on, freed with it or on failure. err says what is
+ * unusable. */
+int sbfs_new(const struct sbfs_opts *o, struct provider *prov,
+	     struct sbfs **out, struct sbx_error *err)
+	__attribute__((warn_unused_result));
 void sbfs_free(struct sbfs *fs);
 
 /* The mount's source as mount(8) and df show it ("local:/var/lib/...").
@@ -160,9 +154,6 @@ void sbfs_source(struct sbfs *fs, char *buf, size_t size);
 /* The file system the sandboxes live on (df at the top of the mount); an
  * empty one when the provider cannot tell. */
 int sbfs_home_statfs(struct sbfs *fs, struct statvfs *st);
-
-/* Monotonic milliseconds. */
-long long sbfs_now_ms(void);
 
 /* The provider's sandbox ids (reused for o.list_cache_ms). Copies into
  * *ids (free with sbfs_ids_free). */

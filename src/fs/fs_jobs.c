@@ -28,7 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "fs/fs_i.h"
@@ -65,31 +66,12 @@
 /* Largest native exec output kept per stream. */
 #define NATIVE_OUTPUT_MAX PROTO_MAX_TRANSFER_BYTES
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void mono_deadline(struct timespec *ts, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* Wait on the job's condition variable (its lock held) for at most ms. */
 static void job_wait(struct fs_job *j, long ms)
 {
 	struct timespec ts;
 
-	mono_deadline(&ts, ms);
+	clock_deadline_in(&ts, ms);
 	pthread_cond_timedwait(&j->cond, &j->lock, &ts);
 }
 
@@ -211,7 +193,8 @@ static bool listing_fresh(struct sbx *sb, struct fs_jobs *js)
 	bool fresh;
 
 	pthread_mutex_lock(&js->lock);
-	fresh = js->listing_ms != 0 && mono_ms() - js->listing_ms < LISTING_MS;
+	fresh = js->listing_ms != 0 &&
+		clock_mono_ms() - js->listing_ms < LISTING_MS;
 	pthread_mutex_unlock(&js->lock);
 	if (fresh)
 		return true;
@@ -227,7 +210,7 @@ static bool listing_fresh(struct sbx *sb, struct fs_jobs *js)
 	pthread_mutex_lock(&js->lock);
 	proto_job_list_cleanup(&js->listing);
 	js->listing = l;
-	js->listing_ms = mono_ms();
+	js->listing_ms = clock_mono_ms();
 	pthread_mutex_unlock(&js->lock);
 	return true;
 }
@@ -334,7 +317,7 @@ static bool poller_sleep(struct fs_job *j, long ms)
 	struct timespec ts;
 	bool go;
 
-	mono_deadline(&ts, ms);
+	clock_deadline_in(&ts, ms);
 	pthread_mutex_lock(&j->lock);
 	while (!j->stop && !j->kick)
 		if (pthread_cond_timedwait(&j->cond, &j->lock, &ts) ==
@@ -384,7 +367,7 @@ static bool answered(struct poller *pl, const struct proto_job_poll *p)
 	pthread_mutex_lock(&j->lock);
 	back = j->stale;
 	j->stale = false;
-	j->last_ok_ms = mono_ms();
+	j->last_ok_ms = clock_mono_ms();
 	j->synced = true;
 	if (p != NULL)
 		(void)fs_job_take_end(j, p);
@@ -437,7 +420,7 @@ static long poll_once(struct poller *pl)
 	req.max_bytes = j->ext ? POLL_MAX_BYTES : 0;
 	memset(&p, 0, sizeof(p));
 	sbx_error_clear(&err);
-	t0 = mono_ms();
+	t0 = clock_mono_ms();
 	rc = ac_job_poll_each(js->fs->t, js->sbx_id, &req, take, &ctx, &p,
 			      &err);
 	if (ctx.err != 0) {
@@ -467,7 +450,8 @@ static long poll_once(struct poller *pl)
 		if (ctx.fresh) {
 			pl->interval = POLL_MIN_MS;
 			nap = pl->wait > 0 ? 0 : POLL_MIN_MS;
-		} else if (pl->wait > 0 && mono_ms() - t0 >= pl->wait / 2) {
+		} else if (pl->wait > 0 &&
+			   clock_mono_ms() - t0 >= pl->wait / 2) {
 			/* a long-poll that ran its course */
 			nap = 0;
 		} else {
@@ -486,13 +470,14 @@ static long poll_once(struct poller *pl)
 			 js->sbx_id, j->name);
 		poller_end(j, FS_JOB_ST_UNKNOWN);
 		return -1;
-	} else if (err.retryable && mono_ms() < pl->deadline) {
+	} else if (err.retryable && clock_mono_ms() < pl->deadline) {
 		char text[1024];
 
 		/* Readers must not wait on an agent that does not answer:
 		 * past the mount's timeout the job is stale until it does. */
 		pthread_mutex_lock(&j->lock);
-		if (!j->stale && mono_ms() - j->last_ok_ms >= silence_ms(js)) {
+		if (!j->stale &&
+		    clock_mono_ms() - j->last_ok_ms >= silence_ms(js)) {
 			j->stale = true;
 			stale_now = true;
 			pthread_cond_broadcast(&j->cond);
@@ -517,7 +502,7 @@ static long poll_once(struct poller *pl)
 		poller_end(j, FS_JOB_ST_UNKNOWN);
 		return -1;
 	}
-	if (mono_ms() >= pl->deadline) {
+	if (clock_mono_ms() >= pl->deadline) {
 		log_warn("sandbox %s: job %s: no end reported within its "
 			 "timeout; its status is unknown",
 			 js->sbx_id, j->name);
@@ -610,15 +595,15 @@ static int follow(struct fs_jobs *js, struct fs_job *j)
 	start = !j->followed && !j->stop;
 	if (start) {
 		j->followed = true;
-		j->last_ok_ms = mono_ms();
+		j->last_ok_ms = clock_mono_ms();
 	}
 	pthread_mutex_unlock(&j->lock);
 	if (start)
 		poller_start(js, j);
-	until = mono_ms() + silence_ms(js);
+	until = clock_mono_ms() + silence_ms(js);
 	pthread_mutex_lock(&j->lock);
 	while (!j->synced && j->state == FS_JOB_ST_RUNNING && !j->stale &&
-	       !j->stop && mono_ms() < until) {
+	       !j->stop && clock_mono_ms() < until) {
 		job_wait(j, WAIT_SLICE_MS);
 		if (sbfs_interrupted()) {
 			rc = -EINTR;
@@ -672,7 +657,7 @@ void fs_jobs_free(struct fs_jobs *js)
 	/* A poller inside a request returns within the long-poll (or the
 	 * transport's deadlines); it uses the transport until then. */
 	while (js->pollers > 0) {
-		mono_deadline(&ts, 10000);
+		clock_deadline_in(&ts, 10000);
 		if (pthread_cond_timedwait(&js->idle, &js->lock, &ts) ==
 		    ETIMEDOUT)
 			log_info("sandbox %s: waiting for %u job poller(s)",
@@ -1394,12 +1379,12 @@ static int job_cancel(struct sbx *sb, struct fs_job *j)
 	/* The agent's final poll answer decides the status: have the
 	 * poller ask now, and give it a moment so that a status read
 	 * right after the cancel shows it. */
-	until = mono_ms() + CANCEL_WAIT_MS;
+	until = clock_mono_ms() + CANCEL_WAIT_MS;
 	pthread_mutex_lock(&j->lock);
 	j->kick = true;
 	pthread_cond_broadcast(&j->cond);
-	while (j->state == FS_JOB_ST_RUNNING && !j->stop && mono_ms() < until &&
-	       !sbfs_interrupted())
+	while (j->state == FS_JOB_ST_RUNNING && !j->stop &&
+	       clock_mono_ms() < until && !sbfs_interrupted())
 		job_wait(j, WAIT_SLICE_MS);
 	pthread_mutex_unlock(&j->lock);
 	return 0;

@@ -13,6 +13,10 @@
 #ifndef SBFS_FS_JOBS_I_H
 #define SBFS_FS_JOBS_I_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -22,7 +26,7 @@
 
 #include "common/buf.h"
 #include "common/proto_exec.h"
-#include "provider.h"
+#include "client/provider.h"
 
 /* Jobs kept per sandbox; past this the oldest finished ones are dropped. */
 #define FS_JOBS_MAX 256

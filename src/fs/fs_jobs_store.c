@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
 #include "fs/fs_jobs_i.h"
@@ -471,8 +472,6 @@ struct fs_job *fs_job_new(const char *name, const char *agent_id,
 			  const char *dir, size_t mem_max)
 {
 	struct fs_job *j = xcalloc(1, sizeof(*j));
-	pthread_condattr_t ca;
-	struct timespec now;
 
 	strlcpy_s(j->name, name, sizeof(j->name));
 	strlcpy_s(j->agent_id, agent_id, sizeof(j->agent_id));
@@ -482,15 +481,11 @@ struct fs_job *fs_job_new(const char *name, const char *agent_id,
 	j->cmd_len = cmd_len;
 	j->timeout_ms = timeout_ms;
 	clock_gettime(CLOCK_REALTIME, &j->started);
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	j->started_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+	j->started_ms = clock_mono_ms();
 	j->changed = j->started;
 	j->refs = 1;
 	pthread_mutex_init(&j->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&j->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&j->cond);
 	j->state = FS_JOB_ST_RUNNING;
 	/* Started here: known to run. An adopted job is marked otherwise. */
 	j->followed = true;
@@ -719,7 +714,6 @@ struct fs_jobs *fs_jobs_new(const char *spool_dir, size_t max, size_t mem_max)
 {
 	struct fs_jobs *js = xcalloc(1, sizeof(*js));
 	const char *tmp = getenv("TMPDIR");
-	pthread_condattr_t ca;
 
 	if (spool_dir == NULL || *spool_dir == '\0')
 		spool_dir = tmp != NULL && *tmp != '\0' ? tmp : "/tmp";
@@ -727,10 +721,7 @@ struct fs_jobs *fs_jobs_new(const char *spool_dir, size_t max, size_t mem_max)
 	js->max = max;
 	js->mem_max = mem_max;
 	pthread_mutex_init(&js->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&js->idle, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&js->idle);
 	return js;
 }
 

@@ -27,6 +27,10 @@
 #ifndef SBFS_INODES_H
 #define SBFS_INODES_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

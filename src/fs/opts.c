@@ -64,19 +64,19 @@ struct raw {
 	}
 
 static const struct fuse_opt sbfs_opt_spec[] = {
-	SOPT("provider=%s", provider),
-	SOPT("state_dir=%s", state_dir),
+	SOPT("provider=%s", prov.name),
+	SOPT("state_dir=%s", prov.state_dir),
 	SOPT("log=%s", log_file),
-	SOPT("azure_subscription=%s", azure_subscription),
-	SOPT("azure_resource_group=%s", azure_resource_group),
-	SOPT("azure_group=%s", azure_group),
-	SOPT("azure_region=%s", azure_region),
-	SOPT("azure_endpoint=%s", azure_endpoint),
-	SOPT("azure_token_path=%s", azure_token_path),
-	SOPT("azure_config=%s", azure_config),
-	SOPT("azure_ca_file=%s", azure_ca_file),
-	SOPT("azure_resolve=%s", azure_resolve),
-	SOPT("azure_record_cache=%s", azure_record_cache),
+	SOPT("azure_subscription=%s", prov.azure_subscription),
+	SOPT("azure_resource_group=%s", prov.azure_resource_group),
+	SOPT("azure_group=%s", prov.azure_group),
+	SOPT("azure_region=%s", prov.azure_region),
+	SOPT("azure_endpoint=%s", prov.azure_endpoint),
+	SOPT("azure_token_path=%s", prov.azure_token_path),
+	SOPT("azure_config=%s", prov.azure_config),
+	SOPT("azure_ca_file=%s", prov.azure_ca_file),
+	SOPT("azure_resolve=%s", prov.azure_resolve),
+	SOPT("azure_record_cache=%s", prov.azure_record_cache),
 	FUSE_OPT_END};
 
 static const struct fuse_opt raw_opt_spec[] = {
@@ -168,10 +168,11 @@ static int source_parse(const char *src, struct sbfs_opts *o)
 		return 0;
 	if ((n == 5 && strncmp(src, "local", 5) == 0) ||
 	    (n == 5 && strncmp(src, "azure", 5) == 0 && colon == NULL)) {
-		if (o->provider == NULL)
-			o->provider = xstrndup(src, n);
-		if (colon != NULL && colon[1] != '\0' && o->state_dir == NULL)
-			o->state_dir = xstrdup(colon + 1);
+		if (o->prov.name == NULL)
+			o->prov.name = xstrndup(src, n);
+		if (colon != NULL && colon[1] != '\0' &&
+		    o->prov.state_dir == NULL)
+			o->prov.state_dir = xstrdup(colon + 1);
 		return 0;
 	}
 	fprintf(stderr,
@@ -345,6 +346,7 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 		goto bad;
 	}
 	o->connect_timeout_s = (long)d;
+	o->prov.connect_timeout_ms = o->connect_timeout_s * 1000;
 	if (seconds("attr_timeout", r.attr_timeout, &o->attr_timeout, false) <
 		    0 ||
 	    seconds("entry_timeout", r.entry_timeout, &o->entry_timeout,
@@ -425,18 +427,7 @@ out:
 
 void sbfs_opts_cleanup(struct sbfs_opts *o)
 {
-	free(o->provider);
-	free(o->state_dir);
+	provider_opts_cleanup(&o->prov);
 	free(o->log_file);
-	free(o->azure_subscription);
-	free(o->azure_resource_group);
-	free(o->azure_group);
-	free(o->azure_region);
-	free(o->azure_endpoint);
-	free(o->azure_token_path);
-	free(o->azure_config);
-	free(o->azure_ca_file);
-	free(o->azure_resolve);
-	free(o->azure_record_cache);
 	memset(o, 0, sizeof(*o));
 }

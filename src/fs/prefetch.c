@@ -19,7 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
@@ -78,14 +79,6 @@ struct prefetch {
 	unsigned active; /* jobs a worker is on */
 	bool stopping;
 };
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t fnv(const char *p, size_t n, uint64_t h)
 {
@@ -342,7 +335,7 @@ static void collect_subdir(void *ud, const char *name, enum proto_ftype type)
 static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 				const char *dir)
 {
-	long long now = mono_ms(), win = window_ms(fs);
+	long long now = clock_mono_ms(), win = window_ms(fs);
 	struct prefetch *pf = fs->pf;
 	struct subdirs sd;
 	size_t i;
@@ -407,7 +400,7 @@ static void *pf_worker(void *arg)
 		d = dir_slot(pf, j->sbx, j->dir);
 		if (dir_is(d, j->sbx, j->dir) && d->state == DIR_FETCHING) {
 			d->state = DIR_DONE;
-			d->stamp_ms = mono_ms();
+			d->stamp_ms = clock_mono_ms();
 		}
 		pf->active--;
 		pthread_cond_broadcast(&pf->done);
@@ -447,7 +440,7 @@ int prefetch_new(struct prefetch **out)
 
 void prefetch_listed(struct sbfs *fs, const char *sbx, const char *dir)
 {
-	long long now = mono_ms(), win = window_ms(fs);
+	long long now = clock_mono_ms(), win = window_ms(fs);
 	struct prefetch *pf = fs->pf;
 	struct dir_rec *d;
 
@@ -464,7 +457,7 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 {
 	char dir[PATH_MAX_BYTES + 1];
 	uint64_t me = key_hash(sbx, rel) | 1; /* never 0 */
-	long long now = mono_ms(), win = window_ms(fs);
+	long long now = clock_mono_ms(), win = window_ms(fs);
 	struct prefetch *pf = fs->pf;
 	struct dir_rec *d;
 

@@ -17,6 +17,10 @@
  */
 #ifndef SBFS_FS_PREFETCH_H
 #define SBFS_FS_PREFETCH_H
+
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
 #include <stdbool.h>
 #include <stddef.h>
 

@@ -26,6 +26,10 @@
 #ifndef SBFS_FS_READAHEAD_H
 #define SBFS_FS_READAHEAD_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -10,14 +10,15 @@
 #include "config.h"
 
 #include <errno.h>
-#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_client.h"
+#include "common/clock.h"
+#include "client/agent_client.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "fs/cache.h"
@@ -26,67 +27,11 @@
 #include "fs/prefetch.h"
 #include "fs/readahead.h"
 #include "fs/wnodes.h"
-#include "provider_local.h"
-
-#ifdef HAVE_PROVIDER_AZURE
-#include "provider_azure.h"
-#endif
-
-long long sbfs_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the mount ---------------------------------------------------------- */
 
-static int make_provider(const struct sbfs_opts *o, struct provider **out,
-			 struct sbx_error *err)
-{
-	const char *name = o->provider ? o->provider : "local";
-
-	if (strcmp(name, "local") == 0)
-		return provider_local_new(o->state_dir, out, err);
-#ifdef HAVE_PROVIDER_AZURE
-	if (strcmp(name, "azure") == 0)
-		return provider_azure_new(o, out, err);
-#endif
-	sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-		      "unknown provider '%s' (known: local%s)", name,
-#ifdef HAVE_PROVIDER_AZURE
-		      ", azure"
-#else
-		      ""
-#endif
-	);
-	err->err = EINVAL;
-	return -EINVAL;
-}
-
-/* A name for this mount that no other client of an agent has: the change
- * events of its own changes carry it (doc/protocol-ext.md). */
-static void client_name(char *out, size_t size)
-{
-	unsigned char r[8];
-	size_t i;
-
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		memcpy(r, &ts.tv_nsec, 4);
-		memcpy(r + 4, &ts.tv_sec, 4);
-		r[0] ^= (unsigned char)getpid();
-	}
-	snprintf(out, size, "sandboxfs-");
-	for (i = 0; i < sizeof(r) && strlen(out) + 3 <= size; i++)
-		snprintf(out + strlen(out), size - strlen(out), "%02x", r[i]);
-}
-
-int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
-	     struct sbx_error *err)
+int sbfs_new(const struct sbfs_opts *o, struct provider *prov,
+	     struct sbfs **out, struct sbx_error *err)
 {
 	struct transport_config cfg;
 	struct sbfs *fs = xcalloc(1, sizeof(*fs));
@@ -99,9 +44,7 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 	clock_gettime(CLOCK_REALTIME, &fs->start);
 	pthread_mutex_init(&fs->lock, NULL);
 	fs->spool_dir = xstrdup(tmp != NULL && *tmp == '/' ? tmp : "/tmp");
-	rc = make_provider(o, &fs->prov, err);
-	if (rc < 0)
-		goto fail;
+	fs->prov = prov;
 	transport_config_defaults(&cfg);
 	if (o->timeout_s > 0)
 		cfg.response_timeout_ms = o->timeout_s * 1000;
@@ -113,8 +56,11 @@ int sbfs_new(const struct sbfs_opts *o, struct sbfs **out,
 			      "the HTTP client could not start");
 		goto fail;
 	}
-	client_name(fs->client_id, sizeof(fs->client_id));
-	if (transport_set_client_id(fs->t, fs->client_id) < 0)
+	/* A name no other client of an agent has: the change events of
+	 * this mount's own changes carry it (doc/protocol-ext.md). */
+	if (ids_hex(fs->client_id, sizeof(fs->client_id), "sandboxfs-", 8) <
+		    0 ||
+	    transport_set_client_id(fs->t, fs->client_id) < 0)
 		fs->client_id[0] = '\0';
 	rc = wnodes_new(o->write_window_ms, fs_files_flush_node, fs,
 			&fs->writes);
@@ -220,7 +166,7 @@ int sbfs_list(struct sbfs *fs, char ***ids, size_t *n)
 	struct sbx_error err;
 	char **fresh = NULL;
 	size_t nfresh = 0;
-	long long now = sbfs_now_ms();
+	long long now = clock_mono_ms();
 	int rc;
 
 	pthread_mutex_lock(&fs->lock);
@@ -320,7 +266,7 @@ static bool just_late(struct sbx *sb)
 		return false;
 	pthread_mutex_lock(&sb->lock);
 	late = sb->late_pid == pid &&
-	       sbfs_now_ms() - sb->late_ms < SBFS_FAIL_FAST_MS;
+	       clock_mono_ms() - sb->late_ms < SBFS_FAIL_FAST_MS;
 	pthread_mutex_unlock(&sb->lock);
 	return late;
 }
@@ -334,7 +280,7 @@ void sbfs_leave(struct sbx *sb)
 	if (transport_op_timed_out() && (pid = caller()) > 0) {
 		pthread_mutex_lock(&sb->lock);
 		sb->late_pid = pid;
-		sb->late_ms = sbfs_now_ms();
+		sb->late_ms = clock_mono_ms();
 		pthread_mutex_unlock(&sb->lock);
 	}
 	/* Sandboxes stay known for the life of the mount (their jobs do);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "fs/wnodes.h"
@@ -34,26 +35,14 @@ struct wnodes {
 	pthread_t tid;
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int wnodes_new(long window_ms, wnode_flush_fn *flush, void *ctx,
 	       struct wnodes **out)
 {
 	struct wnodes *t = xcalloc(1, sizeof(*t));
-	pthread_condattr_t ca;
 
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->flusher_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->flusher_cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&t->flusher_cond);
 	t->window_ms = window_ms > 0 ? window_ms : 0;
 	t->flush = flush;
 	t->ctx = ctx;
@@ -229,7 +218,7 @@ static bool pick_old(const struct wnode *w, const void *arg)
 
 void wnodes_flush_old(struct wnodes *t, bool all)
 {
-	struct old_pick o = {mono_ms(), t->window_ms, all};
+	struct old_pick o = {clock_mono_ms(), t->window_ms, all};
 	struct wnode **v;
 	size_t i, n = wnodes_pick(t, pick_old, &o, &v);
 
@@ -261,12 +250,7 @@ static void *flusher_main(void *arg)
 			tick = FLUSHER_TICK_MS;
 		if (tick < 10)
 			tick = 10;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += tick * 1000000L;
-		while (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		clock_deadline_in(&ts, tick);
 		pthread_cond_timedwait(&t->flusher_cond, &t->flusher_lock, &ts);
 		if (t->stop)
 			break;
@@ -283,7 +267,7 @@ void wnode_dirtied(struct wnode *w)
 	struct wnodes *t = w->tab;
 
 	if (!w->dirty)
-		w->dirty_ms = mono_ms();
+		w->dirty_ms = clock_mono_ms();
 	w->dirty = true;
 	if (t->window_ms == 0)
 		return;

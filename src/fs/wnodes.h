@@ -17,13 +17,17 @@
 #ifndef SBFS_FS_WNODES_H
 #define SBFS_FS_WNODES_H
 
+#ifndef SBFS_SEE_FS
+#error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
 #include "common/buf.h"
 #include "common/proto_files.h"
 

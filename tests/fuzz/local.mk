@@ -14,7 +14,7 @@ frame_fuzzer_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_REPLAY
 endif
 frame_fuzzer_SOURCES = %reldir%/frame-fuzzer.c
 frame_fuzzer_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-frame_fuzzer_LDADD = libsandboxfs.a $(CJSON_LIBS) -lm
+frame_fuzzer_LDADD = $(LIB_COMMON) $(CJSON_LIBS) -lm
 EXTRA_DIST += %reldir%/frame.dict %reldir%/corpus/frame
 
 ## agent-request-fuzzer: what the agent decodes from a request (paths, the
@@ -32,5 +32,5 @@ agent_request_fuzzer_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_REPLAY
 endif
 agent_request_fuzzer_SOURCES = %reldir%/agent-request-fuzzer.c
 agent_request_fuzzer_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
-agent_request_fuzzer_LDADD = libsandboxfs.a $(CJSON_LIBS) -lm
+agent_request_fuzzer_LDADD = $(LIB_COMMON) $(CJSON_LIBS) -lm
 EXTRA_DIST += %reldir%/agent-request.dict %reldir%/corpus/agent-request

@@ -724,8 +724,8 @@ static void grow(void)
 	cp = xopen("open grow.copy", "grow.copy", O_RDWR | O_CREAT | O_TRUNC,
 		   0644);
 	while (cp >= 0 && total < 0x30000) {
-		r = copy_file_range(fd, &in, cp, &out, (size_t)(0x30000 - total),
-				    0);
+		r = copy_file_range(fd, &in, cp, &out,
+				    (size_t)(0x30000 - total), 0);
 		if (r <= 0)
 			break;
 		total += r;

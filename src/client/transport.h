@@ -50,6 +50,10 @@
 #ifndef SBFS_TRANSPORT_H
 #define SBFS_TRANSPORT_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,8 +61,8 @@
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
-#include "provider.h"
-#include "sbx_error.h"
+#include "client/provider.h"
+#include "client/sbx_error.h"
 
 /* Operation names (doc/transport-rules.md 6), used in errors and logs. */
 #define TRANSPORT_OP_EXEC "sandbox.runCommand"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_client.h"
+#include "client/agent_client.h"
 #include "common/log.h"
 
 #define EXT_PREFIX "/sandboxfs/v1/"
@@ -29,29 +29,6 @@
 /* The change events, named for errors and logs. */
 #define AC_OP_EVENTS "sandbox.events"
 
-int ac_query_escape(struct buf *out, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	int rc = 0;
-
-	for (; *s != '\0' && rc == 0; s++) {
-		unsigned char c = (unsigned char)*s;
-		char enc[3];
-
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-		    c == '_' || c == '~' || c == '/') {
-			rc = buf_append(out, s, 1);
-			continue;
-		}
-		enc[0] = '%';
-		enc[1] = hex[c >> 4];
-		enc[2] = hex[c & 15];
-		rc = buf_append(out, enc, 3);
-	}
-	return rc;
-}
-
 /* "<route>?path=<escaped>" (plus extra, already encoded, when given). */
 static int path_query(struct buf *out, const char *route, const char *path,
 		      const char *extra)
@@ -59,7 +36,7 @@ static int path_query(struct buf *out, const char *route, const char *path,
 	int rc = buf_printf(out, "%s?path=", route);
 
 	if (rc == 0)
-		rc = ac_query_escape(out, path);
+		rc = buf_append_escaped(out, path, "/");
 	if (rc == 0 && extra != NULL)
 		rc = buf_append_str(out, extra);
 	return rc;
@@ -503,8 +480,8 @@ int ac_job_list(struct transport *t, const char *id, struct proto_job_list *out,
 
 	transport_resp_init(&resp);
 	rc = simple(t, id, AC_OP_JOB_LIST, TRANSPORT_SAFE, "GET",
-		    EXT_PREFIX "jobs", NULL,
-		    PROTO_JOB_LIST_MAX_BYTES, &resp, err);
+		    EXT_PREFIX "jobs", NULL, PROTO_JOB_LIST_MAX_BYTES, &resp,
+		    err);
 	if (rc == 0) {
 		rc = proto_job_list_decode(resp.body.data, resp.body.len, out);
 		if (rc < 0)
@@ -578,7 +555,7 @@ int ac_list(struct transport *t, const char *id, const char *path,
 	if (rc == 0 && cursor != NULL) {
 		rc = buf_append_str(&q, "&cursor=");
 		if (rc == 0)
-			rc = ac_query_escape(&q, cursor);
+			rc = buf_append_escaped(&q, cursor, "/");
 	}
 	if (rc < 0) {
 		local_failure(err, TRANSPORT_OP_FILES, rc);

@@ -39,12 +39,14 @@
 
 #include <curl/curl.h>
 
+#include "common/clock.h"
+#include "common/ids.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/unixurl.h"
 #include "common/xalloc.h"
-#include "transport.h"
+#include "client/transport.h"
 
 #define ERROR_BODY_MAX PROTO_ERROR_BODY_MAX
 
@@ -108,14 +110,6 @@ static void curl_init_once(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- the calling thread's operation deadline ------------------------------ */
 
 /* 0: none. Set by the filesystem layer around each operation, and by the
@@ -132,7 +126,7 @@ void transport_op_set_cancel(const int *flag)
 
 long long transport_now_ms(void)
 {
-	return now_ms();
+	return clock_mono_ms();
 }
 
 void transport_op_set_deadline(long long deadline_ms)
@@ -167,7 +161,7 @@ static long long earliest(long long a, long long b)
 
 static bool op_deadline_passed(void)
 {
-	return op_deadline != 0 && now_ms() >= op_deadline;
+	return op_deadline != 0 && clock_mono_ms() >= op_deadline;
 }
 
 static void op_late(struct sbx_error *err, const char *op, const char *what)
@@ -456,7 +450,7 @@ static size_t xfer_write_cb(char *p, size_t size, size_t n, void *ud)
 	size_t len = size * n;
 	int rc;
 
-	x->last_byte_ms = now_ms();
+	x->last_byte_ms = clock_mono_ms();
 	switch (x->phase) {
 	case XFER_HOLD:
 		x->paused = true;
@@ -597,12 +591,12 @@ static int xfer_check_listener(void *ud, char *peer_ip, char *local_ip,
 			       &len) == 0)
 			uid = (long)cred.uid;
 	} else {
-		long long until = now_ms() + 100;
+		long long until = clock_mono_ms() + 100;
 
 		/* The accepted end may take a moment to appear. */
 		while ((uid = tcp_peer_uid(peer_ip, peer_port, local_ip,
 					   local_port)) < 0 &&
-		       now_ms() < until)
+		       clock_mono_ms() < until)
 			sleep_ms(2);
 	}
 	x->new_sock = -1;
@@ -828,7 +822,7 @@ static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
 {
 	CURLM *m = x->h->multi;
 
-	x->last_byte_ms = now_ms();
+	x->last_byte_ms = clock_mono_ms();
 	for (;;) {
 		CURLMsg *msg;
 		int running = 0, left;
@@ -874,7 +868,7 @@ static enum xfer_outcome xfer_run(struct xfer *x, long long deadline,
 				return XFER_CONNECT;
 			return XFER_BROKEN;
 		}
-		now = now_ms();
+		now = clock_mono_ms();
 		if (now >= deadline || (idle_ms > 0 && x->headers_done &&
 					now - x->last_byte_ms >= idle_ms)) {
 			op_timed_out = true;
@@ -1026,7 +1020,7 @@ static bool body_typed_fs(const struct buf *b)
 static bool read_error_body(struct transport *t, struct xfer *x,
 			    struct sbx_error *err)
 {
-	long long deadline = now_ms() + t->cfg.response_timeout_ms;
+	long long deadline = clock_mono_ms() + t->cfg.response_timeout_ms;
 	enum xfer_outcome o;
 	char why[128];
 
@@ -1357,7 +1351,7 @@ static enum xfer_outcome attempt_start(struct transport *t, struct slot *s,
 				       const char *key, bool fresh,
 				       struct attempt *a)
 {
-	long long start = now_ms(), headers;
+	long long start = clock_mono_ms(), headers;
 
 	memset(a, 0, sizeof(*a));
 	a->h = handle_take(s);
@@ -1561,28 +1555,14 @@ static int final_attempt(struct transport *t, struct slot *s, struct conn *conn,
 	return rc;
 }
 
-/* A version 4 UUID from the kernel's generator, for an Idempotency-Key. */
+/* A version 4 UUID for an Idempotency-Key. */
 static void make_key(char out[PROTO_KEY_MAX + 1])
 {
-	unsigned char b[16];
-	size_t got = 0;
+	char id[IDS_UUID_LEN + 1];
 
-	while (got < sizeof(b)) {
-		ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			fatal("getrandom");
-		got += (size_t)n;
-	}
-	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-	snprintf(out, PROTO_KEY_MAX + 1,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-		 b[10], b[11], b[12], b[13], b[14], b[15]);
+	if (ids_uuid(id) < 0)
+		fatal("getrandom");
+	snprintf(out, PROTO_KEY_MAX + 1, "%s", id);
 }
 
 /* A health answer carried by conn says whether its agent keeps a reply
@@ -1713,7 +1693,7 @@ static int send_request(struct transport *t, struct slot *s, const char *id,
 		 * (a buffered one is simply read again). */
 		if (keyed && err->code != SBX_UNEXPECTED_FORMAT &&
 		    (req->sink == NULL || a.x.body_bytes == 0) &&
-		    now_ms() < a.x.total)
+		    clock_mono_ms() < a.x.total)
 			goto ask_again;
 		if (err->code != SBX_UNEXPECTED_FORMAT)
 			slot_invalidate(s, used);
@@ -1745,7 +1725,7 @@ ask_again : {
 	 * left of the exchange's deadline. */
 	struct sbx_error first = *err;
 	struct transport_req again = *req;
-	long long left = a.x.total - now_ms();
+	long long left = a.x.total - clock_mono_ms();
 
 	attempt_end(t, s, &a);
 	if (left <= 0) {
@@ -2054,7 +2034,7 @@ static int ready_probe(struct transport *t, struct slot *s, const char *id,
 	struct conn *answered = NULL;
 	int rc;
 
-	req.deadline_ms = (long)(deadline - now_ms());
+	req.deadline_ms = (long)(deadline - clock_mono_ms());
 	if (req.deadline_ms < 1)
 		req.deadline_ms = 1;
 	transport_resp_init(&resp);
@@ -2095,7 +2075,7 @@ int transport_wait_ready(struct transport *t, const char *id,
 	struct slot *s = slot_get(t, id);
 	long long saved = op_deadline;
 	long long deadline =
-		earliest(now_ms() + t->cfg.ready_timeout_ms, saved);
+		earliest(clock_mono_ms() + t->cfg.ready_timeout_ms, saved);
 	struct proto_health health;
 	int rc;
 
@@ -2113,7 +2093,7 @@ int transport_wait_ready(struct transport *t, const char *id,
 				*health_out = health;
 			break;
 		}
-		now = now_ms();
+		now = clock_mono_ms();
 		if (!err->retryable)
 			break;
 		if (now >= deadline) {
@@ -2140,7 +2120,7 @@ static int wait_running(struct transport *t, const char *id,
 {
 	long long saved = op_deadline;
 	long long deadline =
-		earliest(now_ms() + t->cfg.running_timeout_ms, saved);
+		earliest(clock_mono_ms() + t->cfg.running_timeout_ms, saved);
 	struct provider_record rec;
 	int rc;
 
@@ -2165,7 +2145,7 @@ static int wait_running(struct transport *t, const char *id,
 			rc = record_gone(err, "sandbox.resume", id);
 			break;
 		}
-		if (now_ms() >= deadline) {
+		if (clock_mono_ms() >= deadline) {
 			op_timed_out = true;
 			sbx_error_set(err, SBX_UNREACHABLE, NULL,
 				      "sandbox.resume: sandbox '%s' did not "
@@ -2347,10 +2327,11 @@ int transport_http(const struct transport_http_req *hreq,
 	if (curl_init_rc != CURLE_OK)
 		return -EIO;
 	sbx_error_clear(err);
-	deadline = earliest(
-		now_ms() + (hreq->timeout_ms > 0 ? hreq->timeout_ms : 60000),
-		op_deadline);
-	if (now_ms() >= deadline) {
+	deadline = earliest(clock_mono_ms() + (hreq->timeout_ms > 0
+						       ? hreq->timeout_ms
+						       : 60000),
+			    op_deadline);
+	if (clock_mono_ms() >= deadline) {
 		op_late(err, "provider.http", "before the request was sent");
 		return -ETIMEDOUT;
 	}

@@ -18,13 +18,18 @@
 #ifndef SBFS_PROVIDER_H
 #define SBFS_PROVIDER_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/statvfs.h>
 
 #include "common/buf.h"
-#include "sbx_error.h"
+#include "client/sbx_error.h"
 
 #define PROVIDER_ID_MAX 63
 
@@ -160,5 +165,38 @@ struct provider {
 
 /* Free a provider through its ops; NULL-safe. */
 void provider_free(struct provider *p);
+
+/*
+ * What opens a provider: the strings as the user gave them (sandboxfs's
+ * -o options), NULL when not given. Borrowed by provider_open.
+ */
+struct provider_opts {
+	char *name; /* "local" (the default) or "azure" */
+	char *state_dir; /* local: the state directory */
+	/* azure (sandboxfs(1), doc/azure.md) */
+	char *azure_subscription;
+	char *azure_resource_group;
+	char *azure_group;
+	char *azure_region;
+	char *azure_endpoint; /* override of the data-plane base URL */
+	char *azure_token_path; /* the agent's credential file */
+	char *azure_config; /* a config file with the above */
+	char *azure_ca_file; /* extra trusted CA (tests) */
+	char *azure_resolve; /* host:port:addr pins, comma separated */
+	char *azure_record_cache; /* seconds a record is reused in
+					listings (2) */
+	long connect_timeout_ms; /* a provider's connections; 0: its own */
+};
+
+/* Free the strings of o (not o). */
+void provider_opts_cleanup(struct provider_opts *o);
+
+/*
+ * The registry: open the provider o names. An unknown name, or a provider
+ * this build has not, is SBX_INVALID_INPUT (-EINVAL) naming the known
+ * ones; the provider's own errors as it says them.
+ */
+int provider_open(const struct provider_opts *o, struct provider **out,
+		  struct sbx_error *err) __attribute__((warn_unused_result));
 
 #endif

@@ -32,14 +32,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/confine.h"
+#include "common/clock.h"
 #include "common/buf.h"
+#include "common/fileio.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/unixurl.h"
 #include "common/xalloc.h"
-#include "local_ctl.h"
+#include "client/local_ctl.h"
 
 #ifndef SBFS_SBINDIR
 #define SBFS_SBINDIR SBFS_BINDIR
@@ -52,14 +54,6 @@
 #define LOG_ROTATE_BYTES (4L * 1024 * 1024)
 #define HEALTH_MAX_BYTES (64 * 1024)
 #define POLL_MS 50
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(long ms)
 {
@@ -297,10 +291,10 @@ static int lock_registry(int *out)
 	free(path);
 	if (fd < 0)
 		return -errno;
-	deadline = now_ms() + DYNAMIC_LOCK_MS;
+	deadline = clock_mono_ms() + DYNAMIC_LOCK_MS;
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if ((errno != EWOULDBLOCK && errno != EINTR) ||
-		    now_ms() >= deadline) {
+		    clock_mono_ms() >= deadline) {
 			int err = errno == EWOULDBLOCK ? ETIMEDOUT : errno;
 
 			close(fd);
@@ -346,7 +340,7 @@ static int alloc_identity(const char *dir, unsigned long *out,
 			continue;
 		path = claim_path(uid);
 		text = xasprintf("%s\n", dir);
-		rc = local_state_write_atomic(path, text, strlen(text), 0600);
+		rc = file_write_atomic(path, text, strlen(text), 0600);
 		free(path);
 		free(text);
 		if (rc < 0)
@@ -682,7 +676,7 @@ static int remove_dir(struct local_ctl *c, const char *id,
 {
 	char *dir = local_state_path(c->state_dir, id, LOCAL_PATH_DIR);
 	char *tomb = xasprintf("%s/sandboxes/.rm-%s-%ld-%lld", c->state_dir, id,
-			       (long)getpid(), now_ms());
+			       (long)getpid(), clock_mono_ms());
 	int rc;
 
 	if (rename(dir, tomb) == 0)
@@ -700,16 +694,16 @@ static int remove_dir(struct local_ctl *c, const char *id,
 static int set_limits(const struct local_create_opts *opts,
 		      struct proto_record *rec, struct local_err *err)
 {
-	if ((opts->pids != 0 && opts->pids < AGENT_MIN_PIDS) ||
+	if ((opts->pids != 0 && opts->pids < SBX_MIN_PIDS) ||
 	    opts->pids > 4194304)
 		return local_err_set(
 			err, -EINVAL, "--pids: %llu is not %d to 4194304",
-			(unsigned long long)opts->pids, AGENT_MIN_PIDS);
-	if (opts->memory != 0 && opts->memory < AGENT_MIN_MEMORY)
+			(unsigned long long)opts->pids, SBX_MIN_PIDS);
+	if (opts->memory != 0 && opts->memory < SBX_MIN_MEMORY)
 		return local_err_set(err, -EINVAL,
 				     "--memory: %llu bytes is less than 16M",
 				     (unsigned long long)opts->memory);
-	if (opts->tmp_size != 0 && opts->tmp_size < AGENT_MIN_TMP_SIZE)
+	if (opts->tmp_size != 0 && opts->tmp_size < SBX_MIN_TMP_SIZE)
 		return local_err_set(err, -EINVAL,
 				     "--tmp-size: %llu bytes is less than 1M",
 				     (unsigned long long)opts->tmp_size);
@@ -718,10 +712,9 @@ static int set_limits(const struct local_create_opts *opts,
 		return local_err_set(err, -EINVAL,
 				     "--network: '%s' is not user or none",
 				     opts->network);
-	rec->pids = opts->pids ? opts->pids : AGENT_DEFAULT_PIDS;
-	rec->memory = opts->memory ? opts->memory : agent_default_memory();
-	rec->tmp_size =
-		opts->tmp_size ? opts->tmp_size : AGENT_DEFAULT_TMP_SIZE;
+	rec->pids = opts->pids ? opts->pids : SBX_DEFAULT_PIDS;
+	rec->memory = opts->memory ? opts->memory : sbx_default_memory();
+	rec->tmp_size = opts->tmp_size ? opts->tmp_size : SBX_DEFAULT_TMP_SIZE;
 	if (proto_record_set_str(&rec->network,
 				 opts->network ? opts->network : "user") < 0)
 		return local_err_set(err, -ENOMEM, "out of memory");
@@ -951,7 +944,7 @@ static int proc_signal(const struct proc *p, int sig)
 
 static void proc_wait_gone(const struct proc *p, long long deadline)
 {
-	while (proc_alive(p) && now_ms() < deadline)
+	while (proc_alive(p) && clock_mono_ms() < deadline)
 		sleep_ms(POLL_MS);
 }
 
@@ -962,7 +955,7 @@ static int kill_proc(const struct proc *p, long timeout_ms)
 
 	if (rc < 0)
 		return rc;
-	proc_wait_gone(p, now_ms() + timeout_ms);
+	proc_wait_gone(p, clock_mono_ms() + timeout_ms);
 	if (!proc_alive(p))
 		return 0;
 	log_warn("agent %ld did not stop within %ld ms: killing it",
@@ -970,7 +963,7 @@ static int kill_proc(const struct proc *p, long timeout_ms)
 	rc = proc_signal(p, SIGKILL);
 	if (rc < 0)
 		return rc;
-	proc_wait_gone(p, now_ms() + 5000);
+	proc_wait_gone(p, clock_mono_ms() + 5000);
 	return proc_alive(p) ? -ETIMEDOUT : 0;
 }
 
@@ -1096,11 +1089,11 @@ static int agent_proc(struct local_ctl *c, const struct proto_record *rec,
 
 	h = lock_holder(path);
 	if (h > 0 && !pid_alive(h)) {
-		long long until = now_ms() + 5000;
+		long long until = clock_mono_ms() + 5000;
 
 		/* Killed: its leader is a zombie while its other threads
 		 * still let go of its files, the lock with them. */
-		while ((h = lock_holder(path)) > 0 && now_ms() < until)
+		while ((h = lock_holder(path)) > 0 && clock_mono_ms() < until)
 			sleep_ms(10);
 	}
 	if (h > 0) {
@@ -1223,7 +1216,7 @@ static int spawn_detached(const char *const *argv, char *const *envp,
 {
 	struct spawn_msg m;
 	struct rlimit rl;
-	long long deadline = now_ms() + 10000;
+	long long deadline = clock_mono_ms() + 10000;
 	long maxfd = 1024;
 	int pfd[2] = {-1, -1}, logfd = -1, nullfd = -1, dirfd = -1, status;
 	int rc = 0;
@@ -1281,7 +1274,7 @@ static int spawn_detached(const char *const *argv, char *const *envp,
 		;
 	for (;;) {
 		struct pollfd p = {pfd[0], POLLIN, 0};
-		long long left = deadline - now_ms();
+		long long left = deadline - clock_mono_ms();
 
 		if (left <= 0) {
 			rc = -ETIMEDOUT;
@@ -1334,7 +1327,7 @@ static int wait_fd(int fd, short events, long long deadline)
 	int n;
 
 	for (;;) {
-		left = deadline - now_ms();
+		left = deadline - clock_mono_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		n = poll(&p, 1, (int)left);
@@ -1414,7 +1407,7 @@ static int unix_sockaddr(const char *path, struct sockaddr_un *sa, int *dirfd)
 int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 {
 	struct buf b = BUF_INIT(HEALTH_MAX_BYTES);
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = clock_mono_ms() + timeout_ms;
 	struct sockaddr_storage ss;
 	struct proto_health h;
 	char req[160], sock[PATH_MAX];
@@ -1573,7 +1566,7 @@ static int wait_ready(struct local_ctl *c, const struct boot_paths *p,
 		      const struct proc *agent, const char *url,
 		      struct local_err *err)
 {
-	long long deadline = now_ms() + c->start_timeout_ms;
+	long long deadline = clock_mono_ms() + c->start_timeout_ms;
 	struct proto_health h;
 	struct stat st;
 	long left;
@@ -1583,7 +1576,7 @@ static int wait_ready(struct local_ctl *c, const struct boot_paths *p,
 			return local_err_set(
 				err, -ECHILD,
 				"the agent exited at start; see %s", p->log);
-		left = (long)(deadline - now_ms());
+		left = (long)(deadline - clock_mono_ms());
 		if (left <= 0)
 			break;
 		if (lstat(p->sock, &st) == 0 &&

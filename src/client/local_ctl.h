@@ -31,13 +31,17 @@
 #ifndef SBFS_LOCAL_CTL_H
 #define SBFS_LOCAL_CTL_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "common/proto.h"
 #include "common/proto_record.h"
-#include "local_state.h"
+#include "client/local_state.h"
 
 #define LOCAL_CTL_START_TIMEOUT_MS 30000L
 #define LOCAL_CTL_STOP_TIMEOUT_MS 10000L

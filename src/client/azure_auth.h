@@ -41,10 +41,14 @@
 #ifndef SBFS_AZURE_AUTH_H
 #define SBFS_AZURE_AUTH_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "sbx_error.h"
+#include "client/sbx_error.h"
 
 #define AZURE_AUTH_SCOPE "https://dynamicsessions.io/.default"
 #define AZURE_AUTH_AUTHORITY "https://login.microsoftonline.com"

@@ -42,9 +42,13 @@
 #ifndef SBFS_PROVIDER_AZURE_H
 #define SBFS_PROVIDER_AZURE_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 
-#include "provider.h"
+#include "client/provider.h"
 
 #define PROVIDER_AZURE_TOKEN_PATH "/opt/alien/agent-token"
 #define PROVIDER_AZURE_NATIVE_ROOT "/sandbox"
@@ -105,8 +109,6 @@ struct provider_azure_settings {
 	long record_cache_ms; /* -1 when unset */
 };
 
-struct sbfs_opts;
-
 /*
  * Gather the settings from o (its azure_* fields; o may be NULL), the file
  * o->azure_config names (key=value lines, '#' comments) and env
@@ -116,15 +118,15 @@ struct sbfs_opts;
  * a bad number or a required setting that is missing is
  * SBX_INVALID_INPUT (-EINVAL) naming it.
  */
-int provider_azure_settings_load(const struct sbfs_opts *o,
+int provider_azure_settings_load(const struct provider_opts *o,
 				 const char *const *env,
 				 struct provider_azure_settings *out,
 				 struct sbx_error *err)
 	__attribute__((warn_unused_result));
 void provider_azure_settings_cleanup(struct provider_azure_settings *s);
 
-/* provider_azure_settings_load + provider_azure_open, for sandbox.c. */
-int provider_azure_new(const struct sbfs_opts *o, struct provider **out,
+/* provider_azure_settings_load + provider_azure_open, for provider_open. */
+int provider_azure_new(const struct provider_opts *o, struct provider **out,
 		       struct sbx_error *err)
 	__attribute__((warn_unused_result));
 

@@ -21,14 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/xalloc.h"
-#include "local_ctl.h"
-#include "local_state.h"
-#include "provider_local.h"
+#include "client/local_ctl.h"
+#include "client/local_state.h"
+#include "client/provider_local.h"
 
 /* A parsed record and the identity of the file it came from. */
 struct cached {
@@ -556,14 +557,6 @@ static int copy_plan(const struct proto_record *rec, void *arg)
 	return 0;
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Drain both pipes into bounded buffers until EOF or the deadline. */
 static int drain(int outfd, int errfd, struct provider_exec_result *res,
 		 long long deadline)
@@ -572,7 +565,7 @@ static int drain(int outfd, int errfd, struct provider_exec_result *res,
 	int open_fds = 2;
 
 	while (open_fds > 0) {
-		long long left = deadline - mono_ms();
+		long long left = deadline - clock_mono_ms();
 		int i, n;
 
 		if (left <= 0)
@@ -619,7 +612,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	struct local_priv *lp = priv_of(p);
 	struct exec_plan x;
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-	long long deadline = mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
+	long long deadline = clock_mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
 	char user[48], pids[24], mem[24], tmp[24], timeout[24];
 	const char *argv[40];
 	size_t argc = 0;

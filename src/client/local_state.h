@@ -28,6 +28,10 @@
 #ifndef SBFS_LOCAL_STATE_H
 #define SBFS_LOCAL_STATE_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -126,19 +130,11 @@ int local_state_read(const char *state_dir, const char *id,
 		     struct proto_record *out, struct local_err *err)
 	__attribute__((warn_unused_result));
 
-/* Replace the record of rec->id atomically (local_state_write_atomic),
+/* Replace the record of rec->id atomically (file_write_atomic),
  * mode 0600. The sandbox directory must exist. */
 int local_state_write(const char *state_dir, const struct proto_record *rec,
 		      struct local_err *err)
 	__attribute__((warn_unused_result));
-
-/*
- * Replace path with data: write a temporary file in the same directory,
- * fsync it, rename it over path and fsync the directory. A reader sees
- * the old contents or the new ones, never a part. The file gets mode.
- */
-int local_state_write_atomic(const char *path, const void *data, size_t n,
-			     mode_t mode) __attribute__((warn_unused_result));
 
 /*
  * Take the sandbox's lock (flock LOCK_EX on STATE/sandboxes/<id>/lock),

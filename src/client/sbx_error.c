@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/proto.h"
-#include "sbx_error.h"
+#include "client/sbx_error.h"
 
 const char *sbx_code_name(enum sbx_code code)
 {
@@ -80,6 +80,21 @@ void sbx_error_set(struct sbx_error *e, enum sbx_code code, const char *failure,
 	vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
 	va_end(ap);
 	e->err = default_errno(code, failure);
+}
+
+int sbx_error_fail(struct sbx_error *e, enum sbx_code code, const char *failure,
+		   int errnum, const char *fmt, ...)
+{
+	va_list ap;
+
+	e->code = code;
+	e->retryable = code == SBX_UNREACHABLE;
+	snprintf(e->failure, sizeof(e->failure), "%s", failure ? failure : "");
+	va_start(ap, fmt);
+	vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
+	va_end(ap);
+	e->err = errnum > 0 ? errnum : default_errno(code, failure);
+	return -e->err;
 }
 
 static bool has_prefix(const char *body, size_t len, const char *prefix)

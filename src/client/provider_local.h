@@ -18,7 +18,11 @@
 #ifndef SBFS_PROVIDER_LOCAL_H
 #define SBFS_PROVIDER_LOCAL_H
 
-#include "provider.h"
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
+#include "client/provider.h"
 
 /* Native exec bounds. */
 #define PROVIDER_LOCAL_EXEC_TIMEOUT_MS 60000L

@@ -14,6 +14,10 @@
 #ifndef SBFS_SBX_ERROR_H
 #define SBFS_SBX_ERROR_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -51,6 +55,11 @@ void sbx_error_clear(struct sbx_error *e);
  * code's errno (see sbx_error_errno). */
 void sbx_error_set(struct sbx_error *e, enum sbx_code code, const char *failure,
 		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* sbx_error_set with the user's errno given (positive, 0: the code's), and
+ * the negative errno returned: `return sbx_error_fail(err, ...);`. */
+int sbx_error_fail(struct sbx_error *e, enum sbx_code code, const char *failure,
+		   int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
 
 /*
  * The errno for an agent's refusal with this HTTP status and (bounded)

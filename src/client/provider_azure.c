@@ -28,16 +28,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "azure_auth.h"
+#include "common/clock.h"
+#include "client/azure_auth.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_azure.h"
 #include "common/token.h"
 #include "common/xalloc.h"
-#include "fs/fs_i.h"
-#include "provider_azure.h"
-#include "transport.h"
+#include "client/provider_azure.h"
+#include "client/transport.h"
 
 extern char **environ;
 
@@ -77,14 +77,6 @@ struct azure_priv {
 static struct azure_priv *priv_of(struct provider *p)
 {
 	return (struct azure_priv *)p;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void count(struct azure_priv *ap, unsigned *field)
@@ -179,26 +171,6 @@ bool provider_azure_route_allowed(const char *url)
 		return false;
 	return ends_with_ci(host, n, ".adcproxy.io") ||
 	       ends_with_ci(host, n, ".azurecontainerapps.io");
-}
-
-/* Percent-encode a query value ('/' kept, as paths read better so). */
-static int query_value(struct buf *b, const char *v)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	const unsigned char *p = (const unsigned char *)v;
-	int rc = 0;
-
-	for (; rc == 0 && *p != '\0'; p++) {
-		char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-
-		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
-		    *p == '_' || *p == '~' || *p == '/')
-			rc = buf_append(b, p, 1);
-		else
-			rc = buf_append(b, enc, 3);
-	}
-	return rc;
 }
 
 /* ---- data-plane calls ---------------------------------------------------- */
@@ -570,7 +542,7 @@ static int azure_record(struct provider *p, const char *id,
 {
 	struct azure_priv *ap = priv_of(p);
 	struct proto_azure_sandbox sb;
-	long long now = now_ms();
+	long long now = clock_mono_ms();
 	int rc;
 
 	if (!id_valid(id))
@@ -599,7 +571,7 @@ static int azure_record_listed(struct provider *p, const char *id,
 	pthread_mutex_lock(&ap->lock);
 	e = entry_find(ap, id);
 	if (e != NULL && !e->needs_fresh && ap->cache_ms > 0 &&
-	    now_ms() - e->read_ms < ap->cache_ms) {
+	    clock_mono_ms() - e->read_ms < ap->cache_ms) {
 		ap->stats.record_hits++;
 		to_record(&e->sb, out);
 		pthread_mutex_unlock(&ap->lock);
@@ -659,7 +631,7 @@ static int azure_route(struct provider *p, const char *id, char **url,
 		return bad_id(id, err);
 	count(ap, &ap->stats.routes);
 	for (;;) {
-		long long now = now_ms();
+		long long now = clock_mono_ms();
 
 		rc = fetch_sandbox(ap, id, &sb, err);
 		if (rc < 0)
@@ -722,7 +694,7 @@ static int read_file(struct azure_priv *ap, const char *id, const char *path,
 
 	rc = buf_append_str(&query, "path=");
 	if (rc == 0)
-		rc = query_value(&query, path);
+		rc = buf_append_escaped(&query, path, "/");
 	if (rc < 0) {
 		sbx_error_set(err, SBX_UNREACHABLE, NULL,
 			      "azure: out of memory");
@@ -951,7 +923,7 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 	transport_resp_init(&resp);
 	for (pages = 0; path != NULL; pages++) {
 		struct dp_req r;
-		long long now = now_ms();
+		long long now = clock_mono_ms();
 
 		if (pages == PROVIDER_AZURE_MAX_PAGES) {
 			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
@@ -1589,7 +1561,7 @@ static const char *env_value(const char *const *env, const char *name)
 	return NULL;
 }
 
-int provider_azure_settings_load(const struct sbfs_opts *o,
+int provider_azure_settings_load(const struct provider_opts *o,
 				 const char *const *env,
 				 struct provider_azure_settings *out,
 				 struct sbx_error *err)
@@ -1628,13 +1600,19 @@ int provider_azure_settings_load(const struct sbfs_opts *o,
 		}
 	}
 	if (s.subscription == NULL)
-		strcat(missing, " azure_subscription");
+		snprintf(missing + strlen(missing),
+			 sizeof(missing) - strlen(missing),
+			 " azure_subscription");
 	if (s.resource_group == NULL)
-		strcat(missing, " azure_resource_group");
+		snprintf(missing + strlen(missing),
+			 sizeof(missing) - strlen(missing),
+			 " azure_resource_group");
 	if (s.group == NULL)
-		strcat(missing, " azure_group");
+		snprintf(missing + strlen(missing),
+			 sizeof(missing) - strlen(missing), " azure_group");
 	if (s.region == NULL && s.endpoint == NULL)
-		strcat(missing, " azure_region");
+		snprintf(missing + strlen(missing),
+			 sizeof(missing) - strlen(missing), " azure_region");
 	if (missing[0] != '\0') {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "azure: missing setting(s):%s (give them with "
@@ -1682,7 +1660,7 @@ static int preflight(struct provider *p, struct sbx_error *err)
 	return rc;
 }
 
-int provider_azure_new(const struct sbfs_opts *o, struct provider **out,
+int provider_azure_new(const struct provider_opts *o, struct provider **out,
 		       struct sbx_error *err)
 {
 	struct provider_azure_settings s;
@@ -1704,9 +1682,7 @@ int provider_azure_new(const struct sbfs_opts *o, struct provider **out,
 	cfg.ca_file = s.ca_file;
 	cfg.resolve = s.resolve;
 	cfg.record_cache_ms = s.record_cache_ms;
-	cfg.connect_timeout_ms = o != NULL && o->connect_timeout_s > 0
-					 ? o->connect_timeout_s * 1000
-					 : 0;
+	cfg.connect_timeout_ms = o != NULL ? o->connect_timeout_ms : 0;
 	rc = provider_azure_open(&cfg, &p, err);
 	provider_azure_settings_cleanup(&s);
 	if (rc == 0)

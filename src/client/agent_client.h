@@ -20,6 +20,10 @@
 #ifndef SBFS_AGENT_CLIENT_H
 #define SBFS_AGENT_CLIENT_H
 
+#ifndef SBFS_SEE_CLIENT
+#error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
+#endif
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,8 +32,8 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "common/proto_files.h"
-#include "sbx_error.h"
-#include "transport.h"
+#include "client/sbx_error.h"
+#include "client/transport.h"
 
 /* ---- v1 ---------------------------------------------------------------- */
 
@@ -218,9 +222,5 @@ int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
 int ac_events(struct transport *t, const char *id, const char *boot_id,
 	      uint64_t since, long wait_ms, struct proto_events *out,
 	      struct sbx_error *err) __attribute__((warn_unused_result));
-
-/* Percent-encode s for a query value into out (RFC 3986 unreserved kept). */
-int ac_query_escape(struct buf *out, const char *s)
-	__attribute__((warn_unused_result));
 
 #endif

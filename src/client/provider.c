@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "provider.h"
+#include "client/provider.h"
+#include "client/provider_local.h"
+#ifdef HAVE_PROVIDER_AZURE
+#include "client/provider_azure.h"
+#endif
 
 static const char *const state_names[] = {
 	[PROVIDER_STATE_UNKNOWN] = "Unknown",
@@ -112,4 +116,49 @@ void provider_free(struct provider *p)
 {
 	if (p != NULL && p->ops != NULL && p->ops->free != NULL)
 		p->ops->free(p);
+}
+
+void provider_opts_cleanup(struct provider_opts *o)
+{
+	char **fields[] = {
+		&o->name,
+		&o->state_dir,
+		&o->azure_subscription,
+		&o->azure_resource_group,
+		&o->azure_group,
+		&o->azure_region,
+		&o->azure_endpoint,
+		&o->azure_token_path,
+		&o->azure_config,
+		&o->azure_ca_file,
+		&o->azure_resolve,
+		&o->azure_record_cache,
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		free(*fields[i]);
+		*fields[i] = NULL;
+	}
+}
+
+int provider_open(const struct provider_opts *o, struct provider **out,
+		  struct sbx_error *err)
+{
+	const char *name = o->name ? o->name : "local";
+
+	if (strcmp(name, "local") == 0)
+		return provider_local_new(o->state_dir, out, err);
+#ifdef HAVE_PROVIDER_AZURE
+	if (strcmp(name, "azure") == 0)
+		return provider_azure_new(o, out, err);
+#endif
+	return sbx_error_fail(err, SBX_INVALID_INPUT, NULL, EINVAL,
+			      "unknown provider '%s' (known: local%s)", name,
+#ifdef HAVE_PROVIDER_AZURE
+			      ", azure"
+#else
+			      ""
+#endif
+	);
 }

@@ -69,6 +69,7 @@ int main(int argc, char *argv[])
 	struct fuse_loop_config *loop = NULL;
 	struct sbfs_opts o;
 	struct sbfs *fs = NULL;
+	struct provider *prov = NULL;
 	struct fuse_session *se = NULL;
 	struct sbx_error err;
 	char what[4400];
@@ -126,7 +127,8 @@ int main(int argc, char *argv[])
 	}
 
 	sbx_error_clear(&err);
-	if (sbfs_new(&o, &fs, &err) < 0) {
+	if (provider_open(&o.prov, &prov, &err) < 0 ||
+	    sbfs_new(&o, prov, &fs, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.reason);
 		if (log_fd >= 0)
 			log_error("%s", err.reason);

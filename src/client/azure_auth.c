@@ -27,13 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "azure_auth.h"
+#include "common/clock.h"
+#include "client/azure_auth.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/proto_azure.h"
 #include "common/token.h"
 #include "common/xalloc.h"
-#include "transport.h"
+#include "client/transport.h"
 
 extern char **environ;
 
@@ -278,8 +279,6 @@ void azure_auth_free(struct azure_auth *a)
  * it starts the buffer or a query. */
 static int form_add(struct buf *b, const char *key, const char *value)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	const unsigned char *p = (const unsigned char *)value;
 	int rc = 0;
 
 	if (b->len > 0 && b->data[b->len - 1] != '?' &&
@@ -289,16 +288,8 @@ static int form_add(struct buf *b, const char *key, const char *value)
 		rc = buf_append_str(b, key);
 	if (rc == 0)
 		rc = buf_append(b, "=", 1);
-	for (; rc == 0 && *p != '\0'; p++) {
-		char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-
-		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		    (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' ||
-		    *p == '_' || *p == '~')
-			rc = buf_append(b, p, 1);
-		else
-			rc = buf_append(b, enc, 3);
-	}
+	if (rc == 0)
+		rc = buf_append_escaped(b, value, NULL);
 	return rc;
 }
 
@@ -645,14 +636,6 @@ static char *find_az(struct azure_auth *a)
 	return NULL;
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Both pipes into bounded buffers until EOF or the deadline. */
 static int drain_child(int outfd, int errfd, struct buf *out, struct buf *eb,
 		       long long deadline)
@@ -661,7 +644,7 @@ static int drain_child(int outfd, int errfd, struct buf *out, struct buf *eb,
 	int open_fds = 2, rc = 0;
 
 	while (open_fds > 0) {
-		long long left = deadline - mono_ms();
+		long long left = deadline - clock_mono_ms();
 		int i, n;
 
 		if (left <= 0)
@@ -717,7 +700,7 @@ static int azure_cli(struct azure_auth *a, struct proto_azure_token *tok,
 	struct buf out = BUF_INIT(AZURE_AUTH_MAX_ANSWER);
 	struct buf eb = BUF_INIT(CLI_STDERR_MAX);
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-	long long deadline = mono_ms() + a->cli_ms;
+	long long deadline = clock_mono_ms() + a->cli_ms;
 	char line[256];
 	const char *why = "";
 	char *az;

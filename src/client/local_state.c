@@ -22,11 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/buf.h"
+#include "common/fileio.h"
 #include "common/log.h"
 #include "common/unixurl.h"
 #include "common/xalloc.h"
-#include "local_state.h"
+#include "client/local_state.h"
 
 int local_err_set(struct local_err *err, int rc, const char *fmt, ...)
 {
@@ -434,61 +436,6 @@ out:
 	return rc;
 }
 
-int local_state_write_atomic(const char *path, const void *data, size_t n,
-			     mode_t mode)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir, *tmp;
-	const char *p = data;
-	ssize_t w;
-	int fd, dfd, rc = 0;
-
-	if (slash == NULL)
-		return -EINVAL;
-	dir = slash == path ? xstrdup("/")
-			    : xstrndup(path, (size_t)(slash - path));
-	tmp = xasprintf("%s/.%s.XXXXXX", dir, slash + 1);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	if (fchmod(fd, mode) < 0)
-		rc = -errno;
-	while (rc == 0 && n > 0) {
-		w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			rc = -errno;
-			break;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		unlink(tmp);
-		goto out;
-	}
-	/* The rename is durable only once the directory is. */
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		if (fsync(dfd) < 0)
-			rc = -errno;
-		close(dfd);
-	}
-out:
-	free(tmp);
-	free(dir);
-	return rc;
-}
-
 int local_state_write(const char *state_dir, const struct proto_record *rec,
 		      struct local_err *err)
 {
@@ -506,7 +453,7 @@ int local_state_write(const char *state_dir, const struct proto_record *rec,
 		goto out;
 	}
 	path = local_state_path(state_dir, rec->id, LOCAL_PATH_RECORD);
-	rc = local_state_write_atomic(path, b.data, b.len, 0600);
+	rc = file_write_atomic(path, b.data, b.len, 0600);
 	if (rc < 0)
 		local_err_set(err, rc, "cannot write %s: %s", path,
 			      strerror(-rc));
@@ -518,19 +465,12 @@ out:
 
 /* ---- the lock ----------------------------------------------------------- */
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int local_state_lock(const char *state_dir, const char *id, long timeout_ms,
 		     int *fdp)
 {
 	char *path = local_state_path(state_dir, id, LOCAL_PATH_LOCK);
-	long long deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+	long long deadline =
+		clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 	struct stat fst, pst;
 	int fd = -1, rc;
 
@@ -574,7 +514,7 @@ int local_state_lock(const char *state_dir, const char *id, long timeout_ms,
 			rc = -EWOULDBLOCK;
 			goto out;
 		}
-		if (now_ms() >= deadline) {
+		if (clock_mono_ms() >= deadline) {
 			rc = -ETIMEDOUT;
 			goto out;
 		}
