@@ -1078,8 +1078,27 @@ static int read_prefetched(struct sbx *sb, struct handle *h, const char *rel,
 	h->pf_tried = true;
 	if (h->pf_data == NULL)
 		return -EAGAIN;
-	if (off >= h->pf_len)
-		return 0;
+	if (off + size > h->pf_len) {
+		struct proto_attr a;
+		char now[PROTO_ETAG_MAX];
+
+		/* Up to the body's end, or past it: that end is the file's
+		 * only while the mount still holds the body's version (a
+		 * file that grew since, as under tail -f, is read from the
+		 * agent, exactly). */
+		if (cache_get(sb->fs->cache, sb->id, rel, &a, NULL))
+			proto_attr_etag(&a, now);
+		else
+			now[0] = '\0';
+		if (strcmp(now, h->etag) != 0) {
+			free(h->pf_data);
+			h->pf_data = NULL;
+			h->pf_len = 0;
+			return -EAGAIN;
+		}
+		if (off >= h->pf_len)
+			return 0;
+	}
 	n = h->pf_len - (size_t)off;
 	if (n > size)
 		n = size;

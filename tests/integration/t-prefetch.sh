@@ -83,6 +83,29 @@ w ls "$F/w" >/dev/null
 w cat "$F/w/f13" >/dev/null
 assert_content "$F/w/f12" "changed in the sandbox" "w/f12 after a change in the sandbox"
 
+# ---- a file kept open sees what is appended after its prefetched body -------
+# (tail -f): the body is that version's only while the mount holds it.
+sleep $((T + 1))
+mkdir "$B/tl"
+printf 'one\n' >"$B/tl/a"
+printf 'start\n' >"$B/tl/t"
+chown -hR --reference="$B" "$B/tl"
+w ls "$F/tl" >/dev/null
+w cat "$F/tl/a" >/dev/null
+exec 3<"$F/tl/t" || fail "open tl/t"
+assert_eq "start" "$(cat <&3)" "tl/t from its prefetched body"
+printf 'more\n' >>"$B/tl/t"
+within_s=$((T * 3 + 3))
+got=""
+end=$(($(date +%s) + within_s))
+while [ "$(date +%s)" -le "$end" ]; do
+	got=$got$(cat <&3)
+	[ -n "$got" ] && break
+	sleep 0.2
+done
+exec 3<&-
+assert_eq "more" "$got" "bytes appended in the sandbox, read through a descriptor opened before"
+
 # ---- this mount's own write is read back at once ------------------------------
 sleep $((T + 1))
 w ls "$F/w" >/dev/null
