@@ -40,6 +40,7 @@
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/unixurl.h"
+#include "common/sleep.h"
 #include "common/xalloc.h"
 #include "client/local_ctl.h"
 
@@ -54,14 +55,6 @@
 #define LOG_ROTATE_BYTES (4L * 1024 * 1024)
 #define HEALTH_MAX_BYTES (64 * 1024)
 #define POLL_MS 50
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 /* RFC 3339 UTC, second resolution (heap). */
 static char *utc_now(void)

@@ -45,6 +45,7 @@
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/unixurl.h"
+#include "common/sleep.h"
 #include "common/xalloc.h"
 #include "client/transport.h"
 
@@ -484,8 +485,6 @@ static size_t xfer_write_cb(char *p, size_t size, size_t n, void *ud)
 }
 
 /* ---- who listens (doc/transport-rules.md 2) ------------------------------- */
-
-static void sleep_ms(long ms);
 
 /*
  * A route's credential goes only to its agent: when the provider names
@@ -2008,14 +2007,6 @@ void transport_resp_cleanup(struct transport_resp *r)
 {
 	if (r != NULL)
 		buf_cleanup(&r->body);
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /* One readiness probe: health through the normal request path. */

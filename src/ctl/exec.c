@@ -40,6 +40,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/sleep.h"
 #include "common/xalloc.h"
 #include "ctl/ctl.h"
 #include "client/local_state.h"
@@ -61,14 +62,6 @@
 #define END_GRACE_MS 60000LL
 /* Largest --timeout: milliseconds must stay below 2^53. */
 #define TIMEOUT_MAX_S 9007199254740ULL
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 static void __attribute__((format(printf, 1, 2))) say(const char *fmt, ...)
 {
