@@ -1,6 +1,6 @@
 ## The client layer: errors, the provider interface, its registry and the
-## providers, the transport core (the only libcurl user) and the typed
-## agent client. It sees src/common only.
+## providers, the transport core (its curl engine the only libcurl user)
+## and the typed agent client. It sees src/common only.
 noinst_LIBRARIES += libsbfs_client.a
 libsbfs_client_a_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_CLIENT)
 libsbfs_client_a_CFLAGS = $(AM_CFLAGS) $(CURL_CFLAGS) $(CRYPTO_CFLAGS) \
@@ -9,7 +9,10 @@ libsbfs_client_a_SOURCES = \
 	%reldir%/sbx_error.c %reldir%/sbx_error.h \
 	%reldir%/provider.c %reldir%/provider.h \
 	%reldir%/provider_local.c %reldir%/provider_local.h \
-	%reldir%/transport.c %reldir%/transport.h \
+	%reldir%/transport.c %reldir%/transport.h %reldir%/transport_i.h \
+	%reldir%/transport_send.c %reldir%/transport_session.c \
+	%reldir%/transport_http.c \
+	%reldir%/transport_curl.c %reldir%/transport_curl.h \
 	%reldir%/agent_client.c %reldir%/agent_client.h
 
 ## The local provider's state directory and lifecycle (shared by sandboxctl
