@@ -121,19 +121,26 @@ static void body_text(const struct buf *b, char *out, size_t size)
 	out[o] = '\0';
 }
 
-static bool body_typed_not_found(const struct buf *b)
+/* Whether an error body is typed with one of codes (NULL-terminated). */
+static bool body_typed(const struct buf *b, const char *const *codes)
 {
-	static const char *const prefixes[] = {PROTO_ERR_PATH_NOT_FOUND ":",
-					       PROTO_ERR_JOB_NOT_FOUND ":"};
-	size_t i;
+	size_t i, n;
 
-	for (i = 0; i < 2; i++) {
-		size_t n = strlen(prefixes[i]);
-
-		if (b->len >= n && memcmp(b->data, prefixes[i], n) == 0)
+	for (i = 0; codes[i] != NULL; i++) {
+		n = strlen(codes[i]);
+		if (b->len > n && memcmp(b->data, codes[i], n) == 0 &&
+		    b->data[n] == ':')
 			return true;
 	}
 	return false;
+}
+
+static bool body_typed_not_found(const struct buf *b)
+{
+	static const char *const codes[] = {PROTO_ERR_PATH_NOT_FOUND,
+					    PROTO_ERR_JOB_NOT_FOUND, NULL};
+
+	return body_typed(b, codes);
 }
 
 static bool body_typed_fs(const struct buf *b)
@@ -145,18 +152,11 @@ static bool body_typed_fs(const struct buf *b)
  * be learnt (doc/protocol-ext.md, the reply cache). */
 static bool body_outcome_unknowable(const struct buf *b)
 {
-	static const char *const prefixes[] = {PROTO_ERR_IN_PROGRESS ":",
-					       PROTO_ERR_REPLY_NOT_KEPT ":",
-					       PROTO_ERR_KEY_REUSED ":"};
-	size_t i;
+	static const char *const codes[] = {PROTO_ERR_IN_PROGRESS,
+					    PROTO_ERR_REPLY_NOT_KEPT,
+					    PROTO_ERR_KEY_REUSED, NULL};
 
-	for (i = 0; i < 3; i++) {
-		size_t n = strlen(prefixes[i]);
-
-		if (b->len >= n && memcmp(b->data, prefixes[i], n) == 0)
-			return true;
-	}
-	return false;
+	return body_typed(b, codes);
 }
 
 /*
