@@ -19,7 +19,9 @@ libsbfs_client_a_SOURCES = \
 ## and the mount).
 libsbfs_client_a_SOURCES += \
 	%reldir%/local_state.c %reldir%/local_state.h \
-	%reldir%/local_ctl.c %reldir%/local_ctl.h
+	%reldir%/local_ctl.c %reldir%/local_ctl.h %reldir%/local_ctl_i.h \
+	%reldir%/local_copy.c %reldir%/local_spawn.c %reldir%/local_boot.c \
+	%reldir%/local_rm.c
 
 ## The Azure provider: the data plane (provider_azure) and the Entra ID
 ## credential chain (azure_auth); the data plane's JSON is common's

@@ -28,6 +28,7 @@
 #include "common/token.h"
 #include "common/xalloc.h"
 #include "client/local_ctl.h"
+#include "client/local_ctl_i.h"
 #include "client/local_state.h"
 #include "client/provider_local.h"
 
@@ -613,8 +614,9 @@ static int local_native_exec(struct provider *p, const char *id,
 	struct exec_plan x;
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	long long deadline = clock_mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
-	char user[48], pids[24], mem[24], tmp[24], timeout[24];
-	const char *argv[40];
+	const char *argv[LOCAL_ARGV_MAX];
+	struct local_confine cf;
+	char timeout[24];
 	size_t argc = 0;
 	char *root;
 	pid_t pid;
@@ -639,39 +641,15 @@ static int local_native_exec(struct provider *p, const char *id,
 	 * (doc/security.md). */
 	env_root = xasprintf("ALIEN_SANDBOX_ROOT=%s", root);
 	argv[argc++] = lp->ctl.agent;
-	if (geteuid() == 0) {
-		snprintf(user, sizeof(user), "%ld:%ld",
-			 x.uid > 0 ? x.uid : (long)LOCAL_CTL_DEFAULT_ID,
-			 x.gid > 0 ? x.gid : (long)LOCAL_CTL_DEFAULT_ID);
-		argv[argc++] = "--exec-user";
-		argv[argc++] = user;
-	}
-	argv[argc++] = "--confine";
-	argv[argc++] = "bwrap";
 	argv[argc++] = "--log-level";
 	argv[argc++] = "error";
-	if (x.pids > 0) {
-		snprintf(pids, sizeof(pids), "%llu",
-			 (unsigned long long)x.pids);
-		argv[argc++] = "--pids";
-		argv[argc++] = pids;
-	}
-	if (x.memory > 0) {
-		snprintf(mem, sizeof(mem), "%llu",
-			 (unsigned long long)x.memory);
-		argv[argc++] = "--memory";
-		argv[argc++] = mem;
-	}
-	if (x.tmp_size > 0) {
-		snprintf(tmp, sizeof(tmp), "%llu",
-			 (unsigned long long)x.tmp_size);
-		argv[argc++] = "--tmp-size";
-		argv[argc++] = tmp;
-	}
-	if (x.network[0] != '\0') {
-		argv[argc++] = "--network";
-		argv[argc++] = x.network;
-	}
+	cf.uid = x.uid > 0 ? x.uid : (long)LOCAL_CTL_DEFAULT_ID;
+	cf.gid = x.gid > 0 ? x.gid : (long)LOCAL_CTL_DEFAULT_ID;
+	cf.pids = x.pids;
+	cf.memory = x.memory;
+	cf.tmp_size = x.tmp_size;
+	cf.network = x.network[0] != '\0' ? x.network : NULL;
+	argc = local_confine_args(&cf, argv, argc);
 	/* Ours comes first: the agent's deadline is only a backstop. */
 	snprintf(timeout, sizeof(timeout), "%ld",
 		 PROVIDER_LOCAL_EXEC_TIMEOUT_MS + 5000);
@@ -700,17 +678,9 @@ static int local_native_exec(struct provider *p, const char *id,
 	}
 	if (pid == 0) {
 		char *const env[] = {env_root, NULL};
-		struct sigaction sa;
-		sigset_t none;
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), sig;
+		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = SIG_DFL;
-		for (sig = 1; sig < NSIG; sig++)
-			if (sig != SIGKILL && sig != SIGSTOP)
-				sigaction(sig, &sa, NULL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
+		local_signals_default();
 		setpgid(0, 0);
 		if (devnull < 0 || dup2(devnull, 0) < 0 ||
 		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)

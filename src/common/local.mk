@@ -20,4 +20,5 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/clock.c %reldir%/clock.h \
 	%reldir%/ids.c %reldir%/ids.h \
 	%reldir%/fileio.c %reldir%/fileio.h \
-	%reldir%/sleep.c %reldir%/sleep.h
+	%reldir%/sleep.c %reldir%/sleep.h \
+	%reldir%/dirstream.c %reldir%/dirstream.h
