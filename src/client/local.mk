@@ -28,4 +28,6 @@ libsbfs_client_a_SOURCES += \
 ## (proto_azure).
 libsbfs_client_a_SOURCES += \
 	%reldir%/provider_azure.c %reldir%/provider_azure.h \
+	%reldir%/provider_azure_i.h %reldir%/provider_azure_dp.c \
+	%reldir%/provider_azure_native.c %reldir%/provider_azure_settings.c \
 	%reldir%/azure_auth.c %reldir%/azure_auth.h
