@@ -13,7 +13,8 @@ libsbfs_client_a_SOURCES = \
 	%reldir%/transport_send.c %reldir%/transport_session.c \
 	%reldir%/transport_http.c \
 	%reldir%/transport_curl.c %reldir%/transport_curl.h \
-	%reldir%/agent_client.c %reldir%/agent_client.h
+	%reldir%/agent_client.c %reldir%/agent_client.h \
+	%reldir%/child_output.c %reldir%/child_output.h
 
 ## The local provider's state directory and lifecycle (shared by sandboxctl
 ## and the mount).
@@ -30,4 +31,5 @@ libsbfs_client_a_SOURCES += \
 	%reldir%/provider_azure.c %reldir%/provider_azure.h \
 	%reldir%/provider_azure_i.h %reldir%/provider_azure_dp.c \
 	%reldir%/provider_azure_native.c %reldir%/provider_azure_settings.c \
-	%reldir%/azure_auth.c %reldir%/azure_auth.h
+	%reldir%/azure_auth.c %reldir%/azure_auth.h %reldir%/azure_auth_i.h \
+	%reldir%/azure_auth_cli.c

@@ -9,7 +9,6 @@
 #include <sys/statvfs.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/xalloc.h"
+#include "client/child_output.h"
 #include "client/local_ctl.h"
 #include "client/local_ctl_i.h"
 #include "client/local_state.h"
@@ -558,45 +558,6 @@ static int copy_plan(const struct proto_record *rec, void *arg)
 	return 0;
 }
 
-/* Drain both pipes into bounded buffers until EOF or the deadline. */
-static int drain(int outfd, int errfd, struct provider_exec_result *res,
-		 long long deadline)
-{
-	struct pollfd pfd[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-	int open_fds = 2;
-
-	while (open_fds > 0) {
-		long long left = deadline - clock_mono_ms();
-		int i, n;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		for (i = 0; i < 2 && n > 0; i++) {
-			struct buf *b = i == 0 ? &res->out : &res->err;
-			char chunk[16384];
-			ssize_t got;
-
-			if (pfd[i].fd < 0 || pfd[i].revents == 0)
-				continue;
-			got = read(pfd[i].fd, chunk, sizeof(chunk));
-			if (got <= 0) {
-				pfd[i].fd = -1;
-				open_fds--;
-				continue;
-			}
-			/* Output past the bound is dropped, as the agent's
-			 * output cap drops it. */
-			if (b->len + (size_t)got <=
-			    PROVIDER_LOCAL_EXEC_OUTPUT_MAX)
-				(void)!buf_append(b, chunk, (size_t)got);
-		}
-	}
-	return 0;
-}
-
 /*
  * A native session's command runs confined exactly as an agent sandbox's
  * job does (doc/commands.md, "Confinement"; sandboxctl(1)): through
@@ -616,6 +577,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	long long deadline = clock_mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
 	const char *argv[LOCAL_ARGV_MAX];
 	struct local_confine cf;
+	struct child_output co;
 	char timeout[24];
 	size_t argc = 0;
 	char *root;
@@ -691,7 +653,15 @@ static int local_native_exec(struct provider *p, const char *id,
 	close(outp[1]);
 	close(errp[1]);
 	outp[1] = errp[1] = -1;
-	rc = drain(outp[0], errp[0], res, deadline);
+	/* Output past the bound is dropped, as the agent's output cap drops
+	 * it. */
+	co = (struct child_output){{outp[0], errp[0]},
+				   {&res->out, &res->err},
+				   {PROVIDER_LOCAL_EXEC_OUTPUT_MAX,
+				    PROVIDER_LOCAL_EXEC_OUTPUT_MAX},
+				   {false, false},
+				   false};
+	rc = child_output_drain(&co, deadline);
 	if (rc == -ETIMEDOUT)
 		kill(-pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)

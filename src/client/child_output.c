@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* child_output: see child_output.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/token.h"
+#include "client/child_output.h"
+
+int child_output_drain(struct child_output *co, long long deadline)
+{
+	struct pollfd pfd[2] = {{co->fd[0], POLLIN, 0}, {co->fd[1], POLLIN, 0}};
+	int open_fds = 2;
+
+	while (open_fds > 0) {
+		long long left = deadline - clock_mono_ms();
+		int i, n;
+
+		if (left <= 0)
+			return -ETIMEDOUT;
+		n = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (i = 0; i < 2 && n > 0; i++) {
+			struct buf *b = co->buf[i];
+			char chunk[16384];
+			ssize_t got;
+
+			if (pfd[i].fd < 0 || pfd[i].revents == 0)
+				continue;
+			got = read(pfd[i].fd, chunk, sizeof(chunk));
+			if (got <= 0) {
+				pfd[i].fd = -1;
+				open_fds--;
+				continue;
+			}
+			if (b->len + (size_t)got > co->cap[i] ||
+			    buf_append(b, chunk, (size_t)got) < 0)
+				co->over[i] = true;
+			if (co->wipe)
+				token_wipe(chunk, sizeof(chunk));
+		}
+	}
+	return 0;
+}
