@@ -199,13 +199,6 @@ static int job_id_answer(struct answer *a)
 	return -EIO;
 }
 
-static int poll_answer(struct answer *a)
-{
-	int rc = proto_job_poll_decode(a->data, a->len, a->out);
-
-	return rc < 0 ? undecodable(a->err, a->op, rc) : 0;
-}
-
 /* ac_job_poll_each's frames, handed on one at a time. */
 struct poll_each {
 	ac_frame_fn *fn;
@@ -333,8 +326,6 @@ static const struct call
 		SMALL_ANSWER, false, NULL},
 	c_job_start = {TRANSPORT_OP_JOB_START, TRANSPORT_COMMAND, "POST",
 		SMALL_ANSWER, false, job_id_answer},
-	c_job_poll = {TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE, "POST",
-		POLL_ANSWER, false, poll_answer},
 	c_job_poll_each = {TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE, "POST",
 		POLL_ANSWER, false, poll_each_answer},
 	c_job_list = {AC_OP_JOB_LIST, TRANSPORT_SAFE, "GET",
@@ -571,35 +562,19 @@ int ac_job_start(struct transport *t, const char *id,
 	return rc;
 }
 
-/* A poll's body sent as c, its answer into out. */
-static int job_poll_send(struct transport *t, const char *id,
-			 const struct call *c,
-			 const struct proto_job_poll_req *preq, void *out,
-			 struct sbx_error *err)
-{
-	struct buf body = BUF_INIT(0);
-	int rc = proto_job_poll_req_encode(preq, &body);
-
-	rc = call(t, id, c, rc, "/v1/jobs/poll", &body, out, err);
-	buf_cleanup(&body);
-	return rc;
-}
-
-int ac_job_poll(struct transport *t, const char *id,
-		const struct proto_job_poll_req *preq,
-		struct proto_job_poll *out, struct sbx_error *err)
-{
-	return job_poll_send(t, id, &c_job_poll, preq, out, err);
-}
-
 int ac_job_poll_each(struct transport *t, const char *id,
 		     const struct proto_job_poll_req *preq, ac_frame_fn *fn,
 		     void *arg, struct proto_job_poll *out,
 		     struct sbx_error *err)
 {
 	struct poll_each pe = {fn, arg, 0, out};
+	struct buf body = BUF_INIT(0);
+	int rc = proto_job_poll_req_encode(preq, &body);
 
-	return job_poll_send(t, id, &c_job_poll_each, preq, &pe, err);
+	rc = call(t, id, &c_job_poll_each, rc, "/v1/jobs/poll", &body, &pe,
+		  err);
+	buf_cleanup(&body);
+	return rc;
 }
 
 int ac_job_list(struct transport *t, const char *id, struct proto_job_list *out,

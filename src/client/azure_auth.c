@@ -44,7 +44,8 @@ extern char **environ;
 #define IMDS_CONNECT_MS 1000L
 #define JWT_BEARER "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
-const char *azure_auth_source_name(enum azure_auth_source s)
+/* "client secret", "workload identity", ... ("none"). */
+static const char *source_name(enum azure_auth_source s)
 {
 	switch (s) {
 	case AZURE_AUTH_CLIENT_SECRET:
@@ -293,7 +294,7 @@ static int take_answer(struct azure_auth *a, enum azure_auth_source src,
 		       const struct transport_resp *resp,
 		       struct proto_azure_token *tok, struct sbx_error *err)
 {
-	const char *name = azure_auth_source_name(src);
+	const char *name = source_name(src);
 	char code[96], msg[320];
 	const char *why = "";
 	int rc;
@@ -352,7 +353,7 @@ static void http_failed(struct sbx_error *err, enum azure_auth_source src,
 	snprintf(reason, sizeof(reason), "%s", why->reason);
 	sbx_error_set(err, SBX_UNREACHABLE, NULL,
 		      "azure: the %s token endpoint could not be reached: %s",
-		      azure_auth_source_name(src), reason);
+		      source_name(src), reason);
 }
 
 /* ---- the sources ------------------------------------------------------- */
@@ -378,7 +379,6 @@ static int token_exchange(struct azure_auth *a, enum azure_auth_source src,
 	req->timeout_ms = a->timeout_ms;
 	transport_resp_init(&resp);
 	sbx_error_clear(&herr);
-	a->fetches++;
 	rc = transport_http(req, &resp, &herr);
 	if (rc < 0) {
 		if (unavailable != NULL)
@@ -721,7 +721,7 @@ int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
 		a->kept = used;
 		log_debug("azure: got an access token from the %s source, "
 			  "valid for %lld s",
-			  azure_auth_source_name(used),
+			  source_name(used),
 			  (long long)(a->expires_on - azure_auth_now_s()));
 	}
 use:
@@ -742,24 +742,4 @@ void azure_auth_invalidate(struct azure_auth *a, unsigned gen)
 		a->token = NULL;
 	}
 	pthread_mutex_unlock(&a->lock);
-}
-
-enum azure_auth_source azure_auth_source(struct azure_auth *a)
-{
-	enum azure_auth_source s;
-
-	pthread_mutex_lock(&a->lock);
-	s = a->kept;
-	pthread_mutex_unlock(&a->lock);
-	return s;
-}
-
-unsigned azure_auth_fetches(struct azure_auth *a)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&a->lock);
-	n = a->fetches;
-	pthread_mutex_unlock(&a->lock);
-	return n;
 }

@@ -110,7 +110,6 @@ static int cli_run(struct azure_auth *a, const char *const *argv,
 		rc = -errno;
 		goto cannot;
 	}
-	a->fetches++;
 	pid = fork();
 	if (pid < 0) {
 		rc = -errno;

@@ -54,7 +54,6 @@ struct azure_auth {
 	int64_t expires_on;
 	int64_t retry_after; /* a failed refresh: none before this */
 	unsigned gen;
-	unsigned fetches;
 };
 
 /* ---- azure_auth.c ------------------------------------------------------------ */

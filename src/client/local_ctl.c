@@ -56,7 +56,8 @@ static bool executable(const char *path)
 	       access(path, X_OK) == 0;
 }
 
-char *local_ctl_agent_path(void)
+/* The sandbox-agent binary (heap), as local_ctl_init says. */
+static char *agent_path(void)
 {
 	const char *env = getenv("SANDBOXFS_AGENT");
 	char self[PATH_MAX], *slash, *cand;
@@ -102,7 +103,7 @@ int local_ctl_init(struct local_ctl *c, const char *state_dir_option,
 				     "or set SANDBOXFS_STATE_DIR or HOME");
 	memset(c, 0, sizeof(*c));
 	c->state_dir = dir;
-	c->agent = local_ctl_agent_path();
+	c->agent = agent_path();
 	c->start_timeout_ms = LOCAL_CTL_START_TIMEOUT_MS;
 	c->stop_timeout_ms = LOCAL_CTL_STOP_TIMEOUT_MS;
 	c->lock_timeout_ms = LOCAL_LOCK_TIMEOUT_MS;

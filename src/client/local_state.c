@@ -196,7 +196,9 @@ static int mkdirs(const char *path, mode_t mode)
 	return rc;
 }
 
-int local_state_chmod_fd(int fd, mode_t mode)
+/* chmod the file an fd (O_PATH included) holds, through /proc/self/fd:
+ * never another file, whatever its name now leads to. */
+static int local_state_chmod_fd(int fd, mode_t mode)
 {
 	char proc[64];
 

@@ -33,18 +33,6 @@ const char *provider_state_name(enum provider_state s)
 	return state_names[s];
 }
 
-enum provider_state provider_state_from_name(const char *name)
-{
-	size_t i;
-
-	if (name == NULL)
-		return PROVIDER_STATE_UNKNOWN;
-	for (i = 1; i < sizeof(state_names) / sizeof(state_names[0]); i++)
-		if (strcmp(state_names[i], name) == 0)
-			return (enum provider_state)i;
-	return PROVIDER_STATE_UNKNOWN;
-}
-
 void provider_record_cleanup(struct provider_record *r)
 {
 	size_t i;
@@ -69,39 +57,6 @@ const char *provider_record_label(const struct provider_record *r,
 		if (strcmp(r->labels[i].key, key) == 0)
 			return r->labels[i].value;
 	return NULL;
-}
-
-int provider_record_copy(struct provider_record *dst,
-			 const struct provider_record *src)
-{
-	struct provider_record r;
-	size_t i;
-
-	memset(&r, 0, sizeof(r));
-	memcpy(r.id, src->id, sizeof(r.id));
-	r.state = src->state;
-	if (src->nlabels > 0) {
-		r.labels = calloc(src->nlabels, sizeof(*r.labels));
-		if (r.labels == NULL)
-			return -ENOMEM;
-	}
-	for (i = 0; i < src->nlabels; i++) {
-		r.labels[i].key = strdup(src->labels[i].key);
-		r.labels[i].value = strdup(src->labels[i].value);
-		r.nlabels++;
-		if (r.labels[i].key == NULL || r.labels[i].value == NULL)
-			goto nomem;
-	}
-	if (src->route_hint != NULL) {
-		r.route_hint = strdup(src->route_hint);
-		if (r.route_hint == NULL)
-			goto nomem;
-	}
-	*dst = r;
-	return 0;
-nomem:
-	provider_record_cleanup(&r);
-	return -ENOMEM;
 }
 
 void provider_exec_result_cleanup(struct provider_exec_result *r)

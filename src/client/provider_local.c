@@ -778,8 +778,3 @@ int provider_local_new(const char *state_dir, struct provider **out,
 	*out = &lp->base;
 	return 0;
 }
-
-const char *provider_local_state_dir(const struct provider *p)
-{
-	return ((const struct local_priv *)p)->ctl.state_dir;
-}

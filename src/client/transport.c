@@ -531,11 +531,6 @@ void transport_free(struct transport *t)
 	free(t);
 }
 
-struct provider *transport_provider(const struct transport *t)
-{
-	return t->prov;
-}
-
 long transport_response_timeout_ms(const struct transport *t)
 {
 	return t->cfg.response_timeout_ms;

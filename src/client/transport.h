@@ -107,7 +107,6 @@ struct transport;
 int transport_new(struct provider *prov, const struct transport_config *cfg,
 		  struct transport **out) __attribute__((warn_unused_result));
 void transport_free(struct transport *t);
-struct provider *transport_provider(const struct transport *t);
 /* The configured response deadline (a long-poll must stay below it). */
 long transport_response_timeout_ms(const struct transport *t);
 
