@@ -29,15 +29,13 @@
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
-#define SESSION "session"
 /* Deadline for the cases that measure one (small, to keep them quick). */
 #define SHORT_MS 200L
 /* Deadline for the cases that must not hit one. */
 #define LONG_MS 5000L
-
-static const char TEXT[] = "text/plain; charset=utf-8";
 
 static struct transport *new_transport(struct stub_provider *sp,
 				       long response_ms)
@@ -48,63 +46,16 @@ static struct transport *new_transport(struct stub_provider *sp,
 	return stub_transport_new(sp, &cfg);
 }
 
-static const char *cred(unsigned g)
-{
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
-
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
-}
-
-static bool slot_empty(struct transport *t)
-{
-	char url[256];
-
-	return !transport_test_cached_url(t, SESSION, url, sizeof(url));
-}
-
-static bool slot_is(struct transport *t, const char *want)
-{
-	char url[256];
-
-	return transport_test_cached_url(t, SESSION, url, sizeof(url)) &&
-	       strcmp(url, want) == 0;
-}
-
-static void req_init(struct transport_req *req, const char *method,
-		     const char *path, const char *op, bool idempotent)
-{
-	memset(req, 0, sizeof(*req));
-	req->op = op;
-	/* The cases here send reads (safe to repeat) and commands. */
-	req->cls = idempotent ? TRANSPORT_SAFE : TRANSPORT_COMMAND;
-	req->method = method;
-	req->path = path;
-	req->max_body = 65536;
-}
-
 /* A GET on the session (a read: idempotent). */
 static int get(struct transport *t, const char *path,
 	       struct transport_resp *resp, struct sbx_error *err)
 {
 	struct transport_req req;
 
-	req_init(&req, "GET", path, TRANSPORT_OP_READ, true);
+	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
 	transport_resp_init(resp);
 	sbx_error_clear(err);
-	return transport_send(t, SESSION, &req, resp, err);
+	return transport_send(t, TT_SESSION, &req, resp, err);
 }
 
 /* A POST that may run a command (not idempotent). */
@@ -115,13 +66,13 @@ static int exec_post(struct transport *t, const char *path,
 				   "\"cwd\":null,\"env\":{}}";
 	struct transport_req req;
 
-	req_init(&req, "POST", path, TRANSPORT_OP_EXEC, false);
+	tt_req_init(&req, "POST", path, TRANSPORT_OP_EXEC, TRANSPORT_COMMAND);
 	req.content_type = "application/json";
 	req.body = body;
 	req.body_len = sizeof(body) - 1;
 	transport_resp_init(resp);
 	sbx_error_clear(err);
-	return transport_send(t, SESSION, &req, resp, err);
+	return transport_send(t, TT_SESSION, &req, resp, err);
 }
 
 /* An agent whose activation succeeds and whose other routes answer
@@ -140,14 +91,14 @@ static enum stub_next pong_handler(struct stub_agent *s,
 
 	(void)s;
 	pthread_mutex_lock(&a->mu);
-	if (is(req, "POST", "/v1/activate"))
+	if (tt_is(req, "POST", "/v1/activate"))
 		a->activations++;
 	else
 		a->pings++;
 	pthread_mutex_unlock(&a->mu);
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	return answered(stub_reply(fd, 200, TEXT, "pong"));
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "pong"));
 }
 
 static unsigned pong_activations(struct pong_agent *a)
@@ -160,62 +111,44 @@ static unsigned pong_activations(struct pong_agent *a)
 	return n;
 }
 
-/* An agent that reads the request and never answers. */
-static enum stub_next silent_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	(void)req;
-	(void)fd;
-	(void)arg;
-	stub_wait(s, STUB_IDLE_MS);
-	return STUB_CLOSE;
-}
-
 /* ---- connection reuse and concurrency ------------------------------------ */
 
 /* Twenty sequential reads on one sandbox share one TCP connection. */
 START_TEST(keep_alive_reuses_one_connection)
 {
 	struct pong_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	int i, rc;
 
-	s = stub_agent_start(pong_handler, &a);
-	t = new_transport(sp, LONG_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	tt_env_start(&e, pong_handler, &a, LONG_MS, TT_CONNECTED);
 	for (i = 0; i < 20; i++) {
-		rc = get(t, "/v1/ping", &resp, &err);
+		rc = get(e.t, "/v1/ping", &resp, &err);
 		ck_assert_msg(rc == 0, "request %d: %d %s", i, rc, err.reason);
 		ck_assert_int_eq(resp.status, 200);
 		ck_assert_uint_eq(resp.body.len, 4);
 		ck_assert_mem_eq(resp.body.data, "pong", 4);
 		transport_resp_cleanup(&resp);
 	}
-	ck_assert_uint_eq(stub_agent_requests(s), 20);
-	ck_assert_uint_eq(stub_agent_accepts(s), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 20);
+	ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
 
 	/* Forgetting the connection makes the next request fetch and
 	 * activate afresh. */
-	transport_forget(t, SESSION);
-	ck_assert(slot_empty(t));
-	stub_provider_set_route(sp, stub_agent_url(s));
-	rc = get(t, "/v1/ping", &resp, &err);
+	transport_forget(e.t, TT_SESSION);
+	ck_assert(tt_slot_empty(e.t));
+	stub_provider_set_route(e.sp, stub_agent_url(e.s));
+	rc = get(e.t, "/v1/ping", &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(pong_activations(&a), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	ck_assert(slot_is(t, stub_agent_url(s)));
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
+	ck_assert(tt_slot_is(e.t, stub_agent_url(e.s)));
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -241,15 +174,15 @@ static enum stub_next tally_handler(struct stub_agent *s,
 	int n = 0;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate")) {
+	if (tt_is(req, "POST", "/v1/activate")) {
 		pthread_mutex_lock(&ta->mu);
 		ta->activations++;
 		pthread_mutex_unlock(&ta->mu);
-		return answered(stub_reply(fd, 204, NULL, NULL));
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	}
-	if (is(req, "GET", "/v1/echo") && q != NULL)
+	if (tt_is(req, "GET", "/v1/echo") && q != NULL)
 		n = sscanf(q + 4, "%u", &id);
-	else if (is(req, "POST", "/v1/echo"))
+	else if (tt_is(req, "POST", "/v1/echo"))
 		n = sscanf(req->body, "{\"id\":%u}", &id);
 	pthread_mutex_lock(&ta->mu);
 	if (n == 1 && id < THREADS * PER_THREAD)
@@ -258,9 +191,9 @@ static enum stub_next tally_handler(struct stub_agent *s,
 		ta->strays++;
 	pthread_mutex_unlock(&ta->mu);
 	if (n != 1)
-		return answered(stub_reply(fd, 400, TEXT, "no id"));
+		return tt_answered(stub_reply(fd, 400, TT_TEXT, "no id"));
 	snprintf(echo, sizeof(echo), "%u", id);
-	return answered(stub_reply(fd, 200, TEXT, echo));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, echo));
 }
 
 struct worker {
@@ -285,18 +218,19 @@ static void *worker_main(void *arg)
 		id = w->index * PER_THREAD + j;
 		if (w->index % 2 == 0) {
 			snprintf(body, sizeof(body), "{\"id\":%u}", id);
-			req_init(&req, "POST", "/v1/echo", TRANSPORT_OP_EXEC,
-				 false);
+			tt_req_init(&req, "POST", "/v1/echo", TRANSPORT_OP_EXEC,
+				    TRANSPORT_COMMAND);
 			req.content_type = "application/json";
 			req.body = body;
 			req.body_len = strlen(body);
 		} else {
 			snprintf(path, sizeof(path), "/v1/echo?id=%u", id);
-			req_init(&req, "GET", path, TRANSPORT_OP_READ, true);
+			tt_req_init(&req, "GET", path, TRANSPORT_OP_READ,
+				    TRANSPORT_SAFE);
 		}
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
-		rc = transport_send(w->t, SESSION, &req, &resp, &err);
+		rc = transport_send(w->t, TT_SESSION, &req, &resp, &err);
 		snprintf(want, sizeof(want), "%u", id);
 		if (rc == 0 && resp.status == 200 && resp.body.data != NULL &&
 		    strcmp(resp.body.data, want) == 0)
@@ -319,19 +253,15 @@ static void *worker_main(void *arg)
 START_TEST(concurrent_requests_share_one_activation_without_replay)
 {
 	struct tally ta = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct worker w[THREADS];
 	pthread_t th[THREADS];
-	struct stub_agent *s;
-	struct transport *t;
 	unsigned i;
 
-	s = stub_agent_start(tally_handler, &ta);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	t = new_transport(sp, LONG_MS);
+	tt_env_start(&e, tally_handler, &ta, LONG_MS, TT_ROUTED);
 	memset(w, 0, sizeof(w));
 	for (i = 0; i < THREADS; i++) {
-		w[i].t = t;
+		w[i].t = e.t;
 		w[i].index = i;
 		ck_assert(pthread_create(&th[i], NULL, worker_main, &w[i]) ==
 			  0);
@@ -348,15 +278,13 @@ START_TEST(concurrent_requests_share_one_activation_without_replay)
 	ck_assert_uint_eq(ta.strays, 0);
 	ck_assert_uint_eq(ta.activations, 1);
 	pthread_mutex_unlock(&ta.mu);
-	ck_assert_uint_eq(stub_agent_requests(s), THREADS * PER_THREAD + 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_JUDGE), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), THREADS * PER_THREAD + 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_JUDGE), 1);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -396,8 +324,8 @@ START_TEST(connect_deadline_bounds_a_swallowed_connect)
 		cfg.connect_timeout_ms = 300;
 		t = stub_transport_new(sp, &cfg);
 		if (cached)
-			transport_test_set_connection(t, SESSION, bh.url,
-						      cred(0));
+			transport_test_set_connection(t, TT_SESSION, bh.url,
+						      tt_cred(0));
 		t0 = th_now_ms();
 		rc = exec_post(t, "/v1/exec", &resp, &err);
 		elapsed = th_now_ms() - t0;
@@ -408,7 +336,7 @@ START_TEST(connect_deadline_bounds_a_swallowed_connect)
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_UNREACHABLE");
 		ck_assert(err.retryable);
-		ck_assert(slot_empty(t));
+		ck_assert(tt_slot_empty(t));
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
 		transport_free(t);
 		stub_provider_free(sp);
@@ -429,22 +357,17 @@ START_TEST(response_deadline_is_never_replayed)
 	int command;
 
 	for (command = 0; command <= 1; command++) {
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		long long t0, elapsed;
 		int rc;
 
-		s = stub_agent_start(silent_handler, NULL);
-		stub_provider_set_route(sp, stub_agent_url(s));
-		t = new_transport(sp, SHORT_MS);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		tt_env_start(&e, tt_silent_handler, NULL, SHORT_MS,
+			     TT_ROUTED | TT_CONNECTED);
 		t0 = th_now_ms();
-		rc = command ? exec_post(t, "/v1/exec", &resp, &err)
-			     : get(t, "/v1/files?path=a", &resp, &err);
+		rc = command ? exec_post(e.t, "/v1/exec", &resp, &err)
+			     : get(e.t, "/v1/files?path=a", &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
 		ck_assert_int_lt(rc, 0);
@@ -456,14 +379,13 @@ START_TEST(response_deadline_is_never_replayed)
 					 : "SANDBOX_UNREACHABLE");
 		ck_assert_int_eq(err.retryable, !command);
 		ck_assert_int_eq(sbx_error_errno(&err), -EIO);
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
-		ck_assert_uint_eq(stub_agent_accepts(s), 1);
-		ck_assert(slot_empty(t));
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
+		ck_assert(tt_slot_empty(e.t));
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -481,11 +403,6 @@ static enum stub_next stalled_success_handler(struct stub_agent *s,
 	return STUB_CLOSE;
 }
 
-static int sink_to_buf(void *arg, const void *data, size_t len)
-{
-	return buf_append(arg, data, len);
-}
-
 /*
  * A 200 whose body stalls ends at the body idle deadline: unreachable
  * (retryable) for a buffered read, outcome unknown for a streamed
@@ -496,33 +413,29 @@ START_TEST(stalled_success_body_meets_the_idle_deadline)
 	int command;
 
 	for (command = 0; command <= 1; command++) {
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct buf streamed = BUF_INIT(4096);
 		struct transport_req req;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		long long t0, elapsed;
 		int rc;
 
-		s = stub_agent_start(stalled_success_handler, NULL);
-		t = new_transport(sp, SHORT_MS);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		tt_env_start(&e, stalled_success_handler, NULL, SHORT_MS,
+			     TT_CONNECTED);
 		if (command) {
-			req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				 false);
-			req.sink = sink_to_buf;
+			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+				    TRANSPORT_COMMAND);
+			req.sink = tt_sink_to_buf;
 			req.sink_arg = &streamed;
 		} else {
-			req_init(&req, "GET", "/v1/files?path=a",
-				 TRANSPORT_OP_READ, true);
+			tt_req_init(&req, "GET", "/v1/files?path=a",
+				    TRANSPORT_OP_READ, TRANSPORT_SAFE);
 		}
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
 		t0 = th_now_ms();
-		rc = transport_send(t, SESSION, &req, &resp, &err);
+		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
 		ck_assert_int_lt(rc, 0);
@@ -533,36 +446,17 @@ START_TEST(stalled_success_body_meets_the_idle_deadline)
 				 command ? "SANDBOX_OUTCOME_UNKNOWN"
 					 : "SANDBOX_UNREACHABLE");
 		ck_assert_int_eq(err.retryable, !command);
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 		if (command)
 			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
 
 		buf_cleanup(&streamed);
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
-
-/* A success body that trickles: one byte every 50 ms, never silent for
- * long. */
-static enum stub_next trickle_handler(struct stub_agent *s,
-				      const struct stub_req *req, int fd,
-				      void *arg)
-{
-	int i;
-
-	(void)req;
-	(void)arg;
-	if (stub_reply_head(fd, 200, TEXT, 100, NULL) != 0)
-		return STUB_CLOSE;
-	for (i = 0; i < 100; i++)
-		if (stub_send(fd, "t", 1) != 0 || !stub_wait(s, 50))
-			break;
-	return STUB_CLOSE;
-}
 
 /*
  * A body that never pauses long enough for the idle deadline still ends
@@ -570,35 +464,32 @@ static enum stub_next trickle_handler(struct stub_agent *s,
  */
 START_TEST(overall_deadline_bounds_a_trickling_body)
 {
-	struct stub_provider *sp = stub_provider_new();
+	/* One byte every 50 ms: never silent for long. */
+	struct tt_trickle trickle = {100, 50};
+	struct tt_env e;
 	struct transport_req req;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	long long t0, elapsed;
 	int rc;
 
-	s = stub_agent_start(trickle_handler, NULL);
-	t = new_transport(sp, SHORT_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
-	req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ, true);
+	tt_env_start(&e, tt_trickle_handler, &trickle, SHORT_MS, TT_CONNECTED);
+	tt_req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ,
+		    TRANSPORT_SAFE);
 	req.deadline_ms = 2 * SHORT_MS;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
 	t0 = th_now_ms();
-	rc = transport_send(t, SESSION, &req, &resp, &err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 	elapsed = th_now_ms() - t0;
 	transport_resp_cleanup(&resp);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
 		      "%lld ms", elapsed);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -612,7 +503,7 @@ static enum stub_next big_success_handler(struct stub_agent *s,
 	(void)req;
 	(void)arg;
 	memset(body, 'b', sizeof(body));
-	return answered(stub_reply_n(fd, 200, TEXT, body, sizeof(body)));
+	return tt_answered(stub_reply_n(fd, 200, TT_TEXT, body, sizeof(body)));
 }
 
 static int refusing_sink(void *arg, const void *data, size_t len)
@@ -630,50 +521,46 @@ static int refusing_sink(void *arg, const void *data, size_t len)
  */
 START_TEST(success_body_bounds)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_req req;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	int rc;
 
-	s = stub_agent_start(big_success_handler, NULL);
-	t = new_transport(sp, LONG_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	tt_env_start(&e, big_success_handler, NULL, LONG_MS, TT_CONNECTED);
 
-	req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ, true);
+	tt_req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ,
+		    TRANSPORT_SAFE);
 	req.max_body = 1000;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 	ck_assert_int_eq(rc, -EFBIG);
 	ck_assert_int_eq(sbx_error_errno(&err), -EFBIG);
 	ck_assert_uint_le(resp.body.len, 1000);
 	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
 	/* The same body fits a larger bound. */
 	req.max_body = 5000;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_uint_eq(resp.body.len, 5000);
 	transport_resp_cleanup(&resp);
 
-	req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC, false);
+	tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+		    TRANSPORT_COMMAND);
 	req.sink = refusing_sink;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 	ck_assert_int_eq(rc, -ECANCELED);
 	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_requests(s), 3);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 3);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -691,13 +578,13 @@ static enum stub_next health_handler(struct stub_agent *s,
 	const char *answer;
 
 	(void)s;
-	if (!is(req, "GET", "/v1/health"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
+	if (!tt_is(req, "GET", "/v1/health"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	pthread_mutex_lock(&h->mu);
 	h->polls++;
 	answer = h->answer;
 	pthread_mutex_unlock(&h->mu);
-	return answered(stub_reply(fd, 200, "application/json", answer));
+	return tt_answered(stub_reply(fd, 200, "application/json", answer));
 }
 
 /*
@@ -728,11 +615,12 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 	cfg.ready_timeout_ms = 400;
 	cfg.ready_interval_ms = 50;
 	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+				      tt_cred(7));
 
 	sbx_error_clear(&err);
 	t0 = th_now_ms();
-	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
 	elapsed = th_now_ms() - t0;
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
@@ -747,7 +635,7 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 
 	sbx_error_clear(&err);
 	memset(&health, 0, sizeof(health));
-	rc = transport_wait_ready(t, SESSION, &health, &err);
+	rc = transport_wait_ready(t, TT_SESSION, &health, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_int_eq(health.protocol_version, 1);
 	ck_assert_str_eq(health.status, "ready");
@@ -775,17 +663,16 @@ static enum stub_next redirect_handler(struct stub_agent *s,
 	(void)s;
 	(void)req;
 	snprintf(extra, sizeof(extra), "Location: %s\r\n", r->location);
-	return answered(stub_reply_head(fd, 302, NULL, 0, extra));
+	return tt_answered(stub_reply_head(fd, 302, NULL, 0, extra));
 }
 
 /* A 302 to another agent is an error, and the other agent sees nothing. */
 START_TEST(redirects_are_not_followed)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_resp resp;
 	struct stub_agent *a, *b;
 	struct redirect r;
-	struct transport *t;
 	struct sbx_error err;
 	int rc;
 
@@ -793,10 +680,11 @@ START_TEST(redirects_are_not_followed)
 	snprintf(r.location, sizeof(r.location), "%sv1/ping",
 		 stub_agent_url(b));
 	a = stub_agent_start(redirect_handler, &r);
-	t = new_transport(sp, LONG_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(a), cred(7));
+	tt_env_start(&e, NULL, NULL, LONG_MS, 0);
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(a),
+				      tt_cred(7));
 
-	rc = get(t, "/v1/ping", &resp, &err);
+	rc = get(e.t, "/v1/ping", &resp, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_int_eq(err.status, 302);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
@@ -804,12 +692,12 @@ START_TEST(redirects_are_not_followed)
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(stub_agent_requests(a), 1);
 	ck_assert_uint_eq(stub_agent_accepts(b), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
 
-	transport_free(t);
+	transport_free(e.t);
 	stub_agent_stop(a);
 	stub_agent_stop(b);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 END_TEST
 
@@ -875,7 +763,7 @@ START_TEST(route_policy_refusal_reads_no_credential)
 				  0);
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 0);
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_JUDGE), 0);
-		ck_assert(slot_empty(t));
+		ck_assert(tt_slot_empty(t));
 		transport_free(t);
 		stub_provider_free(sp);
 	}
@@ -962,13 +850,13 @@ START_TEST(credential_validation)
 		} else {
 			ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 			ck_assert_uint_eq(pong_activations(&a), 1);
-			ck_assert(slot_is(t, stub_agent_url(s)));
+			ck_assert(tt_slot_is(t, stub_agent_url(s)));
 		}
 		if (i <= nbad) {
 			ck_assert_uint_eq(stub_agent_accepts(s), 0);
 			ck_assert_uint_eq(
 				stub_provider_calls(sp, STUB_CALL_RECORD), 0);
-			ck_assert(slot_empty(t));
+			ck_assert(tt_slot_empty(t));
 		}
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
 				  1);
@@ -984,7 +872,7 @@ END_TEST
 static void record_with_label(struct provider_record *r, const char *value)
 {
 	memset(r, 0, sizeof(*r));
-	snprintf(r->id, sizeof(r->id), "%s", SESSION);
+	snprintf(r->id, sizeof(r->id), "%s", TT_SESSION);
 	r->state = PROVIDER_STATE_RUNNING;
 	if (value != NULL) {
 		r->labels = xcalloc(1, sizeof(*r->labels));
@@ -1004,11 +892,10 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 {
 	static const char *const unknown[] = {"unknown", "", "native-file-v2",
 					      "NATIVE-FILE-V1"};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct provider_record r;
 	struct transport_caps caps;
 	enum transport_kind kind;
-	struct transport *t;
 	struct sbx_error err;
 	size_t i;
 	int rc;
@@ -1030,29 +917,28 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 		provider_record_cleanup(&r);
 	}
 
-	stub_provider_set_label(sp, STUB_LABEL_UNKNOWN);
-	stub_provider_set_route(sp, "http://127.0.0.1:9/");
-	t = new_transport(sp, SHORT_MS);
+	tt_env_start(&e, NULL, NULL, SHORT_MS, 0);
+	stub_provider_set_label(e.sp, STUB_LABEL_UNKNOWN);
+	stub_provider_set_route(e.sp, "http://127.0.0.1:9/");
 	sbx_error_clear(&err);
-	rc = transport_session_kind(t, SESSION, TRANSPORT_OP_READ, &kind, NULL,
-				    &err);
+	rc = transport_session_kind(e.t, TT_SESSION, TRANSPORT_OP_READ, &kind,
+				    NULL, &err);
 	assert_transport_invalid(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_session_caps(t, SESSION, &caps, &err);
+	rc = transport_session_caps(e.t, TT_SESSION, &caps, &err);
 	assert_transport_invalid(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_resume(t, SESSION, NULL, &err);
+	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
 	ck_assert_str_eq(err.failure, SBX_FAIL_TRANSPORT_INVALID);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RESUME), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_STOP), 0);
-	ck_assert_uint_ge(stub_provider_calls(sp, STUB_CALL_RECORD), 3);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP), 0);
+	ck_assert_uint_ge(stub_provider_calls(e.sp, STUB_CALL_RECORD), 3);
 
-	transport_free(t);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -1069,32 +955,30 @@ static void assert_gone(int rc, const struct sbx_error *err)
  * and nothing is resumed, stopped, routed or read. */
 START_TEST(gone_sandbox_is_enoent)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_caps caps;
 	enum transport_kind kind;
-	struct transport *t;
 	struct sbx_error err;
 	int rc;
 
-	stub_provider_set_gone(sp, true);
-	t = new_transport(sp, SHORT_MS);
+	tt_env_start(&e, NULL, NULL, SHORT_MS, 0);
+	stub_provider_set_gone(e.sp, true);
 	sbx_error_clear(&err);
-	rc = transport_session_kind(t, SESSION, TRANSPORT_OP_READ, &kind, NULL,
-				    &err);
+	rc = transport_session_kind(e.t, TT_SESSION, TRANSPORT_OP_READ, &kind,
+				    NULL, &err);
 	assert_gone(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_session_caps(t, SESSION, &caps, &err);
+	rc = transport_session_caps(e.t, TT_SESSION, &caps, &err);
 	assert_gone(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_resume(t, SESSION, NULL, &err);
+	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	assert_gone(rc, &err);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RESUME), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_STOP), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP), 0);
 
-	transport_free(t);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -1113,7 +997,7 @@ static enum stub_next fs_refusal_handler(struct stub_agent *s,
 
 	(void)s;
 	(void)req;
-	return answered(stub_reply(fd, f->status, TEXT, f->body));
+	return tt_answered(stub_reply(fd, f->status, TT_TEXT, f->body));
 }
 
 /*
@@ -1138,28 +1022,22 @@ START_TEST(typed_fs_error_keeps_the_route)
 	size_t i;
 
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct transport_req req;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		int rc;
 
-		s = stub_agent_start(fs_refusal_handler,
-				     (void *)&rows[i].answer);
-		stub_provider_set_route(sp, stub_agent_url(s));
-		t = new_transport(sp, LONG_MS);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		req_init(&req, "POST", "/v1/ext/mkdir", TRANSPORT_OP_FILES,
-			 true);
+		tt_env_start(&e, fs_refusal_handler, (void *)&rows[i].answer,
+			     LONG_MS, TT_ROUTED | TT_CONNECTED);
+		tt_req_init(&req, "POST", "/v1/ext/mkdir", TRANSPORT_OP_FILES,
+			    TRANSPORT_SAFE);
 		req.content_type = "application/json";
 		req.body = "{\"path\":\"a\"}";
 		req.body_len = strlen(req.body);
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
-		rc = transport_send(t, SESSION, &req, &resp, &err);
+		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(rc == -rows[i].err, "row %zu: %d %s", i, rc,
 			      err.reason);
@@ -1169,14 +1047,13 @@ START_TEST(typed_fs_error_keeps_the_route)
 		ck_assert(!err.retryable);
 		ck_assert_int_eq(err.status, rows[i].answer.status);
 		ck_assert_int_eq(sbx_error_errno(&err), -rows[i].err);
-		ck_assert(slot_is(t, stub_agent_url(s)));
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
+		ck_assert(tt_slot_is(e.t, stub_agent_url(e.s)));
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
 				  0);
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		ck_assert_uint_eq(
+			stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -1337,19 +1214,20 @@ static enum stub_next http_handler(struct stub_agent *s,
 	snprintf(extra, sizeof(extra), "Location: %s\r\n", h->location);
 	pthread_mutex_unlock(&h->mu);
 	if (strcmp(req->path, "/plain") == 0)
-		return answered(stub_reply(fd, 200, "application/json",
-					   "{\"hello\":1}"));
+		return tt_answered(stub_reply(fd, 200, "application/json",
+					      "{\"hello\":1}"));
 	if (strcmp(req->path, "/redirect") == 0)
-		return answered(stub_reply_head(fd, 302, NULL, 0, extra));
+		return tt_answered(stub_reply_head(fd, 302, NULL, 0, extra));
 	if (strcmp(req->path, "/big") == 0) {
 		memset(big, 'b', sizeof(big));
-		return answered(stub_reply_n(fd, 200, TEXT, big, sizeof(big)));
+		return tt_answered(
+			stub_reply_n(fd, 200, TT_TEXT, big, sizeof(big)));
 	}
 	if (strcmp(req->path, "/stall") == 0) {
 		stub_wait(s, STUB_IDLE_MS);
 		return STUB_CLOSE;
 	}
-	return answered(stub_reply(fd, 404, NULL, NULL));
+	return tt_answered(stub_reply(fd, 404, NULL, NULL));
 }
 
 static void http_req(struct transport_http_req *hr, const char *method,
@@ -1491,10 +1369,10 @@ static enum stub_next stall_probe_handler(struct stub_agent *s,
 	}
 	p->nth = req->nth;
 	if (strcmp(req->path, "/last") == 0) {
-		stub_reply(fd, 200, TEXT, "last");
+		stub_reply(fd, 200, TT_TEXT, "last");
 		return STUB_CLOSE;
 	}
-	return answered(stub_reply(fd, 200, TEXT, "more"));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "more"));
 }
 
 /*

@@ -25,64 +25,8 @@
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
-
-#define SESSION "session"
-
-static const char TEXT[] = "text/plain; charset=utf-8";
-
-static const char *cred(unsigned g)
-{
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
-
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
-}
-
-static void req_init(struct transport_req *req, const char *method,
-		     const char *path, const char *op, enum transport_class cls)
-{
-	memset(req, 0, sizeof(*req));
-	req->op = op;
-	req->cls = cls;
-	req->method = method;
-	req->path = path;
-	req->max_body = 65536;
-}
-
-static int sink_to_buf(void *arg, const void *data, size_t len)
-{
-	return buf_append(arg, data, len);
-}
-
-/* A success answer whose five body bytes come one a second. */
-static enum stub_next trickle_handler(struct stub_agent *s,
-				      const struct stub_req *req, int fd,
-				      void *arg)
-{
-	int i;
-
-	(void)req;
-	(void)arg;
-	if (stub_reply_head(fd, 200, TEXT, 5, NULL) != 0)
-		return STUB_CLOSE;
-	for (i = 0; i < 5; i++)
-		if (stub_send(fd, "t", 1) != 0 || !stub_wait(s, 1000))
-			break;
-	return STUB_CLOSE;
-}
 
 /*
  * An agent that trickles one byte a second never lets the idle deadline
@@ -92,6 +36,8 @@ static enum stub_next trickle_handler(struct stub_agent *s,
  */
 START_TEST(trickling_answer_fails_at_the_response_deadline)
 {
+	/* Five body bytes, one a second. */
+	static struct tt_trickle trickle = {5, 1000};
 	int command;
 
 	for (command = 0; command <= 1; command++) {
@@ -106,24 +52,24 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 		long long t0, elapsed;
 		int rc;
 
-		s = stub_agent_start(trickle_handler, NULL);
+		s = stub_agent_start(tt_trickle_handler, &trickle);
 		stub_transport_config(&cfg, 1500, true);
 		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+					      tt_cred(7));
 		if (command) {
-			req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				 TRANSPORT_COMMAND);
-			req.sink = sink_to_buf;
+			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+				    TRANSPORT_COMMAND);
+			req.sink = tt_sink_to_buf;
 			req.sink_arg = &streamed;
 		} else {
-			req_init(&req, "GET", "/v1/files?path=slow",
-				 TRANSPORT_OP_READ, TRANSPORT_SAFE);
+			tt_req_init(&req, "GET", "/v1/files?path=slow",
+				    TRANSPORT_OP_READ, TRANSPORT_SAFE);
 		}
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
 		t0 = th_now_ms();
-		rc = transport_send(t, SESSION, &req, &resp, &err);
+		rc = transport_send(t, TT_SESSION, &req, &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(rc < 0, "the trickle was waited for to its end");
@@ -144,18 +90,6 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 }
 END_TEST
 
-/* Reads the request and never answers. */
-static enum stub_next silent_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	(void)req;
-	(void)fd;
-	(void)arg;
-	stub_wait(s, STUB_IDLE_MS);
-	return STUB_CLOSE;
-}
-
 static int timed_get(struct transport *t, const char *path, long deadline_ms,
 		     bool outlives_op, long long *elapsed,
 		     struct sbx_error *err)
@@ -165,13 +99,13 @@ static int timed_get(struct transport *t, const char *path, long deadline_ms,
 	long long t0;
 	int rc;
 
-	req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
 	req.deadline_ms = deadline_ms;
 	req.outlives_op = outlives_op;
 	transport_resp_init(&resp);
 	sbx_error_clear(err);
 	t0 = th_now_ms();
-	rc = transport_send(t, SESSION, &req, &resp, err);
+	rc = transport_send(t, TT_SESSION, &req, &resp, err);
 	*elapsed = th_now_ms() - t0;
 	transport_resp_cleanup(&resp);
 	return rc;
@@ -194,10 +128,11 @@ START_TEST(operation_deadline_bounds_each_exchange)
 	long long elapsed;
 	int rc;
 
-	s = stub_agent_start(silent_handler, NULL);
+	s = stub_agent_start(tt_silent_handler, NULL);
 	stub_transport_config(&cfg, 5000, true);
 	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+				      tt_cred(7));
 
 	ck_assert_int_eq(transport_op_deadline(), 0);
 	transport_op_clear_timed_out();
@@ -210,7 +145,8 @@ START_TEST(operation_deadline_bounds_each_exchange)
 	ck_assert_uint_eq(stub_agent_requests(s), 1);
 
 	/* Past the deadline: refused before anything is sent. */
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+				      tt_cred(7));
 	rc = timed_get(t, "/v1/files?path=b", 0, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed < 200, "%lld ms", elapsed);
@@ -227,7 +163,8 @@ START_TEST(operation_deadline_bounds_each_exchange)
 	transport_op_set_deadline(0);
 	transport_op_clear_timed_out();
 	ck_assert(!transport_op_timed_out());
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+				      tt_cred(7));
 	rc = timed_get(t, "/v1/files?path=d", 600, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 550 && elapsed < 2500, "%lld ms", elapsed);
@@ -257,20 +194,20 @@ static enum stub_next slow_activation_handler(struct stub_agent *s,
 
 	pthread_mutex_lock(&a->mu);
 	ms = a->activate_ms;
-	if (is(req, "POST", "/v1/activate"))
+	if (tt_is(req, "POST", "/v1/activate"))
 		a->activations++;
 	else
 		a->others++;
 	pthread_mutex_unlock(&a->mu);
-	if (is(req, "POST", "/v1/activate")) {
+	if (tt_is(req, "POST", "/v1/activate")) {
 		if (!stub_wait(s, ms))
 			return STUB_CLOSE;
-		return answered(stub_reply(fd, 204, NULL, NULL));
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	}
-	if (is(req, "GET", "/v1/health"))
-		return answered(
+	if (tt_is(req, "GET", "/v1/health"))
+		return tt_answered(
 			stub_reply(fd, 200, "application/json", a->health));
-	return answered(stub_reply(fd, 200, TEXT, "pong"));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "pong"));
 }
 
 struct bg_get {
@@ -286,10 +223,10 @@ static void *bg_get_main(void *arg)
 	struct transport_resp resp;
 	struct sbx_error err;
 
-	req_init(&req, "GET", "/v1/ping", TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	tt_req_init(&req, "GET", "/v1/ping", TRANSPORT_OP_READ, TRANSPORT_SAFE);
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	g->rc = transport_send(g->t, SESSION, &req, &resp, &err);
+	g->rc = transport_send(g->t, TT_SESSION, &req, &resp, &err);
 	snprintf(g->reason, sizeof(g->reason), "%s", err.reason);
 	transport_resp_cleanup(&resp);
 	return NULL;
@@ -373,7 +310,7 @@ START_TEST(readiness_deadline_bounds_the_activation)
 
 	sbx_error_clear(&err);
 	t0 = th_now_ms();
-	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
 	elapsed = th_now_ms() - t0;
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
@@ -388,7 +325,7 @@ START_TEST(readiness_deadline_bounds_the_activation)
 	transport_free(t);
 	t = stub_transport_new(sp, &cfg);
 	sbx_error_clear(&err);
-	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 
 	transport_free(t);
@@ -420,14 +357,14 @@ static enum stub_next first_boot_handler(struct stub_agent *s,
 	struct two_boots *b = arg;
 
 	(void)s;
-	if (!is(req, "GET", "/v1/health"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
+	if (!tt_is(req, "GET", "/v1/health"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	pthread_mutex_lock(&b->mu);
 	b->first_polls++;
 	pthread_mutex_unlock(&b->mu);
-	transport_test_set_connection(b->t, SESSION, stub_agent_url(b->second),
-				      cred(8));
-	return answered(stub_reply(fd, 200, "application/json", AWAITING));
+	transport_test_set_connection(b->t, TT_SESSION,
+				      stub_agent_url(b->second), tt_cred(8));
+	return tt_answered(stub_reply(fd, 200, "application/json", AWAITING));
 }
 
 static enum stub_next second_boot_handler(struct stub_agent *s,
@@ -437,12 +374,12 @@ static enum stub_next second_boot_handler(struct stub_agent *s,
 	struct two_boots *b = arg;
 
 	(void)s;
-	if (!is(req, "GET", "/v1/health"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
+	if (!tt_is(req, "GET", "/v1/health"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	pthread_mutex_lock(&b->mu);
 	b->second_polls++;
 	pthread_mutex_unlock(&b->mu);
-	return answered(stub_reply(fd, 200, "application/json", READY));
+	return tt_answered(stub_reply(fd, 200, "application/json", READY));
 }
 
 /*
@@ -466,18 +403,18 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 	stub_provider_never(sp, STUB_CALL_ROUTE);
 	stub_transport_config(&cfg, 5000, true);
 	b.t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(b.t, SESSION, stub_agent_url(first),
-				      cred(7));
+	transport_test_set_connection(b.t, TT_SESSION, stub_agent_url(first),
+				      tt_cred(7));
 
 	sbx_error_clear(&err);
-	rc = transport_wait_ready(b.t, SESSION, NULL, &err);
+	rc = transport_wait_ready(b.t, TT_SESSION, NULL, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	pthread_mutex_lock(&b.mu);
 	ck_assert_uint_eq(b.first_polls, 1);
 	ck_assert_uint_eq(b.second_polls, 1);
 	pthread_mutex_unlock(&b.mu);
 	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
-	ck_assert(transport_test_cached_url(b.t, SESSION, url, sizeof(url)));
+	ck_assert(transport_test_cached_url(b.t, TT_SESSION, url, sizeof(url)));
 	ck_assert_str_eq(url, stub_agent_url(b.second));
 
 	transport_free(b.t);

@@ -35,57 +35,10 @@
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
-#define SESSION "session"
 #define MAX_IDS 16
-
-static const char TEXT[] = "text/plain; charset=utf-8";
-
-static const char *cred(unsigned g)
-{
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
-
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
-}
-
-/* The value of header name in a request's raw header block, into out. */
-static bool header_value(const struct stub_req *req, const char *name,
-			 char *out, size_t size)
-{
-	const char *p = req->headers;
-	size_t n = strlen(name);
-
-	while (p != NULL && *p != '\0') {
-		const char *eol = strstr(p, "\r\n");
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-
-		if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-			const char *v = p + n + 1;
-
-			while (*v == ' ')
-				v++;
-			snprintf(out, size, "%.*s",
-				 (int)(len - (size_t)(v - p)), v);
-			return true;
-		}
-		p = eol ? eol + 2 : NULL;
-	}
-	return false;
-}
 
 /*
  * The test agent. Requests name an id ("?id=N"); every delivery of one is
@@ -117,9 +70,9 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 	unsigned id = 0;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	if (is(req, "GET", "/v1/health")) {
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	if (tt_is(req, "GET", "/v1/health")) {
 		char json[256];
 
 		snprintf(json, sizeof(json),
@@ -136,9 +89,8 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 		return d->health_closes ? STUB_CLOSE : STUB_KEEP_OPEN;
 	}
 	if (q == NULL || sscanf(q + 3, "%u", &id) != 1 || id >= MAX_IDS)
-		return answered(stub_reply(fd, 200, TEXT, "warm"));
-	has_key =
-		header_value(req, PROTO_HDR_IDEMPOTENCY_KEY, key, sizeof(key));
+		return tt_answered(stub_reply(fd, 200, TT_TEXT, "warm"));
+	has_key = tt_header(req, PROTO_HDR_IDEMPOTENCY_KEY, key, sizeof(key));
 	pthread_mutex_lock(&d->mu);
 	d->deliveries[id]++;
 	if (has_key) {
@@ -156,16 +108,17 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 	if (drop)
 		return STUB_CLOSE;
 	if (replay && d->keyed_answer != NULL)
-		return answered(stub_reply(fd, 409, TEXT, d->keyed_answer));
+		return tt_answered(
+			stub_reply(fd, 409, TT_TEXT, d->keyed_answer));
 	snprintf(body, sizeof(body), "done %u", id);
 	if (replay) {
-		if (stub_reply_head(fd, 200, TEXT, (long long)strlen(body),
+		if (stub_reply_head(fd, 200, TT_TEXT, (long long)strlen(body),
 				    PROTO_HDR_REPLAYED ": true\r\n") != 0 ||
 		    stub_send(fd, body, strlen(body)) != 0)
 			return STUB_CLOSE;
 		return STUB_KEEP_OPEN;
 	}
-	return answered(stub_reply(fd, 200, TEXT, body));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, body));
 }
 
 static unsigned count_of(struct dropper *d, const unsigned *field)
@@ -204,7 +157,7 @@ static int send_id(struct transport *t, enum transport_class cls, unsigned id,
 	}
 	transport_resp_init(resp);
 	sbx_error_clear(err);
-	return transport_send(t, SESSION, &req, resp, err);
+	return transport_send(t, TT_SESSION, &req, resp, err);
 }
 
 /* Health through the transport: the connection learns whether the agent
@@ -224,7 +177,7 @@ static void health(struct transport *t)
 	req.max_body = 4096;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
+	rc = transport_send(t, TT_SESSION, &req, &resp, &err);
 	ck_assert_msg(rc == 0, "health: %d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 }
@@ -265,8 +218,8 @@ START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
 		s = stub_agent_start(dropper_handler, &d);
 		stub_transport_config(&cfg, 5000, true);
 		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+					      tt_cred(7));
 		health(t);
 		accepts = stub_agent_accepts(s);
 		ck_assert_uint_eq(accepts, 1);
@@ -324,8 +277,8 @@ START_TEST(keyed_requests_survive_a_silent_resend)
 		s = stub_agent_start(dropper_handler, &d);
 		stub_transport_config(&cfg, 5000, true);
 		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+					      tt_cred(7));
 		health(t);
 
 		/* Undisturbed: keyed, on the same connection. */
@@ -389,8 +342,8 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 		stub_provider_never(sp, STUB_CALL_ROUTE);
 		stub_transport_config(&cfg, 5000, true);
 		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+					      tt_cred(7));
 		health(t);
 		rc = send_id(t, cls, 3, &resp, &err);
 		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
@@ -417,7 +370,7 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 			strstr(err.reason, PROTO_ERR_IN_PROGRESS));
 		transport_resp_cleanup(&resp);
 		ck_assert_uint_eq(count_of(&d, &d.runs[4]), 1);
-		ck_assert(transport_test_cached_url(t, SESSION, url,
+		ck_assert(transport_test_cached_url(t, TT_SESSION, url,
 						    sizeof(url)));
 		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
 
@@ -513,7 +466,7 @@ START_TEST(tls_handshake_failure_refreshes_and_replays)
 	stub_transport_config(&cfg, 5000, true);
 	t = stub_transport_new(sp, &cfg);
 	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.port);
-	transport_test_set_connection(t, SESSION, stale, cred(7));
+	transport_test_set_connection(t, TT_SESSION, stale, tt_cred(7));
 
 	rc = send_id(t, TRANSPORT_COMMAND, 5, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
@@ -618,7 +571,7 @@ static enum stub_next proxy_handler(struct stub_agent *s,
 	p->requests++;
 	snprintf(p->target, sizeof(p->target), "%s", req->target);
 	pthread_mutex_unlock(&p->mu);
-	return answered(stub_reply(fd, 200, TEXT, "via proxy"));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "via proxy"));
 }
 
 /*
@@ -678,8 +631,8 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	/* The agent is reached directly. */
 	stub_transport_config(&cfg, 5000, true);
 	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, SESSION, stub_agent_url(agent),
-				      cred(7));
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(agent),
+				      tt_cred(7));
 	rc = send_id(t, TRANSPORT_SAFE, 8, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 8");

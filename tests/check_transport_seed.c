@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "common/xalloc.h"
@@ -38,11 +39,11 @@
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
 /* The seed's AGENT_RESPONSE_TIMEOUT under #[cfg(test)]. */
 #define RESPONSE_MS 200L
-#define SESSION "session"
 #define MAX_FRAMES 16
 
 /* ---- the seed's provider calls in C -------------------------------------- */
@@ -63,25 +64,6 @@ static void expect_only(struct stub_provider *sp, unsigned allowed)
 #define CALL(c) (1u << (c))
 /* get_sandbox, also behind the seed's judged_sandbox. */
 #define GET_SANDBOX (CALL(STUB_CALL_RECORD) | CALL(STUB_CALL_JUDGE))
-
-static const char *cred(unsigned g)
-{
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
-
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static struct transport *seed_transport(struct stub_provider *sp,
-					bool with_agent)
-{
-	struct transport_config cfg;
-
-	stub_transport_config(&cfg, RESPONSE_MS, with_agent);
-	return stub_transport_new(sp, &cfg);
-}
 
 /* The decoded answer of run_command: the seed's CommandOutput stream. */
 struct output {
@@ -254,45 +236,10 @@ static int raw_send(struct transport *t, const char *method, const char *path,
 	req.method = method;
 	req.path = path;
 	req.max_body = 65536;
-	return transport_send(t, SESSION, &req, resp, err);
-}
-
-static bool slot_empty(struct transport *t)
-{
-	char url[256];
-
-	return !transport_test_cached_url(t, SESSION, url, sizeof(url));
-}
-
-/* error.to_string().contains(needle) */
-static bool error_mentions(const struct sbx_error *err, const char *needle)
-{
-	char text[1024];
-
-	sbx_error_describe(err, text, sizeof(text));
-	return strstr(text, needle) != NULL;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-/* What axum answers for a route the router does not have. */
-static enum stub_next no_route(int fd)
-{
-	return stub_reply(fd, 404, NULL, NULL) == 0 ? STUB_KEEP_OPEN
-						    : STUB_CLOSE;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
+	return transport_send(t, TT_SESSION, &req, resp, err);
 }
 
 static const char EXIT_FRAME[] = "{\"t\":\"exit\",\"code\":0}\n";
-static const char TEXT[] = "text/plain; charset=utf-8";
-
 struct reconnect_agent {
 	pthread_mutex_t mu;
 	bool refused;
@@ -311,17 +258,17 @@ static enum stub_next reconnect_handler(struct stub_agent *s,
 	bool refused;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate")) {
+	if (tt_is(req, "POST", "/v1/activate")) {
 		pthread_mutex_lock(&a->mu);
 		if (strcmp(req->auth, a->bearer) != 0)
 			a->bad_auth++;
 		a->calls++;
 		refused = a->refused;
 		pthread_mutex_unlock(&a->mu);
-		return answered(
+		return tt_answered(
 			stub_reply(fd, refused ? 401 : 204, NULL, NULL));
 	}
-	if (is(req, "GET", "/v1/health")) {
+	if (tt_is(req, "GET", "/v1/health")) {
 		/* Health is public: an old bearer token still receives 200. */
 		pthread_mutex_lock(&a->mu);
 		status = a->calls == 0 ? PROTO_STATUS_AWAITING
@@ -331,9 +278,10 @@ static enum stub_next reconnect_handler(struct stub_agent *s,
 			 "{\"protocolVersion\":1,\"status\":\"%s\","
 			 "\"imageCommand\":{\"status\":\"running\"}}",
 			 status);
-		return answered(stub_reply(fd, 200, "application/json", body));
+		return tt_answered(
+			stub_reply(fd, 200, "application/json", body));
 	}
-	return no_route(fd);
+	return tt_no_route(fd);
 }
 
 /*
@@ -360,30 +308,28 @@ START_TEST(
 
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct reconnect_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
-		struct stub_provider *sp = stub_provider_new();
-		struct stub_agent *s;
-		struct transport *t;
+		struct tt_env e;
 		struct sbx_error err;
 		long long t0, elapsed;
 		char id[64];
 		int rc;
 
 		a.refused = rows[i].refused;
-		snprintf(a.bearer, sizeof(a.bearer), "Bearer %s", cred(4));
-		s = stub_agent_start(reconnect_handler, &a);
-		stub_provider_set_route(sp, stub_agent_url(s));
-		stub_provider_set_generation(sp, 4);
-		expect_only(sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
-					CALL(STUB_CALL_CREDENTIAL));
+		snprintf(a.bearer, sizeof(a.bearer), "Bearer %s", tt_cred(4));
+		tt_env_start(&e, reconnect_handler, &a, RESPONSE_MS,
+			     TT_ROUTED | TT_ROLLBACK);
+		stub_provider_set_generation(e.sp, 4);
+		expect_only(e.sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
+					  CALL(STUB_CALL_CREDENTIAL));
 		/* .with_agent(false): a rollback binding */
-		t = seed_transport(sp, false);
 		if (rows[i].cached_boot)
-			transport_test_set_connection(
-				t, SESSION, stub_agent_url(s), cred(3));
+			transport_test_set_connection(e.t, TT_SESSION,
+						      stub_agent_url(e.s),
+						      tt_cred(3));
 
 		sbx_error_clear(&err);
 		t0 = th_now_ms();
-		rc = transport_resume(t, SESSION, NULL, &err);
+		rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 		elapsed = th_now_ms() - t0;
 		ck_assert_msg(elapsed < 5000,
 			      "row %zu: cached health must refresh and "
@@ -402,19 +348,20 @@ START_TEST(
 		ck_assert_uint_eq(a.calls, 1);
 		ck_assert_uint_eq(a.bad_auth, 0);
 		pthread_mutex_unlock(&a.mu);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 3);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD),
+				  3);
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
 				  1);
-		stub_provider_last_id(sp, STUB_CALL_CREDENTIAL, id, sizeof(id));
-		ck_assert_str_eq(id, SESSION);
 		ck_assert_uint_eq(
-			stub_provider_calls(sp, STUB_CALL_NATIVE_EXEC), 0);
-		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+			stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
+		stub_provider_last_id(e.sp, STUB_CALL_CREDENTIAL, id,
+				      sizeof(id));
+		ck_assert_str_eq(id, TT_SESSION);
+		ck_assert_uint_eq(
+			stub_provider_calls(e.sp, STUB_CALL_NATIVE_EXEC), 0);
+		ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -425,56 +372,50 @@ static enum stub_next forbid_activation(struct stub_agent *s,
 {
 	(void)s;
 	(void)arg;
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 403, NULL, NULL));
-	return no_route(fd);
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 403, NULL, NULL));
+	return tt_no_route(fd);
 }
 
 static void failed_resume_row(int wake, int unknown)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	unsigned allowed = GET_SANDBOX;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	char id[64];
 	int rc;
 
-	s = stub_agent_start(forbid_activation, NULL);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_provider_set_generation(sp, 4);
-	stub_provider_set_label(sp, unknown ? STUB_LABEL_UNKNOWN
-					    : STUB_LABEL_AGENT);
-	stub_provider_set_stopped_reads(sp, wake ? 2 : 0);
+	tt_env_start(&e, forbid_activation, NULL, RESPONSE_MS, TT_ROUTED);
+	stub_provider_set_generation(e.sp, 4);
+	stub_provider_set_label(e.sp, unknown ? STUB_LABEL_UNKNOWN
+					      : STUB_LABEL_AGENT);
+	stub_provider_set_stopped_reads(e.sp, wake ? 2 : 0);
 	if (wake)
 		allowed |= CALL(STUB_CALL_RESUME) | CALL(STUB_CALL_STOP);
 	if (!unknown)
 		allowed |= CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL);
-	expect_only(sp, allowed);
-	t = seed_transport(sp, true);
+	expect_only(e.sp, allowed);
 
 	sbx_error_clear(&err);
-	rc = transport_resume(t, SESSION, NULL, &err);
+	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
 	ck_assert(!err.retryable);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RESUME),
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME),
 			  (unsigned)wake);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_STOP),
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP),
 			  (unsigned)wake);
 	if (wake) {
-		stub_provider_last_id(sp, STUB_CALL_STOP, id, sizeof(id));
-		ck_assert_str_eq(id, SESSION);
+		stub_provider_last_id(e.sp, STUB_CALL_STOP, id, sizeof(id));
+		ck_assert_str_eq(id, TT_SESSION);
 	}
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE),
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
 			  (unsigned)!unknown);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL),
 			  (unsigned)!unknown);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 
 /*
@@ -513,9 +454,9 @@ static enum stub_next exec_echo_handler(struct stub_agent *s,
 	struct exec_agent *a = arg;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	if (is(req, "POST", "/v1/exec")) {
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	if (tt_is(req, "POST", "/v1/exec")) {
 		pthread_mutex_lock(&a->mu);
 		a->execs++;
 		snprintf(a->auth, sizeof(a->auth), "%s", req->auth);
@@ -523,9 +464,9 @@ static enum stub_next exec_echo_handler(struct stub_agent *s,
 		a->body = xstrndup(req->body, req->body_len);
 		a->body_len = req->body_len;
 		pthread_mutex_unlock(&a->mu);
-		return answered(stub_reply(fd, 200, TEXT, frames));
+		return tt_answered(stub_reply(fd, 200, TT_TEXT, frames));
 	}
-	return no_route(fd);
+	return tt_no_route(fd);
 }
 
 /*
@@ -543,34 +484,32 @@ START_TEST(commands_cross_the_agent_port_without_native_exec)
 {
 	static const char *const argv[] = {"echo", "a; $(false)"};
 	struct exec_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct proto_exec_req sent;
 	struct transport_caps caps;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	struct output out;
 	char bearer[64];
 	char id[64];
 	int rc;
 
-	s = stub_agent_start(exec_echo_handler, &a);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_provider_set_generation(sp, 7);
-	expect_only(sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
-				CALL(STUB_CALL_CREDENTIAL));
-	t = seed_transport(sp, false);
+	tt_env_start(&e, exec_echo_handler, &a, RESPONSE_MS,
+		     TT_ROUTED | TT_ROLLBACK);
+	stub_provider_set_generation(e.sp, 7);
+	expect_only(e.sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
+				  CALL(STUB_CALL_CREDENTIAL));
 
-	ck_assert_msg(!transport_default_caps(t).jobs,
+	ck_assert_msg(!transport_default_caps(e.t).jobs,
 		      "new sessions use the rollback binding");
 	sbx_error_clear(&err);
-	ck_assert_int_eq(transport_session_caps(t, SESSION, &caps, &err), 0);
+	ck_assert_int_eq(transport_session_caps(e.t, TT_SESSION, &caps, &err),
+			 0);
 	ck_assert_msg(caps.jobs, "the existing agent session supports jobs");
 
 	/* A rollback binding still uses the session's agent; it must never
 	 * native-exec it. */
 	output_init(&out);
-	rc = run_command(t, SESSION, argv, 2, &out, &err);
+	rc = run_command(e.t, TT_SESSION, argv, 2, &out, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_uint_eq(out.n, 2);
 	ck_assert_int_eq(out.frames[0].type, PROTO_FRAME_STDOUT);
@@ -581,7 +520,7 @@ START_TEST(commands_cross_the_agent_port_without_native_exec)
 	ck_assert(!proto_ndjson_partial(&out.split));
 	output_cleanup(&out);
 
-	snprintf(bearer, sizeof(bearer), "Bearer %s", cred(7));
+	snprintf(bearer, sizeof(bearer), "Bearer %s", tt_cred(7));
 	pthread_mutex_lock(&a.mu);
 	ck_assert_uint_eq(a.execs, 1);
 	ck_assert_str_eq(a.auth, bearer);
@@ -593,19 +532,17 @@ START_TEST(commands_cross_the_agent_port_without_native_exec)
 	ck_assert_uint_eq(sent.timeout_ms, 5000);
 	proto_exec_req_cleanup(&sent);
 
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 3);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	stub_provider_last_id(sp, STUB_CALL_ROUTE, id, sizeof(id));
-	ck_assert_str_eq(id, SESSION);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	stub_provider_last_id(sp, STUB_CALL_CREDENTIAL, id, sizeof(id));
-	ck_assert_str_eq(id, SESSION);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_NATIVE_EXEC), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD), 3);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	stub_provider_last_id(e.sp, STUB_CALL_ROUTE, id, sizeof(id));
+	ck_assert_str_eq(id, TT_SESSION);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
+	stub_provider_last_id(e.sp, STUB_CALL_CREDENTIAL, id, sizeof(id));
+	ck_assert_str_eq(id, TT_SESSION);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_NATIVE_EXEC), 0);
+	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 	free(a.body);
 }
 END_TEST
@@ -630,32 +567,33 @@ static enum stub_next boot_handler(struct stub_agent *s,
 
 	(void)s;
 	pthread_mutex_lock(&b->mu);
-	snprintf(bearer, sizeof(bearer), "Bearer %s", cred(b->generation));
-	if (is(req, "POST", "/v1/activate")) {
+	snprintf(bearer, sizeof(bearer), "Bearer %s", tt_cred(b->generation));
+	if (tt_is(req, "POST", "/v1/activate")) {
 		if (strcmp(req->auth, bearer) != 0)
 			b->bad_auth++;
 		b->activated = b->generation + 1;
 		b->activations++;
 		pthread_mutex_unlock(&b->mu);
-		return answered(stub_reply(fd, 204, NULL, NULL));
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	}
-	if (is(req, "POST", "/v1/exec")) {
+	if (tt_is(req, "POST", "/v1/exec")) {
 		if (strcmp(req->auth, bearer) != 0 || b->refusal == 1) {
 			pthread_mutex_unlock(&b->mu);
-			return answered(stub_reply(fd, 401, TEXT, "refused"));
+			return tt_answered(
+				stub_reply(fd, 401, TT_TEXT, "refused"));
 		}
 		if (b->activated != b->generation + 1 || b->refusal == 2) {
 			pthread_mutex_unlock(&b->mu);
-			return answered(
-				stub_reply(fd, 503, TEXT, "not activated"));
+			return tt_answered(
+				stub_reply(fd, 503, TT_TEXT, "not activated"));
 		}
 		b->executions++;
 		pthread_mutex_unlock(&b->mu);
-		rc = stub_reply(fd, 200, TEXT, EXIT_FRAME);
-		return answered(rc);
+		rc = stub_reply(fd, 200, TT_TEXT, EXIT_FRAME);
+		return tt_answered(rc);
 	}
 	pthread_mutex_unlock(&b->mu);
-	return no_route(fd);
+	return tt_no_route(fd);
 }
 
 static void boot_set(struct boot *b, unsigned generation, unsigned refusal)
@@ -681,26 +619,23 @@ START_TEST(
 {
 	static const unsigned generations[] = {0, 0, 1};
 	struct boot b = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct stub_agent *s;
-	struct transport *t;
+	struct tt_env e;
 	struct sbx_error err;
 	struct output out;
 	size_t i;
 	int rc;
 
-	s = stub_agent_start(boot_handler, &b);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	expect_only(sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
-				CALL(STUB_CALL_CREDENTIAL));
-	t = seed_transport(sp, false);
+	tt_env_start(&e, boot_handler, &b, RESPONSE_MS,
+		     TT_ROUTED | TT_ROLLBACK);
+	expect_only(e.sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
+				  CALL(STUB_CALL_CREDENTIAL));
 
 	for (i = 0; i < 3; i++) {
 		boot_set(&b, generations[i], 0);
-		stub_provider_set_generation(sp, generations[i]);
+		stub_provider_set_generation(e.sp, generations[i]);
 		output_init(&out);
 		sbx_error_clear(&err);
-		rc = run_command(t, SESSION, TRUE_ARGV, 1, &out, &err);
+		rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
 		ck_assert_msg(rc == 0, "command %zu: %d %s", i, rc, err.reason);
 		ck_assert_uint_eq(out.n, 1);
 		ck_assert_int_eq(out.frames[0].type, PROTO_FRAME_EXIT);
@@ -716,7 +651,7 @@ START_TEST(
 	boot_set(&b, 1, 1);
 	output_init(&out);
 	sbx_error_clear(&err);
-	rc = run_command(t, SESSION, TRUE_ARGV, 1, &out, &err);
+	rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
 	ck_assert(!err.retryable);
@@ -726,7 +661,7 @@ START_TEST(
 	boot_set(&b, 1, 2);
 	output_init(&out);
 	sbx_error_clear(&err);
-	rc = run_command(t, SESSION, TRUE_ARGV, 1, &out, &err);
+	rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_OUTCOME_UNKNOWN");
 	output_cleanup(&out);
@@ -736,15 +671,10 @@ START_TEST(
 	ck_assert_uint_eq(b.bad_auth, 0);
 	pthread_mutex_unlock(&b.mu);
 
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 7);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 3);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 3);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_NATIVE_EXEC), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_NATIVE_EXEC), 0);
+	tt_assert_calls(e.sp, 7, 3, 3);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -757,36 +687,34 @@ END_TEST
  */
 START_TEST(a_native_session_does_not_advertise_jobs_through_an_upgraded_binding)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_caps existing;
-	struct transport *t;
 	struct sbx_error err;
 	int rc;
 
-	stub_provider_set_label(sp, STUB_LABEL_NONE);
-	expect_only(sp, GET_SANDBOX);
-	t = seed_transport(sp, true);
+	tt_env_start(&e, NULL, NULL, RESPONSE_MS, 0);
+	stub_provider_set_label(e.sp, STUB_LABEL_NONE);
+	expect_only(e.sp, GET_SANDBOX);
 
-	ck_assert_msg(transport_default_caps(t).jobs,
+	ck_assert_msg(transport_default_caps(e.t).jobs,
 		      "new sessions use the agent image");
 	sbx_error_clear(&err);
-	ck_assert_int_eq(transport_session_caps(t, "native", &existing, &err),
+	ck_assert_int_eq(transport_session_caps(e.t, "native", &existing, &err),
 			 0);
 	ck_assert(!existing.jobs);
 	ck_assert(!existing.supervisor_isolation);
 
 	sbx_error_clear(&err);
-	rc = start_job(t, "native", &err);
+	rc = start_job(e.t, "native", &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "OPERATION_NOT_SUPPORTED");
 
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 2);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_NATIVE_EXEC), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD), 2);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_NATIVE_EXEC), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-	transport_free(t);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -804,18 +732,19 @@ static enum stub_next counted_exec_handler(struct stub_agent *s,
 	bool missing;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	if (is(req, "POST", "/v1/exec")) {
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	if (tt_is(req, "POST", "/v1/exec")) {
 		pthread_mutex_lock(&c->mu);
 		c->calls++;
 		missing = c->missing;
 		pthread_mutex_unlock(&c->mu);
 		if (missing)
-			return answered(stub_reply(fd, 404, TEXT, "gone"));
-		return answered(stub_reply(fd, 200, TEXT, EXIT_FRAME));
+			return tt_answered(
+				stub_reply(fd, 404, TT_TEXT, "gone"));
+		return tt_answered(stub_reply(fd, 200, TT_TEXT, EXIT_FRAME));
 	}
-	return no_route(fd);
+	return tt_no_route(fd);
 }
 
 static unsigned exec_calls(struct counted_exec *c)
@@ -831,16 +760,15 @@ static unsigned exec_calls(struct counted_exec *c)
 static void cached_routes_row(int connect_failure, int missing)
 {
 	struct counted_exec c = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct stub_agent *s, *stale = NULL;
-	struct transport *t;
+	struct tt_env e;
+	struct stub_agent *stale = NULL;
 	struct sbx_error err;
 	struct output out;
 	char stale_url[64];
 	int rc;
 
 	c.missing = missing;
-	s = stub_agent_start(counted_exec_handler, &c);
+	tt_env_start(&e, counted_exec_handler, &c, RESPONSE_MS, TT_ROUTED);
 	if (connect_failure) {
 		stub_refused_url(stale_url, sizeof(stale_url));
 	} else {
@@ -848,24 +776,22 @@ static void cached_routes_row(int connect_failure, int missing)
 		snprintf(stale_url, sizeof(stale_url), "%s",
 			 stub_agent_url(stale));
 	}
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_provider_set_generation(sp, 7);
-	expect_only(sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
-				CALL(STUB_CALL_CREDENTIAL));
-	t = seed_transport(sp, true);
+	stub_provider_set_generation(e.sp, 7);
+	expect_only(e.sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
+				  CALL(STUB_CALL_CREDENTIAL));
 	/* An already-activated connection becomes stale when
 	 * the provider moves the port. */
-	transport_test_set_connection(t, SESSION, stale_url, cred(7));
+	transport_test_set_connection(e.t, TT_SESSION, stale_url, tt_cred(7));
 
 	output_init(&out);
 	sbx_error_clear(&err);
-	rc = run_command(t, SESSION, TRUE_ARGV, 1, &out, &err);
+	rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
 	if (missing) {
 		ck_assert_msg(rc < 0, "replacement 404 must "
 				      "stop after one retry");
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_COMMAND_FAILED");
-		ck_assert(slot_empty(t));
+		ck_assert(tt_slot_empty(e.t));
 	} else {
 		ck_assert_msg(rc == 0, "stale route connect=%d: %s",
 			      connect_failure, err.reason);
@@ -875,15 +801,10 @@ static void cached_routes_row(int connect_failure, int missing)
 	}
 	output_cleanup(&out);
 	ck_assert_uint_eq(exec_calls(&c), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 2);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	tt_assert_calls(e.sp, 2, 1, 1);
 
-	transport_free(t);
-	stub_agent_stop(s);
 	stub_agent_stop(stale);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 
 /*
@@ -948,27 +869,25 @@ START_TEST(ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes)
 	for (timeout = 0; timeout <= 1; timeout++) {
 		struct counted_exec c = {.mu = PTHREAD_MUTEX_INITIALIZER};
 		struct swallow w = {.mu = PTHREAD_MUTEX_INITIALIZER};
-		struct stub_provider *sp = stub_provider_new();
-		struct stub_agent *s, *stale;
-		struct transport *t;
+		struct tt_env e;
+		struct stub_agent *stale;
 		struct sbx_error err;
 		struct output out;
 		int rc;
 
 		w.timeout = timeout;
-		s = stub_agent_start(counted_exec_handler, &c);
+		tt_env_start(&e, counted_exec_handler, &c, RESPONSE_MS,
+			     TT_ROUTED);
 		stale = stub_agent_start(swallow_handler, &w);
-		stub_provider_set_route(sp, stub_agent_url(s));
-		stub_provider_set_generation(sp, 7);
-		expect_only(sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
-					CALL(STUB_CALL_CREDENTIAL));
-		t = seed_transport(sp, true);
-		transport_test_set_connection(t, SESSION, stub_agent_url(stale),
-					      cred(7));
+		stub_provider_set_generation(e.sp, 7);
+		expect_only(e.sp, GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
+					  CALL(STUB_CALL_CREDENTIAL));
+		transport_test_set_connection(
+			e.t, TT_SESSION, stub_agent_url(stale), tt_cred(7));
 
 		output_init(&out);
 		sbx_error_clear(&err);
-		rc = run_command(t, SESSION, TRUE_ARGV, 1, &out, &err);
+		rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
 		ck_assert_msg(rc < 0, "delivery is ambiguous");
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_OUTCOME_UNKNOWN");
@@ -981,7 +900,7 @@ START_TEST(ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes)
 
 		output_init(&out);
 		sbx_error_clear(&err);
-		rc = run_command(t, SESSION, TRUE_ARGV, 1, &out, &err);
+		rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
 		ck_assert_msg(rc == 0, "next call must refresh timeout=%d: %s",
 			      timeout, err.reason);
 		ck_assert_uint_eq(out.n, 1);
@@ -993,16 +912,10 @@ START_TEST(ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes)
 		pthread_mutex_unlock(&w.mu);
 		ck_assert_uint_eq(exec_calls(&c), 1);
 
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 3);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
-				  1);
-		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+		tt_assert_calls(e.sp, 3, 1, 1);
 
-		transport_free(t);
 		stub_agent_stop(stale);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -1021,9 +934,9 @@ static enum stub_next typed_missing_handler(struct stub_agent *s,
 	const char *body;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	if (is(req, "GET", "/v1/missing")) {
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	if (tt_is(req, "GET", "/v1/missing")) {
 		pthread_mutex_lock(&m->mu);
 		m->calls++;
 		pthread_mutex_unlock(&m->mu);
@@ -1033,68 +946,59 @@ static enum stub_next typed_missing_handler(struct stub_agent *s,
 			       "missing";
 		else
 			body = "JOB_NOT_FOUND: Job 'missing' was not found";
-		return answered(stub_reply(fd, 404, TEXT, body));
+		return tt_answered(stub_reply(fd, 404, TT_TEXT, body));
 	}
-	return no_route(fd);
+	return tt_no_route(fd);
 }
 
 static void typed_not_found_row(const char *code, int stale_first)
 {
 	struct typed_missing m = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct stub_agent *s, *stale;
-	struct transport *t;
+	struct tt_env e;
+	struct stub_agent *stale;
 	struct sbx_error err;
 	unsigned expected;
 	char url[256];
 	int rc;
 
 	m.code = code;
-	s = stub_agent_start(typed_missing_handler, &m);
+	tt_env_start(&e, typed_missing_handler, &m, RESPONSE_MS, TT_ROUTED);
 	stale = stub_agent_start(NULL, NULL);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_provider_set_generation(sp, 7);
-	expect_only(sp, stale_first ? GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
-					      CALL(STUB_CALL_CREDENTIAL)
-				    : 0);
-	t = seed_transport(sp, true);
-	transport_test_set_connection(
-		t, SESSION, stub_agent_url(stale_first ? stale : s), cred(7));
+	stub_provider_set_generation(e.sp, 7);
+	expect_only(e.sp, stale_first ? GET_SANDBOX | CALL(STUB_CALL_ROUTE) |
+						CALL(STUB_CALL_CREDENTIAL)
+				      : 0);
+	transport_test_set_connection(e.t, TT_SESSION,
+				      stub_agent_url(stale_first ? stale : e.s),
+				      tt_cred(7));
 
 	for (expected = 1; expected <= 2; expected++) {
 		struct transport_resp resp;
 
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
-		rc = raw_send(t, "GET", "/v1/missing", TRANSPORT_OP_READ, &resp,
-			      &err);
+		rc = raw_send(e.t, "GET", "/v1/missing", TRANSPORT_OP_READ,
+			      &resp, &err);
 		transport_resp_cleanup(&resp);
 		ck_assert_int_lt(rc, 0);
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_COMMAND_FAILED");
-		ck_assert_msg(error_mentions(&err, code), "%s", err.reason);
+		ck_assert_msg(tt_error_mentions(&err, code), "%s", err.reason);
 		ck_assert(!err.retryable);
 		ck_assert_int_eq(rc, -ENOENT);
 		pthread_mutex_lock(&m.mu);
 		ck_assert_uint_eq(m.calls, expected);
 		pthread_mutex_unlock(&m.mu);
-		ck_assert_msg(
-			transport_test_cached_url(t, SESSION, url, sizeof(url)),
-			"typed 404 keeps route");
-		ck_assert_str_eq(url, stub_agent_url(s));
+		ck_assert_msg(transport_test_cached_url(e.t, TT_SESSION, url,
+							sizeof(url)),
+			      "typed 404 keeps route");
+		ck_assert_str_eq(url, stub_agent_url(e.s));
 	}
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD),
-			  (unsigned)stale_first);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE),
-			  (unsigned)stale_first);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
-			  (unsigned)stale_first);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	tt_assert_calls(e.sp, (unsigned)stale_first, (unsigned)stale_first,
+			(unsigned)stale_first);
 
-	transport_free(t);
-	stub_agent_stop(s);
 	stub_agent_stop(stale);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 
 /*
@@ -1146,26 +1050,22 @@ static enum stub_next oversized_handler(struct stub_agent *s,
 static void oversized_row(int status, const char *op)
 {
 	struct scripted sc = {.status = status};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	bool read = strcmp(op, TRANSPORT_OP_READ) == 0;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	unsigned refreshes = status == 401;
 	char text[1024];
 	int rc;
 
-	s = stub_agent_start(oversized_handler, &sc);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_provider_set_generation(sp, 7);
-	expect_only(sp, CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL));
-	t = seed_transport(sp, true);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	tt_env_start(&e, oversized_handler, &sc, RESPONSE_MS,
+		     TT_ROUTED | TT_CONNECTED);
+	stub_provider_set_generation(e.sp, 7);
+	expect_only(e.sp, CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL));
 
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	rc = raw_send(t, "GET", "/v1/missing", op, &resp, &err);
+	rc = raw_send(e.t, "GET", "/v1/missing", op, &resp, &err);
 	transport_resp_cleanup(&resp);
 	sbx_error_describe(&err, text, sizeof(text));
 	ck_assert_int_lt(rc, 0);
@@ -1175,18 +1075,17 @@ static void oversized_row(int status, const char *op)
 			      : "SANDBOX_OUTCOME_UNKNOWN");
 	ck_assert_int_eq(err.retryable, read);
 	if (status != 401)
-		ck_assert(slot_empty(t));
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
-	ck_assert_uint_eq(stub_agent_accepts(s), 1);
-	ck_assert_uint_le(stub_provider_calls(sp, STUB_CALL_ROUTE), refreshes);
-	ck_assert_uint_le(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
+		ck_assert(tt_slot_empty(e.t));
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+	ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
+	ck_assert_uint_le(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
 			  refreshes);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_uint_le(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL),
+			  refreshes);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD), 0);
+	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 
 /*
@@ -1239,25 +1138,21 @@ START_TEST(unfinished_not_found_body_is_bounded_and_never_replayed)
 
 	for (disconnect = 0; disconnect <= 1; disconnect++) {
 		struct scripted sc = {.disconnect = disconnect};
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		long long t0, elapsed;
 		int rc;
 
-		s = stub_agent_start(unfinished_handler, &sc);
-		expect_only(sp, 0);
-		t = seed_transport(sp, true);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
+		tt_env_start(&e, unfinished_handler, &sc, RESPONSE_MS,
+			     TT_CONNECTED);
+		expect_only(e.sp, 0);
 
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
 		t0 = th_now_ms();
-		rc = raw_send(t, "GET", "/v1/missing", TRANSPORT_OP_EXEC, &resp,
-			      &err);
+		rc = raw_send(e.t, "GET", "/v1/missing", TRANSPORT_OP_EXEC,
+			      &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(elapsed < 3 * RESPONSE_MS,
@@ -1268,14 +1163,13 @@ START_TEST(unfinished_not_found_body_is_bounded_and_never_replayed)
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_OUTCOME_UNKNOWN");
 		ck_assert(!err.retryable);
-		ck_assert(slot_empty(t));
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+		ck_assert(tt_slot_empty(e.t));
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
+		ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -1297,24 +1191,20 @@ static enum stub_next stalled_error_handler(struct stub_agent *s,
 static void stalled_error_row(int status, const char *op)
 {
 	struct scripted sc = {.status = status};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	bool idempotent = strcmp(op, TRANSPORT_OP_READ) == 0;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	long long t0, elapsed;
 	int rc;
 
-	s = stub_agent_start(stalled_error_handler, &sc);
-	expect_only(sp, 0);
-	t = seed_transport(sp, true);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	tt_env_start(&e, stalled_error_handler, &sc, RESPONSE_MS, TT_CONNECTED);
+	expect_only(e.sp, 0);
 
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
 	t0 = th_now_ms();
-	rc = raw_send(t, "POST", "/v1/test", op, &resp, &err);
+	rc = raw_send(e.t, "POST", "/v1/test", op, &resp, &err);
 	elapsed = th_now_ms() - t0;
 	transport_resp_cleanup(&resp);
 	ck_assert_msg(elapsed < 3 * RESPONSE_MS,
@@ -1326,15 +1216,15 @@ static void stalled_error_row(int status, const char *op)
 			 idempotent ? "SANDBOX_UNREACHABLE"
 				    : "SANDBOX_OUTCOME_UNKNOWN");
 	ck_assert_int_eq(err.retryable, idempotent);
-	ck_assert_msg(error_mentions(&err, "body"), "%s", err.reason);
-	ck_assert(slot_empty(t));
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_msg(tt_error_mentions(&err, "body"), "%s", err.reason);
+	ck_assert(tt_slot_empty(e.t));
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-	transport_free(t);
-	stub_agent_stop(s);
+	transport_free(e.t);
+	stub_agent_stop(e.s);
 	ck_assert(sc.stalled_until_stop);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 
 /*
@@ -1367,7 +1257,7 @@ static enum stub_next first_second_handler(struct stub_agent *s,
 {
 	struct first_second *f = arg;
 
-	if (is(req, "POST", "/v1/first")) {
+	if (tt_is(req, "POST", "/v1/first")) {
 		pthread_mutex_lock(&f->mu);
 		f->calls++;
 		pthread_mutex_unlock(&f->mu);
@@ -1376,9 +1266,9 @@ static enum stub_next first_second_handler(struct stub_agent *s,
 			stub_wait(s, STUB_IDLE_MS);
 		return STUB_CLOSE;
 	}
-	if (is(req, "POST", "/v1/second"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	return no_route(fd);
+	if (tt_is(req, "POST", "/v1/second"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	return tt_no_route(fd);
 }
 
 /* tokio::sync::Notify */
@@ -1433,44 +1323,6 @@ static void *first_call_main(void *arg)
 	return NULL;
 }
 
-/* Wait for *flag under mu/cond for at most ms; its final value. */
-static bool wait_flag(pthread_mutex_t *mu, pthread_cond_t *cond,
-		      const bool *flag, long ms)
-{
-	long long until = th_now_ms() + ms;
-	struct timespec ts;
-	bool v;
-
-	pthread_mutex_lock(mu);
-	while (!*flag) {
-		long long now = th_now_ms();
-
-		if (now >= until)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (until - now) / 1000;
-		ts.tv_nsec += ((until - now) % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(cond, mu, &ts);
-	}
-	v = *flag;
-	pthread_mutex_unlock(mu);
-	return v;
-}
-
-static void cond_init_monotonic(pthread_cond_t *cond)
-{
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(cond, &ca);
-	pthread_condattr_destroy(&ca);
-}
-
 /*
  * Seed: a runCommand answered by a 401 whose body never comes refreshes
  * its credential (read_file notifies) while still reading nothing; a
@@ -1487,31 +1339,27 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 	struct first_second f = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct notify refreshed = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct first_call fc = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	long long t0, elapsed;
 	pthread_t first;
 	bool first_done;
 	int rc;
 
-	cond_init_monotonic(&refreshed.cond);
-	cond_init_monotonic(&fc.cond);
-	s = stub_agent_start(first_second_handler, &f);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_provider_set_generation(sp, 7);
-	stub_provider_set_hook(sp, STUB_CALL_CREDENTIAL, notify_refresh,
+	clock_cond_init(&refreshed.cond);
+	clock_cond_init(&fc.cond);
+	tt_env_start(&e, first_second_handler, &f, RESPONSE_MS,
+		     TT_ROUTED | TT_CONNECTED);
+	stub_provider_set_generation(e.sp, 7);
+	stub_provider_set_hook(e.sp, STUB_CALL_CREDENTIAL, notify_refresh,
 			       &refreshed);
-	expect_only(sp, CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL));
-	t = seed_transport(sp, true);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	expect_only(e.sp, CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL));
 
-	fc.t = t;
+	fc.t = e.t;
 	ck_assert(pthread_create(&first, NULL, first_call_main, &fc) == 0);
-	ck_assert_msg(wait_flag(&refreshed.mu, &refreshed.cond,
-				&refreshed.fired, 3 * RESPONSE_MS),
+	ck_assert_msg(tt_wait_flag(&refreshed.mu, &refreshed.cond,
+				   &refreshed.fired, 3 * RESPONSE_MS),
 		      "the first call must refresh its credential");
 	pthread_mutex_lock(&fc.mu);
 	first_done = fc.done;
@@ -1526,7 +1374,8 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
 	t0 = th_now_ms();
-	rc = raw_send(t, "POST", "/v1/second", TRANSPORT_OP_READ, &resp, &err);
+	rc = raw_send(e.t, "POST", "/v1/second", TRANSPORT_OP_READ, &resp,
+		      &err);
 	elapsed = th_now_ms() - t0;
 	pthread_mutex_lock(&fc.mu);
 	first_done = fc.done;
@@ -1540,7 +1389,7 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 	ck_assert_msg(!first_done, "the second call waited for the first");
 	transport_resp_cleanup(&resp);
 
-	ck_assert_msg(wait_flag(&fc.mu, &fc.cond, &fc.done, 3 * RESPONSE_MS),
+	ck_assert_msg(tt_wait_flag(&fc.mu, &fc.cond, &fc.done, 3 * RESPONSE_MS),
 		      "the stalled 401 must meet its body deadline");
 	pthread_join(first, NULL);
 	ck_assert_int_lt(fc.rc, 0);
@@ -1549,14 +1398,9 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 	pthread_mutex_lock(&f.mu);
 	ck_assert_msg(f.calls == 1, "the first operation must not replay");
 	pthread_mutex_unlock(&f.mu);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	tt_assert_calls(e.sp, 0, 1, 1);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 	pthread_cond_destroy(&refreshed.cond);
 	pthread_cond_destroy(&fc.cond);
 }
