@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The transport core beyond the seed's scenarios (those are in
- * check_transport_seed.c): connection reuse and concurrency, every
- * deadline (connect, response headers, success-body idle), body bounds,
- * redirects, the route policy and credential checks, the label decision,
- * gone sandboxes, typed file-extension refusals, the errno a user sees
- * for each outcome (SEMANTICS.md, errors), and transport_http for providers. A few
- * cases check the stub agent itself, since every other case trusts it.
+ * check_transport_seed.c): connection reuse and concurrency, redirects,
+ * the route policy and credential checks, the label decision, gone
+ * sandboxes, typed file-extension refusals and the errno a user sees for
+ * each outcome (SEMANTICS.md, errors). The deadlines are
+ * check_transport_deadline.c's, transport_http and the stub agent itself
+ * check_transport_http.c's.
  *
  * Everything runs on loopback against stub_agent and stub_provider; no
  * real agent or provider is involved.
@@ -44,35 +44,6 @@ static struct transport *new_transport(struct stub_provider *sp,
 
 	stub_transport_config(&cfg, response_ms, true);
 	return stub_transport_new(sp, &cfg);
-}
-
-/* A GET on the session (a read: idempotent). */
-static int get(struct transport *t, const char *path,
-	       struct transport_resp *resp, struct sbx_error *err)
-{
-	struct transport_req req;
-
-	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, TT_SESSION, &req, resp, err);
-}
-
-/* A POST that may run a command (not idempotent). */
-static int exec_post(struct transport *t, const char *path,
-		     struct transport_resp *resp, struct sbx_error *err)
-{
-	static const char body[] = "{\"command\":[\"true\"],\"timeoutMs\":5000,"
-				   "\"cwd\":null,\"env\":{}}";
-	struct transport_req req;
-
-	tt_req_init(&req, "POST", path, TRANSPORT_OP_EXEC, TRANSPORT_COMMAND);
-	req.content_type = "application/json";
-	req.body = body;
-	req.body_len = sizeof(body) - 1;
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, TT_SESSION, &req, resp, err);
 }
 
 /* An agent whose activation succeeds and whose other routes answer
@@ -124,7 +95,7 @@ START_TEST(keep_alive_reuses_one_connection)
 
 	tt_env_start(&e, pong_handler, &a, LONG_MS, TT_CONNECTED);
 	for (i = 0; i < 20; i++) {
-		rc = get(e.t, "/v1/ping", &resp, &err);
+		rc = tt_get(e.t, "/v1/ping", &resp, &err);
 		ck_assert_msg(rc == 0, "request %d: %d %s", i, rc, err.reason);
 		ck_assert_int_eq(resp.status, 200);
 		ck_assert_uint_eq(resp.body.len, 4);
@@ -140,7 +111,7 @@ START_TEST(keep_alive_reuses_one_connection)
 	transport_forget(e.t, TT_SESSION);
 	ck_assert(tt_slot_empty(e.t));
 	stub_provider_set_route(e.sp, stub_agent_url(e.s));
-	rc = get(e.t, "/v1/ping", &resp, &err);
+	rc = tt_get(e.t, "/v1/ping", &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(pong_activations(&a), 1);
@@ -288,365 +259,6 @@ START_TEST(concurrent_requests_share_one_activation_without_replay)
 }
 END_TEST
 
-/* ---- deadlines ----------------------------------------------------------- */
-
-/*
- * A connect that nobody completes (a loopback listener whose accept queue
- * is full: Linux drops the SYNs) ends at the connect deadline, far before
- * the response deadline, as a retryable unreachable error. Both the first
- * fetch-and-activate and the refresh after a cached route's connect
- * failure are bounded so.
- */
-START_TEST(connect_deadline_bounds_a_swallowed_connect)
-{
-	struct stub_provider *sp;
-	struct stub_blackhole bh;
-	struct transport_config cfg;
-	struct transport_resp resp;
-	struct transport *t;
-	struct sbx_error err;
-	long long t0, elapsed;
-	int cached, rc;
-
-	rc = stub_blackhole_open(&bh);
-	if (rc == -EAGAIN) {
-		/* Some network stacks complete the connect anyway; then no
-		 * loopback address can stand for an unresponsive host. */
-		fprintf(stderr, "connect deadline: skipped, this system "
-				"completes connects to a full accept queue\n");
-		return;
-	}
-	ck_assert_int_eq(rc, 0);
-	for (cached = 0; cached <= 1; cached++) {
-		sp = stub_provider_new();
-		stub_provider_set_route(sp, bh.url);
-		stub_transport_config(&cfg, LONG_MS, true);
-		cfg.connect_timeout_ms = 300;
-		t = stub_transport_new(sp, &cfg);
-		if (cached)
-			transport_test_set_connection(t, TT_SESSION, bh.url,
-						      tt_cred(0));
-		t0 = th_now_ms();
-		rc = exec_post(t, "/v1/exec", &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= 250 && elapsed < 2500,
-			      "cached=%d: %lld ms", cached, elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 "SANDBOX_UNREACHABLE");
-		ck_assert(err.retryable);
-		ck_assert(tt_slot_empty(t));
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-		transport_free(t);
-		stub_provider_free(sp);
-	}
-	stub_blackhole_close(&bh);
-}
-END_TEST
-
-/*
- * An agent that reads the request and never answers: the error comes at
- * the response deadline, SANDBOX_UNREACHABLE (retryable) for a read and
- * SANDBOX_OUTCOME_UNKNOWN (not retryable) for a command; the request is
- * delivered once, the route is dropped and the provider is not asked for
- * a new one.
- */
-START_TEST(response_deadline_is_never_replayed)
-{
-	int command;
-
-	for (command = 0; command <= 1; command++) {
-		struct tt_env e;
-		struct transport_resp resp;
-		struct sbx_error err;
-		long long t0, elapsed;
-		int rc;
-
-		tt_env_start(&e, tt_silent_handler, NULL, SHORT_MS,
-			     TT_ROUTED | TT_CONNECTED);
-		t0 = th_now_ms();
-		rc = command ? exec_post(e.t, "/v1/exec", &resp, &err)
-			     : get(e.t, "/v1/files?path=a", &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
-				      elapsed < 3 * SHORT_MS,
-			      "%lld ms", elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
-		ck_assert_int_eq(err.retryable, !command);
-		ck_assert_int_eq(sbx_error_errno(&err), -EIO);
-		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
-		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
-		ck_assert(tt_slot_empty(e.t));
-		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
-				  0);
-
-		tt_env_stop(&e);
-	}
-}
-END_TEST
-
-/* A success whose body stops after a few bytes. */
-static enum stub_next stalled_success_handler(struct stub_agent *s,
-					      const struct stub_req *req,
-					      int fd, void *arg)
-{
-	(void)req;
-	(void)arg;
-	if (stub_reply_head(fd, 200, "application/x-ndjson", 100, NULL) == 0 &&
-	    stub_sendf(fd, "{\"t\":\"stdout\"") == 0)
-		stub_wait(s, STUB_IDLE_MS);
-	return STUB_CLOSE;
-}
-
-/*
- * A 200 whose body stalls ends at the body idle deadline: unreachable
- * (retryable) for a buffered read, outcome unknown for a streamed
- * command; never replayed.
- */
-START_TEST(stalled_success_body_meets_the_idle_deadline)
-{
-	int command;
-
-	for (command = 0; command <= 1; command++) {
-		struct tt_env e;
-		struct buf streamed = BUF_INIT(4096);
-		struct transport_req req;
-		struct transport_resp resp;
-		struct sbx_error err;
-		long long t0, elapsed;
-		int rc;
-
-		tt_env_start(&e, stalled_success_handler, NULL, SHORT_MS,
-			     TT_CONNECTED);
-		if (command) {
-			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				    TRANSPORT_COMMAND);
-			req.sink = tt_sink_to_buf;
-			req.sink_arg = &streamed;
-		} else {
-			tt_req_init(&req, "GET", "/v1/files?path=a",
-				    TRANSPORT_OP_READ, TRANSPORT_SAFE);
-		}
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		t0 = th_now_ms();
-		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
-				      elapsed < 3 * SHORT_MS,
-			      "%lld ms", elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
-		ck_assert_int_eq(err.retryable, !command);
-		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
-		if (command)
-			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
-		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
-				  0);
-
-		buf_cleanup(&streamed);
-		tt_env_stop(&e);
-	}
-}
-END_TEST
-
-/*
- * A body that never pauses long enough for the idle deadline still ends
- * at the request's overall deadline_ms, and is not asked for again.
- */
-START_TEST(overall_deadline_bounds_a_trickling_body)
-{
-	/* One byte every 50 ms: never silent for long. */
-	struct tt_trickle trickle = {100, 50};
-	struct tt_env e;
-	struct transport_req req;
-	struct transport_resp resp;
-	struct sbx_error err;
-	long long t0, elapsed;
-	int rc;
-
-	tt_env_start(&e, tt_trickle_handler, &trickle, SHORT_MS, TT_CONNECTED);
-	tt_req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ,
-		    TRANSPORT_SAFE);
-	req.deadline_ms = 2 * SHORT_MS;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-	elapsed = th_now_ms() - t0;
-	transport_resp_cleanup(&resp);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
-		      "%lld ms", elapsed);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
-
-	tt_env_stop(&e);
-}
-END_TEST
-
-static enum stub_next big_success_handler(struct stub_agent *s,
-					  const struct stub_req *req, int fd,
-					  void *arg)
-{
-	char body[5000];
-
-	(void)s;
-	(void)req;
-	(void)arg;
-	memset(body, 'b', sizeof(body));
-	return tt_answered(stub_reply_n(fd, 200, TT_TEXT, body, sizeof(body)));
-}
-
-static int refusing_sink(void *arg, const void *data, size_t len)
-{
-	(void)arg;
-	(void)data;
-	(void)len;
-	return -ECANCELED;
-}
-
-/*
- * A buffered success body over max_body is -EFBIG, and is not asked for
- * twice; a sink that refuses the bytes ends the transfer with its own
- * errno.
- */
-START_TEST(success_body_bounds)
-{
-	struct tt_env e;
-	struct transport_req req;
-	struct transport_resp resp;
-	struct sbx_error err;
-	int rc;
-
-	tt_env_start(&e, big_success_handler, NULL, LONG_MS, TT_CONNECTED);
-
-	tt_req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ,
-		    TRANSPORT_SAFE);
-	req.max_body = 1000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-	ck_assert_int_eq(rc, -EFBIG);
-	ck_assert_int_eq(sbx_error_errno(&err), -EFBIG);
-	ck_assert_uint_le(resp.body.len, 1000);
-	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
-
-	/* The same body fits a larger bound. */
-	req.max_body = 5000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_uint_eq(resp.body.len, 5000);
-	transport_resp_cleanup(&resp);
-
-	tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-		    TRANSPORT_COMMAND);
-	req.sink = refusing_sink;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-	ck_assert_int_eq(rc, -ECANCELED);
-	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_requests(e.s), 3);
-
-	tt_env_stop(&e);
-}
-END_TEST
-
-struct health_agent {
-	pthread_mutex_t mu;
-	const char *answer;
-	unsigned polls;
-};
-
-static enum stub_next health_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	struct health_agent *h = arg;
-	const char *answer;
-
-	(void)s;
-	if (!tt_is(req, "GET", "/v1/health"))
-		return tt_answered(stub_reply(fd, 204, NULL, NULL));
-	pthread_mutex_lock(&h->mu);
-	h->polls++;
-	answer = h->answer;
-	pthread_mutex_unlock(&h->mu);
-	return tt_answered(stub_reply(fd, 200, "application/json", answer));
-}
-
-/*
- * Readiness is polled every ready_interval_ms and given up at
- * ready_timeout_ms with SANDBOX_UNREACHABLE: here the image command
- * failed, so the agent never counts as ready. The same agent reporting
- * ready passes at once and fills the health answer.
- */
-START_TEST(readiness_wait_gives_up_at_its_deadline)
-{
-	struct health_agent h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_config cfg;
-	struct proto_health health;
-	struct stub_agent *s;
-	struct transport *t;
-	struct sbx_error err;
-	long long t0, elapsed;
-	int rc;
-
-	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
-		   "\"imageCommand\":{\"status\":\"failed\"}}";
-	s = stub_agent_start(health_handler, &h);
-	/* A poll cut off by the deadline may drop the connection: the
-	 * provider can hand the route out again. */
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_transport_config(&cfg, SHORT_MS, true);
-	cfg.ready_timeout_ms = 400;
-	cfg.ready_interval_ms = 50;
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-				      tt_cred(7));
-
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
-	elapsed = th_now_ms() - t0;
-	ck_assert_int_lt(rc, 0);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_msg(elapsed >= 380 && elapsed < 1500, "%lld ms", elapsed);
-	pthread_mutex_lock(&h.mu);
-	ck_assert_uint_ge(h.polls, 3);
-	ck_assert_uint_le(h.polls, 10);
-	h.answer =
-		"{\"protocolVersion\":1,\"status\":\"ready\","
-		"\"imageCommand\":{\"status\":\"running\"},\"bootId\":\"b1\"}";
-	pthread_mutex_unlock(&h.mu);
-
-	sbx_error_clear(&err);
-	memset(&health, 0, sizeof(health));
-	rc = transport_wait_ready(t, TT_SESSION, &health, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_int_eq(health.protocol_version, 1);
-	ck_assert_str_eq(health.status, "ready");
-	ck_assert_str_eq(health.boot_id, "b1");
-
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
-}
-END_TEST
-
 /* ---- redirects, routes and credentials ----------------------------------- */
 
 struct redirect {
@@ -684,7 +296,7 @@ START_TEST(redirects_are_not_followed)
 	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(a),
 				      tt_cred(7));
 
-	rc = get(e.t, "/v1/ping", &resp, &err);
+	rc = tt_get(e.t, "/v1/ping", &resp, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_int_eq(err.status, 302);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
@@ -754,7 +366,7 @@ START_TEST(route_policy_refusal_reads_no_credential)
 		}
 		stub_provider_set_route(sp, route);
 		t = new_transport(sp, LONG_MS);
-		rc = get(t, "/v1/ping", &resp, &err);
+		rc = tt_get(t, "/v1/ping", &resp, &err);
 		transport_resp_cleanup(&resp);
 		assert_transport_invalid(rc, &err);
 		stub_provider_last_checked_route(sp, checked, sizeof(checked));
@@ -838,7 +450,7 @@ START_TEST(credential_validation)
 		else
 			stub_provider_set_generation(sp, 7);
 		t = new_transport(sp, LONG_MS);
-		rc = get(t, "/v1/ping", &resp, &err);
+		rc = tt_get(t, "/v1/ping", &resp, &err);
 		transport_resp_cleanup(&resp);
 		if (i < nbad) {
 			assert_transport_invalid(rc, &err);
@@ -1185,242 +797,6 @@ START_TEST(outcome_errno_mapping)
 }
 END_TEST
 
-/* ---- transport_http ------------------------------------------------------ */
-
-struct http_seen {
-	pthread_mutex_t mu;
-	char method[16];
-	char target[2048];
-	char auth[512];
-	char headers[2048];
-	char body[256];
-	char location[128];
-};
-
-static enum stub_next http_handler(struct stub_agent *s,
-				   const struct stub_req *req, int fd,
-				   void *arg)
-{
-	struct http_seen *h = arg;
-	char big[5000], extra[192];
-
-	(void)s;
-	pthread_mutex_lock(&h->mu);
-	snprintf(h->method, sizeof(h->method), "%s", req->method);
-	snprintf(h->target, sizeof(h->target), "%s", req->target);
-	snprintf(h->auth, sizeof(h->auth), "%s", req->auth);
-	snprintf(h->headers, sizeof(h->headers), "%s", req->headers);
-	snprintf(h->body, sizeof(h->body), "%s", req->body);
-	snprintf(extra, sizeof(extra), "Location: %s\r\n", h->location);
-	pthread_mutex_unlock(&h->mu);
-	if (strcmp(req->path, "/plain") == 0)
-		return tt_answered(stub_reply(fd, 200, "application/json",
-					      "{\"hello\":1}"));
-	if (strcmp(req->path, "/redirect") == 0)
-		return tt_answered(stub_reply_head(fd, 302, NULL, 0, extra));
-	if (strcmp(req->path, "/big") == 0) {
-		memset(big, 'b', sizeof(big));
-		return tt_answered(
-			stub_reply_n(fd, 200, TT_TEXT, big, sizeof(big)));
-	}
-	if (strcmp(req->path, "/stall") == 0) {
-		stub_wait(s, STUB_IDLE_MS);
-		return STUB_CLOSE;
-	}
-	return tt_answered(stub_reply(fd, 404, NULL, NULL));
-}
-
-static void http_req(struct transport_http_req *hr, const char *method,
-		     const char *url)
-{
-	memset(hr, 0, sizeof(*hr));
-	hr->method = method;
-	hr->url = url;
-	hr->max_body = 65536;
-	hr->connect_timeout_ms = 2000;
-	hr->timeout_ms = 5000;
-}
-
-/*
- * transport_http, the providers' plain client: a GET with extra headers
- * and a POST with a typed body arrive as sent; a 3xx is returned, not
- * followed (the target sees nothing); a body over max_body is -EFBIG; a
- * refused port and a silent server are errors within their deadlines.
- */
-START_TEST(transport_http_is_bounded_and_follows_nothing)
-{
-	static const char *const headers[] = {"Authorization: Bearer secret",
-					      "X-Test: 1", NULL};
-	struct http_seen h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct transport_http_req hr;
-	struct transport_resp resp;
-	struct stub_agent *s, *other;
-	struct sbx_error err;
-	char url[256], refused[64];
-	long long t0, elapsed;
-	int rc;
-
-	other = stub_agent_start(NULL, NULL);
-	snprintf(h.location, sizeof(h.location), "%splain",
-		 stub_agent_url(other));
-	s = stub_agent_start(http_handler, &h);
-
-	snprintf(url, sizeof(url), "%splain?x=1", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	hr.headers = headers;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_int_eq(resp.status, 200);
-	ck_assert_str_eq(resp.body.data, "{\"hello\":1}");
-	ck_assert_str_eq(resp.content_type, "application/json");
-	transport_resp_cleanup(&resp);
-	pthread_mutex_lock(&h.mu);
-	ck_assert_str_eq(h.method, "GET");
-	ck_assert_str_eq(h.target, "/plain?x=1");
-	ck_assert_str_eq(h.auth, "Bearer secret");
-	ck_assert_ptr_nonnull(strstr(h.headers, "X-Test: 1\r\n"));
-	pthread_mutex_unlock(&h.mu);
-
-	snprintf(url, sizeof(url), "%splain", stub_agent_url(s));
-	http_req(&hr, "POST", url);
-	hr.content_type = "application/json";
-	hr.body = "{\"a\":2}";
-	hr.body_len = 7;
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	transport_resp_cleanup(&resp);
-	pthread_mutex_lock(&h.mu);
-	ck_assert_str_eq(h.method, "POST");
-	ck_assert_str_eq(h.body, "{\"a\":2}");
-	ck_assert_ptr_nonnull(
-		strstr(h.headers, "Content-Type: application/json\r\n"));
-	pthread_mutex_unlock(&h.mu);
-
-	snprintf(url, sizeof(url), "%sredirect", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_int_eq(resp.status, 302);
-	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_accepts(other), 0);
-
-	snprintf(url, sizeof(url), "%sbig", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	hr.max_body = 1000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_int_eq(rc, -EFBIG);
-	transport_resp_cleanup(&resp);
-	hr.max_body = 5000;
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_uint_eq(resp.body.len, 5000);
-	transport_resp_cleanup(&resp);
-
-	stub_refused_url(refused, sizeof(refused));
-	http_req(&hr, "GET", refused);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_int_ne(err.code, SBX_OK);
-	transport_resp_cleanup(&resp);
-
-	snprintf(url, sizeof(url), "%sstall", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	hr.timeout_ms = 300;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_http(&hr, &resp, &err);
-	elapsed = th_now_ms() - t0;
-	ck_assert_int_lt(rc, 0);
-	ck_assert_int_ne(err.code, SBX_OK);
-	ck_assert_msg(elapsed >= 280 && elapsed < 2000, "%lld ms", elapsed);
-	transport_resp_cleanup(&resp);
-
-	stub_agent_stop(s);
-	stub_agent_stop(other);
-}
-END_TEST
-
-/* ---- the stub agent itself ----------------------------------------------- */
-
-struct stall_probe {
-	bool full; /* what stub_wait returned */
-	unsigned nth;
-};
-
-static enum stub_next stall_probe_handler(struct stub_agent *s,
-					  const struct stub_req *req, int fd,
-					  void *arg)
-{
-	struct stall_probe *p = arg;
-
-	if (strcmp(req->path, "/stall") == 0) {
-		p->full = stub_wait(s, STUB_IDLE_MS);
-		return STUB_CLOSE;
-	}
-	p->nth = req->nth;
-	if (strcmp(req->path, "/last") == 0) {
-		stub_reply(fd, 200, TT_TEXT, "last");
-		return STUB_CLOSE;
-	}
-	return tt_answered(stub_reply(fd, 200, TT_TEXT, "more"));
-}
-
-/*
- * The fixtures the other cases trust: two requests on one connection are
- * one accept and two requests; a stalled handler ends as soon as the stub
- * stops; the refused URL refuses.
- */
-START_TEST(stub_agent_counts_and_stops_promptly)
-{
-	static const char two[] = "GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
-				  "POST /last HTTP/1.1\r\nHost: x\r\n"
-				  "Content-Length: 3\r\n\r\nabc";
-	static const char stall[] = "GET /stall HTTP/1.1\r\nHost: x\r\n\r\n";
-	struct stall_probe p = {.full = true};
-	struct buf out = BUF_INIT(65536);
-	struct stub_agent *s;
-	char refused[64];
-	unsigned port;
-	long long t0;
-
-	s = stub_agent_start(stall_probe_handler, &p);
-	ck_assert_int_gt(
-		th_raw(stub_agent_port(s), two, sizeof(two) - 1, &out, 2000),
-		0);
-	ck_assert_ptr_nonnull(strstr(out.data, "HTTP/1.1 200 OK\r\n"));
-	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\nmore"));
-	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\nlast"));
-	ck_assert_uint_eq(stub_agent_accepts(s), 1);
-	ck_assert_uint_eq(stub_agent_requests(s), 2);
-
-	buf_reset(&out);
-	ck_assert_int_eq(
-		th_raw(stub_agent_port(s), stall, sizeof(stall) - 1, &out, 100),
-		0);
-	ck_assert(stub_agent_wait_requests(s, 3, 2000));
-	t0 = th_now_ms();
-	stub_agent_stop(s);
-	ck_assert_int_lt(th_now_ms() - t0, 1000);
-	ck_assert(!p.full);
-	ck_assert_uint_eq(p.nth, 2);
-
-	stub_refused_url(refused, sizeof(refused));
-	ck_assert_int_eq(sscanf(refused, "http://127.0.0.1:%u/", &port), 1);
-	ck_assert_int_eq(th_raw(port, stall, sizeof(stall) - 1, &out, 500), -1);
-	buf_cleanup(&out);
-}
-END_TEST
-
 Suite *make_transport_suite(void)
 {
 	Suite *s = suite_create("transport");
@@ -1431,16 +807,6 @@ Suite *make_transport_suite(void)
 	tcase_add_test(tc, keep_alive_reuses_one_connection);
 	tcase_add_test(tc,
 		       concurrent_requests_share_one_activation_without_replay);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("deadlines");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, connect_deadline_bounds_a_swallowed_connect);
-	tcase_add_test(tc, response_deadline_is_never_replayed);
-	tcase_add_test(tc, stalled_success_body_meets_the_idle_deadline);
-	tcase_add_test(tc, overall_deadline_bounds_a_trickling_body);
-	tcase_add_test(tc, success_body_bounds);
-	tcase_add_test(tc, readiness_wait_gives_up_at_its_deadline);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("policy");
@@ -1459,14 +825,5 @@ Suite *make_transport_suite(void)
 	tcase_add_test(tc, outcome_errno_mapping);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("http");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, transport_http_is_bounded_and_follows_nothing);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("stub");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, stub_agent_counts_and_stops_promptly);
-	suite_add_tcase(s, tc);
 	return s;
 }

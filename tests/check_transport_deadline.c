@@ -6,7 +6,10 @@
  * for it (an exchange, the wait for a connection another request is
  * refreshing), except a request that says it outlives it; the readiness
  * deadline bounds the activation too, and a readiness probe drops only the
- * connection that carried its answer (rules 7).
+ * connection that carried its answer (rules 7). Also the connect deadline,
+ * the response deadline of a silent agent, the idle deadline inside a
+ * success body, a success body's bounds and the readiness wait's own
+ * deadline.
  *
  * Everything runs on loopback against stub_agent and stub_provider.
  */
@@ -27,6 +30,11 @@
 #include "tests/stub_provider.h"
 #include "tests/transport_helpers.h"
 #include "client/transport.h"
+
+/* Deadline for the cases that measure one (small, to keep them quick). */
+#define SHORT_MS 200L
+/* Deadline for the cases that must not hit one. */
+#define LONG_MS 5000L
 
 /*
  * An agent that trickles one byte a second never lets the idle deadline
@@ -424,6 +432,365 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 }
 END_TEST
 
+/* ---- connect, response, idle and readiness deadlines --------------------- */
+
+/*
+ * A connect that nobody completes (a loopback listener whose accept queue
+ * is full: Linux drops the SYNs) ends at the connect deadline, far before
+ * the response deadline, as a retryable unreachable error. Both the first
+ * fetch-and-activate and the refresh after a cached route's connect
+ * failure are bounded so.
+ */
+START_TEST(connect_deadline_bounds_a_swallowed_connect)
+{
+	struct stub_provider *sp;
+	struct stub_blackhole bh;
+	struct transport_config cfg;
+	struct transport_resp resp;
+	struct transport *t;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int cached, rc;
+
+	rc = stub_blackhole_open(&bh);
+	if (rc == -EAGAIN) {
+		/* Some network stacks complete the connect anyway; then no
+		 * loopback address can stand for an unresponsive host. */
+		fprintf(stderr, "connect deadline: skipped, this system "
+				"completes connects to a full accept queue\n");
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	for (cached = 0; cached <= 1; cached++) {
+		sp = stub_provider_new();
+		stub_provider_set_route(sp, bh.url);
+		stub_transport_config(&cfg, LONG_MS, true);
+		cfg.connect_timeout_ms = 300;
+		t = stub_transport_new(sp, &cfg);
+		if (cached)
+			transport_test_set_connection(t, TT_SESSION, bh.url,
+						      tt_cred(0));
+		t0 = th_now_ms();
+		rc = tt_exec_post(t, "/v1/exec", &resp, &err);
+		elapsed = th_now_ms() - t0;
+		transport_resp_cleanup(&resp);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_msg(elapsed >= 250 && elapsed < 2500,
+			      "cached=%d: %lld ms", cached, elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 "SANDBOX_UNREACHABLE");
+		ck_assert(err.retryable);
+		ck_assert(tt_slot_empty(t));
+		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
+		transport_free(t);
+		stub_provider_free(sp);
+	}
+	stub_blackhole_close(&bh);
+}
+END_TEST
+
+/*
+ * An agent that reads the request and never answers: the error comes at
+ * the response deadline, SANDBOX_UNREACHABLE (retryable) for a read and
+ * SANDBOX_OUTCOME_UNKNOWN (not retryable) for a command; the request is
+ * delivered once, the route is dropped and the provider is not asked for
+ * a new one.
+ */
+START_TEST(response_deadline_is_never_replayed)
+{
+	int command;
+
+	for (command = 0; command <= 1; command++) {
+		struct tt_env e;
+		struct transport_resp resp;
+		struct sbx_error err;
+		long long t0, elapsed;
+		int rc;
+
+		tt_env_start(&e, tt_silent_handler, NULL, SHORT_MS,
+			     TT_ROUTED | TT_CONNECTED);
+		t0 = th_now_ms();
+		rc = command ? tt_exec_post(e.t, "/v1/exec", &resp, &err)
+			     : tt_get(e.t, "/v1/files?path=a", &resp, &err);
+		elapsed = th_now_ms() - t0;
+		transport_resp_cleanup(&resp);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
+				      elapsed < 3 * SHORT_MS,
+			      "%lld ms", elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 command ? "SANDBOX_OUTCOME_UNKNOWN"
+					 : "SANDBOX_UNREACHABLE");
+		ck_assert_int_eq(err.retryable, !command);
+		ck_assert_int_eq(sbx_error_errno(&err), -EIO);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
+		ck_assert(tt_slot_empty(e.t));
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
+
+		tt_env_stop(&e);
+	}
+}
+END_TEST
+
+/* A success whose body stops after a few bytes. */
+static enum stub_next stalled_success_handler(struct stub_agent *s,
+					      const struct stub_req *req,
+					      int fd, void *arg)
+{
+	(void)req;
+	(void)arg;
+	if (stub_reply_head(fd, 200, "application/x-ndjson", 100, NULL) == 0 &&
+	    stub_sendf(fd, "{\"t\":\"stdout\"") == 0)
+		stub_wait(s, STUB_IDLE_MS);
+	return STUB_CLOSE;
+}
+
+/*
+ * A 200 whose body stalls ends at the body idle deadline: unreachable
+ * (retryable) for a buffered read, outcome unknown for a streamed
+ * command; never replayed.
+ */
+START_TEST(stalled_success_body_meets_the_idle_deadline)
+{
+	int command;
+
+	for (command = 0; command <= 1; command++) {
+		struct tt_env e;
+		struct buf streamed = BUF_INIT(4096);
+		struct transport_req req;
+		struct transport_resp resp;
+		struct sbx_error err;
+		long long t0, elapsed;
+		int rc;
+
+		tt_env_start(&e, stalled_success_handler, NULL, SHORT_MS,
+			     TT_CONNECTED);
+		if (command) {
+			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+				    TRANSPORT_COMMAND);
+			req.sink = tt_sink_to_buf;
+			req.sink_arg = &streamed;
+		} else {
+			tt_req_init(&req, "GET", "/v1/files?path=a",
+				    TRANSPORT_OP_READ, TRANSPORT_SAFE);
+		}
+		transport_resp_init(&resp);
+		sbx_error_clear(&err);
+		t0 = th_now_ms();
+		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+		elapsed = th_now_ms() - t0;
+		transport_resp_cleanup(&resp);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
+				      elapsed < 3 * SHORT_MS,
+			      "%lld ms", elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 command ? "SANDBOX_OUTCOME_UNKNOWN"
+					 : "SANDBOX_UNREACHABLE");
+		ck_assert_int_eq(err.retryable, !command);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		if (command)
+			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
+
+		buf_cleanup(&streamed);
+		tt_env_stop(&e);
+	}
+}
+END_TEST
+
+/*
+ * A body that never pauses long enough for the idle deadline still ends
+ * at the request's overall deadline_ms, and is not asked for again.
+ */
+START_TEST(overall_deadline_bounds_a_trickling_body)
+{
+	/* One byte every 50 ms: never silent for long. */
+	struct tt_trickle trickle = {100, 50};
+	struct tt_env e;
+	struct transport_req req;
+	struct transport_resp resp;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int rc;
+
+	tt_env_start(&e, tt_trickle_handler, &trickle, SHORT_MS, TT_CONNECTED);
+	tt_req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ,
+		    TRANSPORT_SAFE);
+	req.deadline_ms = 2 * SHORT_MS;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	elapsed = th_now_ms() - t0;
+	transport_resp_cleanup(&resp);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
+		      "%lld ms", elapsed);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+
+	tt_env_stop(&e);
+}
+END_TEST
+
+static enum stub_next big_success_handler(struct stub_agent *s,
+					  const struct stub_req *req, int fd,
+					  void *arg)
+{
+	char body[5000];
+
+	(void)s;
+	(void)req;
+	(void)arg;
+	memset(body, 'b', sizeof(body));
+	return tt_answered(stub_reply_n(fd, 200, TT_TEXT, body, sizeof(body)));
+}
+
+static int refusing_sink(void *arg, const void *data, size_t len)
+{
+	(void)arg;
+	(void)data;
+	(void)len;
+	return -ECANCELED;
+}
+
+/*
+ * A buffered success body over max_body is -EFBIG, and is not asked for
+ * twice; a sink that refuses the bytes ends the transfer with its own
+ * errno.
+ */
+START_TEST(success_body_bounds)
+{
+	struct tt_env e;
+	struct transport_req req;
+	struct transport_resp resp;
+	struct sbx_error err;
+	int rc;
+
+	tt_env_start(&e, big_success_handler, NULL, LONG_MS, TT_CONNECTED);
+
+	tt_req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ,
+		    TRANSPORT_SAFE);
+	req.max_body = 1000;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	ck_assert_int_eq(rc, -EFBIG);
+	ck_assert_int_eq(sbx_error_errno(&err), -EFBIG);
+	ck_assert_uint_le(resp.body.len, 1000);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+
+	/* The same body fits a larger bound. */
+	req.max_body = 5000;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_uint_eq(resp.body.len, 5000);
+	transport_resp_cleanup(&resp);
+
+	tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+		    TRANSPORT_COMMAND);
+	req.sink = refusing_sink;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	ck_assert_int_eq(rc, -ECANCELED);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 3);
+
+	tt_env_stop(&e);
+}
+END_TEST
+
+struct health_agent {
+	pthread_mutex_t mu;
+	const char *answer;
+	unsigned polls;
+};
+
+static enum stub_next health_handler(struct stub_agent *s,
+				     const struct stub_req *req, int fd,
+				     void *arg)
+{
+	struct health_agent *h = arg;
+	const char *answer;
+
+	(void)s;
+	if (!tt_is(req, "GET", "/v1/health"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	pthread_mutex_lock(&h->mu);
+	h->polls++;
+	answer = h->answer;
+	pthread_mutex_unlock(&h->mu);
+	return tt_answered(stub_reply(fd, 200, "application/json", answer));
+}
+
+/*
+ * Readiness is polled every ready_interval_ms and given up at
+ * ready_timeout_ms with SANDBOX_UNREACHABLE: here the image command
+ * failed, so the agent never counts as ready. The same agent reporting
+ * ready passes at once and fills the health answer.
+ */
+START_TEST(readiness_wait_gives_up_at_its_deadline)
+{
+	struct health_agent h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct proto_health health;
+	struct stub_agent *s;
+	struct transport *t;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int rc;
+
+	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
+		   "\"imageCommand\":{\"status\":\"failed\"}}";
+	s = stub_agent_start(health_handler, &h);
+	/* A poll cut off by the deadline may drop the connection: the
+	 * provider can hand the route out again. */
+	stub_provider_set_route(sp, stub_agent_url(s));
+	stub_transport_config(&cfg, SHORT_MS, true);
+	cfg.ready_timeout_ms = 400;
+	cfg.ready_interval_ms = 50;
+	t = stub_transport_new(sp, &cfg);
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+				      tt_cred(7));
+
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
+	elapsed = th_now_ms() - t0;
+	ck_assert_int_lt(rc, 0);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert_msg(elapsed >= 380 && elapsed < 1500, "%lld ms", elapsed);
+	pthread_mutex_lock(&h.mu);
+	ck_assert_uint_ge(h.polls, 3);
+	ck_assert_uint_le(h.polls, 10);
+	h.answer =
+		"{\"protocolVersion\":1,\"status\":\"ready\","
+		"\"imageCommand\":{\"status\":\"running\"},\"bootId\":\"b1\"}";
+	pthread_mutex_unlock(&h.mu);
+
+	sbx_error_clear(&err);
+	memset(&health, 0, sizeof(health));
+	rc = transport_wait_ready(t, TT_SESSION, &health, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_int_eq(health.protocol_version, 1);
+	ck_assert_str_eq(health.status, "ready");
+	ck_assert_str_eq(health.boot_id, "b1");
+
+	transport_free(t);
+	stub_agent_stop(s);
+	stub_provider_free(sp);
+}
+END_TEST
+
 Suite *make_transport_deadline_suite(void)
 {
 	Suite *s = suite_create("transport_deadline");
@@ -435,6 +802,12 @@ Suite *make_transport_deadline_suite(void)
 	tcase_add_test(tc, operation_deadline_bounds_the_wait_for_a_refresh);
 	tcase_add_test(tc, readiness_deadline_bounds_the_activation);
 	tcase_add_test(tc, readiness_probe_drops_only_its_own_connection);
+	tcase_add_test(tc, connect_deadline_bounds_a_swallowed_connect);
+	tcase_add_test(tc, response_deadline_is_never_replayed);
+	tcase_add_test(tc, stalled_success_body_meets_the_idle_deadline);
+	tcase_add_test(tc, overall_deadline_bounds_a_trickling_body);
+	tcase_add_test(tc, success_body_bounds);
+	tcase_add_test(tc, readiness_wait_gives_up_at_its_deadline);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -488,17 +488,6 @@ END_TEST
 
 /* ---- transport_http --------------------------------------------------------- */
 
-static void http_req(struct transport_http_req *hr, const char *method,
-		     const char *url)
-{
-	memset(hr, 0, sizeof(*hr));
-	hr->method = method;
-	hr->url = url;
-	hr->max_body = 65536;
-	hr->connect_timeout_ms = 2000;
-	hr->timeout_ms = 5000;
-}
-
 /*
  * A provider's calls follow the same rule: after a GET kept a connection
  * alive, a POST (a resume, a command) goes on a fresh connection, so the
@@ -518,14 +507,14 @@ START_TEST(transport_http_never_sends_a_post_twice)
 
 	s = stub_agent_start(dropper_handler, &d);
 	snprintf(url, sizeof(url), "%swarm", stub_agent_url(s));
-	http_req(&hr, "GET", url);
+	tt_http_req(&hr, "GET", url);
 	transport_resp_init(&resp);
 	rc = transport_http(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 
 	snprintf(url, sizeof(url), "%sthing?id=6", stub_agent_url(s));
-	http_req(&hr, "POST", url);
+	tt_http_req(&hr, "POST", url);
 	hr.content_type = "application/json";
 	hr.body = "{}";
 	hr.body_len = 2;
@@ -537,7 +526,7 @@ START_TEST(transport_http_never_sends_a_post_twice)
 	ck_assert_uint_eq(count_of(&d, &d.deliveries[6]), 1);
 
 	snprintf(url, sizeof(url), "%sthing?id=7", stub_agent_url(s));
-	http_req(&hr, "GET", url);
+	tt_http_req(&hr, "GET", url);
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
 	rc = transport_http(&hr, &resp, &err);
@@ -602,7 +591,7 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	unsetenv("NO_PROXY");
 
 	snprintf(url, sizeof(url), "%sthing?id=9", stub_agent_url(agent));
-	http_req(&hr, "GET", url);
+	tt_http_req(&hr, "GET", url);
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
 	rc = transport_http(&hr, &resp, &err);

@@ -6,4 +6,5 @@ check_sandboxfs_SOURCES += \
 	%reldir%/stub_provider.c %reldir%/stub_provider.h \
 	%reldir%/transport_helpers.c %reldir%/transport_helpers.h \
 	%reldir%/check_transport_seed.c %reldir%/check_transport.c \
-	%reldir%/check_transport_deadline.c %reldir%/check_transport_repeat.c
+	%reldir%/check_transport_deadline.c %reldir%/check_transport_repeat.c \
+	%reldir%/check_transport_http.c

@@ -99,6 +99,44 @@ void tt_req_init(struct transport_req *req, const char *method,
 	req->max_body = 65536;
 }
 
+int tt_get(struct transport *t, const char *path, struct transport_resp *resp,
+	   struct sbx_error *err)
+{
+	struct transport_req req;
+
+	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	transport_resp_init(resp);
+	sbx_error_clear(err);
+	return transport_send(t, TT_SESSION, &req, resp, err);
+}
+
+int tt_exec_post(struct transport *t, const char *path,
+		 struct transport_resp *resp, struct sbx_error *err)
+{
+	static const char body[] = "{\"command\":[\"true\"],\"timeoutMs\":5000,"
+				   "\"cwd\":null,\"env\":{}}";
+	struct transport_req req;
+
+	tt_req_init(&req, "POST", path, TRANSPORT_OP_EXEC, TRANSPORT_COMMAND);
+	req.content_type = "application/json";
+	req.body = body;
+	req.body_len = sizeof(body) - 1;
+	transport_resp_init(resp);
+	sbx_error_clear(err);
+	return transport_send(t, TT_SESSION, &req, resp, err);
+}
+
+void tt_http_req(struct transport_http_req *hr, const char *method,
+		 const char *url)
+{
+	memset(hr, 0, sizeof(*hr));
+	hr->method = method;
+	hr->url = url;
+	hr->max_body = 65536;
+	hr->connect_timeout_ms = 2000;
+	hr->timeout_ms = 5000;
+}
+
 int tt_sink_to_buf(void *arg, const void *data, size_t len)
 {
 	return buf_append(arg, data, len);

@@ -57,6 +57,16 @@ stub_handler_fn tt_trickle_handler; /* arg: struct tt_trickle */
 /* A request of class cls with a 64 KiB answer bound. */
 void tt_req_init(struct transport_req *req, const char *method,
 		 const char *path, const char *op, enum transport_class cls);
+/* A GET of path on TT_SESSION (a read: safe to repeat); resp and err are
+ * initialised here. */
+int tt_get(struct transport *t, const char *path, struct transport_resp *resp,
+	   struct sbx_error *err);
+/* A POST of a small command body to path on TT_SESSION (a command). */
+int tt_exec_post(struct transport *t, const char *path,
+		 struct transport_resp *resp, struct sbx_error *err);
+/* A provider request: 64 KiB answer bound, 2 s to connect, 5 s in all. */
+void tt_http_req(struct transport_http_req *hr, const char *method,
+		 const char *url);
 /* A transport_sink_fn appending to the struct buf at arg. */
 int tt_sink_to_buf(void *arg, const void *data, size_t len);
 /* Whether TT_SESSION's slot is empty / holds url. */
