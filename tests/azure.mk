@@ -3,7 +3,10 @@
 ## and pinned name resolution), and the seed's scenarios through it.
 check_sandboxfs_SOURCES += \
 	%reldir%/azure_fake.c %reldir%/azure_fake.h \
-	%reldir%/check_azure.c %reldir%/azure_seed_shim.c \
+	%reldir%/azure_helpers.c %reldir%/azure_helpers.h \
+	%reldir%/check_azure.c %reldir%/check_azure_dp.c \
+	%reldir%/check_azure_auth.c %reldir%/check_azure_agents.c \
+	%reldir%/azure_seed_shim.c \
 	%reldir%/azure_seed_shim.h %reldir%/check_azure_seed.c \
 	%reldir%/check_azure_seed_bodies.c
 check_sandboxfs_CFLAGS += $(SSL_CFLAGS)
