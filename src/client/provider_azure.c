@@ -542,6 +542,36 @@ static char *next_path(struct azure_priv *ap, const char *link)
 	return buf_take(&b, NULL);
 }
 
+/* A list page's ids into ids[n] (growing to cap), and its records into
+ * the cache (read at now): to show the sandboxes in a listing, not to
+ * judge them. */
+static void take_page(struct azure_priv *ap,
+		      const struct proto_azure_list *page, long long now,
+		      char ***ids, size_t *n, size_t *cap)
+{
+	size_t i;
+
+	pthread_mutex_lock(&ap->lock);
+	for (i = 0; i < page->n; i++) {
+		if (!azure_id_valid(page->ids[i])) {
+			log_debug("azure: list: ignoring sandbox id '%.64s', "
+				  "which is not a name this mount can show",
+				  page->ids[i]);
+			continue;
+		}
+		if (page->decoded[i])
+			entry_store(ap, &page->records[i], now, false);
+		if (*n == PROVIDER_AZURE_MAX_SANDBOXES)
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 64;
+			*ids = xrealloc(*ids, *cap * sizeof(**ids));
+		}
+		(*ids)[(*n)++] = xstrdup(page->ids[i]);
+	}
+	pthread_mutex_unlock(&ap->lock);
+}
+
 static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 		      struct sbx_error *err)
 {
@@ -550,7 +580,7 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 	struct proto_azure_list page;
 	char **ids = NULL;
 	char *path = xstrdup("/sandboxes");
-	size_t n = 0, cap = 0, i;
+	size_t n = 0, cap = 0;
 	bool absolute = false;
 	unsigned pages;
 	const char *why = "";
@@ -597,28 +627,7 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 			rc = -EIO;
 			goto out;
 		}
-		pthread_mutex_lock(&ap->lock);
-		for (i = 0; i < page.n; i++) {
-			if (!azure_id_valid(page.ids[i])) {
-				log_debug("azure: list: ignoring sandbox id "
-					  "'%.64s', which is not a name this "
-					  "mount can show",
-					  page.ids[i]);
-				continue;
-			}
-			/* Kept to show the sandbox in the listing, not to
-			 * judge it. */
-			if (page.decoded[i])
-				entry_store(ap, &page.records[i], now, false);
-			if (n == PROVIDER_AZURE_MAX_SANDBOXES)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				ids = xrealloc(ids, cap * sizeof(*ids));
-			}
-			ids[n++] = xstrdup(page.ids[i]);
-		}
-		pthread_mutex_unlock(&ap->lock);
+		take_page(ap, &page, now, &ids, &n, &cap);
 		free(path);
 		path = NULL;
 		if (page.next_link != NULL) {

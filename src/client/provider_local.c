@@ -558,6 +558,42 @@ static int copy_plan(const struct proto_record *rec, void *arg)
 	return 0;
 }
 
+/* `sandbox-agent --run` for a native exec: confined as the record says
+ * (x, doc/commands.md), the command run by /bin/sh in cwd; argv points
+ * into cf and timeout. */
+static void native_argv(struct local_priv *lp, const struct exec_plan *x,
+			const char *command, const char *cwd,
+			struct local_confine *cf, char *timeout, size_t tsize,
+			const char **argv)
+{
+	size_t argc = 0;
+
+	argv[argc++] = lp->ctl.agent;
+	argv[argc++] = "--log-level";
+	argv[argc++] = "error";
+	cf->uid = x->uid > 0 ? x->uid : (long)LOCAL_CTL_DEFAULT_ID;
+	cf->gid = x->gid > 0 ? x->gid : (long)LOCAL_CTL_DEFAULT_ID;
+	cf->pids = x->pids;
+	cf->memory = x->memory;
+	cf->tmp_size = x->tmp_size;
+	cf->network = x->network[0] != '\0' ? x->network : NULL;
+	argc = local_confine_args(cf, argv, argc);
+	/* Ours comes first: the agent's deadline is only a backstop. */
+	snprintf(timeout, tsize, "%ld", PROVIDER_LOCAL_EXEC_TIMEOUT_MS + 5000);
+	argv[argc++] = "--run";
+	argv[argc++] = "--run-timeout";
+	argv[argc++] = timeout;
+	if (cwd != NULL && *cwd != '\0') {
+		argv[argc++] = "--run-cwd";
+		argv[argc++] = cwd;
+	}
+	argv[argc++] = "--";
+	argv[argc++] = "/bin/sh";
+	argv[argc++] = "-c";
+	argv[argc++] = command;
+	argv[argc] = NULL;
+}
+
 /*
  * A native session's command runs confined exactly as an agent sandbox's
  * job does (doc/commands.md, "Confinement"; sandboxctl(1)): through
@@ -579,7 +615,6 @@ static int local_native_exec(struct provider *p, const char *id,
 	struct local_confine cf;
 	struct child_output co;
 	char timeout[24];
-	size_t argc = 0;
 	char *root;
 	pid_t pid;
 	char *env_root = NULL;
@@ -602,31 +637,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	/* The session root in the environment, not on the command line
 	 * (doc/security.md). */
 	env_root = xasprintf("ALIEN_SANDBOX_ROOT=%s", root);
-	argv[argc++] = lp->ctl.agent;
-	argv[argc++] = "--log-level";
-	argv[argc++] = "error";
-	cf.uid = x.uid > 0 ? x.uid : (long)LOCAL_CTL_DEFAULT_ID;
-	cf.gid = x.gid > 0 ? x.gid : (long)LOCAL_CTL_DEFAULT_ID;
-	cf.pids = x.pids;
-	cf.memory = x.memory;
-	cf.tmp_size = x.tmp_size;
-	cf.network = x.network[0] != '\0' ? x.network : NULL;
-	argc = local_confine_args(&cf, argv, argc);
-	/* Ours comes first: the agent's deadline is only a backstop. */
-	snprintf(timeout, sizeof(timeout), "%ld",
-		 PROVIDER_LOCAL_EXEC_TIMEOUT_MS + 5000);
-	argv[argc++] = "--run";
-	argv[argc++] = "--run-timeout";
-	argv[argc++] = timeout;
-	if (cwd != NULL && *cwd != '\0') {
-		argv[argc++] = "--run-cwd";
-		argv[argc++] = cwd;
-	}
-	argv[argc++] = "--";
-	argv[argc++] = "/bin/sh";
-	argv[argc++] = "-c";
-	argv[argc++] = command;
-	argv[argc] = NULL;
+	native_argv(lp, &x, command, cwd, &cf, timeout, sizeof(timeout), argv);
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		rc = -errno;
 		fail(err, rc, "exec", id, NULL);
