@@ -31,6 +31,7 @@
 #include "tests/azure_fake.h"
 #include "tests/azure_helpers.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "client/transport.h"
@@ -660,25 +661,22 @@ END_TEST
 
 Suite *make_azure_suite(void)
 {
+	const TTest *t_proto[] = {sandbox_decode_reads_every_field,
+				  sandbox_decode_refuses_malformed_records,
+				  egress_policy_is_described_not_judged,
+				  list_decode_keeps_odd_records_by_id,
+				  exec_decode_keeps_every_byte,
+				  token_decode_reads_every_source,
+				  error_bodies_of_both_services,
+				  requests_encode_and_decode,
+				  NULL};
+	const TTest *t_settings[] = {
+		route_policy, settings_options_win_then_file_then_environment,
+		settings_errors_name_the_problem, open_checks_each_setting,
+		NULL};
 	Suite *s = suite_create("azure");
-	TCase *tc;
 
-	tc = tcase_create("proto");
-	tcase_add_test(tc, sandbox_decode_reads_every_field);
-	tcase_add_test(tc, sandbox_decode_refuses_malformed_records);
-	tcase_add_test(tc, egress_policy_is_described_not_judged);
-	tcase_add_test(tc, list_decode_keeps_odd_records_by_id);
-	tcase_add_test(tc, exec_decode_keeps_every_byte);
-	tcase_add_test(tc, token_decode_reads_every_source);
-	tcase_add_test(tc, error_bodies_of_both_services);
-	tcase_add_test(tc, requests_encode_and_decode);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("settings");
-	tcase_add_test(tc, route_policy);
-	tcase_add_test(tc, settings_options_win_then_file_then_environment);
-	tcase_add_test(tc, settings_errors_name_the_problem);
-	tcase_add_test(tc, open_checks_each_setting);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "proto", 0, t_proto);
+	tcase_table(s, "settings", 0, t_settings);
 	return s;
 }

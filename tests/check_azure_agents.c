@@ -30,6 +30,7 @@
 #include "tests/azure_fake.h"
 #include "tests/azure_helpers.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "client/transport.h"
@@ -495,18 +496,15 @@ END_TEST
 
 Suite *make_azure_agents_suite(void)
 {
+	const TTest *tests[] = {
+		a_real_agent_behind_the_proxy,
+		the_data_plane_and_entra_honour_https_proxy,
+		readiness_deadline_bounds_the_credential_fetch,
+		routes_outside_the_policy_are_refused_before_the_credential,
+		activation_is_judged_on_a_fresh_record,
+		NULL};
 	Suite *s = suite_create("azure_agents");
-	TCase *tc;
 
-	tc = tcase_create("agents");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, a_real_agent_behind_the_proxy);
-	tcase_add_test(tc, the_data_plane_and_entra_honour_https_proxy);
-	tcase_add_test(tc, readiness_deadline_bounds_the_credential_fetch);
-	tcase_add_test(
-		tc,
-		routes_outside_the_policy_are_refused_before_the_credential);
-	tcase_add_test(tc, activation_is_judged_on_a_fresh_record);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "agents", 60, tests);
 	return s;
 }

@@ -30,6 +30,7 @@
 #include "tests/azure_fake.h"
 #include "tests/azure_helpers.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "client/transport.h"
@@ -439,17 +440,16 @@ END_TEST
 
 Suite *make_azure_auth_suite(void)
 {
+	const TTest *tests[] = {
+		tokens_are_cached_until_five_minutes_before_expiry,
+		token_endpoint_errors_are_clear_and_carry_no_secret,
+		workload_identity_posts_the_federated_assertion,
+		managed_identity_endpoint_gives_the_token,
+		imds_then_the_cli,
+		another_ca_is_not_trusted,
+		NULL};
 	Suite *s = suite_create("azure_auth");
-	TCase *tc;
 
-	tc = tcase_create("credentials");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, tokens_are_cached_until_five_minutes_before_expiry);
-	tcase_add_test(tc, token_endpoint_errors_are_clear_and_carry_no_secret);
-	tcase_add_test(tc, workload_identity_posts_the_federated_assertion);
-	tcase_add_test(tc, managed_identity_endpoint_gives_the_token);
-	tcase_add_test(tc, imds_then_the_cli);
-	tcase_add_test(tc, another_ca_is_not_trusted);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "credentials", 60, tests);
 	return s;
 }

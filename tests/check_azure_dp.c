@@ -31,6 +31,7 @@
 #include "tests/azure_fake.h"
 #include "tests/azure_helpers.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "client/transport.h"
@@ -656,25 +657,20 @@ END_TEST
 
 Suite *make_azure_data_plane_suite(void)
 {
+	const TTest *tests[] = {
+		list_follows_next_links,
+		list_refuses_a_next_link_elsewhere,
+		record_reads_state_labels_and_route,
+		records_are_read_every_time_listings_reuse_them,
+		route_opens_the_agent_port_when_there_is_none,
+		credential_is_read_through_the_file_api,
+		judge_accepts_documented_policies_and_refuses_malformed_ones,
+		native_sessions_read_and_run_through_the_data_plane,
+		bad_answers_are_clear_errors,
+		a_401_from_the_data_plane_refreshes_the_token_once,
+		NULL};
 	Suite *s = suite_create("azure_data_plane");
-	TCase *tc;
 
-	/* TLS on loopback against the fake; the slowest runs a shell and
-	 * a few token sources. */
-	tc = tcase_create("data_plane");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, list_follows_next_links);
-	tcase_add_test(tc, list_refuses_a_next_link_elsewhere);
-	tcase_add_test(tc, record_reads_state_labels_and_route);
-	tcase_add_test(tc, records_are_read_every_time_listings_reuse_them);
-	tcase_add_test(tc, route_opens_the_agent_port_when_there_is_none);
-	tcase_add_test(tc, credential_is_read_through_the_file_api);
-	tcase_add_test(
-		tc,
-		judge_accepts_documented_policies_and_refuses_malformed_ones);
-	tcase_add_test(tc, native_sessions_read_and_run_through_the_data_plane);
-	tcase_add_test(tc, bad_answers_are_clear_errors);
-	tcase_add_test(tc, a_401_from_the_data_plane_refreshes_the_token_once);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "data_plane", 60, tests);
 	return s;
 }

@@ -33,6 +33,7 @@
 #include "client/local_ctl.h"
 #include "client/local_state.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 /* ---- names -------------------------------------------------------------- */
@@ -662,31 +663,25 @@ END_TEST
 
 Suite *make_local_suite(void)
 {
+	const TTest *t_names[] = {id_validation, route_rules, unix_routes,
+				  NULL};
+	const TTest *t_dir[] = {state_dir_order, state_dir_relative_and_env,
+				NULL};
+	const TTest *t_files[] = {state_list_and_read,
+				  state_list_skips_strays,
+				  state_corrupt_records,
+				  state_atomic_replace,
+				  state_lock_exclusion,
+				  state_rmtree_deep,
+				  state_rmtree_retry,
+				  state_owner_only,
+				  NULL};
 	Suite *s = suite_create("local");
 	TCase *tc;
 
-	tc = tcase_create("names");
-	tcase_add_test(tc, id_validation);
-	tcase_add_test(tc, route_rules);
-	tcase_add_test(tc, unix_routes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("dir");
-	tcase_add_test(tc, state_dir_order);
-	tcase_add_test(tc, state_dir_relative_and_env);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("files");
+	tcase_table(s, "names", 0, t_names);
+	tcase_table(s, "dir", 0, t_dir);
+	tc = tcase_table(s, "files", 30, t_files);
 	tcase_add_checked_fixture(tc, state_setup, state_teardown);
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, state_list_and_read);
-	tcase_add_test(tc, state_list_skips_strays);
-	tcase_add_test(tc, state_corrupt_records);
-	tcase_add_test(tc, state_atomic_replace);
-	tcase_add_test(tc, state_lock_exclusion);
-	tcase_add_test(tc, state_rmtree_deep);
-	tcase_add_test(tc, state_rmtree_retry);
-	tcase_add_test(tc, state_owner_only);
-	suite_add_tcase(s, tc);
 	return s;
 }

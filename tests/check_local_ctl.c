@@ -32,6 +32,7 @@
 #include "client/local_ctl.h"
 #include "client/local_state.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 /* ---- the lifecycle, against the real agent ------------------------------ */
@@ -919,28 +920,23 @@ END_TEST
 
 Suite *make_local_ctl_suite(void)
 {
+	const TTest *t_create[] = {ctl_create_and_errors,
+				   ctl_identity,
+				   ctl_corrupt_record,
+				   ctl_native,
+				   ctl_create_from,
+				   ctl_create_progress,
+				   NULL};
+	const TTest *t_agent[] = {ctl_lifecycle, ctl_stale_and_foreign_pids,
+				  ctl_start_failures, NULL};
 	Suite *s = suite_create("local_ctl");
 	TCase *tc;
 
-	tc = tcase_create("create");
+	tc = tcase_table(s, "create", 60, t_create);
 	tcase_add_unchecked_fixture(tc, ctl_base_setup, ctl_base_teardown);
 	tcase_add_checked_fixture(tc, ctl_setup, ctl_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, ctl_create_and_errors);
-	tcase_add_test(tc, ctl_identity);
-	tcase_add_test(tc, ctl_corrupt_record);
-	tcase_add_test(tc, ctl_native);
-	tcase_add_test(tc, ctl_create_from);
-	tcase_add_test(tc, ctl_create_progress);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("agent");
+	tc = tcase_table(s, "agent", 180, t_agent);
 	tcase_add_unchecked_fixture(tc, ctl_base_setup, ctl_base_teardown);
 	tcase_add_checked_fixture(tc, ctl_setup, ctl_teardown);
-	tcase_set_timeout(tc, 180);
-	tcase_add_test(tc, ctl_lifecycle);
-	tcase_add_test(tc, ctl_stale_and_foreign_pids);
-	tcase_add_test(tc, ctl_start_failures);
-	suite_add_tcase(s, tc);
 	return s;
 }

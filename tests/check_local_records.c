@@ -15,6 +15,7 @@
 #include "common/proto.h"
 #include "common/proto_record.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 
 static const char full_record[] =
 	"{\n"
@@ -326,16 +327,13 @@ END_TEST
 
 Suite *make_local_records_suite(void)
 {
+	const TTest *tests[] = {
+		record_roundtrip_exact,	 record_minimal_encoding,
+		record_confinement,	 record_every_state,
+		record_azure_object,	 record_rejects,
+		record_labels_and_lists, NULL};
 	Suite *s = suite_create("local_records");
-	TCase *tc = tcase_create("records");
 
-	tcase_add_test(tc, record_roundtrip_exact);
-	tcase_add_test(tc, record_minimal_encoding);
-	tcase_add_test(tc, record_confinement);
-	tcase_add_test(tc, record_every_state);
-	tcase_add_test(tc, record_azure_object);
-	tcase_add_test(tc, record_rejects);
-	tcase_add_test(tc, record_labels_and_lists);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "records", 0, tests);
 	return s;
 }

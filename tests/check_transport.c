@@ -26,6 +26,7 @@
 #include "client/provider.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
@@ -799,31 +800,23 @@ END_TEST
 
 Suite *make_transport_suite(void)
 {
+	const TTest *t_pool[] = {
+		keep_alive_reuses_one_connection,
+		concurrent_requests_share_one_activation_without_replay, NULL};
+	const TTest *t_policy[] = {
+		redirects_are_not_followed,
+		route_policy_refusal_reads_no_credential,
+		credential_validation,
+		unknown_label_fails_closed_before_any_route_or_credential,
+		gone_sandbox_is_enoent,
+		typed_fs_error_keeps_the_route,
+		NULL};
+	const TTest *t_errno[] = {refusal_errno_mapping, outcome_errno_mapping,
+				  NULL};
 	Suite *s = suite_create("transport");
-	TCase *tc;
 
-	tc = tcase_create("pool");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, keep_alive_reuses_one_connection);
-	tcase_add_test(tc,
-		       concurrent_requests_share_one_activation_without_replay);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("policy");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, redirects_are_not_followed);
-	tcase_add_test(tc, route_policy_refusal_reads_no_credential);
-	tcase_add_test(tc, credential_validation);
-	tcase_add_test(
-		tc, unknown_label_fails_closed_before_any_route_or_credential);
-	tcase_add_test(tc, gone_sandbox_is_enoent);
-	tcase_add_test(tc, typed_fs_error_keeps_the_route);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("errno");
-	tcase_add_test(tc, refusal_errno_mapping);
-	tcase_add_test(tc, outcome_errno_mapping);
-	suite_add_tcase(s, tc);
-
+	tcase_table(s, "pool", 60, t_pool);
+	tcase_table(s, "policy", 30, t_policy);
+	tcase_table(s, "errno", 0, t_errno);
 	return s;
 }

@@ -25,6 +25,7 @@
 #include "common/buf.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
@@ -49,22 +50,16 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 	int command;
 
 	for (command = 0; command <= 1; command++) {
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct buf streamed = BUF_INIT(4096);
-		struct transport_config cfg;
 		struct transport_req req;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		long long t0, elapsed;
 		int rc;
 
-		s = stub_agent_start(tt_trickle_handler, &trickle);
-		stub_transport_config(&cfg, 1500, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-					      tt_cred(7));
+		tt_env_start(&e, tt_trickle_handler, &trickle, 1500,
+			     TT_CONNECTED);
 		if (command) {
 			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
 				    TRANSPORT_COMMAND);
@@ -77,7 +72,7 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
 		t0 = th_now_ms();
-		rc = transport_send(t, TT_SESSION, &req, &resp, &err);
+		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(rc < 0, "the trickle was waited for to its end");
@@ -86,14 +81,12 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 command ? "SANDBOX_OUTCOME_UNKNOWN"
 					 : "SANDBOX_UNREACHABLE");
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 		if (command)
 			ck_assert_uint_lt(streamed.len, 5);
 
 		buf_cleanup(&streamed);
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -128,41 +121,34 @@ static int timed_get(struct transport *t, const char *path, long deadline_ms,
  */
 START_TEST(operation_deadline_bounds_each_exchange)
 {
-	struct stub_provider *sp = stub_provider_new();
-	struct stub_agent *s;
-	struct transport *t;
-	struct transport_config cfg;
+	struct tt_env e;
 	struct sbx_error err;
 	long long elapsed;
 	int rc;
 
-	s = stub_agent_start(tt_silent_handler, NULL);
-	stub_transport_config(&cfg, 5000, true);
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-				      tt_cred(7));
+	tt_env_start(&e, tt_silent_handler, NULL, 5000, TT_CONNECTED);
 
 	ck_assert_int_eq(transport_op_deadline(), 0);
 	transport_op_clear_timed_out();
 	transport_op_set_deadline(transport_now_ms() + 400);
-	rc = timed_get(t, "/v1/files?path=a", 0, false, &elapsed, &err);
+	rc = timed_get(e.t, "/v1/files?path=a", 0, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 350 && elapsed < 2000, "%lld ms", elapsed);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
 	ck_assert(transport_op_timed_out());
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
 	/* Past the deadline: refused before anything is sent. */
-	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(e.s),
 				      tt_cred(7));
-	rc = timed_get(t, "/v1/files?path=b", 0, false, &elapsed, &err);
+	rc = timed_get(e.t, "/v1/files?path=b", 0, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed < 200, "%lld ms", elapsed);
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
 	/* A request that outlives the operation has its own deadline. */
 	transport_op_set_deadline(transport_now_ms() + 300);
-	rc = timed_get(t, "/v1/files?path=c", 1200, true, &elapsed, &err);
+	rc = timed_get(e.t, "/v1/files?path=c", 1200, true, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 1100 && elapsed < 3000, "%lld ms", elapsed);
 
@@ -171,15 +157,13 @@ START_TEST(operation_deadline_bounds_each_exchange)
 	transport_op_set_deadline(0);
 	transport_op_clear_timed_out();
 	ck_assert(!transport_op_timed_out());
-	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(e.s),
 				      tt_cred(7));
-	rc = timed_get(t, "/v1/files?path=d", 600, false, &elapsed, &err);
+	rc = timed_get(e.t, "/v1/files?path=d", 600, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 550 && elapsed < 2500, "%lld ms", elapsed);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -793,21 +777,21 @@ END_TEST
 
 Suite *make_transport_deadline_suite(void)
 {
+	const TTest *tests[] = {
+		trickling_answer_fails_at_the_response_deadline,
+		operation_deadline_bounds_each_exchange,
+		operation_deadline_bounds_the_wait_for_a_refresh,
+		readiness_deadline_bounds_the_activation,
+		readiness_probe_drops_only_its_own_connection,
+		connect_deadline_bounds_a_swallowed_connect,
+		response_deadline_is_never_replayed,
+		stalled_success_body_meets_the_idle_deadline,
+		overall_deadline_bounds_a_trickling_body,
+		success_body_bounds,
+		readiness_wait_gives_up_at_its_deadline,
+		NULL};
 	Suite *s = suite_create("transport_deadline");
-	TCase *tc = tcase_create("deadlines");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, trickling_answer_fails_at_the_response_deadline);
-	tcase_add_test(tc, operation_deadline_bounds_each_exchange);
-	tcase_add_test(tc, operation_deadline_bounds_the_wait_for_a_refresh);
-	tcase_add_test(tc, readiness_deadline_bounds_the_activation);
-	tcase_add_test(tc, readiness_probe_drops_only_its_own_connection);
-	tcase_add_test(tc, connect_deadline_bounds_a_swallowed_connect);
-	tcase_add_test(tc, response_deadline_is_never_replayed);
-	tcase_add_test(tc, stalled_success_body_meets_the_idle_deadline);
-	tcase_add_test(tc, overall_deadline_bounds_a_trickling_body);
-	tcase_add_test(tc, success_body_bounds);
-	tcase_add_test(tc, readiness_wait_gives_up_at_its_deadline);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "deadlines", 60, tests);
 	return s;
 }

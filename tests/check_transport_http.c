@@ -20,6 +20,7 @@
 #include "client/provider.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
@@ -254,17 +255,12 @@ END_TEST
 
 Suite *make_transport_http_suite(void)
 {
+	const TTest *t_http[] = {transport_http_is_bounded_and_follows_nothing,
+				 NULL};
+	const TTest *t_stub[] = {stub_agent_counts_and_stops_promptly, NULL};
 	Suite *s = suite_create("transport_http");
-	TCase *tc;
 
-	tc = tcase_create("http");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, transport_http_is_bounded_and_follows_nothing);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("stub");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, stub_agent_counts_and_stops_promptly);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "http", 30, t_http);
+	tcase_table(s, "stub", 30, t_stub);
 	return s;
 }

@@ -32,6 +32,7 @@
 #include "common/proto.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
@@ -206,24 +207,17 @@ START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
 		enum transport_class cls = classes[i];
 		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .drop_first = true};
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_config cfg;
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		unsigned accepts;
 		int rc;
 
-		s = stub_agent_start(dropper_handler, &d);
-		stub_transport_config(&cfg, 5000, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-					      tt_cred(7));
-		health(t);
-		accepts = stub_agent_accepts(s);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		health(e.t);
+		accepts = stub_agent_accepts(e.s);
 		ck_assert_uint_eq(accepts, 1);
-		rc = send_id(t, cls, 1, &resp, &err);
+		rc = send_id(e.t, cls, 1, &resp, &err);
 		if (cls == TRANSPORT_SAFE) {
 			ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
 				      err.reason);
@@ -239,13 +233,11 @@ START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
 			ck_assert_uint_eq(count_of(&d, &d.deliveries[1]), 1);
 			ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 0);
 			/* Not the kept-alive connection: a fresh one. */
-			ck_assert_uint_eq(stub_agent_accepts(s), accepts + 1);
+			ck_assert_uint_eq(stub_agent_accepts(e.s), accepts + 1);
 		}
 		transport_resp_cleanup(&resp);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -266,33 +258,26 @@ START_TEST(keyed_requests_survive_a_silent_resend)
 		enum transport_class cls = classes[i];
 		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .cache = true};
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_config cfg;
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		int rc;
 
-		s = stub_agent_start(dropper_handler, &d);
-		stub_transport_config(&cfg, 5000, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-					      tt_cred(7));
-		health(t);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		health(e.t);
 
 		/* Undisturbed: keyed, on the same connection. */
-		rc = send_id(t, cls, 1, &resp, &err);
+		rc = send_id(e.t, cls, 1, &resp, &err);
 		ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 		transport_resp_cleanup(&resp);
 		ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 1);
-		ck_assert_uint_eq(stub_agent_accepts(s), 1);
+		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
 
 		/* The first delivery dropped on the kept-alive connection. */
 		pthread_mutex_lock(&d.mu);
 		d.drop_first = true;
 		pthread_mutex_unlock(&d.mu);
-		rc = send_id(t, cls, 2, &resp, &err);
+		rc = send_id(e.t, cls, 2, &resp, &err);
 		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
 			      err.reason);
 		ck_assert_str_eq(resp.body.data, "done 2");
@@ -302,9 +287,7 @@ START_TEST(keyed_requests_survive_a_silent_resend)
 		ck_assert_uint_eq(count_of(&d, &d.keyed[2]), 2);
 		ck_assert_uint_eq(count_of(&d, &d.runs[2]), 1);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -329,23 +312,16 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 				    .cache = true,
 				    .drop_first = true,
 				    .health_closes = true};
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_config cfg;
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		char url[256];
 		int rc;
 
-		s = stub_agent_start(dropper_handler, &d);
-		stub_provider_never(sp, STUB_CALL_ROUTE);
-		stub_transport_config(&cfg, 5000, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-					      tt_cred(7));
-		health(t);
-		rc = send_id(t, cls, 3, &resp, &err);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		stub_provider_never(e.sp, STUB_CALL_ROUTE);
+		health(e.t);
+		rc = send_id(e.t, cls, 3, &resp, &err);
 		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
 			      err.reason);
 		ck_assert_str_eq(resp.body.data, "done 3");
@@ -355,12 +331,12 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 		ck_assert_uint_eq(count_of(&d, &d.runs[3]), 1);
 
 		/* The agent cannot tell: still unknown, route kept. */
-		health(t);
+		health(e.t);
 		pthread_mutex_lock(&d.mu);
 		d.keyed_answer = PROTO_ERR_IN_PROGRESS
 			": the first request with this key is still running";
 		pthread_mutex_unlock(&d.mu);
-		rc = send_id(t, cls, 4, &resp, &err);
+		rc = send_id(e.t, cls, 4, &resp, &err);
 		ck_assert_int_lt(rc, 0);
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 cls == TRANSPORT_COMMAND
@@ -370,13 +346,11 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 			strstr(err.reason, PROTO_ERR_IN_PROGRESS));
 		transport_resp_cleanup(&resp);
 		ck_assert_uint_eq(count_of(&d, &d.runs[4]), 1);
-		ck_assert(transport_test_cached_url(t, TT_SESSION, url,
+		ck_assert(transport_test_cached_url(e.t, TT_SESSION, url,
 						    sizeof(url)));
-		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+		ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -450,39 +424,33 @@ static void plain_stop(struct plain_server *p)
 START_TEST(tls_handshake_failure_refreshes_and_replays)
 {
 	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct plain_server plain;
-	struct transport_config cfg;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	char stale[64];
 	int rc;
 
 	plain_start(&plain);
-	s = stub_agent_start(dropper_handler, &d);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_transport_config(&cfg, 5000, true);
-	t = stub_transport_new(sp, &cfg);
+	tt_env_start(&e, dropper_handler, &d, 5000, TT_ROUTED);
 	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.port);
-	transport_test_set_connection(t, TT_SESSION, stale, tt_cred(7));
+	transport_test_set_connection(e.t, TT_SESSION, stale, tt_cred(7));
 
-	rc = send_id(t, TRANSPORT_COMMAND, 5, &resp, &err);
+	rc = send_id(e.t, TRANSPORT_COMMAND, 5, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 5");
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(count_of(&d, &d.deliveries[5]), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
 	pthread_mutex_lock(&plain.mu);
 	ck_assert_uint_ge(plain.accepts, 1);
 	pthread_mutex_unlock(&plain.mu);
 
-	transport_free(t);
-	stub_agent_stop(s);
+	transport_free(e.t);
+	stub_agent_stop(e.s);
 	plain_stop(&plain);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 END_TEST
 
@@ -572,12 +540,10 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 {
 	struct proxy_seen p = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_config cfg;
+	struct tt_env e;
 	struct transport_http_req hr;
 	struct transport_resp resp;
 	struct stub_agent *proxy, *agent;
-	struct transport *t;
 	struct sbx_error err;
 	char env[128], url[256];
 	int rc;
@@ -618,11 +584,10 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	unsetenv("no_proxy");
 
 	/* The agent is reached directly. */
-	stub_transport_config(&cfg, 5000, true);
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, TT_SESSION, stub_agent_url(agent),
+	tt_env_start(&e, NULL, NULL, 5000, 0);
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(agent),
 				      tt_cred(7));
-	rc = send_id(t, TRANSPORT_SAFE, 8, &resp, &err);
+	rc = send_id(e.t, TRANSPORT_SAFE, 8, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 8");
 	transport_resp_cleanup(&resp);
@@ -631,26 +596,25 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	pthread_mutex_unlock(&p.mu);
 
 	unsetenv("http_proxy");
-	transport_free(t);
+	transport_free(e.t);
 	stub_agent_stop(agent);
 	stub_agent_stop(proxy);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 END_TEST
 
 Suite *make_transport_repeat_suite(void)
 {
+	const TTest *tests[] = {
+		without_a_reply_cache_nothing_unsafe_is_sent_twice,
+		keyed_requests_survive_a_silent_resend,
+		the_transport_asks_again_under_the_same_key,
+		tls_handshake_failure_refreshes_and_replays,
+		transport_http_never_sends_a_post_twice,
+		provider_requests_use_the_environment_proxy_agents_never,
+		NULL};
 	Suite *s = suite_create("transport_repeat");
-	TCase *tc = tcase_create("repeats");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, without_a_reply_cache_nothing_unsafe_is_sent_twice);
-	tcase_add_test(tc, keyed_requests_survive_a_silent_resend);
-	tcase_add_test(tc, the_transport_asks_again_under_the_same_key);
-	tcase_add_test(tc, tls_handshake_failure_refreshes_and_replays);
-	tcase_add_test(tc, transport_http_never_sends_a_post_twice);
-	tcase_add_test(
-		tc, provider_requests_use_the_environment_proxy_agents_never);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "repeats", 60, tests);
 	return s;
 }

@@ -36,6 +36,7 @@
 #include "common/xalloc.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
@@ -828,30 +829,18 @@ END_TEST
 
 Suite *make_transport_seed_suite(void)
 {
+	const TTest *tests[] = {
+		reconnect_activates_a_fresh_boot_and_does_not_retry_authorization_refusal,
+		failed_resume_stops_only_the_session_it_woke,
+		commands_cross_the_agent_port_without_native_exec,
+		a_cached_connection_activates_new_boots_and_only_replays_a_changed_credential,
+		a_native_session_does_not_advertise_jobs_through_an_upgraded_binding,
+		cached_routes_refresh_once_after_not_found_or_connect_failure,
+		ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes,
+		typed_not_found_preserves_route_without_replaying,
+		NULL};
 	Suite *s = suite_create("transport_seed");
-	TCase *tc = tcase_create("seed");
 
-	/* Loopback only; the longest scenario waits a few response
-	 * deadlines per row. */
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(
-		tc,
-		reconnect_activates_a_fresh_boot_and_does_not_retry_authorization_refusal);
-	tcase_add_test(tc, failed_resume_stops_only_the_session_it_woke);
-	tcase_add_test(tc, commands_cross_the_agent_port_without_native_exec);
-	tcase_add_test(
-		tc,
-		a_cached_connection_activates_new_boots_and_only_replays_a_changed_credential);
-	tcase_add_test(
-		tc,
-		a_native_session_does_not_advertise_jobs_through_an_upgraded_binding);
-	tcase_add_test(
-		tc,
-		cached_routes_refresh_once_after_not_found_or_connect_failure);
-	tcase_add_test(
-		tc,
-		ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes);
-	tcase_add_test(tc, typed_not_found_preserves_route_without_replaying);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "seed", 60, tests);
 	return s;
 }

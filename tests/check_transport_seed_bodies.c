@@ -21,6 +21,7 @@
 #include "common/xalloc.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
@@ -414,18 +415,13 @@ END_TEST
 
 Suite *make_transport_seed_bodies_suite(void)
 {
+	const TTest *tests[] = {
+		oversized_error_bodies_are_bounded_without_replay,
+		unfinished_not_found_body_is_bounded_and_never_replayed,
+		stalled_error_body_is_bounded_and_never_replayed,
+		stalled_unauthorized_body_does_not_block_same_session, NULL};
 	Suite *s = suite_create("transport_seed_bodies");
-	TCase *tc = tcase_create("seed");
 
-	/* Loopback only; the longest scenario waits a few response
-	 * deadlines per row. */
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, oversized_error_bodies_are_bounded_without_replay);
-	tcase_add_test(tc,
-		       unfinished_not_found_body_is_bounded_and_never_replayed);
-	tcase_add_test(tc, stalled_error_body_is_bounded_and_never_replayed);
-	tcase_add_test(tc,
-		       stalled_unauthorized_body_does_not_block_same_session);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "seed", 60, tests);
 	return s;
 }
