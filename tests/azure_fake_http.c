@@ -173,17 +173,28 @@ static enum MHD_Result reply_buf(struct MHD_Connection *c, int status,
 	return ret;
 }
 
+/* An error answer: head, a, mid, b, tail, where a and b are JSON strings
+ * and the rest JSON already. */
+static enum MHD_Result reply_error(struct MHD_Connection *c, int status,
+				   const char *head, const char *a,
+				   const char *mid, const char *b,
+				   const char *tail)
+{
+	struct buf out = BUF_INIT(0);
+
+	(void)!buf_append_str(&out, head);
+	jstrz(&out, a);
+	(void)!buf_append_str(&out, mid);
+	jstrz(&out, b);
+	(void)!buf_append_str(&out, tail);
+	return reply_buf(c, status, JSON, &out);
+}
+
 static enum MHD_Result dp_error(struct MHD_Connection *c, int status,
 				const char *code, const char *message)
 {
-	struct buf b = BUF_INIT(0);
-
-	(void)!buf_append_str(&b, "{\"error\":{\"code\":");
-	jstrz(&b, code);
-	(void)!buf_append_str(&b, ",\"message\":");
-	jstrz(&b, message);
-	(void)!buf_append_str(&b, "}}");
-	return reply_buf(c, status, JSON, &b);
+	return reply_error(c, status, "{\"error\":{\"code\":", code,
+			   ",\"message\":", message, "}}");
 }
 
 /* Count the call, run the hook and answer a scripted fault if one is
@@ -287,14 +298,9 @@ static char *form_get(const char *body, const char *key)
 static enum MHD_Result aad_error(struct MHD_Connection *c, int status,
 				 const char *code, const char *description)
 {
-	struct buf b = BUF_INIT(0);
-
-	(void)!buf_append_str(&b, "{\"error\":");
-	jstrz(&b, code);
-	(void)!buf_append_str(&b, ",\"error_description\":");
-	jstrz(&b, description);
-	(void)!buf_append_str(&b, ",\"error_codes\":[7000215]}");
-	return reply_buf(c, status, JSON, &b);
+	return reply_error(c, status, "{\"error\":", code,
+			   ",\"error_description\":", description,
+			   ",\"error_codes\":[7000215]}");
 }
 
 static enum MHD_Result token_endpoint(struct azure_fake *f,

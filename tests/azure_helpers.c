@@ -150,3 +150,23 @@ unsigned az_record_gets(struct az_env *e)
 {
 	return azure_fake_calls(e->fake, AZF_GET);
 }
+
+int az_list(struct provider *p, struct sbx_error *err)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	int rc;
+
+	sbx_error_clear(err);
+	rc = p->ops->list(p, &ids, &n, err);
+	if (rc == 0)
+		az_ids_free(ids, n);
+	return rc;
+}
+
+struct provider *az_env_box(struct az_env *e, long cache_ms)
+{
+	az_env_start(e);
+	azure_fake_add(e->fake, ID);
+	return az_env_provider(e, cache_ms);
+}

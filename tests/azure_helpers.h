@@ -42,6 +42,8 @@ struct provider *az_env_provider_with(struct az_env *e, long cache_ms,
 				      const char *ca_file);
 /* The same with the client secret and the fake's CA, kept in e->prov. */
 struct provider *az_env_provider(struct az_env *e, long cache_ms);
+/* The fake with one sandbox, ID, and a provider over it (az_env_provider). */
+struct provider *az_env_box(struct az_env *e, long cache_ms);
 /* Free e->prov, stop the fake, remove the directory. */
 void az_env_stop(struct az_env *e);
 struct provider_azure_stats az_stats(struct provider *p);
@@ -49,6 +51,8 @@ struct provider_azure_stats az_stats(struct provider *p);
  * issued ("aad.N.hex") or an agent credential. */
 void az_assert_clean(const struct sbx_error *err);
 void az_ids_free(char **ids, size_t n);
+/* One list() through p, its ids dropped: its rc, err filled. */
+int az_list(struct provider *p, struct sbx_error *err);
 /* The sandbox GETs the fake answered so far. */
 unsigned az_record_gets(struct az_env *e);
 /* One record() of id through p, which must succeed. */

@@ -40,9 +40,7 @@ START_TEST(tokens_are_cached_until_five_minutes_before_expiry)
 	struct provider *p;
 	struct az_env e;
 
-	az_env_start(&e);
-	azure_fake_add(e.fake, ID);
-	p = az_env_provider(&e, 0);
+	p = az_env_box(&e, 0);
 	az_read_record(p, ID);
 	az_read_record(p, ID);
 	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_TOKEN), 1);
@@ -97,8 +95,7 @@ START_TEST(token_endpoint_errors_are_clear_and_carry_no_secret)
 	struct sbx_error err;
 	struct provider *p;
 	struct az_env e;
-	char **ids = NULL;
-	size_t n = 0, i;
+	size_t i;
 
 	az_env_start(&e);
 	p = az_env_provider(&e, -1);
@@ -106,7 +103,7 @@ START_TEST(token_endpoint_errors_are_clear_and_carry_no_secret)
 		azure_fake_fail(e.fake, AZF_TOKEN, 1, rows[i].status,
 				rows[i].ctype, rows[i].body, rows[i].headers);
 		sbx_error_clear(&err);
-		ck_assert_int_lt(p->ops->list(p, &ids, &n, &err), 0);
+		ck_assert_int_lt(az_list(p, &err), 0);
 		ck_assert_msg(err.code == rows[i].code, "row %zu: %s", i,
 			      err.reason);
 		ck_assert_msg(strstr(err.reason, rows[i].needle) != NULL,
@@ -127,7 +124,7 @@ START_TEST(token_endpoint_errors_are_clear_and_carry_no_secret)
 	e.prov =
 		az_env_provider_with(&e, -1, wrong, azure_fake_ca_file(e.fake));
 	sbx_error_clear(&err);
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), -EACCES);
+	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
 	ck_assert_str_eq(err.failure, "azureAuthRefused");
 	ck_assert_int_eq(sbx_error_errno(&err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "invalid_client: "
@@ -145,8 +142,7 @@ START_TEST(workload_identity_posts_the_federated_assertion)
 	char form[2048], fedvar[512];
 	struct sbx_error err;
 	struct az_env e;
-	char **ids = NULL, *file;
-	size_t n = 0;
+	char *file;
 
 	az_env_start(&e);
 	azure_fake_add(e.fake, ID);
@@ -159,9 +155,7 @@ START_TEST(workload_identity_posts_the_federated_assertion)
 	envp[4] = "PATH=/nonexistent";
 	envp[5] = NULL;
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	sbx_error_clear(&err);
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), 0);
-	az_ids_free(ids, n);
+	ck_assert_int_eq(az_list(e.prov, &err), 0);
 	azure_fake_last_token_form(e.fake, form, sizeof(form));
 	ck_assert_ptr_nonnull(strstr(form, "client_assertion_type=urn%3Aietf%3A"
 					   "params%3Aoauth%3Aclient-assertion-"
@@ -177,14 +171,14 @@ START_TEST(workload_identity_posts_the_federated_assertion)
 	 * is what goes out. */
 	th_write_file(file, "eyJub3QiOiJpdCJ9.e30.x", 22);
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), -EACCES);
+	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "AADSTS700211"));
 	ck_assert_ptr_nonnull(strstr(err.reason, "workload identity"));
 	az_assert_clean(&err);
 	provider_free(e.prov);
 	unlink(file);
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), -EACCES);
+	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "cannot be read"));
 	free(file);
 	az_env_stop(&e);
@@ -389,7 +383,7 @@ START_TEST(imds_then_the_cli)
 	envp[2] = "AZ_FAIL=1";
 	envp[3] = NULL;
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), -EACCES);
+	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "Azure CLI"));
 	ck_assert_ptr_nonnull(strstr(err.reason, "Please run 'az login'"));
 	ck_assert_ptr_null(strstr(err.reason, "second line"));
@@ -399,7 +393,7 @@ START_TEST(imds_then_the_cli)
 	envp[1] = "PATH=/nonexistent";
 	envp[2] = NULL;
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), -ENOKEY);
+	ck_assert_int_eq(az_list(e.prov, &err), -ENOKEY);
 	ck_assert_ptr_nonnull(strstr(err.reason, "no credential"));
 	ck_assert_uint_eq(azure_fake_unauthorized(e.fake), 0);
 	free(bin);
@@ -412,8 +406,7 @@ START_TEST(another_ca_is_not_trusted)
 	struct azure_fake *other = NULL;
 	struct sbx_error err;
 	struct az_env e;
-	char errbuf[256], *dir, **ids = NULL;
-	size_t n = 0;
+	char errbuf[256], *dir;
 
 	az_env_start(&e);
 	dir = th_tmpdir("azure2");
@@ -424,7 +417,7 @@ START_TEST(another_ca_is_not_trusted)
 	e.prov = az_env_provider_with(&e, -1, az_secret_env(&e),
 				      azure_fake_ca_file(other));
 	sbx_error_clear(&err);
-	ck_assert_int_eq(e.prov->ops->list(e.prov, &ids, &n, &err), -EIO);
+	ck_assert_int_eq(az_list(e.prov, &err), -EIO);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
 	ck_assert_msg(strstr(err.reason, "certificate") != NULL ||
 			      strstr(err.reason, "SSL") != NULL,

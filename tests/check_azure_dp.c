@@ -92,8 +92,8 @@ START_TEST(list_refuses_a_next_link_elsewhere)
 	struct az_env e;
 	struct provider *p;
 	struct sbx_error err;
-	char **ids = NULL, link[512];
-	size_t n = 0, i;
+	char link[512];
+	size_t i;
 
 	az_env_start(&e);
 	azure_fake_add(e.fake, "a");
@@ -109,7 +109,7 @@ START_TEST(list_refuses_a_next_link_elsewhere)
 				 azure_fake_endpoint(e.fake));
 		azure_fake_set_next_link(e.fake, link);
 		sbx_error_clear(&err);
-		ck_assert_int_eq(p->ops->list(p, &ids, &n, &err), -EIO);
+		ck_assert_int_eq(az_list(p, &err), -EIO);
 		ck_assert_msg(strstr(err.reason, "nextLink") != NULL, "%s",
 			      err.reason);
 		az_assert_clean(&err);
@@ -297,9 +297,7 @@ START_TEST(credential_is_read_through_the_file_api)
 	char *bytes = NULL, path[256];
 	size_t len = 0;
 
-	az_env_start(&e);
-	azure_fake_add(e.fake, ID);
-	p = az_env_provider(&e, -1);
+	p = az_env_box(&e, -1);
 	sbx_error_clear(&err);
 	/* Not written yet: -ENOENT, which the core reports as "not
 	 * ready". */
@@ -351,9 +349,7 @@ START_TEST(judge_accepts_documented_policies_and_refuses_malformed_ones)
 	struct provider *p;
 	size_t i;
 
-	az_env_start(&e);
-	azure_fake_add(e.fake, ID);
-	p = az_env_provider(&e, 0);
+	p = az_env_box(&e, 0);
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct provider_record rec;
 		struct sbx_error err;
@@ -582,9 +578,7 @@ START_TEST(bad_answers_are_clear_errors)
 	struct provider *p;
 	size_t i;
 
-	az_env_start(&e);
-	azure_fake_add(e.fake, ID);
-	p = az_env_provider(&e, 0);
+	p = az_env_box(&e, 0);
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct sbx_error err;
 		unsigned before = azure_fake_calls(e.fake, rows[i].r);
@@ -618,9 +612,7 @@ START_TEST(a_401_from_the_data_plane_refreshes_the_token_once)
 	struct provider *p;
 	struct az_env e;
 
-	az_env_start(&e);
-	azure_fake_add(e.fake, ID);
-	p = az_env_provider(&e, 0);
+	p = az_env_box(&e, 0);
 	az_read_record(p, ID);
 	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_TOKEN), 1);
 	/* A revoked token: refused once, then a fresh one works. */

@@ -37,6 +37,35 @@
 /* Deadline for the cases that must not hit one. */
 #define LONG_MS 5000L
 
+/* A command whose output goes into streamed, or a buffered read of
+ * read_path, on e's session: its rc, and how long it took in *elapsed. */
+static int timed_send(struct tt_env *e, bool command, const char *read_path,
+		      struct buf *streamed, long long *elapsed,
+		      struct sbx_error *err)
+{
+	struct transport_req req;
+	struct transport_resp resp;
+	long long t0;
+	int rc;
+
+	if (command) {
+		tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+			    TRANSPORT_COMMAND);
+		req.sink = tt_sink_to_buf;
+		req.sink_arg = streamed;
+	} else {
+		tt_req_init(&req, "GET", read_path, TRANSPORT_OP_READ,
+			    TRANSPORT_SAFE);
+	}
+	transport_resp_init(&resp);
+	sbx_error_clear(err);
+	t0 = th_now_ms();
+	rc = transport_send(e->t, TT_SESSION, &req, &resp, err);
+	*elapsed = th_now_ms() - t0;
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
 /*
  * An agent that trickles one byte a second never lets the idle deadline
  * fire, but the response deadline bounds the whole exchange: a read (into
@@ -52,29 +81,14 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 	for (command = 0; command <= 1; command++) {
 		struct tt_env e;
 		struct buf streamed = BUF_INIT(4096);
-		struct transport_req req;
-		struct transport_resp resp;
 		struct sbx_error err;
-		long long t0, elapsed;
+		long long elapsed;
 		int rc;
 
 		tt_env_start(&e, tt_trickle_handler, &trickle, 1500,
 			     TT_CONNECTED);
-		if (command) {
-			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				    TRANSPORT_COMMAND);
-			req.sink = tt_sink_to_buf;
-			req.sink_arg = &streamed;
-		} else {
-			tt_req_init(&req, "GET", "/v1/files?path=slow",
-				    TRANSPORT_OP_READ, TRANSPORT_SAFE);
-		}
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		t0 = th_now_ms();
-		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
+		rc = timed_send(&e, command, "/v1/files?path=slow", &streamed,
+				&elapsed, &err);
 		ck_assert_msg(rc < 0, "the trickle was waited for to its end");
 		ck_assert_msg(elapsed >= 1400 && elapsed < 3500, "%lld ms",
 			      elapsed);
@@ -543,29 +557,14 @@ START_TEST(stalled_success_body_meets_the_idle_deadline)
 	for (command = 0; command <= 1; command++) {
 		struct tt_env e;
 		struct buf streamed = BUF_INIT(4096);
-		struct transport_req req;
-		struct transport_resp resp;
 		struct sbx_error err;
-		long long t0, elapsed;
+		long long elapsed;
 		int rc;
 
 		tt_env_start(&e, stalled_success_handler, NULL, SHORT_MS,
 			     TT_CONNECTED);
-		if (command) {
-			tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				    TRANSPORT_COMMAND);
-			req.sink = tt_sink_to_buf;
-			req.sink_arg = &streamed;
-		} else {
-			tt_req_init(&req, "GET", "/v1/files?path=a",
-				    TRANSPORT_OP_READ, TRANSPORT_SAFE);
-		}
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		t0 = th_now_ms();
-		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
+		rc = timed_send(&e, command, "/v1/files?path=a", &streamed,
+				&elapsed, &err);
 		ck_assert_int_lt(rc, 0);
 		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
 				      elapsed < 3 * SHORT_MS,

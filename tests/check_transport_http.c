@@ -98,11 +98,9 @@ START_TEST(transport_http_is_bounded_and_follows_nothing)
 	s = stub_agent_start(http_handler, &h);
 
 	snprintf(url, sizeof(url), "%splain?x=1", stub_agent_url(s));
-	tt_http_req(&hr, "GET", url);
+	tt_http_req(&hr, "GET", url, NULL);
 	hr.headers = headers;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_int_eq(resp.status, 200);
 	ck_assert_str_eq(resp.body.data, "{\"hello\":1}");
@@ -116,12 +114,8 @@ START_TEST(transport_http_is_bounded_and_follows_nothing)
 	pthread_mutex_unlock(&h.mu);
 
 	snprintf(url, sizeof(url), "%splain", stub_agent_url(s));
-	tt_http_req(&hr, "POST", url);
-	hr.content_type = "application/json";
-	hr.body = "{\"a\":2}";
-	hr.body_len = 7;
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "POST", url, "{\"a\":2}");
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 	pthread_mutex_lock(&h.mu);
@@ -132,40 +126,34 @@ START_TEST(transport_http_is_bounded_and_follows_nothing)
 	pthread_mutex_unlock(&h.mu);
 
 	snprintf(url, sizeof(url), "%sredirect", stub_agent_url(s));
-	tt_http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_int_eq(resp.status, 302);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(stub_agent_accepts(other), 0);
 
 	snprintf(url, sizeof(url), "%sbig", stub_agent_url(s));
-	tt_http_req(&hr, "GET", url);
+	tt_http_req(&hr, "GET", url, NULL);
 	hr.max_body = 1000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_int_eq(rc, -EFBIG);
 	transport_resp_cleanup(&resp);
 	hr.max_body = 5000;
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_uint_eq(resp.body.len, 5000);
 	transport_resp_cleanup(&resp);
 
 	stub_refused_url(refused, sizeof(refused));
-	tt_http_req(&hr, "GET", refused);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", refused, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_int_ne(err.code, SBX_OK);
 	transport_resp_cleanup(&resp);
 
 	snprintf(url, sizeof(url), "%sstall", stub_agent_url(s));
-	tt_http_req(&hr, "GET", url);
+	tt_http_req(&hr, "GET", url, NULL);
 	hr.timeout_ms = 300;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);

@@ -135,30 +135,16 @@ static unsigned count_of(struct dropper *d, const unsigned *field)
 static int send_id(struct transport *t, enum transport_class cls, unsigned id,
 		   struct transport_resp *resp, struct sbx_error *err)
 {
-	static const char body[] =
-		"{\"command\":[\"true\"],\"timeoutMs\":5000}";
-	struct transport_req req;
 	char path[64];
 
-	memset(&req, 0, sizeof(req));
 	snprintf(path, sizeof(path), "/v1/thing?id=%u", id);
-	req.cls = cls;
-	req.path = path;
-	req.max_body = 4096;
-	if (cls == TRANSPORT_SAFE) {
-		req.op = TRANSPORT_OP_READ;
-		req.method = "GET";
-	} else {
-		req.op = cls == TRANSPORT_COMMAND ? TRANSPORT_OP_EXEC
-						  : TRANSPORT_OP_FILES;
-		req.method = "POST";
-		req.content_type = "application/json";
-		req.body = body;
-		req.body_len = sizeof(body) - 1;
-	}
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, TT_SESSION, &req, resp, err);
+	if (cls == TRANSPORT_SAFE)
+		return tt_get(t, path, resp, err);
+	return tt_send(t, "POST", path,
+		       cls == TRANSPORT_COMMAND ? TRANSPORT_OP_EXEC
+						: TRANSPORT_OP_FILES,
+		       cls, "{\"command\":[\"true\"],\"timeoutMs\":5000}", resp,
+		       err);
 }
 
 /* Health through the transport: the connection learns whether the agent
@@ -475,29 +461,21 @@ START_TEST(transport_http_never_sends_a_post_twice)
 
 	s = stub_agent_start(dropper_handler, &d);
 	snprintf(url, sizeof(url), "%swarm", stub_agent_url(s));
-	tt_http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 
 	snprintf(url, sizeof(url), "%sthing?id=6", stub_agent_url(s));
-	tt_http_req(&hr, "POST", url);
-	hr.content_type = "application/json";
-	hr.body = "{}";
-	hr.body_len = 2;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "POST", url, "{}");
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_int_lt(rc, 0);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(count_of(&d, &d.deliveries[6]), 1);
 
 	snprintf(url, sizeof(url), "%sthing?id=7", stub_agent_url(s));
-	tt_http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	/* Whether the GET found a kept-alive connection depends on the
 	 * shared pool; either way it succeeds, delivered once or twice. */
 	if (rc < 0)
@@ -557,10 +535,8 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	unsetenv("NO_PROXY");
 
 	snprintf(url, sizeof(url), "%sthing?id=9", stub_agent_url(agent));
-	tt_http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "via proxy");
 	transport_resp_cleanup(&resp);
@@ -572,9 +548,7 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 
 	/* NO_PROXY names the host: reached directly. */
 	setenv("no_proxy", "127.0.0.1", 1);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 9");
 	transport_resp_cleanup(&resp);

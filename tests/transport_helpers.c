@@ -99,35 +99,41 @@ void tt_req_init(struct transport_req *req, const char *method,
 	req->max_body = 65536;
 }
 
-int tt_get(struct transport *t, const char *path, struct transport_resp *resp,
-	   struct sbx_error *err)
+int tt_send(struct transport *t, const char *method, const char *path,
+	    const char *op, enum transport_class cls, const char *json,
+	    struct transport_resp *resp, struct sbx_error *err)
 {
 	struct transport_req req;
 
-	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	tt_req_init(&req, method, path, op, cls);
+	if (json != NULL) {
+		req.content_type = "application/json";
+		req.body = json;
+		req.body_len = strlen(json);
+	}
 	transport_resp_init(resp);
 	sbx_error_clear(err);
 	return transport_send(t, TT_SESSION, &req, resp, err);
+}
+
+int tt_get(struct transport *t, const char *path, struct transport_resp *resp,
+	   struct sbx_error *err)
+{
+	return tt_send(t, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE, NULL,
+		       resp, err);
 }
 
 int tt_exec_post(struct transport *t, const char *path,
 		 struct transport_resp *resp, struct sbx_error *err)
 {
-	static const char body[] = "{\"command\":[\"true\"],\"timeoutMs\":5000,"
-				   "\"cwd\":null,\"env\":{}}";
-	struct transport_req req;
-
-	tt_req_init(&req, "POST", path, TRANSPORT_OP_EXEC, TRANSPORT_COMMAND);
-	req.content_type = "application/json";
-	req.body = body;
-	req.body_len = sizeof(body) - 1;
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, TT_SESSION, &req, resp, err);
+	return tt_send(t, "POST", path, TRANSPORT_OP_EXEC, TRANSPORT_COMMAND,
+		       "{\"command\":[\"true\"],\"timeoutMs\":5000,"
+		       "\"cwd\":null,\"env\":{}}",
+		       resp, err);
 }
 
 void tt_http_req(struct transport_http_req *hr, const char *method,
-		 const char *url)
+		 const char *url, const char *json)
 {
 	memset(hr, 0, sizeof(*hr));
 	hr->method = method;
@@ -135,6 +141,19 @@ void tt_http_req(struct transport_http_req *hr, const char *method,
 	hr->max_body = 65536;
 	hr->connect_timeout_ms = 2000;
 	hr->timeout_ms = 5000;
+	if (json != NULL) {
+		hr->content_type = "application/json";
+		hr->body = json;
+		hr->body_len = strlen(json);
+	}
+}
+
+int tt_http_send(const struct transport_http_req *hr,
+		 struct transport_resp *resp, struct sbx_error *err)
+{
+	transport_resp_init(resp);
+	sbx_error_clear(err);
+	return transport_http(hr, resp, err);
 }
 
 int tt_sink_to_buf(void *arg, const void *data, size_t len)

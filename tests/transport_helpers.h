@@ -57,16 +57,24 @@ stub_handler_fn tt_trickle_handler; /* arg: struct tt_trickle */
 /* A request of class cls with a 64 KiB answer bound. */
 void tt_req_init(struct transport_req *req, const char *method,
 		 const char *path, const char *op, enum transport_class cls);
-/* A GET of path on TT_SESSION (a read: safe to repeat); resp and err are
- * initialised here. */
+/* One request of class cls on TT_SESSION, with json as its body when it
+ * is set; resp and err are initialised here. */
+int tt_send(struct transport *t, const char *method, const char *path,
+	    const char *op, enum transport_class cls, const char *json,
+	    struct transport_resp *resp, struct sbx_error *err);
+/* A GET of path on TT_SESSION (a read: safe to repeat). */
 int tt_get(struct transport *t, const char *path, struct transport_resp *resp,
 	   struct sbx_error *err);
 /* A POST of a small command body to path on TT_SESSION (a command). */
 int tt_exec_post(struct transport *t, const char *path,
 		 struct transport_resp *resp, struct sbx_error *err);
-/* A provider request: 64 KiB answer bound, 2 s to connect, 5 s in all. */
+/* A provider request: 64 KiB answer bound, 2 s to connect, 5 s in all,
+ * json as its body when it is set. */
 void tt_http_req(struct transport_http_req *hr, const char *method,
-		 const char *url);
+		 const char *url, const char *json);
+/* transport_http of hr, resp and err initialised here. */
+int tt_http_send(const struct transport_http_req *hr,
+		 struct transport_resp *resp, struct sbx_error *err);
 /* A transport_sink_fn appending to the struct buf at arg. */
 int tt_sink_to_buf(void *arg, const void *data, size_t len);
 /* Whether TT_SESSION's slot is empty / holds url. */
