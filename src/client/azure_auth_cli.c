@@ -115,20 +115,8 @@ static int cli_run(struct azure_auth *a, const char *const *argv,
 		rc = -errno;
 		goto cannot;
 	}
-	if (pid == 0) {
-		/* Only async-signal-safe calls until exec. */
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		setpgid(0, 0);
-		if (devnull < 0 || dup2(devnull, 0) < 0 ||
-		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
-			_exit(127);
-#ifdef HAVE_CLOSE_RANGE
-		close_range(3, ~0U, 0);
-#endif
-		execve(argv[0], (char *const *)argv, a->env);
-		_exit(127);
-	}
+	if (pid == 0)
+		child_exec(argv, a->env, outp[1], errp[1], true);
 	*ran = true;
 	close(outp[1]);
 	close(errp[1]);

@@ -3,12 +3,32 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/token.h"
 #include "client/child_output.h"
+
+void child_exec(const char *const *argv, char *const *envp, int out, int err,
+		bool close_others)
+{
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	setpgid(0, 0);
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 ||
+	    dup2(err, 2) < 0)
+		_exit(127);
+#ifdef HAVE_CLOSE_RANGE
+	if (close_others)
+		close_range(3, ~0U, 0);
+#else
+	(void)close_others;
+#endif
+	execve(argv[0], (char *const *)argv, envp);
+	_exit(127);
+}
 
 int child_output_drain(struct child_output *co, long long deadline)
 {

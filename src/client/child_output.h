@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * child_output: a child's stdout and stderr read to their ends into
- * bounded buffers, under a deadline (the Azure CLI, a native session's
- * command). Not thread-safe: one caller per struct child_output.
+ * child_output: a child that runs a command with its output in pipes
+ * (the Azure CLI, a native session's command): its exec, and its stdout
+ * and stderr read to their ends into bounded buffers under a deadline.
+ * Not thread-safe: one caller per struct child_output.
  */
 #ifndef SBFS_CHILD_OUTPUT_H
 #define SBFS_CHILD_OUTPUT_H
@@ -24,6 +25,16 @@ struct child_output {
 			 and was dropped; reading went on */
 	bool wipe; /* wipe each chunk once copied: it may hold a secret */
 };
+
+/*
+ * In a child between fork and exec (async-signal-safe calls only): stdin
+ * from /dev/null, stdout and stderr to out and err, a process group of its
+ * own (so that it can be killed whole), then argv with envp; _exit(127)
+ * when any of it fails. close_others: every other descriptor past stderr
+ * is closed first (close_range, where the system has it).
+ */
+void child_exec(const char *const *argv, char *const *envp, int out, int err,
+		bool close_others) __attribute__((noreturn));
 
 /* Read both descriptors until both end: 0, -ETIMEDOUT when deadline
  * (clock_mono_ms) passes first, or poll's -errno. The descriptors stay

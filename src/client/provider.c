@@ -9,28 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_record.h"
 #include "client/provider.h"
 #include "client/provider_local.h"
 #ifdef HAVE_PROVIDER_AZURE
 #include "client/provider_azure.h"
 #endif
 
-static const char *const state_names[] = {
-	[PROVIDER_STATE_UNKNOWN] = "Unknown",
-	[PROVIDER_STATE_CREATING] = "Creating",
-	[PROVIDER_STATE_RUNNING] = "Running",
-	[PROVIDER_STATE_STOPPING] = "Stopping",
-	[PROVIDER_STATE_STOPPED] = "Stopped",
-	[PROVIDER_STATE_SUSPENDED] = "Suspended",
-	[PROVIDER_STATE_RESUMING] = "Resuming",
-	[PROVIDER_STATE_DELETING] = "Deleting",
-};
+/* The two enums list the states in the same order. */
+_Static_assert((int)PROVIDER_STATE_DELETING == (int)PROTO_RECORD_DELETING &&
+		       (int)PROVIDER_STATE_RUNNING == (int)PROTO_RECORD_RUNNING,
+	       "provider_state follows proto_record_state");
 
 const char *provider_state_name(enum provider_state s)
 {
-	if ((size_t)s >= sizeof(state_names) / sizeof(state_names[0]))
-		return "Unknown";
-	return state_names[s];
+	const char *name = proto_record_state_name((enum proto_record_state)s);
+
+	return name != NULL ? name : "Unknown";
 }
 
 void provider_record_cleanup(struct provider_record *r)

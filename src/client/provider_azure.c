@@ -142,13 +142,9 @@ static int fetch_sandbox(struct azure_priv *ap, const char *id,
 
 	snprintf(what, sizeof(what), "read sandbox '%s'", id);
 	snprintf(path, sizeof(path), "/sandboxes/%s", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "GET";
-	r.path = path;
-	r.max_body = PROVIDER_AZURE_MAX_RECORD;
+	r = azure_dp_req(what, "GET", path, PROVIDER_AZURE_MAX_RECORD,
+			 PROVIDER_AZURE_TIMEOUT_MS);
 	r.json = true;
-	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
 	transport_resp_init(&resp);
 	rc = azure_dp_call(ap, &r, &resp, err);
 	if (rc == -ENOENT) {
@@ -268,15 +264,9 @@ static int add_agent_port(struct azure_priv *ap, const char *id,
 	}
 	snprintf(what, sizeof(what), "open the agent port of sandbox '%s'", id);
 	snprintf(path, sizeof(path), "/sandboxes/%s/ports/add", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "POST";
-	r.path = path;
-	r.content_type = "application/json";
-	r.body = body.data;
-	r.body_len = body.len;
-	r.max_body = PROVIDER_AZURE_MAX_RECORD;
-	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	r = azure_dp_req(what, "POST", path, PROVIDER_AZURE_MAX_RECORD,
+			 PROVIDER_AZURE_TIMEOUT_MS);
+	azure_dp_json(&r, &body);
 	transport_resp_init(&resp);
 	azure_count(ap, &ap->stats.ports_added);
 	rc = azure_dp_call(ap, &r, &resp, err);
@@ -458,12 +448,8 @@ static int lifecycle(struct provider *p, const char *id, const char *verb,
 	azure_count(ap, counter);
 	snprintf(what, sizeof(what), "%s sandbox '%s'", verb, id);
 	snprintf(path, sizeof(path), "/sandboxes/%s/%s", id, verb);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "POST";
-	r.path = path;
-	r.max_body = PROVIDER_AZURE_MAX_RECORD;
-	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	r = azure_dp_req(what, "POST", path, PROVIDER_AZURE_MAX_RECORD,
+			 PROVIDER_AZURE_TIMEOUT_MS);
 	transport_resp_init(&resp);
 	rc = azure_dp_call(ap, &r, &resp, err);
 	transport_resp_cleanup(&resp);
@@ -599,14 +585,11 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 			rc = -EIO;
 			goto out;
 		}
-		memset(&r, 0, sizeof(r));
-		r.what = "list sandboxes";
-		r.method = "GET";
-		r.path = path;
+		r = azure_dp_req("list sandboxes", "GET", path,
+				 16 * PROVIDER_AZURE_MAX_RECORD,
+				 PROVIDER_AZURE_TIMEOUT_MS);
 		r.absolute = absolute;
-		r.max_body = 16 * PROVIDER_AZURE_MAX_RECORD;
 		r.json = true;
-		r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
 		azure_count(ap, &ap->stats.list_pages);
 		rc = azure_dp_call(ap, &r, &resp, err);
 		if (rc == -ENOENT) {

@@ -163,6 +163,27 @@ static char *dp_url(struct azure_priv *ap, const struct dp_req *r)
 			 r->query ? r->query : "");
 }
 
+struct dp_req azure_dp_req(const char *what, const char *method,
+			   const char *path, size_t max_body, long timeout_ms)
+{
+	struct dp_req r = {
+		.what = what,
+		.method = method,
+		.path = path,
+		.max_body = max_body,
+		.timeout_ms = timeout_ms,
+	};
+
+	return r;
+}
+
+void azure_dp_json(struct dp_req *r, const struct buf *body)
+{
+	r->content_type = "application/json";
+	r->body = body->data;
+	r->body_len = body->len;
+}
+
 /* The exchange of r at url, with the bearer line auth. */
 static void dp_request(struct azure_priv *ap, const struct dp_req *r,
 		       const char *url, const char *const *headers,
@@ -341,13 +362,9 @@ int azure_read_file(struct azure_priv *ap, const char *id, const char *path,
 		return rc;
 	}
 	snprintf(dppath, sizeof(dppath), "/sandboxes/%s/files", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "GET";
-	r.path = dppath;
+	r = azure_dp_req(what, "GET", dppath, max,
+			 PROVIDER_AZURE_FILE_TIMEOUT_MS);
 	r.query = query.data;
-	r.max_body = max;
-	r.timeout_ms = PROVIDER_AZURE_FILE_TIMEOUT_MS;
 	rc = azure_dp_call(ap, &r, resp, err);
 	buf_cleanup(&query);
 	return rc;

@@ -101,6 +101,14 @@ struct dp_req {
 	long timeout_ms;
 };
 
+/* A call named what (for reasons): method on path (after the group
+ * path), its answer bounded by max_body within timeout_ms; the rest
+ * zero. */
+struct dp_req azure_dp_req(const char *what, const char *method,
+			   const char *path, size_t max_body, long timeout_ms);
+/* r's body: the JSON in body (borrowed). */
+void azure_dp_json(struct dp_req *r, const struct buf *body);
+
 /*
  * One data-plane exchange with the bearer, retried once with a fresh
  * token after a 401. Returns 0 for a 2xx answer (resp filled), -ENOENT for

@@ -122,17 +122,11 @@ int azure_native_exec(struct provider *p, const char *id, const char *command,
 	azure_count(ap, &ap->stats.native_execs);
 	snprintf(what, sizeof(what), "run a command in sandbox '%s'", id);
 	snprintf(path, sizeof(path), "/sandboxes/%s/executeShellCommand", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "POST";
-	r.path = path;
-	r.content_type = "application/json";
-	r.body = body.data;
-	r.body_len = body.len;
-	r.max_body = PROTO_HTTP_BODY_LIMIT;
+	r = azure_dp_req(what, "POST", path, PROTO_HTTP_BODY_LIMIT,
+			 PROVIDER_AZURE_EXEC_TIMEOUT_MS);
+	azure_dp_json(&r, &body);
 	r.json = true;
 	r.may_run = true;
-	r.timeout_ms = PROVIDER_AZURE_EXEC_TIMEOUT_MS;
 	transport_resp_init(&resp);
 	rc = azure_dp_call(ap, &r, &resp, err);
 	buf_cleanup(&body);

@@ -651,15 +651,9 @@ static int local_native_exec(struct provider *p, const char *id,
 	}
 	if (pid == 0) {
 		char *const env[] = {env_root, NULL};
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		local_signals_default();
-		setpgid(0, 0);
-		if (devnull < 0 || dup2(devnull, 0) < 0 ||
-		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
-			_exit(127);
-		execve(argv[0], (char *const *)argv, env);
-		_exit(127);
+		child_exec(argv, env, outp[1], errp[1], false);
 	}
 	close(outp[1]);
 	close(errp[1]);
