@@ -139,14 +139,8 @@ cannot:
 	sbx_error_set(err, SBX_UNREACHABLE, NULL,
 		      "azure: cannot run the Azure CLI: %s", strerror(-rc));
 out:
-	if (outp[0] >= 0)
-		close(outp[0]);
-	if (outp[1] >= 0)
-		close(outp[1]);
-	if (errp[0] >= 0)
-		close(errp[0]);
-	if (errp[1] >= 0)
-		close(errp[1]);
+	child_fds_close(outp, 2);
+	child_fds_close(errp, 2);
 	return rc;
 }
 

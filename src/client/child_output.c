@@ -30,6 +30,17 @@ void child_exec(const char *const *argv, char *const *envp, int out, int err,
 	_exit(127);
 }
 
+void child_fds_close(int *fds, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
 int child_output_drain(struct child_output *co, long long deadline)
 {
 	struct pollfd pfd[2] = {{co->fd[0], POLLIN, 0}, {co->fd[1], POLLIN, 0}};

@@ -36,6 +36,9 @@ struct child_output {
 void child_exec(const char *const *argv, char *const *envp, int out, int err,
 		bool close_others) __attribute__((noreturn));
 
+/* Close each of fds[0..n) that is open (>= 0) and mark it closed. */
+void child_fds_close(int *fds, size_t n);
+
 /* Read both descriptors until both end: 0, -ETIMEDOUT when deadline
  * (clock_mono_ms) passes first, or poll's -errno. The descriptors stay
  * open (the caller's). */

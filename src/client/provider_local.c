@@ -686,14 +686,8 @@ static int local_native_exec(struct provider *p, const char *id,
 	res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	rc = 0;
 out:
-	if (outp[0] >= 0)
-		close(outp[0]);
-	if (outp[1] >= 0)
-		close(outp[1]);
-	if (errp[0] >= 0)
-		close(errp[0]);
-	if (errp[1] >= 0)
-		close(errp[1]);
+	child_fds_close(outp, 2);
+	child_fds_close(errp, 2);
 	free(env_root);
 	free(root);
 	return rc;

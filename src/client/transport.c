@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,6 +472,31 @@ void transport_config_defaults(struct transport_config *cfg)
 	cfg->new_sessions_use_agent = true;
 }
 
+/* Every deadline cfg leaves unset (<= 0) gets its default; the idle
+ * deadline inside a body defaults to the response deadline. */
+static void config_fill(struct transport_config *cfg)
+{
+	static const size_t deadlines[] = {
+		offsetof(struct transport_config, connect_timeout_ms),
+		offsetof(struct transport_config, response_timeout_ms),
+		offsetof(struct transport_config, ready_timeout_ms),
+		offsetof(struct transport_config, ready_interval_ms),
+		offsetof(struct transport_config, running_timeout_ms),
+	};
+	struct transport_config d;
+	size_t i;
+
+	transport_config_defaults(&d);
+	for (i = 0; i < sizeof(deadlines) / sizeof(deadlines[0]); i++) {
+		long *v = (long *)((char *)cfg + deadlines[i]);
+
+		if (*v <= 0)
+			*v = *(const long *)((const char *)&d + deadlines[i]);
+	}
+	if (cfg->body_idle_timeout_ms <= 0)
+		cfg->body_idle_timeout_ms = cfg->response_timeout_ms;
+}
+
 int transport_new(struct provider *prov, const struct transport_config *cfg,
 		  struct transport **out)
 {
@@ -484,18 +510,7 @@ int transport_new(struct provider *prov, const struct transport_config *cfg,
 		t->cfg = *cfg;
 	else
 		transport_config_defaults(&t->cfg);
-	if (t->cfg.connect_timeout_ms <= 0)
-		t->cfg.connect_timeout_ms = 10000;
-	if (t->cfg.response_timeout_ms <= 0)
-		t->cfg.response_timeout_ms = 60000;
-	if (t->cfg.body_idle_timeout_ms <= 0)
-		t->cfg.body_idle_timeout_ms = t->cfg.response_timeout_ms;
-	if (t->cfg.ready_timeout_ms <= 0)
-		t->cfg.ready_timeout_ms = 60000;
-	if (t->cfg.ready_interval_ms <= 0)
-		t->cfg.ready_interval_ms = 500;
-	if (t->cfg.running_timeout_ms <= 0)
-		t->cfg.running_timeout_ms = 120000;
+	config_fill(&t->cfg);
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->id_lock, NULL);
 	*out = t;
