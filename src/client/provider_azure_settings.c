@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,29 +68,19 @@ static int cache_seconds(const char *v, long *ms)
 static int set_key(struct provider_azure_settings *s, const char *key,
 		   const char *value)
 {
+#define KEY(name)                                                              \
+	{                                                                      \
+		"azure_" #name, offsetof(struct provider_azure_settings, name) \
+	}
 	static const struct {
 		const char *key;
 		size_t off;
 	} keys[] = {
-		{"azure_subscription",
-		 offsetof(struct provider_azure_settings, subscription)},
-		{"azure_resource_group",
-		 offsetof(struct provider_azure_settings, resource_group)},
-		{"azure_group",
-		 offsetof(struct provider_azure_settings, group)},
-		{"azure_region",
-		 offsetof(struct provider_azure_settings, region)},
-		{"azure_endpoint",
-		 offsetof(struct provider_azure_settings, endpoint)},
-		{"azure_token_path",
-		 offsetof(struct provider_azure_settings, token_path)},
-		{"azure_native_root",
-		 offsetof(struct provider_azure_settings, native_root)},
-		{"azure_ca_file",
-		 offsetof(struct provider_azure_settings, ca_file)},
-		{"azure_resolve",
-		 offsetof(struct provider_azure_settings, resolve)},
+		KEY(subscription), KEY(resource_group), KEY(group),
+		KEY(region),	   KEY(endpoint),	KEY(token_path),
+		KEY(native_root),  KEY(ca_file),	KEY(resolve),
 	};
+#undef KEY
 	size_t i;
 
 	if (strcmp(key, "azure_record_cache") == 0)
@@ -202,6 +193,16 @@ static const char *env_value(const char *const *env, const char *name)
 	return NULL;
 }
 
+/* " name" appended to the list in missing when absent. */
+static void missing_if(char *missing, size_t size, bool absent,
+		       const char *name)
+{
+	size_t n = strlen(missing);
+
+	if (absent)
+		snprintf(missing + n, size - n, " %s", name);
+}
+
 int provider_azure_settings_load(const struct provider_opts *o,
 				 const char *const *env,
 				 struct provider_azure_settings *out,
@@ -242,20 +243,13 @@ int provider_azure_settings_load(const struct provider_opts *o,
 			goto fail;
 		}
 	}
-	if (s.subscription == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing),
-			 " azure_subscription");
-	if (s.resource_group == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing),
-			 " azure_resource_group");
-	if (s.group == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing), " azure_group");
-	if (s.region == NULL && s.endpoint == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing), " azure_region");
+	missing_if(missing, sizeof(missing), s.subscription == NULL,
+		   "azure_subscription");
+	missing_if(missing, sizeof(missing), s.resource_group == NULL,
+		   "azure_resource_group");
+	missing_if(missing, sizeof(missing), s.group == NULL, "azure_group");
+	missing_if(missing, sizeof(missing),
+		   s.region == NULL && s.endpoint == NULL, "azure_region");
 	if (missing[0] != '\0') {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "azure: missing setting(s):%s (give them with "
