@@ -434,19 +434,33 @@ static enum MHD_Result list_sandboxes(struct azure_fake *f,
 	return reply_buf(c, 200, JSON, &b);
 }
 
+/* Sandbox id with f->mu held, or NULL (f->mu not held). */
+static struct sbx *sbx_locked(struct azure_fake *f, const char *id)
+{
+	struct sbx *s;
+
+	pthread_mutex_lock(&f->mu);
+	s = azf_sbx_find(f, id);
+	if (s == NULL)
+		pthread_mutex_unlock(&f->mu);
+	return s;
+}
+
+static enum MHD_Result sandbox_not_found(struct MHD_Connection *c)
+{
+	return dp_error(c, 404, "SandboxNotFound",
+			"The sandbox was not found.");
+}
+
 static enum MHD_Result get_sandbox(struct azure_fake *f,
 				   struct MHD_Connection *c, const char *id)
 {
 	struct buf b = BUF_INIT(0);
 	struct sbx *s;
 
-	pthread_mutex_lock(&f->mu);
-	s = azf_sbx_find(f, id);
-	if (s == NULL) {
-		pthread_mutex_unlock(&f->mu);
-		return dp_error(c, 404, "SandboxNotFound",
-				"The sandbox was not found.");
-	}
+	s = sbx_locked(f, id);
+	if (s == NULL)
+		return sandbox_not_found(c);
 	if (s->raw != NULL) {
 		(void)!buf_append_str(&b, s->raw);
 	} else if (s->stopped_reads > 0) {
@@ -510,13 +524,9 @@ static enum MHD_Result get_file(struct azure_fake *f, struct MHD_Connection *c,
 	char *host = NULL;
 	int rc = -ENOENT;
 
-	pthread_mutex_lock(&f->mu);
-	s = azf_sbx_find(f, id);
-	if (s == NULL) {
-		pthread_mutex_unlock(&f->mu);
-		return dp_error(c, 404, "SandboxNotFound",
-				"The sandbox was not found.");
-	}
+	s = sbx_locked(f, id);
+	if (s == NULL)
+		return sandbox_not_found(c);
 	fl = azf_file_get(s, path, false);
 	if (fl != NULL && fl->data != NULL) {
 		rc = buf_append(&b, fl->data, fl->n);
@@ -682,8 +692,7 @@ static enum MHD_Result lifecycle(struct azure_fake *f, struct MHD_Connection *c,
 		found = true;
 	});
 	if (!found)
-		return dp_error(c, 404, "SandboxNotFound",
-				"The sandbox was not found.");
+		return sandbox_not_found(c);
 	return reply(c, 202, NULL, NULL, 0, NULL);
 }
 
@@ -712,8 +721,7 @@ static enum MHD_Result add_port(struct azure_fake *f, struct MHD_Connection *c,
 		found = true;
 	});
 	if (!found)
-		return dp_error(c, 404, "SandboxNotFound",
-				"The sandbox was not found.");
+		return sandbox_not_found(c);
 	return reply_str(c, 200, JSON,
 			 "{\"port\":8971,\"auth\":{\"anonymous\":true},"
 			 "\"activationMode\":\"Always\"}");

@@ -347,7 +347,8 @@ struct two_boots {
 	pthread_mutex_t mu;
 	struct transport *t;
 	struct stub_agent *second;
-	unsigned first_polls, second_polls;
+	unsigned first_polls;
+	struct tt_health ready; /* the second boot */
 };
 
 static const char AWAITING[] =
@@ -373,21 +374,6 @@ static enum stub_next first_boot_handler(struct stub_agent *s,
 	return tt_answered(stub_reply(fd, 200, "application/json", AWAITING));
 }
 
-static enum stub_next second_boot_handler(struct stub_agent *s,
-					  const struct stub_req *req, int fd,
-					  void *arg)
-{
-	struct two_boots *b = arg;
-
-	(void)s;
-	if (!tt_is(req, "GET", "/v1/health"))
-		return tt_answered(stub_reply(fd, 204, NULL, NULL));
-	pthread_mutex_lock(&b->mu);
-	b->second_polls++;
-	pthread_mutex_unlock(&b->mu);
-	return tt_answered(stub_reply(fd, 200, "application/json", READY));
-}
-
 /*
  * A probe whose answer says awaiting-network-verification drops the
  * connection that carried it, not the one a concurrent refresh put in the
@@ -396,7 +382,9 @@ static enum stub_next second_boot_handler(struct stub_agent *s,
  */
 START_TEST(readiness_probe_drops_only_its_own_connection)
 {
-	struct two_boots b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct two_boots b = {
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.ready = {.mu = PTHREAD_MUTEX_INITIALIZER, .answer = READY}};
 	struct stub_provider *sp = stub_provider_new();
 	struct transport_config cfg;
 	struct stub_agent *first;
@@ -404,7 +392,7 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 	char url[256];
 	int rc;
 
-	b.second = stub_agent_start(second_boot_handler, &b);
+	b.second = stub_agent_start(tt_health_handler, &b.ready);
 	first = stub_agent_start(first_boot_handler, &b);
 	stub_provider_never(sp, STUB_CALL_ROUTE);
 	stub_transport_config(&cfg, 5000, true);
@@ -417,8 +405,10 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	pthread_mutex_lock(&b.mu);
 	ck_assert_uint_eq(b.first_polls, 1);
-	ck_assert_uint_eq(b.second_polls, 1);
 	pthread_mutex_unlock(&b.mu);
+	pthread_mutex_lock(&b.ready.mu);
+	ck_assert_uint_eq(b.ready.polls, 1);
+	pthread_mutex_unlock(&b.ready.mu);
 	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
 	ck_assert(transport_test_cached_url(b.t, TT_SESSION, url, sizeof(url)));
 	ck_assert_str_eq(url, stub_agent_url(b.second));
@@ -691,29 +681,6 @@ START_TEST(success_body_bounds)
 }
 END_TEST
 
-struct health_agent {
-	pthread_mutex_t mu;
-	const char *answer;
-	unsigned polls;
-};
-
-static enum stub_next health_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	struct health_agent *h = arg;
-	const char *answer;
-
-	(void)s;
-	if (!tt_is(req, "GET", "/v1/health"))
-		return tt_answered(stub_reply(fd, 204, NULL, NULL));
-	pthread_mutex_lock(&h->mu);
-	h->polls++;
-	answer = h->answer;
-	pthread_mutex_unlock(&h->mu);
-	return tt_answered(stub_reply(fd, 200, "application/json", answer));
-}
-
 /*
  * Readiness is polled every ready_interval_ms and given up at
  * ready_timeout_ms with SANDBOX_UNREACHABLE: here the image command
@@ -722,7 +689,7 @@ static enum stub_next health_handler(struct stub_agent *s,
  */
 START_TEST(readiness_wait_gives_up_at_its_deadline)
 {
-	struct health_agent h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct tt_health h = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct stub_provider *sp = stub_provider_new();
 	struct transport_config cfg;
 	struct proto_health health;
@@ -734,7 +701,7 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 
 	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
 		   "\"imageCommand\":{\"status\":\"failed\"}}";
-	s = stub_agent_start(health_handler, &h);
+	s = stub_agent_start(tt_health_handler, &h);
 	/* A poll cut off by the deadline may drop the connection: the
 	 * provider can hand the route out again. */
 	stub_provider_set_route(sp, stub_agent_url(s));

@@ -71,6 +71,22 @@ enum stub_next tt_silent_handler(struct stub_agent *s,
 	return STUB_CLOSE;
 }
 
+enum stub_next tt_health_handler(struct stub_agent *s,
+				 const struct stub_req *req, int fd, void *arg)
+{
+	struct tt_health *h = arg;
+	const char *answer;
+
+	(void)s;
+	if (!tt_is(req, "GET", "/v1/health"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	pthread_mutex_lock(&h->mu);
+	h->polls++;
+	answer = h->answer;
+	pthread_mutex_unlock(&h->mu);
+	return tt_answered(stub_reply(fd, 200, "application/json", answer));
+}
+
 enum stub_next tt_trickle_handler(struct stub_agent *s,
 				  const struct stub_req *req, int fd, void *arg)
 {

@@ -44,6 +44,16 @@ bool tt_header(const struct stub_req *req, const char *name, char *out,
 /* Reads the request and never answers (until the stub stops). */
 stub_handler_fn tt_silent_handler;
 
+/* An agent whose GET /v1/health answers 200 with answer (JSON) and
+ * counts the polls; anything else gets a 204. */
+struct tt_health {
+	pthread_mutex_t mu;
+	const char *answer;
+	unsigned polls;
+};
+
+stub_handler_fn tt_health_handler; /* arg: struct tt_health */
+
 /* A 200 whose body trickles: bytes bytes, one each gap_ms. */
 struct tt_trickle {
 	int bytes;
