@@ -115,6 +115,17 @@ int main(int argc, char *argv[])
 			cmd.mountpoint, what, cmd.mountpoint);
 		goto out;
 	}
+	/* libfuse (and fusermount3) open /dev/fuse as the user: say why a
+	 * user's mount cannot work here, rather than libfuse's bare
+	 * "Permission denied". */
+	if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0) {
+		fprintf(stderr,
+			"sandboxfs: /dev/fuse: %s: a user's mount needs it "
+			"readable and writable (Debian's default mode is 0666; "
+			"as root: chmod 0666 /dev/fuse)\n",
+			strerror(errno));
+		goto out;
+	}
 	if (o.log_file != NULL) {
 		log_fd = open(o.log_file,
 			      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
