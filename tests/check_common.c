@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Suites for the pure common modules: buf, b64, path, token and the shared
- * parts of proto (health, typed error bodies).
+ * Suites for the pure common modules: buf, b64, path, token, hmap and the
+ * shared parts of proto (health, typed error bodies).
  */
 #include "config.h"
 
@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/errname.h"
 #include "common/fileio.h"
+#include "common/hmap.h"
 #include "common/ids.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -103,6 +104,126 @@ Suite *make_buf_suite(void)
 	tcase_add_test(tc, buf_printf_and_consume);
 	tcase_add_test(tc, buf_reserve_commit);
 	tcase_add_test(tc, buf_escaped_keeps_unreserved);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+/* ---- hmap --------------------------------------------------------------- */
+
+struct hm_item {
+	struct hmap_node node;
+	char key[16];
+	int value;
+};
+
+static struct hm_item *hm_find(struct hmap *m, const char *key)
+{
+	uint64_t h = hmap_hash_str(key, HMAP_SEED);
+	struct hmap_node *n;
+
+	for (n = hmap_first(m, h); n != NULL; n = hmap_next(n, h)) {
+		struct hm_item *it = hmap_entry(n, struct hm_item, node);
+
+		if (strcmp(it->key, key) == 0)
+			return it;
+	}
+	return NULL;
+}
+
+START_TEST(hmap_grows_finds_removes)
+{
+	enum { N = 5000 };
+	static struct hm_item items[N];
+	struct hmap m;
+	char key[16];
+	int i;
+
+	hmap_init(&m, 3);
+	ck_assert_uint_eq(m.nslots, 4);
+	for (i = 0; i < N; i++) {
+		snprintf(items[i].key, sizeof(items[i].key), "k%d", i);
+		items[i].value = i;
+		hmap_insert(&m, &items[i].node,
+			    hmap_hash_str(items[i].key, HMAP_SEED));
+	}
+	ck_assert_uint_eq(hmap_count(&m), N);
+	/* Doubled whenever full: never more entries than slots. */
+	ck_assert_uint_ge(m.nslots, N);
+	ck_assert_uint_lt(m.nslots, 2 * 8192 + 1);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_ptr_eq(hm_find(&m, key), &items[i]);
+	}
+	ck_assert_ptr_null(hm_find(&m, "k5000"));
+	for (i = 0; i < N; i += 2)
+		hmap_remove(&m, &items[i].node);
+	ck_assert_uint_eq(hmap_count(&m), N / 2);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_ptr_eq(hm_find(&m, key),
+				 i % 2 == 0 ? NULL : &items[i]);
+	}
+	hmap_cleanup(&m);
+	ck_assert_ptr_null(m.slot);
+	hmap_cleanup(NULL);
+}
+END_TEST
+
+START_TEST(hmap_equal_hashes_and_walk)
+{
+	struct hm_item a = {.key = "a"}, b = {.key = "b"}, c = {.key = "c"};
+	struct hmap_node *n, *next;
+	size_t cursor = 0, seen = 0;
+	struct hmap m;
+
+	/* Three entries of one hash: the walk of that hash meets each, and
+	 * the caller's key comparison tells them apart. */
+	hmap_init(&m, 0);
+	hmap_insert(&m, &a.node, 42);
+	hmap_insert(&m, &b.node, 42);
+	hmap_insert(&m, &c.node, 7);
+	for (n = hmap_first(&m, 42); n != NULL; n = hmap_next(n, 42)) {
+		struct hm_item *it = hmap_entry(n, struct hm_item, node);
+
+		ck_assert(it == &a || it == &b);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, 2);
+	ck_assert_ptr_null(hmap_first(&m, 43));
+	ck_assert_ptr_eq(hmap_first(&m, 7), &c.node);
+	/* Every entry once, each removed as soon as the walk is past it. */
+	seen = 0;
+	for (n = hmap_walk(&m, &cursor, NULL); n != NULL; n = next) {
+		next = hmap_walk(&m, &cursor, n);
+		hmap_remove(&m, n);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, 3);
+	ck_assert_uint_eq(hmap_count(&m), 0);
+	cursor = 0;
+	ck_assert_ptr_null(hmap_walk(&m, &cursor, NULL));
+	hmap_cleanup(&m);
+}
+END_TEST
+
+START_TEST(hmap_hashes_are_fnv1a)
+{
+	/* FNV-1a 64 of "a" and of "" (the published test values). */
+	ck_assert_uint_eq(hmap_hash_str("a", HMAP_SEED), 0xaf63dc4c8601ec8cULL);
+	ck_assert_uint_eq(hmap_hash_str("", HMAP_SEED), HMAP_SEED);
+	ck_assert_uint_eq(hmap_hash_bytes("ab", 2, HMAP_SEED),
+			  hmap_hash_str("b", hmap_hash_str("a", HMAP_SEED)));
+}
+END_TEST
+
+Suite *make_hmap_suite(void)
+{
+	Suite *s = suite_create("hmap");
+	TCase *tc = tcase_create("table");
+
+	tcase_add_test(tc, hmap_grows_finds_removes);
+	tcase_add_test(tc, hmap_equal_hashes_and_walk);
+	tcase_add_test(tc, hmap_hashes_are_fnv1a);
 	suite_add_tcase(s, tc);
 	return s;
 }
