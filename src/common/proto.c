@@ -154,6 +154,117 @@ int pj_dup(const char *s, char **out)
 	return *out == NULL ? -ENOMEM : 0;
 }
 
+int pj_i32(const cJSON *item, int32_t *out)
+{
+	double v;
+	int rc = pj_num_range(item, INT32_MIN, INT32_MAX, &v);
+
+	if (rc == 0)
+		*out = (int32_t)v;
+	return rc;
+}
+
+void pj_strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+int pj_str_array(const cJSON *a, size_t max, int too_many, char ***out,
+		 size_t *n)
+{
+	const cJSON *it;
+	size_t count = 0;
+	char **v;
+
+	if (!cJSON_IsArray(a))
+		return -EINVAL;
+	cJSON_ArrayForEach(it, a)
+	{
+		if (!cJSON_IsString(it) || it->valuestring == NULL)
+			return -EINVAL;
+		count++;
+	}
+	if (count > max)
+		return too_many;
+	v = calloc(count + 1, sizeof(*v));
+	if (v == NULL)
+		return -ENOMEM;
+	*out = v;
+	*n = 0;
+	cJSON_ArrayForEach(it, a)
+	{
+		v[*n] = strdup(it->valuestring);
+		if (v[*n] == NULL)
+			return -ENOMEM;
+		(*n)++;
+	}
+	return 0;
+}
+
+int pj_put_strs(struct buf *out, char *const *v, size_t n, bool names)
+{
+	size_t i;
+	int rc = buf_append_str(out, "[");
+
+	for (i = 0; rc == 0 && i < n; i++) {
+		char *name = NULL;
+
+		if (i > 0)
+			rc = buf_append_str(out, ",");
+		if (rc == 0 && names) {
+			name = strndup(v[i], strcspn(v[i], "="));
+			if (name == NULL)
+				return -ENOMEM;
+		}
+		if (rc == 0)
+			rc = proto_json_string(out, names ? name : v[i]);
+		free(name);
+	}
+	if (rc == 0)
+		rc = buf_append_str(out, "]");
+	return rc;
+}
+
+int pj_put_error(struct buf *out, const char *code, const char *message)
+{
+	int rc = buf_append_str(out, "\"code\":");
+
+	if (rc == 0)
+		rc = proto_json_string(out, code != NULL ? code : "");
+	if (rc == 0)
+		rc = buf_append_str(out, ",\"message\":");
+	if (rc == 0)
+		rc = proto_json_string(out, message != NULL ? message : "");
+	return rc;
+}
+
+int pj_error(const cJSON *e, char **code, char **message)
+{
+	const char *c, *m;
+	char *cc = NULL, *mm = NULL;
+	int rc;
+
+	if (!cJSON_IsObject(e) || pj_str(e, "code", true, &c) < 0 ||
+	    pj_str(e, "message", true, &m) < 0)
+		return -EINVAL;
+	rc = pj_dup(c, &cc);
+	if (rc == 0)
+		rc = pj_dup(m, &mm);
+	if (rc < 0) {
+		free(cc);
+		return rc;
+	}
+	*code = cc;
+	*message = mm;
+	return 0;
+}
+
 bool proto_client_id_valid(const char *s)
 {
 	size_t i;

@@ -36,4 +36,34 @@ int pj_print(const cJSON *item, struct buf *out);
 /* Copy a borrowed string to the heap; NULL stays NULL. -ENOMEM. */
 int pj_dup(const char *s, char **out);
 
+/* ---- shared by the command and job bodies (proto_exec.c, proto_jobs.c) - */
+
+/* An integral number within int32_t; -EINVAL otherwise (NULL too). */
+int pj_i32(const cJSON *item, int32_t *out);
+
+/* A JSON array of strings as a NULL-terminated vector of heap copies.
+ * *out and *n hold what was copied so far even on failure (free with
+ * pj_strv_free). -EINVAL when a is not an array of strings, too_many
+ * when it has more than max elements, -ENOMEM. */
+int pj_str_array(const cJSON *a, size_t max, int too_many, char ***out,
+		 size_t *n);
+/* Free v[0..n) and v. NULL-safe. */
+void pj_strv_free(char **v, size_t n);
+/* Append v[0..n) as a JSON array of strings; with names, each element up
+ * to its first '=' (the name of a KEY=VALUE entry). */
+int pj_put_strs(struct buf *out, char *const *v, size_t n, bool names);
+
+/* The members "code":...,"message":... of an error (NULL is ""). */
+int pj_put_error(struct buf *out, const char *code, const char *message);
+/* The code and message of an error object, as heap copies (written only
+ * on success). -EINVAL when e is not an object with both strings. */
+int pj_error(const cJSON *e, char **code, char **message);
+
+/* A frame's JSON object, without a newline (proto_exec.c), and a frame
+ * object decoded: every failure is -EBADMSG (or -ENOMEM). Shared with the
+ * poll answers (proto_jobs.c). */
+struct proto_frame;
+int pj_frame_json(const struct proto_frame *f, struct buf *out);
+int pj_frame_from_json(const cJSON *obj, struct proto_frame *out);
+
 #endif
