@@ -94,3 +94,25 @@ bool path_component_valid(const char *name)
 		return false;
 	return strchr(name, '/') == NULL;
 }
+
+bool path_rel_valid(const char *p)
+{
+	char comp[NAME_MAX_BYTES + 1];
+
+	while (*p != '\0') {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || n >= sizeof(comp))
+			return false;
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (!path_component_valid(comp))
+			return false;
+		p += n;
+		if (*p == '/')
+			p++;
+		if (*p == '\0' && p[-1] == '/')
+			return false;
+	}
+	return true;
+}

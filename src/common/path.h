@@ -45,6 +45,11 @@ enum path_verdict path_normalize(const char *in, size_t n, bool allow_root,
  * Returns false for the root (""). */
 bool path_split(char *rel, const char **parent, const char **name);
 
+/* True when rel is a relative path a cache may be keyed by: "" (the
+ * root) or valid components (path_component_valid) joined by single
+ * '/', without a leading or trailing one. */
+bool path_rel_valid(const char *rel);
+
 /* True when name is one valid component: not empty, not "." or "..", no
  * '/' and no NUL, at most 255 bytes. */
 bool path_component_valid(const char *name);

@@ -8,8 +8,9 @@
  * proto_i.h), proto_jscan.c (a walk of JSON text that sees what cJSON
  * sees, proto_jscan_i.h), proto_exec.c (command requests, NDJSON frames)
  * and proto_jobs.c (job ids, polls, the listing) behind proto_exec.h,
- * proto_files.c (v1 file bodies) and proto_ext.c (the file extension)
- * behind proto_files.h, proto_record.c (provider records), proto_azure.c
+ * proto_files.c (v1 file bodies), proto_ext.c (the file extension) and
+ * proto_events.c (its change events) behind proto_files.h,
+ * proto_record.c (provider records), proto_azure.c and proto_azure_exec.c
  * (the Azure data plane). cJSON trees never leave these files: callers
  * see plain C structs.
  *

@@ -326,11 +326,9 @@ int proto_frame_encode(const struct proto_frame *f, struct buf *out)
 
 	if (rc == 0)
 		rc = buf_append_str(out, "\n");
-	if (rc < 0 && out->data != NULL) {
-		/* Leave the buffer as it was: no half frame on the wire. */
-		out->len = mark;
-		out->data[mark] = '\0';
-	}
+	/* Leave the buffer as it was: no half frame on the wire. */
+	if (rc < 0)
+		pj_rollback(out, mark);
 	return rc;
 }
 

@@ -149,21 +149,6 @@ enum proto_record_transport proto_record_transport(const struct proto_record *r)
 
 /* ---- decoding ----------------------------------------------------------- */
 
-/* An optional bounded string field into *dst (left NULL when absent). */
-static int opt_str(const cJSON *root, const char *key, char **dst)
-{
-	const char *s;
-	int rc = pj_str(root, key, false, &s);
-
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	if (strlen(s) > PROTO_RECORD_MAX_STRING)
-		return -EFBIG;
-	return pj_dup(s, dst);
-}
-
 /* An optional integer field within [lo, hi]; *dst untouched when absent. */
 static int opt_long(const cJSON *root, const char *key, double lo, double hi,
 		    long *dst)
@@ -280,7 +265,8 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	if (rc < 0)
 		goto out;
 	reason = "\"agentUrl\" is not a string";
-	rc = opt_str(root, "agentUrl", &r.agent_url);
+	rc = pj_opt_str_max(root, "agentUrl", PROTO_RECORD_MAX_STRING,
+			    &r.agent_url);
 	if (rc < 0)
 		goto out;
 	reason = "\"agentPid\" is not a process id";
@@ -293,7 +279,8 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 		goto out;
 	r.port = (unsigned)port;
 	reason = "\"execUser\" is not a string";
-	rc = opt_str(root, "execUser", &r.exec_user);
+	rc = pj_opt_str_max(root, "execUser", PROTO_RECORD_MAX_STRING,
+			    &r.exec_user);
 	if (rc < 0)
 		goto out;
 	reason = "\"execUid\" or \"execGid\" is not a user id";
@@ -303,9 +290,11 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	if (rc < 0)
 		goto out;
 	reason = "\"createdAt\" or \"startedAt\" is not a string";
-	rc = opt_str(root, "createdAt", &r.created_at);
+	rc = pj_opt_str_max(root, "createdAt", PROTO_RECORD_MAX_STRING,
+			    &r.created_at);
 	if (rc == 0)
-		rc = opt_str(root, "startedAt", &r.started_at);
+		rc = pj_opt_str_max(root, "startedAt", PROTO_RECORD_MAX_STRING,
+				    &r.started_at);
 	if (rc < 0)
 		goto out;
 	reason = "\"bootCount\" is not a count";
@@ -315,15 +304,11 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	if (rc < 0)
 		goto out;
 	reason = "\"strictV1\" is not a boolean";
-	rc = pj_bool(root, "strictV1", false, &r.strict_v1);
-	if (rc == -ENOENT)
-		rc = 0;
+	rc = pj_opt_bool(root, "strictV1", &r.strict_v1);
 	if (rc < 0)
 		goto out;
 	reason = "\"dynamicUser\" is not a boolean";
-	rc = pj_bool(root, "dynamicUser", false, &r.dynamic_user);
-	if (rc == -ENOENT)
-		rc = 0;
+	rc = pj_opt_bool(root, "dynamicUser", &r.dynamic_user);
 	if (rc < 0)
 		goto out;
 	reason = "\"pids\", \"memory\" or \"tmpSize\" is not a positive count";
@@ -335,7 +320,8 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	if (rc < 0)
 		goto out;
 	reason = "\"network\" is not \"user\" or \"none\"";
-	rc = opt_str(root, "network", &r.network);
+	rc = pj_opt_str_max(root, "network", PROTO_RECORD_MAX_STRING,
+			    &r.network);
 	if (rc == 0 && r.network != NULL && strcmp(r.network, "user") != 0 &&
 	    strcmp(r.network, "none") != 0)
 		rc = -EINVAL;
