@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/path.h"
+#include "common/xalloc.h"
 
 const char *path_verdict_reason(enum path_verdict v)
 {
@@ -115,4 +116,23 @@ bool path_rel_valid(const char *p)
 			return false;
 	}
 	return true;
+}
+
+const char *path_parent(const char *rel, char *out, size_t size)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash != NULL ? (size_t)(slash - rel) : 0;
+
+	if (size > 0) {
+		if (n >= size)
+			n = size - 1;
+		memcpy(out, rel, n);
+		out[n] = '\0';
+	}
+	return slash != NULL ? slash + 1 : rel;
+}
+
+char *path_join(const char *dir, const char *name)
+{
+	return *dir != '\0' ? xasprintf("%s/%s", dir, name) : xstrdup(name);
 }

@@ -365,30 +365,6 @@ static int fail(struct sbx *sb, const char *op, const char *rel,
 	return sbfs_fail(sb->fs, sb->id, op, rel, err);
 }
 
-/* dir + "/" + name, or name at the root. */
-static char *child_path(const char *dir, const char *name)
-{
-	return *dir ? xasprintf("%s/%s", dir, name) : xstrdup(name);
-}
-
-/* Split rel into its parent (into buf) and last component. */
-static const char *split_parent(const char *rel, char *buf, size_t size)
-{
-	const char *slash = strrchr(rel, '/');
-	size_t n;
-
-	if (slash == NULL) {
-		buf[0] = '\0';
-		return rel;
-	}
-	n = (size_t)(slash - rel);
-	if (n >= size)
-		n = size - 1;
-	memcpy(buf, rel, n);
-	buf[n] = '\0';
-	return slash + 1;
-}
-
 /*
  * Keep the parent's cached listing in step with a change this mount made
  * (a no-op when the parent has no listing cached).
@@ -396,7 +372,7 @@ static const char *split_parent(const char *rel, char *buf, size_t size)
 static void listing_add(struct sbx *sb, const char *rel, enum proto_ftype t)
 {
 	char parent[PATH_MAX_BYTES + 1];
-	const char *name = split_parent(rel, parent, sizeof(parent));
+	const char *name = path_parent(rel, parent, sizeof(parent));
 
 	cache_dir_add(sb->fs->cache, sb->id, parent, name, t);
 	/* The directory's own times and link count moved: its next stat
@@ -407,7 +383,7 @@ static void listing_add(struct sbx *sb, const char *rel, enum proto_ftype t)
 static void listing_remove(struct sbx *sb, const char *rel)
 {
 	char parent[PATH_MAX_BYTES + 1];
-	const char *name = split_parent(rel, parent, sizeof(parent));
+	const char *name = path_parent(rel, parent, sizeof(parent));
 
 	cache_dir_remove(sb->fs->cache, sb->id, parent, name);
 	cache_touch(sb->fs->cache, sb->id, parent);
@@ -417,7 +393,7 @@ static void listing_forget_parent(struct sbx *sb, const char *rel)
 {
 	char parent[PATH_MAX_BYTES + 1];
 
-	split_parent(rel, parent, sizeof(parent));
+	path_parent(rel, parent, sizeof(parent));
 	cache_dir_forget(sb->fs->cache, sb->id, parent);
 	cache_touch(sb->fs->cache, sb->id, parent);
 }
@@ -432,7 +408,7 @@ static bool listed_absent(struct sbx *sb, const char *rel)
 
 	if (*rel == '\0')
 		return false;
-	name = split_parent(rel, parent, sizeof(parent));
+	name = path_parent(rel, parent, sizeof(parent));
 	return cache_dir_lookup(sb->fs->cache, sb->id, parent, name,
 				&present) &&
 	       !present;
@@ -600,7 +576,7 @@ static void remember_listing(struct sbx *sb, const char *dir,
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		char *child = child_path(dir, ents[i].name);
+		char *child = path_join(dir, ents[i].name);
 
 		cache_put_seen(sb->fs->cache, sb->id, child, &ents[i].attr,
 			       ents[i].target, mark);
@@ -658,7 +634,7 @@ static int readdir_cached(struct sbx *sb, const char *rel, void *buf,
 	attrs = xcalloc(nm.n + 1, sizeof(*attrs));
 	targets = xcalloc(nm.n + 1, sizeof(*targets));
 	for (i = 0; i < nm.n; i++) {
-		char *child = child_path(rel, nm.v[i]);
+		char *child = path_join(rel, nm.v[i]);
 		bool ok = cache_get(sb->fs->cache, sb->id, child, &attrs[i],
 				    NULL);
 
@@ -703,7 +679,7 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 	int rc, have = 0;
 
 	if (*rel != '\0') {
-		const char *name = split_parent(rel, parent, sizeof(parent));
+		const char *name = path_parent(rel, parent, sizeof(parent));
 
 		if (cache_dir_lookup(sb->fs->cache, sb->id, parent, name,
 				     &present) &&
@@ -719,8 +695,7 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 	for (i = 0; i < tree.ndirs; i++) {
 		struct proto_tree_dir *d = &tree.dirs[i];
 		char *dir = *d->path == '\0' ? xstrdup(rel)
-			    : *rel == '\0'   ? xstrdup(d->path)
-					     : xasprintf("%s/%s", rel, d->path);
+					     : path_join(rel, d->path);
 
 		remember_listing(sb, dir, d->entries, d->n, mark);
 		if (*d->path == '\0')
@@ -939,7 +914,7 @@ static void planned_attr(struct sbx *sb, const char *rel, uint32_t perm,
 	a->nlink = 1;
 	a->uid = (uint32_t)sb->fs->uid;
 	a->gid = (uint32_t)sb->fs->gid;
-	split_parent(rel, parent, sizeof(parent));
+	path_parent(rel, parent, sizeof(parent));
 	if (cache_get_access(sb->fs->cache, sb->id, parent, &pa)) {
 		a->uid = pa.uid;
 		a->gid = pa.gid;
@@ -963,7 +938,7 @@ static bool parent_writable(struct sbx *sb, const char *rel)
 
 	if (!sb->health.ext_has_ids)
 		return false;
-	split_parent(rel, parent, sizeof(parent));
+	path_parent(rel, parent, sizeof(parent));
 	if (!cache_get_access(sb->fs->cache, sb->id, parent, &pa) ||
 	    pa.type != PROTO_FT_DIR)
 		return false;

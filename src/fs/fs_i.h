@@ -12,7 +12,9 @@
  *   cache.c       attribute cache for files/ (bounded, timed)
  *   fs_files.c    files/ through the agent's file extension
  *   fs_files_v1.c files/ through protocol v1 only (strict agents) and
- *                 through the provider's native routes (legacy sessions)
+ *                 through the provider's native routes (legacy sessions):
+ *                 listings and metadata; its commands (fs_files_v1_cmd.c),
+ *                 open files (fs_files_v1_open.c), text (fs_files_v1_text.c)
  *   fs_jobs.c     exec, jobs/ and the job files
  *   fs_info.c     info and ctl
  *

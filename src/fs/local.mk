@@ -7,7 +7,10 @@ libsbfs_fs_a_SOURCES = \
 	%reldir%/fs_i.h
 ## files/ through protocol v1 only (strict agents) and native sessions.
 libsbfs_fs_a_SOURCES += \
-	%reldir%/fs_files_v1.c %reldir%/fs_files_v1_i.h
+	%reldir%/fs_files_v1.c %reldir%/fs_files_v1_i.h \
+	%reldir%/fs_files_v1_text.c \
+	%reldir%/fs_files_v1_cmd.c %reldir%/fs_files_v1_cmd.h \
+	%reldir%/fs_files_v1_open.c %reldir%/fs_files_v1_open.h
 libsbfs_fs_a_SOURCES += \
 	%reldir%/ll.c %reldir%/inodes.c %reldir%/inodes.h \
 	%reldir%/fs.c %reldir%/fs.h %reldir%/events.c \

@@ -86,18 +86,6 @@ static uint64_t key_hash(const char *sbx, const char *rel)
 			     hmap_hash_bytes(sbx, strlen(sbx) + 1, HMAP_SEED));
 }
 
-/* The directory part of rel ("" for the root) into buf. */
-static void parent_of(const char *rel, char *buf, size_t size)
-{
-	const char *slash = strrchr(rel, '/');
-	size_t n = slash ? (size_t)(slash - rel) : 0;
-
-	if (n >= size)
-		n = size - 1;
-	memcpy(buf, rel, n);
-	buf[n] = '\0';
-}
-
 static long long window_ms(const struct sbfs *fs)
 {
 	return (long long)(fs->o.attr_timeout * 1000.0);
@@ -203,8 +191,7 @@ static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
 {
 	struct fetch *f = ud;
 	struct prefetch *pf = f->fs->pf;
-	char *rel = *f->dir == '\0' ? xstrdup(name)
-				    : xasprintf("%s/%s", f->dir, name);
+	char *rel = path_join(f->dir, name);
 	char etag[PROTO_ETAG_MAX];
 
 	/* The answer's attributes are the freshest the mount has (unless
@@ -329,8 +316,7 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 		return;
 	pthread_mutex_lock(&pf->lock);
 	for (i = 0; i < sd.n; i++) {
-		char *sub = *dir == '\0' ? xstrdup(sd.names[i])
-					 : xasprintf("%s/%s", dir, sd.names[i]);
+		char *sub = path_join(dir, sd.names[i]);
 		struct dir_rec *d = dir_slot(pf, sbx, sub);
 
 		if (!dir_busy(d, sbx, sub, now, win))
@@ -448,7 +434,7 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 
 	if (win <= 0)
 		return;
-	parent_of(rel, dir, sizeof(dir));
+	path_parent(rel, dir, sizeof(dir));
 	pthread_mutex_lock(&pf->lock);
 	start_workers(pf);
 	d = dir_slot(pf, sbx, dir);
@@ -485,7 +471,7 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 	if (cache_get(fs->cache, sbx, rel, &a, NULL) &&
 	    a.size > PREFETCH_FILE_MAX)
 		return false;
-	parent_of(rel, dir, sizeof(dir));
+	path_parent(rel, dir, sizeof(dir));
 	key = make_key(sbx, rel, &keylen);
 	clock_deadline_in(&until,
 			  (fs->o.timeout_s > 0 ? fs->o.timeout_s : 60) * 1000);
