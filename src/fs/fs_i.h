@@ -10,7 +10,9 @@
  *                 record read and transport decision, auto-resume, the
  *                 agent's health (extension advertised or not), errors
  *   cache.c       attribute cache for files/ (bounded, timed)
- *   fs_files.c    files/ through the agent's file extension
+ *   fs_files.c    files/ through the agent's file extension: helpers and
+ *                 metadata; its reads (fs_files_read.c), writes
+ *                 (fs_files_write.c), listings (fs_files_list.c)
  *   fs_files_v1.c files/ through protocol v1 only (strict agents) and
  *                 through the provider's native routes (legacy sessions):
  *                 listings and metadata; its commands (fs_files_v1_cmd.c),

@@ -20,7 +20,9 @@ libsbfs_fs_a_SOURCES += \
 	%reldir%/prefetch.c %reldir%/prefetch.h \
 	%reldir%/readahead.c %reldir%/readahead.h \
 	%reldir%/wnodes.c %reldir%/wnodes.h \
-	%reldir%/fs_files.c
+	%reldir%/fs_files.c %reldir%/fs_files_i.h \
+	%reldir%/fs_files_read.c %reldir%/fs_files_write.c \
+	%reldir%/fs_files_list.c
 ## exec, jobs/ (the records and output store apart, FUSE-free), info, ctl.
 libsbfs_fs_a_SOURCES += \
 	%reldir%/fs_jobs.c %reldir%/fs_jobs_i.h \
