@@ -17,7 +17,8 @@
  *                 through the provider's native routes (legacy sessions):
  *                 listings and metadata; its commands (fs_files_v1_cmd.c),
  *                 open files (fs_files_v1_open.c), text (fs_files_v1_text.c)
- *   fs_jobs.c     exec, jobs/ and the job files
+ *   fs_jobs.c     jobs/ and the job files; exec (fs_exec.c), the job
+ *                 pollers (fs_jobs_poll.c), the records (fs_jobs_store.c)
  *   fs_info.c     info and ctl
  *
  * Nothing below this layer knows about FUSE. Every operation returns 0 (or

@@ -25,7 +25,8 @@ libsbfs_fs_a_SOURCES += \
 	%reldir%/fs_files_list.c
 ## exec, jobs/ (the records and output store apart, FUSE-free), info, ctl.
 libsbfs_fs_a_SOURCES += \
-	%reldir%/fs_jobs.c %reldir%/fs_jobs_i.h \
+	%reldir%/fs_jobs.c %reldir%/fs_jobs_i.h %reldir%/fs_jobs_run.h \
+	%reldir%/fs_jobs_poll.c %reldir%/fs_exec.c \
 	%reldir%/fs_jobs_store.c \
 	%reldir%/fs_info.c
 
