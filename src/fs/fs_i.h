@@ -3,7 +3,8 @@
  * fs_i: what the modules of the FUSE layer share (SEMANTICS.md).
  *
  *   ll.c          the FUSE low-level operations: node ids (inodes.c),
- *                 open files and directory streams, kernel invalidation
+ *                 kernel invalidation; open files and directory streams
+ *                 (ll_files.c)
  *   fs.c          the path operations: parses a path into a node and
  *                 dispatches to the subtree that owns it
  *   sandbox.c     the mount and its sandboxes: listing, the per-operation
