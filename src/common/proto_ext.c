@@ -262,7 +262,7 @@ int proto_list_end(struct buf *out, const char *next)
 	return rc;
 }
 
-static void dirents_free(struct proto_dirent *v, size_t n)
+void proto_dirents_free(struct proto_dirent *v, size_t n)
 {
 	size_t i;
 
@@ -277,7 +277,7 @@ void proto_list_cleanup(struct proto_list *l)
 {
 	if (l == NULL)
 		return;
-	dirents_free(l->entries, l->n);
+	proto_dirents_free(l->entries, l->n);
 	free(l->next);
 	memset(l, 0, sizeof(*l));
 }
@@ -408,7 +408,7 @@ void proto_tree_cleanup(struct proto_tree *t)
 	if (t == NULL)
 		return;
 	for (i = 0; i < t->ndirs; i++) {
-		dirents_free(t->dirs[i].entries, t->dirs[i].n);
+		proto_dirents_free(t->dirs[i].entries, t->dirs[i].n);
 		free(t->dirs[i].path);
 	}
 	free(t->dirs);

@@ -372,7 +372,9 @@ bool cache_get_access(struct cache *c, const char *sbx, const char *rel,
 	return attr_get(c, sbx, rel, a, NULL, true);
 }
 
-void cache_touch(struct cache *c, const char *sbx, const char *rel)
+/* rel changed: counted, and its attributes marked stale or dropped. */
+static void attr_changed(struct cache *c, const char *sbx, const char *rel,
+			 bool drop)
 {
 	struct entry *e;
 	size_t sbxlen;
@@ -381,25 +383,22 @@ void cache_touch(struct cache *c, const char *sbx, const char *rel)
 	pthread_mutex_lock(&c->lock);
 	changed_key(c, key, sbxlen);
 	e = map_find(&c->attrs, key);
-	if (e != NULL)
+	if (e != NULL && drop)
+		map_remove(&c->attrs, e);
+	else if (e != NULL)
 		e->stale = true;
 	pthread_mutex_unlock(&c->lock);
 	free(key);
 }
 
+void cache_touch(struct cache *c, const char *sbx, const char *rel)
+{
+	attr_changed(c, sbx, rel, false);
+}
+
 void cache_forget(struct cache *c, const char *sbx, const char *rel)
 {
-	struct entry *e;
-	size_t sbxlen;
-	char *key = make_key(sbx, rel, &sbxlen);
-
-	pthread_mutex_lock(&c->lock);
-	changed_key(c, key, sbxlen);
-	e = map_find(&c->attrs, key);
-	if (e != NULL)
-		map_remove(&c->attrs, e);
-	pthread_mutex_unlock(&c->lock);
-	free(key);
+	attr_changed(c, sbx, rel, true);
 }
 
 void cache_forget_tree(struct cache *c, const char *sbx, const char *rel)

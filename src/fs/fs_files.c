@@ -154,6 +154,21 @@ int files_ext_op(struct sbx *sb, const char *op, const char *rel,
 
 /* ---- the operations -------------------------------------------------------- */
 
+/* After a change of rel that answered a (when rc is 0): the answer is
+ * kept, other names of the file forgotten; after a failure, what was held
+ * of rel is forgotten. rc. */
+static int changed(struct sbx *sb, const char *rel, int rc,
+		   const struct proto_attr *a)
+{
+	if (rc == 0) {
+		files_links_changed(sb, rel, a);
+		cache_put(sb->fs->cache, sb->id, rel, a, NULL);
+	} else {
+		cache_forget(sb->fs->cache, sb->id, rel);
+	}
+	return rc;
+}
+
 static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 			 struct fuse_file_info *fi)
 {
@@ -405,13 +420,7 @@ static int files_chmod(struct sbx *sb, const char *rel, mode_t mode,
 	} else {
 		rc = files_ext_op(sb, "chmod", rel, &req, &a);
 	}
-	if (rc == 0) {
-		files_links_changed(sb, rel, &a);
-		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
-	} else {
-		cache_forget(sb->fs->cache, sb->id, rel);
-	}
-	return rc;
+	return changed(sb, rel, rc, &a);
 }
 
 static int files_truncate(struct sbx *sb, const char *rel, off_t size,
@@ -433,13 +442,7 @@ static int files_truncate(struct sbx *sb, const char *rel, off_t size,
 	/* Every open file reads the new size and bytes at once. */
 	files_path_changed(sb, rel);
 	cache_forget_content(sb->fs->cache, sb->id, rel);
-	if (rc == 0) {
-		files_links_changed(sb, rel, &a);
-		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
-	} else {
-		cache_forget(sb->fs->cache, sb->id, rel);
-	}
-	return rc;
+	return changed(sb, rel, rc, &a);
 }
 
 static void to_proto_time(const struct timespec *ts, struct proto_time *t)
@@ -504,13 +507,7 @@ static int files_utimens(struct sbx *sb, const char *rel,
 		to_proto_time(&tv[1], &req.mtime);
 	}
 	rc = files_ext_op(sb, "utimens", rel, &req, &a);
-	if (rc == 0) {
-		files_links_changed(sb, rel, &a);
-		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);
-	} else {
-		cache_forget(sb->fs->cache, sb->id, rel);
-	}
-	return rc;
+	return changed(sb, rel, rc, &a);
 }
 
 static int files_statfs(struct sbx *sb, const char *rel, struct statvfs *st)

@@ -173,17 +173,6 @@ static int fetch_tree(struct sbx *sb, const char *rel)
 	return have;
 }
 
-static void free_dirents(struct proto_dirent *v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(v[i].name);
-		free(v[i].target);
-	}
-	free(v);
-}
-
 int files_readdir(struct sbx *sb, const char *rel, void *buf,
 		  fuse_fill_dir_t filler, off_t off, struct fuse_file_info *fi,
 		  enum fuse_readdir_flags fl)
@@ -240,7 +229,7 @@ int files_readdir(struct sbx *sb, const char *rel, void *buf,
 				/* Too large to remember: the kernel keeps
 				 * what it was given, and holding it here
 				 * too would only double the memory. */
-				free_dirents(all, nall);
+				proto_dirents_free(all, nall);
 				all = NULL;
 				capall = 0;
 				nall = LISTING_KEEP_MAX + 1;
@@ -264,6 +253,6 @@ int files_readdir(struct sbx *sb, const char *rel, void *buf,
 	if (rc == 0 && nall <= LISTING_KEEP_MAX)
 		remember_listing(sb, rel, all, nall, mark);
 	if (all != NULL)
-		free_dirents(all, nall);
+		proto_dirents_free(all, nall);
 	return rc;
 }

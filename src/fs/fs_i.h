@@ -418,6 +418,10 @@ int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
 int fs_jobs_release(struct sbx *sb, const char *job, enum fs_job_file f,
 		    struct fuse_file_info *fi);
 
+/* Whether what was written to a ctl file (buf, size bytes) is word,
+ * blanks and a newline around it aside. */
+bool sbfs_ctl_word(const char *buf, size_t size, const char *word);
+
 /* MOUNT/<sandbox>/info and ctl */
 int fs_info_getattr(struct sbx *sb, bool ctl, struct stat *st);
 int fs_info_open(struct sbx *sb, bool ctl, struct fuse_file_info *fi);

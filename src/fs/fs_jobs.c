@@ -628,7 +628,6 @@ int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
 		  struct fuse_file_info *fi)
 {
 	struct job_handle *h = job_handle(fi);
-	size_t n = size;
 	int rc;
 
 	(void)job;
@@ -637,14 +636,7 @@ int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
 		return -EBADF;
 	if (size > INT_MAX)
 		return -EINVAL;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' ||
-			 buf[n - 1] == '\t' || buf[n - 1] == '\r'))
-		n--;
-	while (n > 0 && (*buf == ' ' || *buf == '\t')) {
-		buf++;
-		n--;
-	}
-	if (n != 6 || memcmp(buf, "cancel", 6) != 0)
+	if (!sbfs_ctl_word(buf, size, "cancel"))
 		return -EINVAL;
 	rc = job_cancel(sb, h->job);
 	return rc < 0 ? rc : (int)size;

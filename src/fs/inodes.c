@@ -240,15 +240,21 @@ out:
 	return rc;
 }
 
+/* name in the node parent, or NULL (t->lock held). */
+static struct inode *child(struct inodes *t, uint64_t parent, const char *name)
+{
+	struct inode *p = by_id(t, parent);
+
+	return p != NULL ? by_name(t, p, name) : NULL;
+}
+
 uint64_t inodes_peek(struct inodes *t, uint64_t parent, const char *name)
 {
-	struct inode *p, *e = NULL;
+	struct inode *e;
 	uint64_t ino = 0;
 
 	pthread_mutex_lock(&t->lock);
-	p = by_id(t, parent);
-	if (p != NULL)
-		e = by_name(t, p, name);
+	e = child(t, parent, name);
 	if (e != NULL)
 		ino = e->ino;
 	pthread_mutex_unlock(&t->lock);
@@ -371,13 +377,11 @@ bool inodes_close(struct inodes *t, uint64_t ino, char *path, size_t size,
 
 uint64_t inodes_open_child(struct inodes *t, uint64_t parent, const char *name)
 {
-	struct inode *p, *e = NULL;
+	struct inode *e;
 	uint64_t ino = 0;
 
 	pthread_mutex_lock(&t->lock);
-	p = by_id(t, parent);
-	if (p != NULL)
-		e = by_name(t, p, name);
+	e = child(t, parent, name);
 	if (e != NULL && e->nopen > 0)
 		ino = e->ino;
 	pthread_mutex_unlock(&t->lock);
