@@ -25,10 +25,17 @@ w() {
 	with_timeout 60 "$@"
 }
 
-# No hidden name left in the sandbox's directory $1.
+hidden_names() {
+	ls -A "$1" | grep '^\.fuse_hidden' | head -3
+}
+no_hidden_now() {
+	[ -z "$(hidden_names "$1")" ]
+}
+# No hidden name left in the sandbox's directory $1 once the last close
+# is served: the kernel sends the release after close(2) has returned.
 no_hidden() {
-	left=$(ls -A "$1" | grep '^\.fuse_hidden' | head -3)
-	[ -z "$left" ] || fail "$2: hidden names left in the sandbox: $left"
+	wait_for 10 no_hidden_now "$1" ||
+		fail "$2: hidden names left in the sandbox: $(hidden_names "$1")"
 }
 
 # 1. Removed while open for reading: the descriptor reads the old bytes.
