@@ -37,6 +37,7 @@
 #include "client/local_state.h"
 #include "client/provider_local.h"
 #include "tests/check_suites.h"
+#include "tests/fs_helpers.h"
 #include "tests/helpers.h"
 #include "tests/stub_provider.h"
 
@@ -741,6 +742,7 @@ END_TEST
 
 /* ---- the operations: common fixture parts -------------------------------- */
 
+static struct tf_mount tm;
 static struct sbfs *mnt;
 static struct sbx *box;
 static const struct fs_tree_ops *ops = &fs_files_v1_ops;
@@ -748,36 +750,16 @@ static const struct fs_tree_ops *ops = &fs_files_v1_ops;
 static void mount_make(struct provider *prov, struct transport *t,
 		       enum transport_kind kind)
 {
-	mnt = xcalloc(1, sizeof(*mnt));
-	mnt->o.timeout_s = 30;
-	mnt->o.attr_timeout = 1.0;
-	mnt->prov = prov;
-	mnt->t = t;
-	mnt->uid = getuid();
-	mnt->gid = getgid();
-	pthread_mutex_init(&mnt->lock, NULL);
-	ck_assert_int_eq(cache_new(1.0, &mnt->cache), 0);
-	box = xcalloc(1, sizeof(*box));
-	box->fs = mnt;
-	snprintf(box->id, sizeof(box->id), "demo");
-	pthread_mutex_init(&box->lock, NULL);
-	box->kind = kind;
-	box->ext = false;
+	tf_mount_make(&tm, prov, t, kind, 1.0);
+	mnt = tm.fs;
+	box = tm.sb;
 }
 
 static void mount_free(void)
 {
-	if (box != NULL) {
-		pthread_mutex_destroy(&box->lock);
-		free(box);
-		box = NULL;
-	}
-	if (mnt != NULL) {
-		cache_free(mnt->cache);
-		pthread_mutex_destroy(&mnt->lock);
-		free(mnt);
-		mnt = NULL;
-	}
+	tf_mount_free(&tm);
+	mnt = NULL;
+	box = NULL;
 }
 
 struct listing {
@@ -859,7 +841,6 @@ static int read_all(const char *rel, char *out, size_t size)
 
 static struct th_agent agent, small_agent;
 static char *agent_parent, *agent_root, *small_parent, *small_root;
-static struct stub_provider *sp;
 /* Who the agent's commands and file accesses run as. */
 static uid_t exec_uid;
 
@@ -917,16 +898,9 @@ static const char *root_now;
 
 static void agent_mount(const struct th_agent *a, const char *root)
 {
-	struct transport_config cfg;
-	char url[96];
-
-	sp = stub_provider_new();
-	snprintf(url, sizeof(url), "%s/", a->base);
-	stub_provider_set_route(sp, url);
-	stub_provider_set_credential(sp, a->token, 44);
-	stub_transport_config(&cfg, 20000, true);
-	mount_make(stub_provider_base(sp), stub_transport_new(sp, &cfg),
-		   TRANSPORT_AGENT);
+	tf_mount_agent(&tm, a, 1.0);
+	mnt = tm.fs;
+	box = tm.sb;
 	root_now = root;
 }
 
@@ -942,10 +916,7 @@ static void small_setup(void)
 
 static void agent_teardown(void)
 {
-	transport_free(mnt->t);
 	mount_free();
-	stub_provider_free(sp);
-	sp = NULL;
 }
 
 /* A path in the agent's root. */
