@@ -245,13 +245,71 @@ static int poll_tail_from_json(const cJSON *root, struct proto_job_poll *r)
 	return 0;
 }
 
+/* One frame of the array at s (a '{'), decoded and handed to fn. */
+static int each_frame(struct jscan *s, proto_frame_fn *fn, void *arg)
+{
+	const char *es = s->p;
+	struct proto_frame f;
+	cJSON *fo;
+	int err = 0, rc;
+
+	if (s->p >= s->end || *s->p != '{')
+		return -EINVAL;
+	js_skip(s, 1);
+	fo = pj_parse(es, (size_t)(s->p - es), &err);
+	if (fo == NULL)
+		return err == -ENOMEM ? err : -EINVAL;
+	rc = pj_frame_from_json(fo, &f);
+	cJSON_Delete(fo);
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : -EINVAL;
+	if (f.type != PROTO_FRAME_STDOUT && f.type != PROTO_FRAME_STDERR)
+		rc = -EINVAL;
+	else
+		rc = fn(arg, &f);
+	proto_frame_cleanup(&f);
+	return rc;
+}
+
+/* The frames array [vs, ve): [ element (, element)* ] with nothing else
+ * between them, each handed to fn in order. */
+static int each_frames(const char *vs, const char *ve, proto_frame_fn *fn,
+		       void *arg)
+{
+	struct jscan s = {vs + 1, ve};
+	int rc;
+
+	js_ws(&s);
+	if (s.p < s.end && *s.p == ']') {
+		s.p++;
+	} else {
+		for (;;) {
+			rc = each_frame(&s, fn, arg);
+			if (rc < 0)
+				return rc;
+			js_ws(&s);
+			if (s.p < s.end && *s.p == ',') {
+				s.p++;
+				js_ws(&s);
+				continue;
+			}
+			if (s.p < s.end && *s.p == ']') {
+				s.p++;
+				break;
+			}
+			return -EINVAL;
+		}
+	}
+	js_ws(&s);
+	return s.p == s.end ? 0 : -EINVAL;
+}
+
 int proto_job_poll_decode_each(const char *p, size_t n, proto_frame_fn *fn,
 			       void *arg, struct proto_job_poll *out)
 {
 	struct proto_job_poll r;
 	struct buf skel = BUF_INIT(0);
 	const char *vs = NULL, *ve = NULL;
-	struct jscan s;
 	cJSON *root = NULL;
 	int err = 0, rc;
 
@@ -281,65 +339,10 @@ int proto_job_poll_decode_each(const char *p, size_t n, proto_frame_fn *fn,
 		goto out;
 	}
 	rc = poll_tail_from_json(root, &r);
+	if (rc == 0)
+		rc = each_frames(vs, ve, fn, arg);
 	if (rc < 0)
 		goto out;
-	/* [ element (, element)* ] with nothing else between them. */
-	s.p = vs + 1;
-	s.end = ve;
-	js_ws(&s);
-	if (s.p < s.end && *s.p == ']')
-		s.p++;
-	else
-		for (;;) {
-			const char *es = s.p;
-			struct proto_frame f;
-			cJSON *fo;
-
-			if (s.p >= s.end || *s.p != '{') {
-				rc = -EINVAL;
-				goto out;
-			}
-			js_skip(&s, 1);
-			fo = pj_parse(es, (size_t)(s.p - es), &err);
-			if (fo == NULL) {
-				rc = err == -ENOMEM ? err : -EINVAL;
-				goto out;
-			}
-			rc = pj_frame_from_json(fo, &f);
-			cJSON_Delete(fo);
-			if (rc < 0) {
-				if (rc != -ENOMEM)
-					rc = -EINVAL;
-				goto out;
-			}
-			if (f.type != PROTO_FRAME_STDOUT &&
-			    f.type != PROTO_FRAME_STDERR) {
-				proto_frame_cleanup(&f);
-				rc = -EINVAL;
-				goto out;
-			}
-			rc = fn(arg, &f);
-			proto_frame_cleanup(&f);
-			if (rc < 0)
-				goto out;
-			js_ws(&s);
-			if (s.p < s.end && *s.p == ',') {
-				s.p++;
-				js_ws(&s);
-				continue;
-			}
-			if (s.p < s.end && *s.p == ']') {
-				s.p++;
-				break;
-			}
-			rc = -EINVAL;
-			goto out;
-		}
-	js_ws(&s);
-	if (s.p != s.end) {
-		rc = -EINVAL;
-		goto out;
-	}
 	*out = r;
 	memset(&r, 0, sizeof(r));
 	rc = 0;

@@ -161,6 +161,63 @@ static bool answered(struct poller *pl, const struct proto_job_poll *p)
 	return running;
 }
 
+/* After an answer of a running job that took took_ms: how long to wait
+ * before the next poll. */
+static long next_poll(struct poller *pl, bool fresh, long long took_ms)
+{
+	long nap;
+
+	if (fresh) {
+		pl->interval = POLL_MIN_MS;
+		return pl->wait > 0 ? 0 : POLL_MIN_MS;
+	}
+	/* a long-poll that ran its course */
+	if (pl->wait > 0 && took_ms >= pl->wait / 2)
+		return 0;
+	/* A strict v1 agent ignores the long-poll and answers at once:
+	 * back off as without it. */
+	nap = pl->interval;
+	pl->interval =
+		pl->interval * 2 > POLL_MAX_MS ? POLL_MAX_MS : pl->interval * 2;
+	return nap;
+}
+
+/* A poll that may be tried again failed: the job is stale once the agent
+ * has not answered for the mount's timeout. How long to wait before the
+ * next poll. */
+static long poll_failed(struct poller *pl, const struct sbx_error *err)
+{
+	struct fs_jobs *js = pl->js;
+	struct fs_job *j = pl->j;
+	bool stale_now = false;
+	char text[1024];
+	long nap;
+
+	/* Readers must not wait on an agent that does not answer: past the
+	 * mount's timeout the job is stale until it does. */
+	pthread_mutex_lock(&j->lock);
+	if (!j->stale &&
+	    clock_mono_ms() - j->last_ok_ms >= fs_jobs_silence_ms(js)) {
+		j->stale = true;
+		stale_now = true;
+		pthread_cond_broadcast(&j->cond);
+	}
+	pthread_mutex_unlock(&j->lock);
+	sbx_error_describe(err, text, sizeof(text));
+	if (stale_now)
+		log_warn("sandbox %s: job %s: the agent has not answered for "
+			 "%ld s; readers fail and the status is unknown until "
+			 "it does (%s)",
+			 js->sbx_id, j->name, fs_jobs_silence_ms(js) / 1000,
+			 text);
+	else
+		log_debug("sandbox %s: job %s: poll failed, retrying: %s",
+			  js->sbx_id, j->name, text);
+	nap = pl->retry;
+	pl->retry = pl->retry * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : pl->retry * 2;
+	return nap;
+}
+
 /* One poll and what it means for the job. Returns how long to sleep before
  * the next one, or -1 when following the job is over. */
 static long poll_once(struct poller *pl)
@@ -171,7 +228,7 @@ static long poll_once(struct poller *pl)
 	struct take_ctx ctx = {j, false, 0};
 	struct proto_job_poll p;
 	struct sbx_error err;
-	bool running, stale_now = false;
+	bool running;
 	long long t0;
 	long nap;
 	int rc;
@@ -219,21 +276,7 @@ static long poll_once(struct poller *pl)
 		pl->retry = RETRY_MIN_MS;
 		if (!running)
 			return -1;
-		if (ctx.fresh) {
-			pl->interval = POLL_MIN_MS;
-			nap = pl->wait > 0 ? 0 : POLL_MIN_MS;
-		} else if (pl->wait > 0 &&
-			   clock_mono_ms() - t0 >= pl->wait / 2) {
-			/* a long-poll that ran its course */
-			nap = 0;
-		} else {
-			/* A strict v1 agent ignores the long-poll and
-			 * answers at once: back off as without it. */
-			nap = pl->interval;
-			pl->interval = pl->interval * 2 > POLL_MAX_MS
-					       ? POLL_MAX_MS
-					       : pl->interval * 2;
-		}
+		nap = next_poll(pl, ctx.fresh, clock_mono_ms() - t0);
 	} else if (fs_job_not_found(&err)) {
 		/* The agent lost or evicted the job (a restart, say): what
 		 * was received stays readable, the end is not known. */
@@ -243,32 +286,7 @@ static long poll_once(struct poller *pl)
 		poller_end(j, FS_JOB_ST_UNKNOWN);
 		return -1;
 	} else if (err.retryable && clock_mono_ms() < pl->deadline) {
-		char text[1024];
-
-		/* Readers must not wait on an agent that does not answer:
-		 * past the mount's timeout the job is stale until it does. */
-		pthread_mutex_lock(&j->lock);
-		if (!j->stale &&
-		    clock_mono_ms() - j->last_ok_ms >= fs_jobs_silence_ms(js)) {
-			j->stale = true;
-			stale_now = true;
-			pthread_cond_broadcast(&j->cond);
-		}
-		pthread_mutex_unlock(&j->lock);
-		sbx_error_describe(&err, text, sizeof(text));
-		if (stale_now)
-			log_warn("sandbox %s: job %s: the agent has not "
-				 "answered for %ld s; readers fail and the "
-				 "status is unknown until it does (%s)",
-				 js->sbx_id, j->name,
-				 fs_jobs_silence_ms(js) / 1000, text);
-		else
-			log_debug("sandbox %s: job %s: poll failed, retrying: "
-				  "%s",
-				  js->sbx_id, j->name, text);
-		nap = pl->retry;
-		pl->retry = pl->retry * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
-							 : pl->retry * 2;
+		nap = poll_failed(pl, &err);
 	} else {
 		(void)fs_jobs_fail(js->fs, js->sbx_id, "jobs", j->name, &err);
 		poller_end(j, FS_JOB_ST_UNKNOWN);
