@@ -48,7 +48,7 @@ static const char *str_of(const cJSON *obj, const char *key)
 
 /* ---- sandboxes -------------------------------------------------------- */
 
-void proto_azure_sandbox_init(struct proto_azure_sandbox *s)
+static void sandbox_init(struct proto_azure_sandbox *s)
 {
 	memset(s, 0, sizeof(*s));
 	proto_record_init(&s->rec);
@@ -74,7 +74,7 @@ void proto_azure_sandbox_cleanup(struct proto_azure_sandbox *s)
 	free(s->egress.default_action);
 	free(s->egress.traffic_inspection);
 	free(s->vnet);
-	proto_azure_sandbox_init(s);
+	sandbox_init(s);
 }
 
 static int decode_port(const cJSON *it, struct proto_azure_port *p,
@@ -286,7 +286,7 @@ int proto_azure_sandbox_decode(const char *p, size_t n,
 	cJSON *root = NULL;
 	int rc;
 
-	proto_azure_sandbox_init(&s);
+	sandbox_init(&s);
 	rc = proto_record_decode(p, n, &s.rec, &reason);
 	if (rc < 0)
 		goto out;
@@ -331,7 +331,7 @@ int proto_azure_sandbox_copy(struct proto_azure_sandbox *dst,
 	size_t i;
 	int rc = 0;
 
-	proto_azure_sandbox_init(&s);
+	sandbox_init(&s);
 	rc = pj_dup(src->rec.id, &s.rec.id);
 	s.rec.state = src->rec.state;
 	for (i = 0; rc == 0 && i < src->rec.nlabels; i++)
@@ -436,7 +436,7 @@ int proto_azure_list_decode(const char *p, size_t n,
 			rc = -EINVAL;
 			goto out;
 		}
-		proto_azure_sandbox_init(&l.records[l.n]);
+		sandbox_init(&l.records[l.n]);
 		l.ids[l.n] = strdup(id);
 		l.n++;
 		if (l.ids[l.n - 1] == NULL) {

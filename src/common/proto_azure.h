@@ -82,8 +82,7 @@ struct proto_azure_sandbox {
 	char *vnet; /* "vnetConnectionName"; NULL when absent or null */
 };
 
-void proto_azure_sandbox_init(struct proto_azure_sandbox *s);
-/* Free what s owns and re-init it. NULL-safe. */
+/* Free what s owns and make it empty again. NULL-safe. */
 void proto_azure_sandbox_cleanup(struct proto_azure_sandbox *s);
 
 /*

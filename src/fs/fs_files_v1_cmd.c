@@ -318,8 +318,8 @@ int v1_cmd_failed(struct sbx *sb, const char *op, const char *rel,
 }
 
 /* Run a command that changes something and only reports success. */
-int v1_run_change(struct sbx *sb, const char *op, const char *rel,
-		  struct cmd *c)
+static int run_change(struct sbx *sb, const char *op, const char *rel,
+		      struct cmd *c)
 {
 	struct cmd_out o;
 	int rc;
@@ -344,7 +344,7 @@ int v1_change(struct sbx *sb, const char *op, const char *rel,
 		v1_cmd_add_path(&c, path1);
 	if (path2 != NULL)
 		v1_cmd_add_path(&c, path2);
-	rc = v1_run_change(sb, op, rel, &c);
+	rc = run_change(sb, op, rel, &c);
 	v1_cmd_cleanup(&c);
 	return rc;
 }
@@ -385,8 +385,8 @@ void v1_find_cmd(struct cmd *c, const char *rel, bool list, bool short_form)
 
 /* One path's attributes (lstat) from the sandbox, remembered in the
  * cache. *target (may be NULL) gets a symlink's target (heap). */
-int v1_stat_remote(struct sbx *sb, const char *op, const char *rel,
-		   struct proto_attr *a, char **target)
+static int stat_remote(struct sbx *sb, const char *op, const char *rel,
+		       struct proto_attr *a, char **target)
 {
 	uint64_t mark = cache_mark(sb->fs->cache);
 	struct cmd c = {{NULL}, 0};
@@ -439,5 +439,5 @@ int v1_attr_of(struct sbx *sb, const char *op, const char *rel,
 {
 	if (cache_get(sb->fs->cache, sb->id, rel, a, target))
 		return 0;
-	return v1_stat_remote(sb, op, rel, a, target);
+	return stat_remote(sb, op, rel, a, target);
 }

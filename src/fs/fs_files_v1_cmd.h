@@ -87,11 +87,9 @@ int v1_run(struct sbx *sb, const char *op, const char *rel, struct cmd *c,
  * when none), logged with an excerpt of them. */
 int v1_cmd_failed(struct sbx *sb, const char *op, const char *rel,
 		  const struct cmd *c, const struct cmd_out *o);
-/* Run a command that changes something and only reports success. */
-int v1_run_change(struct sbx *sb, const char *op, const char *rel,
-		  struct cmd *c);
-/* The same for the command of words (NULL-terminated) followed by the
- * path operands path1 and path2 (either may be NULL). */
+/* Run a command that changes something and only reports success: the
+ * words (NULL-terminated) followed by the path operands path1 and path2
+ * (either may be NULL). */
 int v1_change(struct sbx *sb, const char *op, const char *rel,
 	      const char *const *words, const char *path1, const char *path2);
 
@@ -104,11 +102,9 @@ int v1_chmod_remote(struct sbx *sb, const char *op, const char *rel,
 /* find of rel itself (list false) or of its entries, in the full record
  * format or names and types only (short_form). */
 void v1_find_cmd(struct cmd *c, const char *rel, bool list, bool short_form);
-/* One path's attributes (lstat) from the sandbox, remembered in the
- * cache. *target (may be NULL) gets a symlink's target (heap). */
-int v1_stat_remote(struct sbx *sb, const char *op, const char *rel,
-		   struct proto_attr *a, char **target);
-/* Attributes from the cache, else from the sandbox. */
+/* Attributes (lstat) from the cache, else from the sandbox (then
+ * remembered in the cache). *target (may be NULL) gets a symlink's target
+ * (heap). */
 int v1_attr_of(struct sbx *sb, const char *op, const char *rel,
 	       struct proto_attr *a, char **target);
 
