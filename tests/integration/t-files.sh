@@ -10,17 +10,8 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs
-
-w() {
-	with_timeout 60 "$@"
-}
 
 # The sandbox's user (who owns its root) is shown as the mounting user.
 SBX_IDS="$(stat -c '%u %g' "$B")"

@@ -13,17 +13,8 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs
-
-w() {
-	with_timeout 60 "$@"
-}
 
 hidden_names() {
 	ls -A "$1" | grep '^\.fuse_hidden' | head -3

@@ -11,14 +11,9 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
 # The agent's request log tells what was asked.
 agent_wrapper --log-level debug
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 ALOG=$(sbx_agent_log a)
 # The walk must fit in attr_timeout (what is read ahead is good for that
 # long); the waits below outlast it.
@@ -29,10 +24,6 @@ mount_fs attr_timeout=$T,entry_timeout=$T,negative_timeout=$T
 # not the query).
 requests() {
 	grep -c "http: GET /sandboxfs/v1/$1" "$ALOG"
-}
-
-w() {
-	with_timeout 60 "$@"
 }
 
 mkdir -p "$B/w/sub"
