@@ -98,15 +98,15 @@ END_TEST
 
 Suite *make_buf_suite(void)
 {
-	Suite *s = suite_create("buf");
-	TCase *tc = tcase_create("bounds");
+	const TTest *t_bounds[] = {buf_append_respects_max,
+				   buf_printf_and_consume, buf_reserve_commit,
+				   buf_escaped_keeps_unreserved, NULL};
+	const struct th_case cases[] = {
+		{"bounds", t_bounds, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, buf_append_respects_max);
-	tcase_add_test(tc, buf_printf_and_consume);
-	tcase_add_test(tc, buf_reserve_commit);
-	tcase_add_test(tc, buf_escaped_keeps_unreserved);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("buf", cases);
 }
 
 /* ---- hmap --------------------------------------------------------------- */
@@ -219,14 +219,15 @@ END_TEST
 
 Suite *make_hmap_suite(void)
 {
-	Suite *s = suite_create("hmap");
-	TCase *tc = tcase_create("table");
+	const TTest *t_table[] = {hmap_grows_finds_removes,
+				  hmap_equal_hashes_and_walk,
+				  hmap_hashes_are_fnv1a, NULL};
+	const struct th_case cases[] = {
+		{"table", t_table, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, hmap_grows_finds_removes);
-	tcase_add_test(tc, hmap_equal_hashes_and_walk);
-	tcase_add_test(tc, hmap_hashes_are_fnv1a);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("hmap", cases);
 }
 
 /* ---- b64 ---------------------------------------------------------------- */
@@ -269,13 +270,14 @@ END_TEST
 
 Suite *make_b64_suite(void)
 {
-	Suite *s = suite_create("b64");
-	TCase *tc = tcase_create("codec");
+	const TTest *t_codec[] = {b64_rfc4648_vectors, b64_strict_decoding,
+				  NULL};
+	const struct th_case cases[] = {
+		{"codec", t_codec, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, b64_rfc4648_vectors);
-	tcase_add_test(tc, b64_strict_decoding);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("b64", cases);
 }
 
 /* ---- path --------------------------------------------------------------- */
@@ -328,13 +330,14 @@ END_TEST
 
 Suite *make_path_suite(void)
 {
-	Suite *s = suite_create("path");
-	TCase *tc = tcase_create("lexical");
+	const TTest *t_lexical[] = {path_normalize_rules,
+				    path_split_and_components, NULL};
+	const struct th_case cases[] = {
+		{"lexical", t_lexical, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, path_normalize_rules);
-	tcase_add_test(tc, path_split_and_components);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("path", cases);
 }
 
 /* ---- token -------------------------------------------------------------- */
@@ -478,17 +481,19 @@ END_TEST
 
 Suite *make_token_suite(void)
 {
-	Suite *s = suite_create("token");
-	TCase *tc = tcase_create("credential");
+	const TTest *t_credential[] = {token_generate_is_valid_and_fresh,
+				       token_validation_is_exact,
+				       token_file_is_private,
+				       clock_source_seam,
+				       ids_are_random_uuids,
+				       file_write_atomic_whole_with_mode,
+				       NULL};
+	const struct th_case cases[] = {
+		{"credential", t_credential, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, token_generate_is_valid_and_fresh);
-	tcase_add_test(tc, token_validation_is_exact);
-	tcase_add_test(tc, token_file_is_private);
-	tcase_add_test(tc, clock_source_seam);
-	tcase_add_test(tc, ids_are_random_uuids);
-	tcase_add_test(tc, file_write_atomic_whole_with_mode);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("token", cases);
 }
 
 /* ---- proto (shared parts) ----------------------------------------------- */
@@ -559,12 +564,13 @@ END_TEST
 
 Suite *make_proto_suite(void)
 {
-	Suite *s = suite_create("proto");
-	TCase *tc = tcase_create("shared");
+	const TTest *t_shared[] = {proto_health_round_trip,
+				   proto_health_seed_shapes,
+				   proto_typed_error_bodies, NULL};
+	const struct th_case cases[] = {
+		{"shared", t_shared, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, proto_health_round_trip);
-	tcase_add_test(tc, proto_health_seed_shapes);
-	tcase_add_test(tc, proto_typed_error_bodies);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("proto", cases);
 }

@@ -223,18 +223,19 @@ END_TEST
 
 Suite *make_fs_prefetch_suite(void)
 {
-	Suite *s = suite_create("fs_prefetch");
-	TCase *tc = tcase_create("agent");
+	const TTest *t_agent[] = {one_open_fetches_nothing,
+				  second_file_fetches_the_directory,
+				  listed_directory_fetches_its_subdirectories,
+				  forgotten_attributes_are_not_served,
+				  dropped_sandbox_holds_nothing,
+				  no_window_no_fetch,
+				  NULL};
+	static const struct th_fixture fx_agent = {setup, teardown, agent_start,
+						   agent_stop, 60};
+	const struct th_case cases[] = {
+		{"agent", t_agent, &fx_agent},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_unchecked_fixture(tc, agent_start, agent_stop);
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, one_open_fetches_nothing);
-	tcase_add_test(tc, second_file_fetches_the_directory);
-	tcase_add_test(tc, listed_directory_fetches_its_subdirectories);
-	tcase_add_test(tc, forgotten_attributes_are_not_served);
-	tcase_add_test(tc, dropped_sandbox_holds_nothing);
-	tcase_add_test(tc, no_window_no_fetch);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_prefetch", cases);
 }

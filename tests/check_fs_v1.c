@@ -1612,59 +1612,39 @@ END_TEST
 
 Suite *make_fs_v1_suite(void)
 {
-	Suite *s = suite_create("fs_v1");
-	TCase *tc;
+	const TTest *t_parse[] = {parse_every_type, parse_short_form,
+				  parse_malformed, parse_real_find, NULL};
+	const TTest *t_errno[] = {errno_table, errno_real_tools, NULL};
+	const TTest *t_quote[] = {quote_words, NULL};
+	const TTest *t_buffer[] = {buffer_read_write, buffer_limit, NULL};
+	const TTest *t_agent[] = {agent_write_and_list,
+				  agent_open_modes,
+				  agent_tree_changes,
+				  agent_times_and_statfs,
+				  agent_read_only_mount,
+				  agent_concurrent_writes,
+				  NULL};
+	const TTest *t_agent_small_cap[] = {agent_listing_past_output_cap,
+					    NULL};
+	const TTest *t_native[] = {native_reads, native_is_read_only, NULL};
+	const TTest *t_native_no_exec[] = {native_without_exec, NULL};
+	static const struct th_fixture fx_agent = {
+		agent_setup, agent_teardown, agent_start, agent_stop, 120};
+	static const struct th_fixture fx_small = {small_setup, agent_teardown,
+						   small_start, small_stop, 60};
+	static const struct th_fixture fx_native = {
+		native_setup, native_teardown, native_start, native_stop, 60};
+	const struct th_case cases[] = {
+		{"parse", t_parse, NULL},
+		{"errno", t_errno, NULL},
+		{"quote", t_quote, NULL},
+		{"buffer", t_buffer, NULL},
+		{"agent", t_agent, &fx_agent},
+		{"agent_small_cap", t_agent_small_cap, &fx_small},
+		{"native", t_native, &fx_native},
+		{"native_no_exec", t_native_no_exec, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tc = tcase_create("parse");
-	tcase_add_test(tc, parse_every_type);
-	tcase_add_test(tc, parse_short_form);
-	tcase_add_test(tc, parse_malformed);
-	tcase_add_test(tc, parse_real_find);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("errno");
-	tcase_add_test(tc, errno_table);
-	tcase_add_test(tc, errno_real_tools);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("quote");
-	tcase_add_test(tc, quote_words);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("buffer");
-	tcase_add_test(tc, buffer_read_write);
-	tcase_add_test(tc, buffer_limit);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("agent");
-	tcase_add_unchecked_fixture(tc, agent_start, agent_stop);
-	tcase_add_checked_fixture(tc, agent_setup, agent_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, agent_write_and_list);
-	tcase_add_test(tc, agent_open_modes);
-	tcase_add_test(tc, agent_tree_changes);
-	tcase_add_test(tc, agent_times_and_statfs);
-	tcase_add_test(tc, agent_read_only_mount);
-	tcase_add_test(tc, agent_concurrent_writes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("agent_small_cap");
-	tcase_add_unchecked_fixture(tc, small_start, small_stop);
-	tcase_add_checked_fixture(tc, small_setup, agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, agent_listing_past_output_cap);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("native");
-	tcase_add_unchecked_fixture(tc, native_start, native_stop);
-	tcase_add_checked_fixture(tc, native_setup, native_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, native_reads);
-	tcase_add_test(tc, native_is_read_only);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("native_no_exec");
-	tcase_add_test(tc, native_without_exec);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_v1", cases);
 }
