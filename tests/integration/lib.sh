@@ -467,6 +467,23 @@ job_start() {
 	[ -n "$job" ] || die "no job id for '$1'"
 }
 
+# replacer FILE COUNT [PAD]: in the background, replace FILE COUNT times
+# the way editors save (write .atomic.tmp in its directory, rename it
+# over FILE); version N reads "version N" (and " PAD" when given). The
+# writer's pid in writer.
+replacer() {
+	_tmp=$(dirname "$1")/.atomic.tmp
+	(
+		_i=1
+		while [ "$_i" -le "$2" ]; do
+			printf 'version %d%s\n' "$_i" "${3:+ $3}" >"$_tmp" &&
+				mv "$_tmp" "$1" || exit 1
+			_i=$((_i + 1))
+		done
+	) &
+	writer=$!
+}
+
 # job_request NAME JSON: start the JSON request (doc/protocol-v1.md 3.6)
 # as a job of sandbox NAME through the mount; its id in job.
 job_request() {

@@ -77,15 +77,7 @@ assert_errno "No such file or directory" stat "$F/dir1/f"
 # 5. Atomic replacement against readers that keep opening the name: every
 # read is a whole version, none fails.
 printf 'version 0\n' >"$B/atomic"
-(
-	i=1
-	while [ "$i" -le 100 ]; do
-		printf 'version %d\n' "$i" >"$F/.atomic.tmp" &&
-			mv "$F/.atomic.tmp" "$F/atomic" || exit 1
-		i=$((i + 1))
-	done
-) &
-writer=$!
+replacer "$F/atomic" 100
 bad=0
 reads=0
 while alive "$writer"; do
