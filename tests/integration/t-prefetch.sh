@@ -49,7 +49,12 @@ for f in "$B"/w/f*; do
 	cat "$f"
 done >"$TMP/walk.direct"
 assert_file_eq "$TMP/walk.direct" "$TMP/walk.mount" "the files read in a walk"
-# w's, and w/sub's ahead of the walker (one level down).
+# w's, and w/sub's ahead of the walker (one level down): that one is
+# asked for once w's answer is in, while the walker reads.
+contents_since() {
+	[ "$(($(requests 'contents ') - contents0))" -ge "$1" ]
+}
+wait_for 10 contents_since 2
 assert_eq 2 "$(($(requests 'contents ') - contents0))" \
 	"GET contents of w and w/sub during the walk"
 assert_eq 0 "$(($(requests 'read ') - reads0))" \
