@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/errname.h"
 #include "common/fileio.h"
+#include "common/hex.h"
 #include "common/hmap.h"
 #include "common/ids.h"
 #include "common/path.h"
@@ -268,10 +269,28 @@ START_TEST(b64_strict_decoding)
 }
 END_TEST
 
+START_TEST(hex_digit_values)
+{
+	static const char all[] = "0123456789abcdefABCDEF";
+	size_t i;
+
+	for (i = 0; i < 16; i++)
+		ck_assert_int_eq(hex_digit(all[i]), (int)i);
+	for (i = 16; i < 22; i++)
+		ck_assert_int_eq(hex_digit(all[i]), (int)i - 6);
+	ck_assert_int_eq(hex_digit('g'), -1);
+	ck_assert_int_eq(hex_digit('G'), -1);
+	ck_assert_int_eq(hex_digit('/'), -1);
+	ck_assert_int_eq(hex_digit(' '), -1);
+	ck_assert_int_eq(hex_digit('\0'), -1);
+	ck_assert_int_eq(hex_digit((char)0xe1), -1);
+}
+END_TEST
+
 Suite *make_b64_suite(void)
 {
 	const TTest *t_codec[] = {b64_rfc4648_vectors, b64_strict_decoding,
-				  NULL};
+				  hex_digit_values, NULL};
 	const struct th_case cases[] = {
 		{"codec", t_codec, NULL},
 		{NULL, NULL, NULL},
@@ -328,10 +347,38 @@ START_TEST(path_split_and_components)
 }
 END_TEST
 
+START_TEST(path_parent_join_and_keys)
+{
+	char parent[8], *j;
+
+	ck_assert_str_eq(path_parent("a/b/c", parent, sizeof(parent)), "c");
+	ck_assert_str_eq(parent, "a/b");
+	ck_assert_str_eq(path_parent("top", parent, sizeof(parent)), "top");
+	ck_assert_str_eq(parent, "");
+	/* cut to fit */
+	ck_assert_str_eq(path_parent("abcdefghij/k", parent, 4), "k");
+	ck_assert_str_eq(parent, "abc");
+	j = path_join("", "x");
+	ck_assert_str_eq(j, "x");
+	free(j);
+	j = path_join("a/b", "x");
+	ck_assert_str_eq(j, "a/b/x");
+	free(j);
+	ck_assert(path_rel_valid(""));
+	ck_assert(path_rel_valid("a/b c/.d"));
+	ck_assert(!path_rel_valid("/a"));
+	ck_assert(!path_rel_valid("a/"));
+	ck_assert(!path_rel_valid("a//b"));
+	ck_assert(!path_rel_valid("a/../b"));
+	ck_assert(!path_rel_valid("./a"));
+}
+END_TEST
+
 Suite *make_path_suite(void)
 {
 	const TTest *t_lexical[] = {path_normalize_rules,
-				    path_split_and_components, NULL};
+				    path_split_and_components,
+				    path_parent_join_and_keys, NULL};
 	const struct th_case cases[] = {
 		{"lexical", t_lexical, NULL},
 		{NULL, NULL, NULL},

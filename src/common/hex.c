@@ -4,15 +4,18 @@
  */
 #include "config.h"
 
+#include <ctype.h>
+#include <string.h>
+
 #include "common/hex.h"
 
 int hex_digit(char c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
+	static const char digits[] = "0123456789abcdef";
+	const char *at;
+
+	if (c == '\0')
+		return -1;
+	at = strchr(digits, tolower((unsigned char)c));
+	return at != NULL ? (int)(at - digits) : -1;
 }

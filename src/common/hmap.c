@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/hmap.h"
 #include "common/xalloc.h"
@@ -30,12 +31,10 @@ void hmap_init(struct hmap *m, size_t min_slots)
 
 void hmap_cleanup(struct hmap *m)
 {
-	if (m == NULL)
-		return;
-	free(m->slot);
-	m->slot = NULL;
-	m->nslots = 0;
-	m->n = 0;
+	if (m != NULL) {
+		free(m->slot);
+		memset(m, 0, sizeof(*m));
+	}
 }
 
 static void grow(struct hmap *m)

@@ -191,28 +191,30 @@ static int v1_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 	return rc;
 }
 
-static int v1_unlink(struct sbx *sb, const char *rel)
+/* rm or rmdir (dir) of rel; what was known of it (its subtree) and of
+ * its directory is forgotten. */
+static int remove_path(struct sbx *sb, const char *rel, bool dir)
 {
 	static const char *const rm[] = {"rm", "--", NULL};
-	int rc = v1_may_change(sb);
-
-	if (rc < 0)
-		return rc;
-	rc = v1_change(sb, "unlink", rel, rm, rel, NULL);
-	v1_forget(sb, rel, false, true);
-	return rc;
-}
-
-static int v1_rmdir(struct sbx *sb, const char *rel)
-{
 	static const char *const rmdir[] = {"rmdir", "--", NULL};
 	int rc = v1_may_change(sb);
 
 	if (rc < 0)
 		return rc;
-	rc = v1_change(sb, "rmdir", rel, rmdir, rel, NULL);
-	v1_forget(sb, rel, true, true);
+	rc = v1_change(sb, dir ? "rmdir" : "unlink", rel, dir ? rmdir : rm, rel,
+		       NULL);
+	v1_forget(sb, rel, dir, true);
 	return rc;
+}
+
+static int v1_unlink(struct sbx *sb, const char *rel)
+{
+	return remove_path(sb, rel, false);
+}
+
+static int v1_rmdir(struct sbx *sb, const char *rel)
+{
+	return remove_path(sb, rel, true);
 }
 
 static int v1_rename(struct sbx *sb, const char *from, const char *to,
