@@ -15,6 +15,7 @@
 
 #include "fs/inodes.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 static uint64_t look(struct inodes *t, uint64_t parent, const char *name)
 {
@@ -231,14 +232,13 @@ END_TEST
 
 Suite *make_fs_inodes_suite(void)
 {
-	Suite *s = suite_create("fs_inodes");
-	TCase *tc = tcase_create("table");
+	const TTest *t_table[] = {paths_and_lookups,	renames_move_subtrees,
+				  removed_names_detach, unlinked_while_open,
+				  grows_and_empties,	NULL};
+	const struct th_case cases[] = {
+		{"table", t_table, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, paths_and_lookups);
-	tcase_add_test(tc, renames_move_subtrees);
-	tcase_add_test(tc, removed_names_detach);
-	tcase_add_test(tc, unlinked_while_open);
-	tcase_add_test(tc, grows_and_empties);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_inodes", cases);
 }

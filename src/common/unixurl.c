@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/hex.h"
 #include "common/unixurl.h"
 #include "common/xalloc.h"
 
@@ -15,17 +16,6 @@ static bool unreserved(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
 	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
 	       c == '~';
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 bool unixurl_is(const char *url)
@@ -65,8 +55,8 @@ int unixurl_parse(const char *url, char *path, size_t size)
 		char c;
 
 		if (*p == '%') {
-			hi = hexval(p[1]);
-			lo = hexval(hi >= 0 ? p[2] : '\0');
+			hi = hex_digit(p[1]);
+			lo = hex_digit(hi >= 0 ? p[2] : '\0');
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = (char)(hi << 4 | lo);

@@ -80,19 +80,6 @@ struct evreader {
 	bool lost; /* a "lost" line is due first */
 };
 
-/* ---- applying events -------------------------------------------------- */
-
-static void parent_of(const char *rel, char *out, size_t size)
-{
-	const char *slash = strrchr(rel, '/');
-	size_t n = slash != NULL ? (size_t)(slash - rel) : 0;
-
-	if (n >= size)
-		n = size - 1;
-	memcpy(out, rel, n);
-	out[n] = '\0';
-}
-
 /* rel's name came (appeared) or went: its directory's listing and times
  * too. */
 static void name_changed(struct sbx *sb, const char *rel, bool tree,
@@ -101,7 +88,7 @@ static void name_changed(struct sbx *sb, const char *rel, bool tree,
 	struct sbfs *fs = sb->fs;
 	char parent[PATH_MAX_BYTES];
 
-	parent_of(rel, parent, sizeof(parent));
+	path_parent(rel, parent, sizeof(parent));
 	if (tree)
 		cache_forget_tree(fs->cache, sb->id, rel);
 	else

@@ -3,17 +3,23 @@
  * fs_i: what the modules of the FUSE layer share (SEMANTICS.md).
  *
  *   ll.c          the FUSE low-level operations: node ids (inodes.c),
- *                 open files and directory streams, kernel invalidation
+ *                 kernel invalidation; open files and directory streams
+ *                 (ll_files.c)
  *   fs.c          the path operations: parses a path into a node and
  *                 dispatches to the subtree that owns it
  *   sandbox.c     the mount and its sandboxes: listing, the per-operation
  *                 record read and transport decision, auto-resume, the
  *                 agent's health (extension advertised or not), errors
  *   cache.c       attribute cache for files/ (bounded, timed)
- *   fs_files.c    files/ through the agent's file extension
+ *   fs_files.c    files/ through the agent's file extension: helpers and
+ *                 metadata; its reads (fs_files_read.c), writes
+ *                 (fs_files_write.c), listings (fs_files_list.c)
  *   fs_files_v1.c files/ through protocol v1 only (strict agents) and
- *                 through the provider's native routes (legacy sessions)
- *   fs_jobs.c     exec, jobs/ and the job files
+ *                 through the provider's native routes (legacy sessions):
+ *                 listings and metadata; its commands (fs_files_v1_cmd.c),
+ *                 open files (fs_files_v1_open.c), text (fs_files_v1_text.c)
+ *   fs_jobs.c     jobs/ and the job files; exec (fs_exec.c), the job
+ *                 pollers (fs_jobs_poll.c), the records (fs_jobs_store.c)
  *   fs_info.c     info and ctl
  *
  * Nothing below this layer knows about FUSE. Every operation returns 0 (or
@@ -411,6 +417,10 @@ int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
 		  struct fuse_file_info *fi);
 int fs_jobs_release(struct sbx *sb, const char *job, enum fs_job_file f,
 		    struct fuse_file_info *fi);
+
+/* Whether what was written to a ctl file (buf, size bytes) is word,
+ * blanks and a newline around it aside. */
+bool sbfs_ctl_word(const char *buf, size_t size, const char *word);
 
 /* MOUNT/<sandbox>/info and ctl */
 int fs_info_getattr(struct sbx *sb, bool ctl, struct stat *st);

@@ -13,22 +13,20 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs
 
-w() {
-	with_timeout 60 "$@"
+hidden_names() {
+	ls -A "$1" | grep '^\.fuse_hidden' | head -3
 }
-
-# No hidden name left in the sandbox's directory $1.
+no_hidden_now() {
+	[ -z "$(hidden_names "$1")" ]
+}
+# No hidden name left in the sandbox's directory $1 once the last close
+# is served: the kernel sends the release after close(2) has returned.
 no_hidden() {
-	left=$(ls -A "$1" | grep '^\.fuse_hidden' | head -3)
-	[ -z "$left" ] || fail "$2: hidden names left in the sandbox: $left"
+	wait_for 10 no_hidden_now "$1" ||
+		fail "$2: hidden names left in the sandbox: $(hidden_names "$1")"
 }
 
 # 1. Removed while open for reading: the descriptor reads the old bytes.
@@ -79,15 +77,7 @@ assert_errno "No such file or directory" stat "$F/dir1/f"
 # 5. Atomic replacement against readers that keep opening the name: every
 # read is a whole version, none fails.
 printf 'version 0\n' >"$B/atomic"
-(
-	i=1
-	while [ "$i" -le 100 ]; do
-		printf 'version %d\n' "$i" >"$F/.atomic.tmp" &&
-			mv "$F/.atomic.tmp" "$F/atomic" || exit 1
-		i=$((i + 1))
-	done
-) &
-writer=$!
+replacer "$F/atomic" 100
 bad=0
 reads=0
 while alive "$writer"; do
