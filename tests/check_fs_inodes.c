@@ -150,6 +150,18 @@ START_TEST(removed_names_detach)
 	ck_assert_str_eq(buf, "/d/f");
 	/* Nothing new is made below a detached directory. */
 	ck_assert_int_eq(inodes_lookup(t, d, "g", &x), -ENOENT);
+	/* Removed in the sandbox while open: stale, whatever is asked. */
+	{
+		uint64_t v = look(t, INODES_ROOT, "v");
+
+		inodes_vanish(t, INODES_ROOT, "v");
+		ck_assert_int_eq(inodes_path(t, v, buf, sizeof(buf)), -ESTALE);
+		ck_assert_int_eq(inodes_path_flags(t, v, INODES_DETACHED_OK,
+						   buf, sizeof(buf)),
+				 -ESTALE);
+		ck_assert_uint_eq(inodes_peek(t, INODES_ROOT, "v"), 0);
+		inodes_forget(t, v, 1);
+	}
 	/* The same name looked up again is a new node. */
 	x = look(t, INODES_ROOT, "d");
 	ck_assert_uint_ne(x, d);

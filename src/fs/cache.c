@@ -67,6 +67,10 @@ struct cache {
 				       cache */
 	} * ov;
 	size_t nov;
+	/* Told of every attribute kept (cache_on_put). */
+	void (*on_put)(void *ud, const char *sbx, const char *rel,
+		       const struct proto_attr *a);
+	void *on_put_ud;
 	struct map attrs;
 	struct map content;
 	struct map dirs; /* entry->dl */
@@ -314,6 +318,17 @@ static void attr_put(struct cache *c, const char *sbx, const char *rel,
 	free(e->target);
 	e->target = target ? xstrdup(target) : NULL;
 	pthread_mutex_unlock(&c->lock);
+	if (c->on_put != NULL)
+		c->on_put(c->on_put_ud, sbx, rel, a);
+}
+
+void cache_on_put(struct cache *c,
+		  void (*fn)(void *ud, const char *sbx, const char *rel,
+			     const struct proto_attr *a),
+		  void *ud)
+{
+	c->on_put = fn;
+	c->on_put_ud = ud;
 }
 
 void cache_put(struct cache *c, const char *sbx, const char *rel,

@@ -194,6 +194,23 @@ void files_path_changed(struct sbx *sb, const char *rel)
 	wnode_put(w);
 }
 
+void sbfs_files_changed(struct sbx *sb, const char *rel)
+{
+	files_path_changed(sb, rel);
+}
+
+void sbfs_files_moved(struct sbx *sb, const char *from, const char *to)
+{
+	char *gone = xasprintf("\001%s", to);
+
+	/* What the name had goes stale with its file ("\001" never starts
+	 * a path component); what is gathered for the moved file goes
+	 * where the file is now. */
+	wnodes_rekey(sb->fs->writes, sb, to, gone);
+	wnodes_rekey(sb->fs->writes, sb, from, to);
+	free(gone);
+}
+
 int fs_files_flush_node(void *ctx, struct wnode *w)
 {
 	(void)ctx;

@@ -255,6 +255,33 @@ void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
 /* ... everything of sandbox id's files/. */
 void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
 
+/*
+ * The node table after a change made in the sandbox, not through the
+ * mount (ll.c). sbfs_nodes_open_fino: the sandbox's inode number of the
+ * file of files/<rel> when it is open through the mount (0: none open, or
+ * not known). sbfs_nodes_vanish: that file no longer has the name (its
+ * open files go stale, ESTALE, rather than reach a file that takes the
+ * name later). sbfs_nodes_move: it is files/<to> now (its open files
+ * follow it). The caller has asked the sandbox (a change told late may
+ * be this mount's own, already applied).
+ */
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id,
+			      const char *rel);
+void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel);
+/* For cache_on_put (ud: the mount): the file of files/<rel> in sandbox id
+ * has the attributes a (its inode number in the sandbox). */
+void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
+		      const struct proto_attr *a);
+void sbfs_nodes_move(struct sbfs *fs, const char *id, const char *from,
+		     const char *to);
+
+/* A change of files/<rel> made in the sandbox: every open file of it
+ * drops what it read ahead or was given prefetched (fs_files). */
+void sbfs_files_changed(struct sbx *sb, const char *rel);
+/* files/<from>, open through the mount, is files/<to> now (renamed in
+ * the sandbox): its open files' pending writes follow it. */
+void sbfs_files_moved(struct sbx *sb, const char *from, const char *to);
+
 /* ---- change events (events.c, doc/internals/cache.md) ------------------ */
 
 /* Follow sb's change events from now on (its agent has them: health);

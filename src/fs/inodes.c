@@ -27,6 +27,8 @@ struct inode {
 	bool hidden; /* unlinked while open: remove at the last close */
 	bool detached; /* its name is gone: out of the name table */
 	bool removed; /* its hidden name too: no path at all */
+	bool vanished; /* removed in the sandbox while open: stale */
+	uint64_t fino; /* the file's inode number in the sandbox, 0: unknown */
 };
 
 struct inodes {
@@ -161,6 +163,8 @@ static int path_of(struct inodes *t, const struct inode *e, char *buf,
 	for (p = e; p != t->root; p = p->parent) {
 		size_t n;
 
+		if (p->vanished)
+			return -ESTALE;
 		if (p->name == NULL || (p->detached && (!loose || p->removed)))
 			return -ENOENT;
 		n = strlen(p->name);
@@ -292,6 +296,51 @@ void inodes_remove(struct inodes *t, uint64_t parent, const char *name)
 	e = p != NULL ? by_name(t, p, name) : NULL;
 	if (e != NULL)
 		detach(t, e);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino)
+{
+	struct inode *e;
+
+	if (fino == 0)
+		return;
+	pthread_mutex_lock(&t->lock);
+	e = by_id(t, ino);
+	if (e != NULL)
+		e->fino = fino;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t inodes_open_fino(struct inodes *t, uint64_t parent, const char *name,
+			  uint64_t *ino)
+{
+	struct inode *p, *e = NULL;
+	uint64_t fino = 0;
+
+	pthread_mutex_lock(&t->lock);
+	p = by_id(t, parent);
+	if (p != NULL)
+		e = by_name(t, p, name);
+	if (e != NULL && e->nopen > 0) {
+		fino = e->fino;
+		*ino = e->ino;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return fino;
+}
+
+void inodes_vanish(struct inodes *t, uint64_t parent, const char *name)
+{
+	struct inode *p, *e;
+
+	pthread_mutex_lock(&t->lock);
+	p = by_id(t, parent);
+	e = p != NULL ? by_name(t, p, name) : NULL;
+	if (e != NULL) {
+		e->vanished = true;
+		detach(t, e);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 

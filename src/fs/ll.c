@@ -127,6 +127,18 @@ int ll_file_path(struct sbfs *fs, fuse_ino_t ino,
 	return rc;
 }
 
+const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
+			    const struct fuse_file_info *fi, char *buf,
+			    size_t size)
+{
+	const struct llfile *lf = (const struct llfile *)(uintptr_t)fi->fh;
+
+	/* A stale file still goes back to the module that holds it. */
+	if (ll_file_path(fs, ino, fi, buf, size) < 0)
+		snprintf(buf, size, "%s", lf->path);
+	return buf;
+}
+
 /* ---- entries ------------------------------------------------------------- */
 
 void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
@@ -157,6 +169,7 @@ int ll_make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
 	if (rc < 0)
 		return rc;
 	e->ino = ino;
+	inodes_set_fino(fs->inodes, ino, e->attr.st_ino);
 	e->attr.st_ino = ino;
 	ll_entry_times(fs, path, mark, e);
 	return 0;
@@ -252,6 +265,7 @@ static void reply_attr(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 	} else {
+		inodes_set_fino(fs->inodes, ino, st.st_ino);
 		st.st_ino = ino;
 		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
 	}
@@ -627,8 +641,11 @@ void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
 			fs->se, ino, (what & SBFS_KERNEL_DATA) ? 0 : -1, 0);
 	if (!(what & (SBFS_KERNEL_NAME | SBFS_KERNEL_NEW_NAME)) || *rel == '\0')
 		return;
-	if ((what & SBFS_KERNEL_NEW_NAME) && known)
-		what &= ~SBFS_KERNEL_NAME;
+	/* A name that appeared: a negative entry of it must go; a node the
+	 * kernel knows by it keeps its entry. */
+	if (what & SBFS_KERNEL_NEW_NAME)
+		what = known ? what & ~SBFS_KERNEL_NAME
+			     : what | SBFS_KERNEL_NAME;
 	/* The name (a negative entry too) in its directory, and the
 	 * directory's attributes and the listing the kernel keeps. */
 	path[name - path - 1] = '\0';
@@ -638,6 +655,82 @@ void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
 				fs->se, parent, name, strlen(name));
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, parent, 0, 0);
 	}
+}
+
+/* The node of files/<rel> in sandbox id: its id and its directory's; 0
+ * when the kernel knows none. */
+static uint64_t node_of(struct sbfs *fs, const char *id, const char *rel,
+			uint64_t *parent, const char **name, char *path,
+			size_t size)
+{
+	uint64_t ino;
+
+	snprintf(path, size, "/%s/files%s%s", id, *rel ? "/" : "", rel);
+	*name = strrchr(path, '/') + 1;
+	if (*rel == '\0' || inodes_find(fs->inodes, path, &ino, parent) < 0)
+		return 0;
+	return ino;
+}
+
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel)
+{
+	char path[LL_PATH_MAX];
+	const char *name;
+	uint64_t parent, ino;
+
+	if (node_of(fs, id, rel, &parent, &name, path, sizeof(path)) == 0)
+		return 0;
+	return inodes_open_fino(fs->inodes, parent, name, &ino);
+}
+
+void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
+		      const struct proto_attr *a)
+{
+	struct sbfs *fs = ud;
+	char path[LL_PATH_MAX];
+	const char *name;
+	uint64_t parent, ino;
+
+	ino = node_of(fs, id, rel, &parent, &name, path, sizeof(path));
+	if (ino != 0)
+		inodes_set_fino(fs->inodes, ino, a->ino);
+}
+
+void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel)
+{
+	char path[LL_PATH_MAX];
+	const char *name;
+	uint64_t parent, ino;
+
+	ino = node_of(fs, id, rel, &parent, &name, path, sizeof(path));
+	if (ino == 0)
+		return;
+	inodes_vanish(fs->inodes, parent, name);
+	/* Its pages too: a read served from them would be half of the old
+	 * file and then the stale error. */
+	if (fs->se != NULL)
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
+void sbfs_nodes_move(struct sbfs *fs, const char *id, const char *from,
+		     const char *to)
+{
+	char fpath[LL_PATH_MAX], tpath[LL_PATH_MAX], tdir[LL_PATH_MAX];
+	const char *fname, *tname;
+	uint64_t fparent, tparent, unused;
+
+	if (node_of(fs, id, from, &fparent, &fname, fpath, sizeof(fpath)) == 0)
+		return;
+	snprintf(tpath, sizeof(tpath), "/%s/files%s%s", id, *to ? "/" : "", to);
+	tname = strrchr(tpath, '/') + 1;
+	snprintf(tdir, sizeof(tdir), "%.*s", (int)(tname - tpath - 1), tpath);
+	/* The kernel does not know the new directory: the node goes with
+	 * its old name (its open files go stale, as for a removal). */
+	if (inodes_find(fs->inodes, tdir, &tparent, &unused) < 0) {
+		inodes_vanish(fs->inodes, fparent, fname);
+		return;
+	}
+	inodes_rename(fs->inodes, fparent, fname, tparent, tname, false);
 }
 
 void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel)

@@ -212,7 +212,7 @@ void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char buf[LL_PATH_MAX];
 	struct llfile *lf = (struct llfile *)(uintptr_t)fi->fh;
 	struct fuse_file_info f = ll_inner(fi);
-	const char *path = (ll_file_path(fs, ino, fi, buf, sizeof(buf)), buf);
+	const char *path = ll_release_path(fs, ino, fi, buf, sizeof(buf));
 
 	(void)OPS->release(path, &f);
 	closed(fs, ino);
@@ -358,6 +358,8 @@ static size_t dir_answer(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 					       sizeof(child)) == 0 &&
 			    inodes_lookup(fs->inodes, ino, de->name, &e.ino) ==
 				    0) {
+				inodes_set_fino(fs->inodes, e.ino,
+						e.attr.st_ino);
 				e.attr.st_ino = e.ino;
 				ll_entry_times(fs, child, mark, &e);
 			} else {
@@ -439,8 +441,7 @@ void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct lldir *d = (struct lldir *)(uintptr_t)fi->fh;
 	struct fuse_file_info f = ll_inner(fi);
 	char pbuf[LL_PATH_MAX];
-	const char *path =
-		(ll_file_path(fs, ino, fi, pbuf, sizeof(pbuf)), pbuf);
+	const char *path = ll_release_path(fs, ino, fi, pbuf, sizeof(pbuf));
 
 	(void)OPS->releasedir(path, &f);
 	dir_clear(d);

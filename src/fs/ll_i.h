@@ -69,9 +69,15 @@ int ll_node_path(struct sbfs *fs, fuse_ino_t ino, char *buf, size_t size);
 int ll_node_child_path(struct sbfs *fs, fuse_ino_t parent, const char *name,
 		       char *buf, size_t size);
 /* The path of an open file for its I/O: its name now, else the name it
- * was opened by. */
+ * was opened by; -ESTALE when it was removed in the sandbox meanwhile
+ * (inodes_vanish). */
 int ll_file_path(struct sbfs *fs, fuse_ino_t ino,
 		 const struct fuse_file_info *fi, char *buf, size_t size);
+/* The path that takes a release to the module holding the file: its path
+ * now, else (gone, stale) the one it was opened by. In buf. */
+const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
+			    const struct fuse_file_info *fi, char *buf,
+			    size_t size);
 
 /* The kernel's timeouts of an entry of path asked for at cache mark. */
 void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,

@@ -80,6 +80,8 @@ int sbfs_new(const struct sbfs_opts *o, struct provider *prov,
 	fs->inodes = inodes_new();
 	pthread_mutex_init(&fs->hide_lock, NULL);
 	rc = cache_new(o->attr_timeout, &fs->cache);
+	if (rc == 0)
+		cache_on_put(fs->cache, sbfs_nodes_learn, fs);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "the attribute cache could not be made");
