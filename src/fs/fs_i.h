@@ -131,6 +131,12 @@ struct sbfs {
 	struct prefetch *pf; /* walked directories read ahead */
 	struct inodes *inodes; /* the kernel's node ids (ll.c) */
 	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
+	/* Name changes in flight (ll.c, ll_moved_again): how many, and a
+	 * generation bumped as each begins and ends. */
+	pthread_mutex_t names_lock;
+	pthread_cond_t names_idle;
+	unsigned names_busy;
+	uint64_t names_gen;
 	/* This mount's name to agents: their change events say which
 	 * changes were its own (events.c). */
 	char client_id[PROTO_CLIENT_ID_MAX + 1];
@@ -265,8 +271,7 @@ void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
  * follow it). The caller has asked the sandbox (a change told late may
  * be this mount's own, already applied).
  */
-uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id,
-			      const char *rel);
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel);
 void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel);
 /* For cache_on_put (ud: the mount): the file of files/<rel> in sandbox id
  * has the attributes a (its inode number in the sandbox). */

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
@@ -150,6 +151,56 @@ void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
 		      &neg);
 }
 
+/* ---- name changes in flight (ll_i.h) ---------------------------------------- */
+
+void ll_names_begin(struct sbfs *fs)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	fs->names_busy++;
+	fs->names_gen++;
+	pthread_mutex_unlock(&fs->names_lock);
+}
+
+void ll_names_end(struct sbfs *fs)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	fs->names_busy--;
+	fs->names_gen++;
+	if (fs->names_busy == 0)
+		pthread_cond_broadcast(&fs->names_idle);
+	pthread_mutex_unlock(&fs->names_lock);
+}
+
+void ll_moved_init(struct sbfs *fs, struct ll_moved *m)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	m->gen = fs->names_gen;
+	pthread_mutex_unlock(&fs->names_lock);
+	m->tries = 0;
+}
+
+bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc)
+{
+	struct timespec until;
+
+	if (rc != -ENOENT || m->tries >= LL_MOVED_TRIES)
+		return false;
+	pthread_mutex_lock(&fs->names_lock);
+	if (fs->names_gen == m->gen && fs->names_busy == 0) {
+		pthread_mutex_unlock(&fs->names_lock);
+		return false;
+	}
+	clock_deadline_in(&until, 1000);
+	while (fs->names_busy > 0 &&
+	       pthread_cond_timedwait(&fs->names_idle, &fs->names_lock,
+				      &until) == 0)
+		;
+	m->gen = fs->names_gen;
+	pthread_mutex_unlock(&fs->names_lock);
+	m->tries++;
+	return true;
+}
+
 /*
  * The entry of path (name in parent) after a lookup or a change that made
  * it: attributes from the module, and one counted lookup.
@@ -252,16 +303,26 @@ static int attr_path(struct sbfs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 	return ll_file_path(fs, ino, fi, buf, size);
 }
 
-/* Answer path's attributes (as ino), or rc when it failed. */
+/* Answer ino's attributes, or rc when it is an error already; the path
+ * (in path) resolved again (ll_moved_again) when it moves under the
+ * request. */
 static void reply_attr(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
-		       const char *path, struct fuse_file_info *fp,
-		       uint64_t mark, int rc)
+		       struct fuse_file_info *fi, char *path, size_t size,
+		       struct ll_moved *m, uint64_t mark, int rc)
 {
+	struct fuse_file_info f, *fp = NULL;
 	struct stat st;
 
 	memset(&st, 0, sizeof(st));
-	if (rc == 0)
-		rc = OPS->getattr(path, &st, fp);
+	while (rc == 0) {
+		rc = attr_path(fs, ino, fi, path, size, &f, &fp);
+		if (rc == 0)
+			rc = OPS->getattr(path, &st, fp);
+		if (ll_moved_again(fs, m, rc))
+			rc = 0;
+		else
+			break;
+	}
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 	} else {
@@ -277,11 +338,11 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 	struct ll_req r;
 	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX];
-	struct fuse_file_info f, *fp;
 	uint64_t mark = cache_mark(fs->cache);
-	int rc = attr_path(fs, ino, fi, path, sizeof(path), &f, &fp);
+	struct ll_moved m;
 
-	reply_attr(fs, req, ino, path, fp, mark, rc);
+	ll_moved_init(fs, &m);
+	reply_attr(fs, req, ino, fi, path, sizeof(path), &m, mark, 0);
 	ll_end();
 }
 
@@ -302,19 +363,14 @@ static void setattr_times(const struct stat *attr, int to_set,
 		tv[1] = attr->st_mtim;
 }
 
-static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int to_set, struct fuse_file_info *fi)
+/* Apply a setattr to path, in the order of chmod(1), chown(1),
+ * truncate(1) and touch(1), as libfuse's path API did. */
+static int setattr_apply(const char *path, const struct stat *attr, int to_set,
+			 struct fuse_file_info *fp)
 {
-	struct ll_req r;
-	struct sbfs *fs = ll_begin(req, &r);
-	char path[LL_PATH_MAX];
-	struct fuse_file_info f, *fp;
-	uint64_t mark = cache_mark(fs->cache);
-	int rc = attr_path(fs, ino, fi, path, sizeof(path), &f, &fp);
+	int rc = 0;
 
-	/* In the order of chmod(1), chown(1), truncate(1) and touch(1),
-	 * as libfuse's path API did. */
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE))
+	if (to_set & FUSE_SET_ATTR_MODE)
 		rc = OPS->chmod(path, attr->st_mode, fp);
 	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
 		rc = OPS->chown(
@@ -330,7 +386,27 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		setattr_times(attr, to_set, tv);
 		rc = OPS->utimens(path, tv, fp);
 	}
-	reply_attr(fs, req, ino, path, fp, mark, rc);
+	return rc;
+}
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct ll_req r;
+	struct sbfs *fs = ll_begin(req, &r);
+	char path[LL_PATH_MAX];
+	struct fuse_file_info f, *fp;
+	uint64_t mark = cache_mark(fs->cache);
+	struct ll_moved m;
+	int rc;
+
+	ll_moved_init(fs, &m);
+	do {
+		rc = attr_path(fs, ino, fi, path, sizeof(path), &f, &fp);
+		if (rc == 0)
+			rc = setattr_apply(path, attr, to_set, fp);
+	} while (ll_moved_again(fs, &m, rc));
+	reply_attr(fs, req, ino, fi, path, sizeof(path), &m, mark, rc);
 	ll_end();
 }
 
@@ -463,6 +539,7 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	char path[LL_PATH_MAX];
 	int rc = ll_node_child_path(fs, parent, name, path, sizeof(path));
 
+	ll_names_begin(fs);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->hide_lock);
 		rc = hide(fs, parent, name);
@@ -475,6 +552,7 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc == 0)
 		inodes_remove(fs->inodes, parent, name);
+	ll_names_end(fs);
 	fuse_reply_err(req, -rc);
 	ll_end();
 }
@@ -542,22 +620,23 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 	if (rc == 0)
 		rc = ll_node_child_path(fs, newparent, newname, to, sizeof(to));
+	ll_names_begin(fs);
 	if (rc == 0 && flags == 0) {
 		pthread_mutex_lock(&fs->hide_lock);
 		rc = rename_over_open(fs, parent, name, newparent, newname,
 				      from, to);
 		pthread_mutex_unlock(&fs->hide_lock);
-		if (rc == 1) {
-			fuse_reply_err(req, 0);
-			ll_end();
-			return;
-		}
 	}
-	if (rc == 0)
-		rc = OPS->rename(from, to, flags);
-	if (rc == 0)
-		inodes_rename(fs->inodes, parent, name, newparent, newname,
-			      (flags & RENAME_EXCHANGE) != 0);
+	if (rc == 1) {
+		rc = 0;
+	} else {
+		if (rc == 0)
+			rc = OPS->rename(from, to, flags);
+		if (rc == 0)
+			inodes_rename(fs->inodes, parent, name, newparent,
+				      newname, (flags & RENAME_EXCHANGE) != 0);
+	}
+	ll_names_end(fs);
 	fuse_reply_err(req, -rc);
 	ll_end();
 }

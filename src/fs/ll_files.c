@@ -71,6 +71,7 @@ void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX];
 	struct fuse_file_info f = *fi;
+	struct ll_moved m;
 	struct llfile *lf;
 	int rc;
 
@@ -79,16 +80,19 @@ void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * from now on hides it, and a last close does not remove what is
 	 * being opened. */
 	inodes_open(fs->inodes, ino);
-	/* A file that lost its name while open (hidden) is only for the
-	 * descriptors it had: ESTALE makes the kernel walk the path again
-	 * and open what has the name now. */
-	rc = inodes_path_flags(fs->inodes, ino,
-			       INODES_DETACHED_OK | INODES_NOT_HIDDEN, path,
-			       sizeof(path));
-	if (rc == -ENOENT)
-		rc = -ESTALE;
-	if (rc == 0)
-		rc = OPS->open(path, &f);
+	ll_moved_init(fs, &m);
+	do {
+		/* A file that lost its name while open (hidden) is only for
+		 * the descriptors it had: ESTALE makes the kernel walk the
+		 * path again and open what has the name now. */
+		rc = inodes_path_flags(fs->inodes, ino,
+				       INODES_DETACHED_OK | INODES_NOT_HIDDEN,
+				       path, sizeof(path));
+		if (rc == -ENOENT)
+			rc = -ESTALE;
+		if (rc == 0)
+			rc = OPS->open(path, &f);
+	} while (ll_moved_again(fs, &m, rc));
 	if (rc < 0) {
 		closed(fs, ino);
 		fuse_reply_err(req, -rc);
@@ -156,15 +160,20 @@ void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	char buf[LL_PATH_MAX];
 	struct fuse_file_info f = ll_inner(fi);
 	char *data = malloc(size > 0 ? size : 1);
-	int rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+	struct ll_moved m;
+	int rc;
 
 	if (data == NULL) {
 		fuse_reply_err(req, ENOMEM);
 		ll_end();
 		return;
 	}
-	if (rc == 0)
-		rc = OPS->read(buf, data, size, off, &f);
+	ll_moved_init(fs, &m);
+	do {
+		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+		if (rc == 0)
+			rc = OPS->read(buf, data, size, off, &f);
+	} while (ll_moved_again(fs, &m, rc));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -180,10 +189,15 @@ void ll_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size,
 	struct sbfs *fs = ll_begin(req, &r);
 	char buf[LL_PATH_MAX];
 	struct fuse_file_info f = ll_inner(fi);
-	int rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+	struct ll_moved m;
+	int rc;
 
-	if (rc == 0)
-		rc = OPS->write(buf, data, size, off, &f);
+	ll_moved_init(fs, &m);
+	do {
+		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+		if (rc == 0)
+			rc = OPS->write(buf, data, size, off, &f);
+	} while (ll_moved_again(fs, &m, rc));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -197,10 +211,15 @@ void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct sbfs *fs = ll_begin(req, &r);
 	char buf[LL_PATH_MAX];
 	struct fuse_file_info f = ll_inner(fi);
-	int rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+	struct ll_moved m;
+	int rc;
 
-	if (rc == 0)
-		rc = OPS->flush(buf, &f);
+	ll_moved_init(fs, &m);
+	do {
+		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+		if (rc == 0)
+			rc = OPS->flush(buf, &f);
+	} while (ll_moved_again(fs, &m, rc));
 	fuse_reply_err(req, -rc);
 	ll_end();
 }
@@ -229,10 +248,15 @@ void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct sbfs *fs = ll_begin(req, &r);
 	char buf[LL_PATH_MAX];
 	struct fuse_file_info f = ll_inner(fi);
-	int rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+	struct ll_moved m;
+	int rc;
 
-	if (rc == 0)
-		rc = OPS->fsync(buf, datasync, &f);
+	ll_moved_init(fs, &m);
+	do {
+		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
+		if (rc == 0)
+			rc = OPS->fsync(buf, datasync, &f);
+	} while (ll_moved_again(fs, &m, rc));
 	fuse_reply_err(req, -rc);
 	ll_end();
 }

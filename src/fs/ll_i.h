@@ -20,6 +20,7 @@
 #error "src/fs/ is not seen from this layer (doc/internals/architecture.md)"
 #endif
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/path.h"
@@ -78,6 +79,27 @@ int ll_file_path(struct sbfs *fs, fuse_ino_t ino,
 const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
 			    const struct fuse_file_info *fi, char *buf,
 			    size_t size);
+
+/*
+ * Operations by a node's path race with requests that change names: a
+ * read resolves "a", a rename moves a to b at the agent, the read finds
+ * nothing. ll_names_begin and ll_names_end bracket every change of a
+ * name this mount makes (the agent's and the node table's); an operation
+ * by path starts an ll_moved with ll_moved_init and, while
+ * ll_moved_again says so (it answered ENOENT and a name changed since, or
+ * a change was still in flight), resolves the path again and retries
+ * once the changes in flight are done (at most LL_MOVED_TRIES times, each
+ * wait at most a second).
+ */
+#define LL_MOVED_TRIES 4
+struct ll_moved {
+	uint64_t gen;
+	int tries;
+};
+void ll_names_begin(struct sbfs *fs);
+void ll_names_end(struct sbfs *fs);
+void ll_moved_init(struct sbfs *fs, struct ll_moved *m);
+bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc);
 
 /* The kernel's timeouts of an entry of path asked for at cache mark. */
 void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
