@@ -479,6 +479,9 @@ START_TEST(wire_stat_and_errors)
 	expect(&r, 405, "");
 	ext_req("POST", "stat?path=x", "application/json", NULL, "{}", 2, &r);
 	expect(&r, 405, "");
+	/* the extension's GET routes are not HEAD routes: an empty 405 */
+	ext_req("HEAD", "stat?path=x", NULL, NULL, NULL, 0, &r);
+	expect(&r, 405, "");
 }
 END_TEST
 

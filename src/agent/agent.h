@@ -2,8 +2,10 @@
 /*
  * agent: the state of one sandbox-agent process, shared by its modules.
  *
- *   http.c     libmicrohttpd server: routing, limits, auth, activation gate,
- *              replies, streamed and deferred replies
+ *   http*.c    libmicrohttpd server (http_i.h lists its files): limits,
+ *              auth, activation gate, replies, streamed and deferred
+ *              replies, the reply cache
+ *   routes.c   the route table: every route, its handler and its demands
  *   health.c   GET /v1/health, POST /v1/activate
  *   files.c    v1 file routes (GET/PUT /v1/files, POST /v1/mkdir)
  *   fsops.c    confined filesystem primitives (openat2 beneath the root)

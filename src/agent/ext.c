@@ -194,7 +194,7 @@ static int change_client(struct agent_req *r, const char **client)
 
 /* ---- GET stat, readlink, statfs ------------------------------------------ */
 
-static int route_stat(struct agent_req *r)
+int agent_route_ext_stat(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -217,7 +217,7 @@ static int route_stat(struct agent_req *r)
 	return rc;
 }
 
-static int route_readlink(struct agent_req *r)
+int agent_route_ext_readlink(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -243,7 +243,7 @@ static int route_readlink(struct agent_req *r)
 	return rc;
 }
 
-static int route_statfs(struct agent_req *r)
+int agent_route_ext_statfs(struct agent_req *r)
 {
 	struct buf b = BUF_INIT(ATTR_MAX);
 	struct proto_statfs ps;
@@ -296,7 +296,7 @@ static int page_add(void *ud, const char *name, const struct stat *st,
 	return 0;
 }
 
-static int route_list(struct agent_req *r)
+int agent_route_ext_list(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -407,7 +407,7 @@ static void tree_subdirs_free(struct tree_walk *w)
 	w->nsub = 0;
 }
 
-static int route_tree(struct agent_req *r)
+int agent_route_ext_tree(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -647,7 +647,7 @@ static void http_date(int64_t t, char *out, size_t outsz)
 		 tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-static int route_read(struct agent_req *r)
+int agent_route_ext_read(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -857,7 +857,7 @@ static bool contents_stream(struct agent_req *r, struct contents_walk *w)
 	return true;
 }
 
-static int route_contents(struct agent_req *r)
+int agent_route_ext_contents(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -932,7 +932,7 @@ static bool parse_mode_arg(const char *s, mode_t *mode)
 	return true;
 }
 
-static int route_write(struct agent_req *r)
+int agent_route_ext_write(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
 	size_t rawlen = 0;
@@ -1077,8 +1077,9 @@ static uint64_t own_begin(const struct agent *a, const char *op,
 				      q->to != NULL ? rel2 : NULL, k2);
 }
 
-static int route_meta(struct agent_req *r, const char *op)
+int agent_route_ext_meta(struct agent_req *r)
 {
+	const char *op = strrchr(agent_req_path(r), '/') + 1;
 	const struct agent *a = agent_req_agent(r);
 	char rel[REL_MAX], rel2[REL_MAX], both[2 * REL_MAX + 8];
 	struct proto_ext_req q;
@@ -1176,46 +1177,4 @@ out:
 	agent_events_own_end(a->events, own, false);
 	proto_ext_req_cleanup(&q);
 	return rc;
-}
-
-/* ---- dispatch ------------------------------------------------------------ */
-
-/* clang-format off */
-static const struct ext_route {
-	const char *op;
-	const char *method;
-	int (*get)(struct agent_req *r); /* NULL: a POST body operation */
-} routes[] = {
-	{"stat", "GET", route_stat},	 {"list", "GET", route_list},
-	{"tree", "GET", route_tree},	 {"contents", "GET", route_contents},
-	{"read", "GET", route_read},	 {"readlink", "GET", route_readlink},
-	{"statfs", "GET", route_statfs}, {"write", "PUT", route_write},
-	{"create", "POST", NULL},	 {"mkdir", "POST", NULL},
-	{"unlink", "POST", NULL},	 {"rmdir", "POST", NULL},
-	{"rename", "POST", NULL},	 {"link", "POST", NULL},
-	{"symlink", "POST", NULL},	 {"chmod", "POST", NULL},
-	{"truncate", "POST", NULL},	 {"utimens", "POST", NULL},
-	{"fsync", "POST", NULL},	 {"jobs", "GET", agent_route_jobs_list},
-	{"events", "GET", agent_route_events},
-};
-/* clang-format on */
-
-int agent_route_ext(struct agent_req *r, const char *op)
-{
-	const struct agent *a = agent_req_agent(r);
-	size_t i;
-
-	/* An agent told to speak v1 only has no such routes at all. */
-	if (a->cfg.strict_v1 || op == NULL)
-		return agent_reply_empty(r, 404);
-	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-		if (strcmp(routes[i].op, op) != 0)
-			continue;
-		if (strcmp(agent_req_method(r), routes[i].method) != 0)
-			return agent_reply_empty(r, 405);
-		if (routes[i].get != NULL)
-			return routes[i].get(r);
-		return route_meta(r, op);
-	}
-	return agent_reply_empty(r, 404);
 }

@@ -6,8 +6,9 @@ libsbfs_agent_a_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_AGENT)
 libsbfs_agent_a_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CRYPTO_CFLAGS) \
 	$(PTHREAD_CFLAGS)
 libsbfs_agent_a_SOURCES = \
-	%reldir%/agent.h %reldir%/routes.h \
-	%reldir%/http.c %reldir%/http.h \
+	%reldir%/agent.h %reldir%/routes.c %reldir%/routes.h \
+	%reldir%/http.c %reldir%/http.h %reldir%/http_i.h \
+	%reldir%/http_access.c %reldir%/http_reply.c %reldir%/http_cache.c \
 	%reldir%/health.c \
 	%reldir%/resolve.c %reldir%/resolve.h \
 	%reldir%/files.c \

@@ -19,4 +19,6 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/limits.c %reldir%/limits.h \
 	%reldir%/clock.c %reldir%/clock.h \
 	%reldir%/ids.c %reldir%/ids.h \
-	%reldir%/fileio.c %reldir%/fileio.h
+	%reldir%/fileio.c %reldir%/fileio.h \
+	%reldir%/hexdigit.c %reldir%/hexdigit.h \
+	%reldir%/unixaddr.c %reldir%/unixaddr.h

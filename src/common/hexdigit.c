@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+#include "config.h"
+
+#include "common/hexdigit.h"
+
+int hexdigit_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
