@@ -9,7 +9,7 @@
  *   health.c   GET /v1/health, POST /v1/activate
  *   files.c    v1 file routes (GET/PUT /v1/files, POST /v1/mkdir)
  *   fsops.c    confined filesystem primitives (openat2 beneath the root)
- *   ext.c      the file extension routes (/sandboxfs/v1/...)
+ *   ext*.c     the file extension routes (/sandboxfs/v1/..., ext_i.h)
  *   exec.c     POST /v1/exec (NDJSON stream)
  *   jobs.c     /v1/jobs/start|poll|cancel, the extension's job listing
  *              and the job registry

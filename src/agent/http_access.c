@@ -81,6 +81,30 @@ const char *agent_req_query(const struct agent_req *r, const char *key)
 	return agent_req_query_n(r, key, NULL);
 }
 
+int agent_req_query_dec(const struct agent_req *r, const char *key,
+			uint64_t max, uint64_t *out)
+{
+	const char *s = agent_req_query(r, key);
+	uint64_t v = 0;
+
+	if (s == NULL)
+		return 0;
+	if (*s == '\0' || strlen(s) > 20)
+		return -EINVAL;
+	for (; *s != '\0'; s++) {
+		unsigned d;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		d = (unsigned)(*s - '0');
+		if (d > max || v > (max - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
 const char *agent_req_header(const struct agent_req *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);

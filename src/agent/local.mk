@@ -13,7 +13,7 @@ libsbfs_agent_a_SOURCES = \
 	%reldir%/resolve.c %reldir%/resolve.h \
 	%reldir%/files.c \
 	%reldir%/fsops.c %reldir%/fsops.h \
-	%reldir%/ext.c \
+	%reldir%/ext.c %reldir%/ext_i.h %reldir%/ext_io.c %reldir%/ext_meta.c \
 	%reldir%/exec.c \
 	%reldir%/jobs.c %reldir%/jobs.h \
 	%reldir%/watch.c %reldir%/watch.h \

@@ -1675,32 +1675,10 @@ static void start_locked(struct agent_events *ev)
 	ev->thread_started = true;
 }
 
-/* A decimal query value, at most max. */
-static bool parse_dec(const char *s, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (*s == '\0' || strlen(s) > 20)
-		return false;
-	for (; *s != '\0'; s++) {
-		unsigned d;
-
-		if (*s < '0' || *s > '9')
-			return false;
-		d = (unsigned)(*s - '0');
-		if (v > (max - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return true;
-}
-
 int agent_route_events(struct agent_req *r)
 {
 	struct agent_events *ev = agent_req_agent(r)->events;
 	const char *qs = agent_req_query(r, "since");
-	const char *qw = agent_req_query(r, "waitMs");
 	struct waiter w, *held;
 	struct reply *rep;
 	uint64_t wait = 0;
@@ -1708,11 +1686,11 @@ int agent_route_events(struct agent_req *r)
 	int rc;
 
 	memset(&w, 0, sizeof(w));
-	if (qs != NULL && !parse_dec(qs, UINT64_MAX, &w.since))
+	if (agent_req_query_dec(r, "since", UINT64_MAX, &w.since) < 0)
 		return agent_reply_error(r, 400, PROTO_ERR_REQUEST_INVALID,
 					 "Request invalid: since must be a "
 					 "sequence number");
-	if (qw != NULL && !parse_dec(qw, UINT64_MAX, &wait))
+	if (agent_req_query_dec(r, "waitMs", UINT64_MAX, &wait) < 0)
 		return agent_reply_error(r, 400, PROTO_ERR_REQUEST_INVALID,
 					 "Request invalid: waitMs must be a "
 					 "number of milliseconds");
