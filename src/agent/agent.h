@@ -15,8 +15,16 @@
  *              and the job registry
  *   watch.c    change events of the root (GET /sandboxfs/v1/events)
  *   outlog.c   a job's kept output (memory, then a spool file)
- *   spawn.c    running a command: process group, cleared environment,
- *              privilege drop, bubblewrap confinement, output pipes
+ *   spawn*.c   running a command (spawn_i.h): how commands run (spawn.c),
+ *              starting one (spawn_cmd.c: process group, cleared
+ *              environment, privilege drop, bubblewrap), its output
+ *              (spawn_run.c)
+ *   zygote*.c  the zygote that starts confined commands: the agent's side
+ *              (zygote.c), the process (zygote_main.c), the wire between
+ *              them (zygote_wire.c, zygote_i.h)
+ *   confine.c  entering the box: cgroup, limits, staged root, network
+ *   proc.c     what the process starters share (pidfds, reaping, the
+ *              steps between fork and exec)
  *   main.c     options, credential file, start-up
  *
  * Configuration is fixed after agent_start(); the mutable parts (the

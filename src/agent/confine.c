@@ -32,6 +32,7 @@
 
 #include "common/clock.h"
 #include "agent/confine.h"
+#include "agent/proc.h"
 #include "agent/spawn.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -56,9 +57,6 @@
 #endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
 #endif
 
 /* slirp4netns's start, until it has configured the interface. */
@@ -547,31 +545,6 @@ struct agent_net {
 	int exit_w; /* its exit descriptor's other end */
 };
 
-static int64_t mono_ms(void)
-{
-	return clock_mono_ms();
-}
-
-/* Wait for a child of ours until deadline; SIGKILL it past that. Its
- * status (waitpid's), or -1. */
-static int reap_bounded(pid_t pid, int pidfd, int64_t deadline)
-{
-	int status = -1;
-
-	while (pidfd >= 0 && mono_ms() < deadline) {
-		struct pollfd p = {pidfd, POLLIN, 0};
-
-		if (poll(&p, 1, (int)(deadline - mono_ms())) != 0)
-			break;
-	}
-	if (waitpid(pid, &status, WNOHANG) == pid)
-		return status;
-	kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return status;
-}
-
 /* The owner of the namespace's network: bubblewrap made the network
  * namespace in a user namespace of its own, above the one its programs
  * run in, and only that one grants the capability to change it. */
@@ -699,8 +672,8 @@ static int block_ranges(const struct agent_box *b, pid_t pid, char *why,
 	}
 	if (h == 0)
 		route_child(b, pid);
-	pidfd = (int)syscall(SYS_pidfd_open, h, 0);
-	status = reap_bounded(h, pidfd, mono_ms() + NET_HELPER_MS);
+	pidfd = proc_pidfd_open(h);
+	status = proc_reap_bounded(h, pidfd, clock_mono_ms() + NET_HELPER_MS);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -754,17 +727,9 @@ __attribute__((noreturn)) static void slirp_child(const struct slirp_plan *p)
 {
 	static char *const no_env[] = {NULL};
 	int netfd, userfd, step, fds[4], tmp[4], i;
-	struct sigaction sa;
-	sigset_t none;
 
 	/* The agent ignores SIGPIPE and blocks SIGTERM: not its helper. */
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (i = 1; i < NSIG; i++)
-		if (i != SIGKILL && i != SIGSTOP)
-			sigaction(i, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	proc_signals_default();
 	/* Out of the agent's process group: a signal to it is not ours. */
 	setsid();
 	if ((p->b->drop && tun_for_user(p->b, p->keep) < 0) ||
@@ -875,7 +840,7 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 	}
 	if (n->pid == 0)
 		slirp_child(&p);
-	n->pidfd = (int)syscall(SYS_pidfd_open, n->pid, 0);
+	n->pidfd = proc_pidfd_open(n->pid);
 	if (n->pidfd >= 0)
 		fcntl(n->pidfd, F_SETFD, FD_CLOEXEC);
 	n->exit_w = exitp[1];
@@ -884,10 +849,10 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 	readyp[1] = -1;
 	/* It writes "1" once the interface is up; an end of file is its
 	 * death. */
-	deadline = mono_ms() + NET_READY_MS;
+	deadline = clock_mono_ms() + NET_READY_MS;
 	for (;;) {
 		struct pollfd pf = {readyp[0], POLLIN, 0};
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline - clock_mono_ms();
 		ssize_t got;
 
 		if (left <= 0 || poll(&pf, 1, (int)left) == 0) {
@@ -905,8 +870,9 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 			break;
 		rc = -EIO;
 		{
-			int status = reap_bounded(n->pid, n->pidfd,
-						  mono_ms() + NET_STOP_MS);
+			int status = proc_reap_bounded(n->pid, n->pidfd,
+						       clock_mono_ms() +
+							       NET_STOP_MS);
 
 			n->pid = -1;
 			snprintf(why, whysz,
@@ -941,7 +907,8 @@ void agent_net_detach(struct agent_net *n)
 	if (n->exit_w >= 0)
 		close(n->exit_w);
 	if (n->pid > 0)
-		reap_bounded(n->pid, n->pidfd, mono_ms() + NET_STOP_MS);
+		proc_reap_bounded(n->pid, n->pidfd,
+				  clock_mono_ms() + NET_STOP_MS);
 	if (n->pidfd >= 0)
 		close(n->pidfd);
 	free(n);

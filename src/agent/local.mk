@@ -18,9 +18,12 @@ libsbfs_agent_a_SOURCES = \
 	%reldir%/jobs.c %reldir%/jobs.h \
 	%reldir%/watch.c %reldir%/watch.h \
 	%reldir%/outlog.c %reldir%/outlog.h \
-	%reldir%/spawn.c %reldir%/spawn.h \
+	%reldir%/spawn.c %reldir%/spawn.h %reldir%/spawn_i.h \
+	%reldir%/spawn_cmd.c %reldir%/spawn_run.c \
 	%reldir%/confine.c %reldir%/confine.h \
-	%reldir%/zygote.c %reldir%/zygote.h
+	%reldir%/zygote.c %reldir%/zygote.h %reldir%/zygote_i.h \
+	%reldir%/zygote_main.c %reldir%/zygote_wire.c \
+	%reldir%/proc.c %reldir%/proc.h
 sandbox_agent_SOURCES = %reldir%/main.c
 sandbox_agent_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_AGENT)
 sandbox_agent_CFLAGS = $(AM_CFLAGS) $(MHD_CFLAGS) $(CRYPTO_CFLAGS) \
