@@ -13,7 +13,10 @@
  *   exec.c     POST /v1/exec (NDJSON stream)
  *   jobs.c     /v1/jobs/start|poll|cancel, the extension's job listing
  *              and the job registry
- *   watch.c    change events of the root (GET /sandboxfs/v1/events)
+ *   watch*.c   change events of the root (GET /sandboxfs/v1/events): the
+ *              ring and held requests (watch.c), the inotify thread
+ *              (watch_thread.c), its tree of watched directories
+ *              (watch_tree.c); watch_i.h
  *   outlog.c   a job's kept output (memory, then a spool file)
  *   spawn*.c   running a command (spawn_i.h): how commands run (spawn.c),
  *              starting one (spawn_cmd.c: process group, cleared

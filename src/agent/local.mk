@@ -16,7 +16,8 @@ libsbfs_agent_a_SOURCES = \
 	%reldir%/ext.c %reldir%/ext_i.h %reldir%/ext_io.c %reldir%/ext_meta.c \
 	%reldir%/exec.c \
 	%reldir%/jobs.c %reldir%/jobs.h \
-	%reldir%/watch.c %reldir%/watch.h \
+	%reldir%/watch.c %reldir%/watch.h %reldir%/watch_i.h \
+	%reldir%/watch_thread.c %reldir%/watch_tree.c %reldir%/watch_tree.h \
 	%reldir%/outlog.c %reldir%/outlog.h \
 	%reldir%/spawn.c %reldir%/spawn.h %reldir%/spawn_i.h \
 	%reldir%/spawn_cmd.c %reldir%/spawn_run.c \
