@@ -11,8 +11,9 @@
  *   fsops.c    confined filesystem primitives (openat2 beneath the root)
  *   ext*.c     the file extension routes (/sandboxfs/v1/..., ext_i.h)
  *   exec.c     POST /v1/exec (NDJSON stream)
- *   jobs.c     /v1/jobs/start|poll|cancel, the extension's job listing
- *              and the job registry
+ *   jobs*.c    the job registry and its timer (jobs.c), a job's thread,
+ *              output and poll answers (jobs_run.c), /v1/jobs/start|poll|
+ *              cancel and the extension's listing (jobs_routes.c); jobs_i.h
  *   watch*.c   change events of the root (GET /sandboxfs/v1/events): the
  *              ring and held requests (watch.c), the inotify thread
  *              (watch_thread.c), its tree of watched directories

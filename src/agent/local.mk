@@ -15,7 +15,8 @@ libsbfs_agent_a_SOURCES = \
 	%reldir%/fsops.c %reldir%/fsops.h \
 	%reldir%/ext.c %reldir%/ext_i.h %reldir%/ext_io.c %reldir%/ext_meta.c \
 	%reldir%/exec.c \
-	%reldir%/jobs.c %reldir%/jobs.h \
+	%reldir%/jobs.c %reldir%/jobs.h %reldir%/jobs_i.h \
+	%reldir%/jobs_run.c %reldir%/jobs_routes.c \
 	%reldir%/watch.c %reldir%/watch.h %reldir%/watch_i.h \
 	%reldir%/watch_thread.c %reldir%/watch_tree.c %reldir%/watch_tree.h \
 	%reldir%/outlog.c %reldir%/outlog.h \
