@@ -29,7 +29,9 @@
  *   confine.c  entering the box: cgroup, limits, staged root, network
  *   proc.c     what the process starters share (pidfds, reaping, the
  *              steps between fork and exec)
- *   main.c     options, credential file, start-up
+ *   options.c  the command line and the original agent's environment
+ *   main.c     credential file, start-up, the --run mode, shutdown
+ *   resolve.c  the file credentials of the thread serving a request
  *
  * Configuration is fixed after agent_start(); the mutable parts (the
  * activation flag, the job registry) carry their own synchronisation.

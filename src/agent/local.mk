@@ -10,6 +10,7 @@ libsbfs_agent_a_SOURCES = \
 	%reldir%/http.c %reldir%/http.h %reldir%/http_i.h \
 	%reldir%/http_access.c %reldir%/http_reply.c %reldir%/http_cache.c \
 	%reldir%/health.c \
+	%reldir%/options.c %reldir%/options.h \
 	%reldir%/resolve.c %reldir%/resolve.h \
 	%reldir%/files.c \
 	%reldir%/fsops.c %reldir%/fsops.h \

@@ -21,4 +21,5 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/ids.c %reldir%/ids.h \
 	%reldir%/fileio.c %reldir%/fileio.h \
 	%reldir%/hexdigit.c %reldir%/hexdigit.h \
-	%reldir%/unixaddr.c %reldir%/unixaddr.h
+	%reldir%/unixaddr.c %reldir%/unixaddr.h \
+	%reldir%/numarg.c %reldir%/numarg.h
