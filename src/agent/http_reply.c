@@ -25,6 +25,8 @@
 #include "common/proto.h"
 #include "common/xalloc.h"
 
+/* The type of every text answer. */
+#define TEXT_PLAIN "text/plain; charset=utf-8"
 /* The block a stream's content reader is asked to fill. */
 #define HTTP_STREAM_BLOCK (64U * 1024)
 
@@ -223,7 +225,7 @@ struct MHD_Response *http_text_response(const char *text, size_t n, bool copy)
 						    : MHD_RESPMEM_MUST_FREE);
 	if (resp != NULL)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-					"text/plain; charset=utf-8");
+					TEXT_PLAIN);
 	return resp;
 }
 
@@ -232,24 +234,34 @@ int agent_reply_json(struct agent_req *r, unsigned status, struct buf *b)
 	return agent_reply_buf(r, status, "application/json", b);
 }
 
+/* b's bytes (taken) as a response of the content type; NULL on failure. */
+static struct MHD_Response *buf_response(struct buf *b, const char *type)
+{
+	struct MHD_Response *resp;
+	size_t len;
+	char *data = buf_take(b, &len);
+
+	if (data == NULL)
+		return NULL;
+	resp = MHD_create_response_from_buffer(len, data,
+					       MHD_RESPMEM_MUST_FREE);
+	if (resp == NULL)
+		free(data);
+	else
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					type);
+	return resp;
+}
+
 int agent_reply_buf(struct agent_req *r, unsigned status, const char *type,
 		    struct buf *b)
 {
 	struct MHD_Response *resp;
-	size_t len;
-	char *data;
 
 	rc_capture(r, status, type, b->data, b->len);
-	data = buf_take(b, &len);
-	if (data == NULL)
+	resp = buf_response(b, type);
+	if (resp == NULL)
 		return -ENOMEM;
-	resp = MHD_create_response_from_buffer(len, data,
-					       MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL) {
-		free(data);
-		return -ENOMEM;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	return http_queue(r, status, resp);
 }
 
@@ -319,25 +331,44 @@ fail:
 	return NULL;
 }
 
+static struct MHD_Response *typed_response(const char *code, const char *fmt,
+					   va_list ap, const char **body,
+					   size_t *len)
+	__attribute__((format(printf, 2, 0)));
+
+/* The typed error as a response; *body and *len are its bytes (the
+ * response's). NULL on failure. */
+static struct MHD_Response *typed_response(const char *code, const char *fmt,
+					   va_list ap, const char **body,
+					   size_t *len)
+{
+	struct MHD_Response *resp;
+	char *text = typed_body(code, fmt, ap, len);
+
+	if (text == NULL)
+		return NULL;
+	resp = http_text_response(text, *len, false);
+	if (resp == NULL)
+		free(text);
+	else
+		*body = text;
+	return resp;
+}
+
 int agent_reply_error(struct agent_req *r, unsigned status, const char *code,
 		      const char *fmt, ...)
 {
 	struct MHD_Response *resp;
+	const char *body;
 	va_list ap;
 	size_t len;
-	char *body;
 
 	va_start(ap, fmt);
-	body = typed_body(code, fmt, ap, &len);
+	resp = typed_response(code, fmt, ap, &body, &len);
 	va_end(ap);
-	if (body == NULL)
+	if (resp == NULL)
 		return -ENOMEM;
-	rc_capture(r, status, "text/plain; charset=utf-8", body, len);
-	resp = http_text_response(body, len, false);
-	if (resp == NULL) {
-		free(body);
-		return -ENOMEM;
-	}
+	rc_capture(r, status, TEXT_PLAIN, body, len);
 	return http_queue(r, status, resp);
 }
 
@@ -348,7 +379,7 @@ int agent_reply_text(struct agent_req *r, unsigned status, const char *text)
 
 	if (resp == NULL)
 		return -ENOMEM;
-	rc_capture(r, status, "text/plain; charset=utf-8", text, strlen(text));
+	rc_capture(r, status, TEXT_PLAIN, text, strlen(text));
 	return http_queue(r, status, resp);
 }
 
@@ -613,41 +644,23 @@ static void deferred_rc(struct agent_deferred *d, unsigned status,
 void agent_deferred_json(struct agent_deferred *d, unsigned status,
 			 struct buf *b)
 {
-	struct MHD_Response *resp;
-	size_t len;
-	char *data;
-
 	deferred_rc(d, status, "application/json", b->data, b->len);
-	data = buf_take(b, &len);
-
-	resp = MHD_create_response_from_buffer(len, data,
-					       MHD_RESPMEM_MUST_FREE);
-	if (resp == NULL)
-		free(data);
-	else
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-					"application/json");
-	http_deferred_complete(d, status, resp);
+	http_deferred_complete(d, status, buf_response(b, "application/json"));
 }
 
 void agent_deferred_error(struct agent_deferred *d, unsigned status,
 			  const char *code, const char *fmt, ...)
 {
-	struct MHD_Response *resp = NULL;
+	struct MHD_Response *resp;
+	const char *body;
 	va_list ap;
 	size_t len;
-	char *body;
 
 	va_start(ap, fmt);
-	body = typed_body(code, fmt, ap, &len);
+	resp = typed_response(code, fmt, ap, &body, &len);
 	va_end(ap);
-	if (body != NULL)
-		deferred_rc(d, status, "text/plain; charset=utf-8", body, len);
-	if (body != NULL) {
-		resp = http_text_response(body, len, false);
-		if (resp == NULL)
-			free(body);
-	}
+	if (resp != NULL)
+		deferred_rc(d, status, TEXT_PLAIN, body, len);
 	http_deferred_complete(d, status, resp);
 }
 

@@ -31,6 +31,7 @@
 #include "agent/spawn.h"
 #include "agent/watch.h"
 #include "agent/zygote.h"
+#include "common/fdio.h"
 #include "common/fileio.h"
 #include "common/ids.h"
 #include "common/log.h"
@@ -83,21 +84,12 @@ static void die_usage(const char *fmt, ...)
 static int run_output(void *ctx, enum proto_frame_type stream, uint64_t seq,
 		      const unsigned char *p, size_t n)
 {
-	int fd = stream == PROTO_FRAME_STDERR ? 2 : 1;
+	int rc = fdio_write_all(stream == PROTO_FRAME_STDERR ? 2 : 1, p, n);
 
 	(void)ctx;
 	(void)seq;
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return 0; /* nobody reads: the command runs on */
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	/* A sink's error stops the command: one nobody reads runs on. */
+	return rc < 0 ? 0 : rc;
 }
 
 /*

@@ -61,6 +61,7 @@
 #include "agent/resolve.h"
 #include "agent/watch_i.h"
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -74,21 +75,23 @@
 /* Directories read between looks at held requests' deadlines. */
 #define WALK_CHECK 256
 
-static long read_sysctl(const char *path)
+/* The inotify limit called name ("watches", "instances"): the user
+ * namespace's, else the system's; -1 when neither can be read. */
+static long inotify_limit(const char *name)
 {
-	char text[32];
+	char path[64], *text;
 	long v = -1;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		return -1;
-	n = read(fd, text, sizeof(text) - 1);
-	if (n > 0) {
-		text[n] = '\0';
-		v = strtol(text, NULL, 10);
+	snprintf(path, sizeof(path), "/proc/sys/user/max_inotify_%s", name);
+	text = fdio_read_text(path, 31);
+	if (text == NULL) {
+		snprintf(path, sizeof(path), "/proc/sys/fs/inotify/max_user_%s",
+			 name);
+		text = fdio_read_text(path, 31);
 	}
-	close(fd);
+	if (text != NULL && *text != '\0')
+		v = strtol(text, NULL, 10);
+	free(text);
 	return v;
 }
 
@@ -338,10 +341,7 @@ static void fail_reason(int rc, size_t limit, char *why, size_t whysz)
 		/* The user namespace's limit, which in the initial namespace
 		 * is fs.inotify.max_user_watches and in a container may be
 		 * lower. */
-		v = read_sysctl("/proc/sys/user/max_inotify_watches");
-		if (v < 0)
-			v = read_sysctl(
-				"/proc/sys/fs/inotify/max_user_watches");
+		v = inotify_limit("watches");
 		snprintf(why, whysz,
 			 "the inotify watch limit of %ld directories was "
 			 "reached (fs.inotify.max_user_watches, or "
@@ -355,10 +355,7 @@ static void fail_reason(int rc, size_t limit, char *why, size_t whysz)
 			 limit);
 		break;
 	case -EMFILE:
-		v = read_sysctl("/proc/sys/user/max_inotify_instances");
-		if (v < 0)
-			v = read_sysctl(
-				"/proc/sys/fs/inotify/max_user_instances");
+		v = inotify_limit("instances");
 		snprintf(why, whysz,
 			 "the inotify instance limit of %ld was reached "
 			 "(fs.inotify.max_user_instances, or "

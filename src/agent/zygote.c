@@ -109,14 +109,16 @@ struct agent_zygote {
 	char last[WHY_MAX]; /* the last complete line */
 };
 
+/* Under lock: wait for a change until deadline (clock_mono_ms), a far one
+ * looked at again after READER_POLL_MS. */
 static void zy_timedwait(struct agent_zygote *z, int64_t deadline)
 {
+	int64_t left = deadline - clock_mono_ms();
 	struct timespec ts;
 
-	if (deadline > INT64_MAX / 2)
-		deadline = clock_mono_ms() + READER_POLL_MS;
-	ts.tv_sec = (time_t)(deadline / 1000);
-	ts.tv_nsec = (long)(deadline % 1000) * 1000000;
+	if (left > READER_POLL_MS)
+		left = READER_POLL_MS;
+	clock_deadline_in(&ts, left > 0 ? (long)left : 0);
 	pthread_cond_timedwait(&z->cond, &z->lock, &ts);
 }
 
@@ -945,16 +947,24 @@ out:
 	return rc;
 }
 
-int agent_zygote_wait(struct agent_zygote_cmd *zc, int timeout_ms,
-		      int32_t *code)
+/* Lock z and wait up to ms while zc runs; returns with the lock held. */
+static void zy_lock_until_ended(struct agent_zygote_cmd *zc, int64_t ms)
 {
 	struct agent_zygote *z = zc->z;
-	int64_t deadline = clock_mono_ms() + timeout_ms;
-	int rc;
+	int64_t deadline = clock_mono_ms() + ms;
 
 	pthread_mutex_lock(&z->lock);
 	while (zc->state == ZC_RUNNING && clock_mono_ms() < deadline)
 		zy_timedwait(z, deadline);
+}
+
+int agent_zygote_wait(struct agent_zygote_cmd *zc, int timeout_ms,
+		      int32_t *code)
+{
+	struct agent_zygote *z = zc->z;
+	int rc;
+
+	zy_lock_until_ended(zc, timeout_ms);
 	if (zc->state == ZC_EXITED) {
 		*code = zc->code;
 		rc = 0;
@@ -968,12 +978,9 @@ int agent_zygote_wait(struct agent_zygote_cmd *zc, int timeout_ms,
 void agent_zygote_release(struct agent_zygote_cmd *zc)
 {
 	struct agent_zygote *z = zc->z;
-	int64_t deadline = clock_mono_ms() + RELEASE_WAIT_MS;
 	bool tell;
 
-	pthread_mutex_lock(&z->lock);
-	while (zc->state == ZC_RUNNING && clock_mono_ms() < deadline)
-		zy_timedwait(z, deadline);
+	zy_lock_until_ended(zc, RELEASE_WAIT_MS);
 	tell = zc->state == ZC_RUNNING || zc->state == ZC_EXITED;
 	pthread_mutex_unlock(&z->lock);
 	/* Reaped by the zygote from here: the pid is free again. */

@@ -461,23 +461,22 @@ static void zrelease(struct zygote *z, uint64_t id)
  * namespace may not change. */
 static int remount_ro(const char *path)
 {
+	static const struct {
+		unsigned long st, ms;
+	} kept[] = {
+		{ST_NOSUID, MS_NOSUID},		{ST_NODEV, MS_NODEV},
+		{ST_NOEXEC, MS_NOEXEC},		{ST_NOATIME, MS_NOATIME},
+		{ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME},
+	};
 	unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY;
 	struct statvfs sv;
+	size_t i;
 
 	if (statvfs(path, &sv) < 0)
 		return -1;
-	if (sv.f_flag & ST_NOSUID)
-		flags |= MS_NOSUID;
-	if (sv.f_flag & ST_NODEV)
-		flags |= MS_NODEV;
-	if (sv.f_flag & ST_NOEXEC)
-		flags |= MS_NOEXEC;
-	if (sv.f_flag & ST_NOATIME)
-		flags |= MS_NOATIME;
-	if (sv.f_flag & ST_NODIRATIME)
-		flags |= MS_NODIRATIME;
-	if (sv.f_flag & ST_RELATIME)
-		flags |= MS_RELATIME;
+	for (i = 0; i < sizeof(kept) / sizeof(kept[0]); i++)
+		if (sv.f_flag & kept[i].st)
+			flags |= kept[i].ms;
 	return mount(NULL, path, NULL, flags, NULL);
 }
 

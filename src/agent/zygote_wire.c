@@ -18,6 +18,7 @@
 #include "agent/proc.h"
 #include "agent/spawn.h"
 #include "agent/zygote_i.h"
+#include "common/fdio.h"
 
 int zwire_send(int sock, const struct zmsg *m, const int *fds, size_t nfd)
 {
@@ -146,17 +147,9 @@ int zwire_request_fd(char *const *argv, char *const *envp, const char *cwd,
 		rc = -errno;
 		goto out;
 	}
-	for (off = 0; off < size;) {
-		ssize_t n = write(fd, data + off, size - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			goto out;
-		}
-		off += (size_t)n;
-	}
+	rc = fdio_write_all(fd, data, size);
+	if (rc < 0)
+		goto out;
 	*out = fd;
 	fd = -1;
 out:
@@ -178,8 +171,9 @@ int zwire_request_read(int memfd, struct zreq *r)
 {
 	struct zreq_head h;
 	struct stat st;
-	size_t size, off, n, i;
+	size_t size, off, i;
 	char *end;
+	int rc;
 
 	memset(r, 0, sizeof(*r));
 	if (fstat(memfd, &st) < 0)
@@ -190,18 +184,9 @@ int zwire_request_read(int memfd, struct zreq *r)
 	r->data = malloc(size + 1);
 	if (r->data == NULL)
 		return ENOMEM;
-	for (off = 0; off < size; off += n) {
-		ssize_t got =
-			pread(memfd, r->data + off, size - off, (off_t)off);
-
-		if (got < 0 && errno == EINTR) {
-			n = 0;
-			continue;
-		}
-		if (got <= 0)
-			return got < 0 ? errno : EPROTO;
-		n = (size_t)got;
-	}
+	rc = fdio_pread_all(memfd, r->data, size, 0);
+	if (rc < 0)
+		return rc == -EIO ? EPROTO : -rc;
 	r->data[size] = '\0';
 	memcpy(&h, r->data, sizeof(h));
 	if (h.magic != ZREQ_MAGIC || h.argc == 0 || h.argc > ZREQ_MAX_ARGS ||

@@ -22,4 +22,5 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/fileio.c %reldir%/fileio.h \
 	%reldir%/hexdigit.c %reldir%/hexdigit.h \
 	%reldir%/unixaddr.c %reldir%/unixaddr.h \
-	%reldir%/numarg.c %reldir%/numarg.h
+	%reldir%/numarg.c %reldir%/numarg.h \
+	%reldir%/fdio.c %reldir%/fdio.h
