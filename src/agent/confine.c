@@ -105,7 +105,7 @@ static void unescape(char *s)
  * propagate (a private /). Async-signal-safe: static buffers, which are
  * the forked child's own.
  */
-int agent_box_detach_others(const char *const *keep)
+static int detach_others(const char *const *keep)
 {
 	static char text[1 << 20];
 	static char *mp[8192];
@@ -192,7 +192,7 @@ static int stage_root(const struct agent_box *b)
 		      &attr, sizeof(attr));
 	if (unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-	    agent_box_detach_others(b->keep) < 0 ||
+	    detach_others(b->keep) < 0 ||
 	    mount("tmpfs", AGENT_STAGE_DIR, "tmpfs",
 		  MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "mode=0755,size=64k,nr_inodes=16") < 0 ||
@@ -708,7 +708,7 @@ static int tun_for_user(const struct agent_box *b, const char *const *keep)
 	if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode) ||
 	    unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-	    agent_box_detach_others(keep) < 0 ||
+	    detach_others(keep) < 0 ||
 	    mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC,
 		  "mode=0755,size=4k,nr_inodes=4") < 0 ||
 	    mknod("/dev/net/tun", S_IFCHR | 0600, st.st_rdev) < 0 ||

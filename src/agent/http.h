@@ -93,7 +93,6 @@ bool agent_http_reply_cache(const struct agent *a);
 /* ---- the request (valid during the handler call only) ------------------ */
 
 struct agent *agent_req_agent(const struct agent_req *r);
-const char *agent_req_method(const struct agent_req *r);
 /* The URL path without the query, e.g. "/v1/files". */
 const char *agent_req_path(const struct agent_req *r);
 /* A decoded query argument, or NULL when absent. Decoding is

@@ -48,11 +48,6 @@ struct agent *agent_req_agent(const struct agent_req *r)
 	return r->h->a;
 }
 
-const char *agent_req_method(const struct agent_req *r)
-{
-	return r->method;
-}
-
 const char *agent_req_path(const struct agent_req *r)
 {
 	return r->path;

@@ -207,10 +207,6 @@ struct agent_deferred {
 	struct park pk;
 };
 
-/* A new park with two references (the connection side and the writer),
- * for the connection conn; depth chunks may be queued (streams). */
-struct park *park_new(struct agent_http *h, enum park_kind kind, size_t size,
-		      struct MHD_Connection *conn, unsigned depth);
 void park_unref(struct park *pk);
 /* Under pk->mu: the client is gone (the gone_fd fires, writers wake). */
 void park_mark_gone(struct park *pk);

@@ -32,8 +32,9 @@
 
 /* ---- parks ---------------------------------------------------------------- */
 
-struct park *park_new(struct agent_http *h, enum park_kind kind, size_t size,
-		      struct MHD_Connection *conn, unsigned depth)
+static struct park *park_new(struct agent_http *h, enum park_kind kind,
+			     size_t size, struct MHD_Connection *conn,
+			     unsigned depth)
 {
 	struct park *pk = xcalloc(1, size);
 

@@ -467,8 +467,3 @@ void agent_spawner_free(struct agent_spawner *sp)
 	free(sp->root);
 	free(sp);
 }
-
-bool agent_spawner_confined(const struct agent_spawner *sp)
-{
-	return sp->confined;
-}

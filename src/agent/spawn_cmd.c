@@ -359,7 +359,9 @@ static void std_close(int *devnull, int outp[2], int errp[2])
 	proc_close(&errp[1]);
 }
 
-char *agent_box_path(const char *rel)
+/* rel, a path relative to the session root ("" for the root), in the
+ * sandbox's view: "/sandbox/rel" (heap). */
+static char *box_path(const char *rel)
 {
 	return xasprintf(AGENT_SANDBOX_DIR "%s%s", *rel ? "/" : "", rel);
 }
@@ -380,7 +382,7 @@ static int spawn_zygote(const struct agent_spawner *sp,
 	const char *path;
 	size_t i;
 
-	box_cwd = agent_box_path(cwd_rel);
+	box_cwd = box_path(cwd_rel);
 	envp = build_env(req, &path);
 	pwd = xasprintf("PWD=%s", box_cwd);
 	for (i = 0; envp[i] != NULL && strncmp(envp[i], "PWD=", 4) != 0; i++)
@@ -444,7 +446,7 @@ static void plan_make(const struct agent_spawner *sp,
 	p->box = &sp->box_each;
 	p->maxfd = max < 0 || max > 65536 ? 65536 : (int)max;
 	if (sp->confined) {
-		b->box_cwd = agent_box_path(cwd_rel);
+		b->box_cwd = box_path(cwd_rel);
 		b->argv = bwrap_argv(sp, req, b->box_cwd);
 		p->argv = b->argv;
 		p->box_cwd = b->box_cwd;

@@ -45,8 +45,4 @@ struct agent_spawner {
 	char tmp_arg[24]; /* tmp_size in decimal, for bubblewrap */
 };
 
-/* A path of the sandbox's view for rel, a path relative to the session
- * root ("" for the root): "/sandbox/rel" (heap). */
-char *agent_box_path(const char *rel);
-
 #endif
