@@ -4,3 +4,4 @@ check_sandboxfs_SOURCES += %reldir%/check_agent.c %reldir%/check_agent_replies.c
 check_sandboxfs_SOURCES += %reldir%/check_proto_files.c
 check_sandboxfs_SOURCES += %reldir%/check_agent_events.c
 check_sandboxfs_SOURCES += %reldir%/check_agent_units.c
+check_sandboxfs_SOURCES += %reldir%/agent_helpers.c %reldir%/agent_helpers.h
