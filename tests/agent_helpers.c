@@ -321,6 +321,130 @@ char *ta_job_poll_ended(const struct th_agent *a, const char *id,
 	}
 }
 
+/* ---- one agent and its root -------------------------------------------- */
+
+struct th_agent ta_ag;
+
+void ta_agent_setup(void)
+{
+	th_agent_start(&ta_ag, NULL, true);
+	th_give_to_exec_user(ta_ag.root);
+}
+
+void ta_agent_setup_unactivated(void)
+{
+	th_agent_start(&ta_ag, NULL, false);
+	th_give_to_exec_user(ta_ag.root);
+}
+
+void ta_agent_teardown(void)
+{
+	th_agent_stop(&ta_ag);
+}
+
+char *ta_join(const char *dir, const char *rel)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", dir, rel) < 0)
+		ck_abort_msg("asprintf");
+	return p;
+}
+
+void ta_own(const char *path)
+{
+	if (geteuid() == 0)
+		ck_assert_msg(lchown(path, TA_NOBODY, TA_NOBODY) == 0,
+			      "chown %s", path);
+}
+
+void ta_put_file(const char *dir, const char *rel, const char *text)
+{
+	char *p = ta_join(dir, rel);
+
+	th_write_file(p, text, strlen(text));
+	ta_own(p);
+	free(p);
+}
+
+void ta_make_dir(const char *dir, const char *rel)
+{
+	char *p = ta_join(dir, rel);
+
+	ck_assert_msg(mkdir(p, 0755) == 0, "mkdir %s", p);
+	ta_own(p);
+	free(p);
+}
+
+void ta_make_link(const char *dir, const char *rel, const char *target)
+{
+	char *p = ta_join(dir, rel);
+
+	ck_assert_msg(symlink(target, p) == 0, "symlink %s", p);
+	ta_own(p);
+	free(p);
+}
+
+char *ta_slurp(const char *dir, const char *rel, size_t *len)
+{
+	char *p = ta_join(dir, rel), *text = th_read_file(p, len);
+
+	free(p);
+	return text;
+}
+
+void ta_lstat_at(const char *dir, const char *rel, struct stat *st)
+{
+	char *p = ta_join(dir, rel);
+
+	ck_assert_msg(lstat(p, st) == 0, "lstat %s", p);
+	free(p);
+}
+
+void ta_expect_resp(struct th_resp *r, long status, const char *body)
+{
+	ta_assert_resp(r, status, body);
+	th_resp_cleanup(r);
+}
+
+struct proto_attr ta_expect_attr(const char *root, struct th_resp *r,
+				 const char *rel, const char *target)
+{
+	struct proto_attr a;
+	struct stat st;
+	char *t = NULL;
+
+	ck_assert_msg(r->status == 200, "status %ld: %s", r->status,
+		      r->body.data ? r->body.data : "");
+	ck_assert_int_eq(proto_attr_decode(r->body.data, r->body.len, &a, &t),
+			 0);
+	ta_lstat_at(root, rel, &st);
+	ck_assert_uint_eq(a.perm, st.st_mode & 07777);
+	ck_assert_uint_eq(a.size, (uint64_t)st.st_size);
+	ck_assert_uint_eq(a.ino, st.st_ino);
+	ck_assert_uint_eq(a.nlink, st.st_nlink);
+	ck_assert_uint_eq(a.uid, st.st_uid);
+	ck_assert_uint_eq(a.gid, st.st_gid);
+	ck_assert_int_eq(a.mtime, st.st_mtim.tv_sec);
+	ck_assert_uint_eq(a.mtime_ns, st.st_mtim.tv_nsec);
+	ck_assert_uint_eq(a.blocks, (uint64_t)st.st_blocks);
+	if (S_ISREG(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_FILE);
+	else if (S_ISDIR(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_DIR);
+	else if (S_ISLNK(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_SYMLINK);
+	else if (S_ISFIFO(st.st_mode))
+		ck_assert_int_eq(a.type, PROTO_FT_FIFO);
+	if (target != NULL)
+		ck_assert_str_eq(t, target);
+	else
+		ck_assert_ptr_null(t);
+	free(t);
+	th_resp_cleanup(r);
+	return a;
+}
+
 /* ---- the file extension ------------------------------------------------ */
 
 char *ta_qenc(const char *s)

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/proto.h"
@@ -108,6 +109,36 @@ char *ta_job_poll(const struct th_agent *a, const char *id, const char *extra,
 /* Poll until the job has ended (every answer 200); the last answer. */
 char *ta_job_poll_ended(const struct th_agent *a, const char *id,
 			const char *extra);
+
+/* ---- one agent and its root -------------------------------------------- */
+
+/* The suites' shared plain agent (th_agent_start), its root handed to
+ * the exec user; the checked fixtures that start it activated or not, and
+ * stop it. */
+extern struct th_agent ta_ag;
+void ta_agent_setup(void);
+void ta_agent_setup_unactivated(void);
+void ta_agent_teardown(void);
+
+/* dir/rel (heap). */
+char *ta_join(const char *dir, const char *rel);
+/* Hand path (itself, no symlink followed) to the user the agent acts as
+ * (when the tests run as root). */
+void ta_own(const char *path);
+/* Fixtures at dir/rel, each handed to that user. */
+void ta_put_file(const char *dir, const char *rel, const char *text);
+void ta_make_dir(const char *dir, const char *rel);
+void ta_make_link(const char *dir, const char *rel, const char *target);
+/* The contents of dir/rel (heap, NUL-terminated), NULL when missing. */
+char *ta_slurp(const char *dir, const char *rel, size_t *len);
+void ta_lstat_at(const char *dir, const char *rel, struct stat *st);
+
+/* Status and body exactly, then r is cleaned up. */
+void ta_expect_resp(struct th_resp *r, long status, const char *body);
+/* A 200 attribute answer that matches lstat of root/rel, with the link
+ * text target (NULL: none); r is cleaned up. */
+struct proto_attr ta_expect_attr(const char *root, struct th_resp *r,
+				 const char *rel, const char *target);
 
 /* ---- the file extension ------------------------------------------------ */
 
