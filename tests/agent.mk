@@ -2,6 +2,7 @@
 check_sandboxfs_SOURCES += %reldir%/check_proto_ext.c %reldir%/check_agent_ext.c
 check_sandboxfs_SOURCES += %reldir%/check_agent_ext_tree.c %reldir%/check_agent_ext_io.c
 check_sandboxfs_SOURCES += %reldir%/check_agent.c %reldir%/check_agent_replies.c
+check_sandboxfs_SOURCES += %reldir%/check_agent_http.c
 check_sandboxfs_SOURCES += %reldir%/check_proto_files.c
 check_sandboxfs_SOURCES += %reldir%/check_agent_events.c
 check_sandboxfs_SOURCES += %reldir%/check_agent_units.c

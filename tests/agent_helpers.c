@@ -342,6 +342,27 @@ void ta_agent_teardown(void)
 	th_agent_stop(&ta_ag);
 }
 
+void ta_expect_alive(const struct th_agent *a)
+{
+	struct th_resp r;
+	char url[128];
+
+	snprintf(url, sizeof(url), "%s/v1/health", a->base);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+}
+
+void ta_fixture(const struct th_agent *a, const char *rel, const void *data,
+		size_t n)
+{
+	char *p = ta_join(a->root, rel);
+
+	th_write_file(p, data, n);
+	th_give_to_exec_user(a->root);
+	free(p);
+}
+
 char *ta_join(const char *dir, const char *rel)
 {
 	char *p;

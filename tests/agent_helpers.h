@@ -120,6 +120,11 @@ void ta_agent_setup(void);
 void ta_agent_setup_unactivated(void);
 void ta_agent_teardown(void);
 
+/* a is up: its health answers 200. */
+void ta_expect_alive(const struct th_agent *a);
+/* A file at a's root/rel, the root then handed to the exec user. */
+void ta_fixture(const struct th_agent *a, const char *rel, const void *data,
+		size_t n);
 /* dir/rel (heap). */
 char *ta_join(const char *dir, const char *rel);
 /* Hand path (itself, no symlink followed) to the user the agent acts as
