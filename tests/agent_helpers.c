@@ -363,6 +363,55 @@ void ta_fixture(const struct th_agent *a, const char *rel, const void *data,
 	free(p);
 }
 
+void ta_agent_dirs(struct th_agent *a, const char *tag, char *portfile,
+		   size_t size)
+{
+	memset(a, 0, sizeof(*a));
+	a->dir = th_tmpdir(tag);
+	if (asprintf(&a->root, "%s/root", a->dir) < 0 ||
+	    asprintf(&a->token_file, "%s/token", a->dir) < 0)
+		ck_abort_msg("asprintf");
+	ck_assert_int_eq(mkdir(a->root, 0755), 0);
+	snprintf(portfile, size, "%s/port", a->dir);
+}
+
+void ta_agent_exec(const struct th_agent *a, const char *portfile)
+{
+	execl(th_program("sandbox-agent"), "sandbox-agent", "--root", a->root,
+	      "--port", "0", "--port-file", portfile, "--token-file",
+	      a->token_file, "--confine", "none", "--activated", (char *)NULL);
+	_exit(127);
+}
+
+void ta_agent_await(struct th_agent *a, const char *portfile)
+{
+	long long deadline = th_now_ms() + 10000;
+	char *text;
+
+	for (;;) {
+		int status;
+
+		text = th_read_file(portfile, NULL);
+		if (text != NULL && *text != '\0')
+			break;
+		free(text);
+		if (waitpid(a->pid, &status, WNOHANG) == a->pid)
+			ck_abort_msg("the agent exited at start (%d)", status);
+		ck_assert_msg(th_now_ms() < deadline,
+			      "the agent did not start");
+		usleep(10000);
+	}
+	a->port = (unsigned)strtoul(text, NULL, 10);
+	free(text);
+	text = th_read_file(a->token_file, NULL);
+	ck_assert(text != NULL && strlen(text) == 44);
+	memcpy(a->token, text, 45);
+	free(text);
+	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
+	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
+		 a->token);
+}
+
 char *ta_join(const char *dir, const char *rel)
 {
 	char *p;
