@@ -964,54 +964,21 @@ END_TEST
 Suite *make_agent_suite(void)
 {
 	Suite *s = suite_create("agent");
-	TCase *tc;
 
-	tc = tcase_create("health");
-	tcase_add_checked_fixture(tc, ta_agent_setup_unactivated,
-				  ta_agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, health_before_activation);
-	tcase_add_test(tc, health_after_activation);
-	tcase_add_test(tc, health_version_mismatch);
-	tcase_add_test(tc, health_new_boot_per_start);
-	tcase_add_test(tc, health_strict_v1);
-	tcase_add_test(tc, health_max_write_option);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("auth");
-	tcase_add_checked_fixture(tc, ta_agent_setup_unactivated,
-				  ta_agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, auth_missing_credential);
-	tcase_add_test(tc, auth_wrong_credential);
-	tcase_add_test(tc, gate_before_activation);
-	tcase_add_test(tc, public_routes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("routing");
-	tcase_add_checked_fixture(tc, ta_agent_setup, ta_agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, unknown_route_is_empty_404);
-	tcase_add_test(tc, wrong_method_is_empty_405);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("files");
-	tcase_add_checked_fixture(tc, ta_agent_setup, ta_agent_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, files_read);
-	tcase_add_test(tc, files_read_not_found);
-	tcase_add_test(tc, files_read_bad_paths);
-	tcase_add_test(tc, files_absolute_paths_stay_inside);
-	tcase_add_test(tc, files_symlinks_refused);
-	tcase_add_test(tc, files_not_regular);
-	tcase_add_test(tc, files_device_node);
-	tcase_add_test(tc, files_read_limit);
-	tcase_add_test(tc, files_write);
-	tcase_add_test(tc, files_write_creates_parents);
-	tcase_add_test(tc, files_write_bad_bodies);
-	tcase_add_test(tc, files_write_limit);
-	tcase_add_test(tc, files_mkdir);
-	suite_add_tcase(s, tc);
-
+	TA_CASE(s, "health", ta_agent_setup_unactivated, ta_agent_teardown, 60,
+		health_before_activation, health_after_activation,
+		health_version_mismatch, health_new_boot_per_start,
+		health_strict_v1, health_max_write_option);
+	TA_CASE(s, "auth", ta_agent_setup_unactivated, ta_agent_teardown, 60,
+		auth_missing_credential, auth_wrong_credential,
+		gate_before_activation, public_routes);
+	TA_CASE(s, "routing", ta_agent_setup, ta_agent_teardown, 60,
+		unknown_route_is_empty_404, wrong_method_is_empty_405);
+	TA_CASE(s, "files", ta_agent_setup, ta_agent_teardown, 120, files_read,
+		files_read_not_found, files_read_bad_paths,
+		files_absolute_paths_stay_inside, files_symlinks_refused,
+		files_not_regular, files_device_node, files_read_limit,
+		files_write, files_write_creates_parents,
+		files_write_bad_bodies, files_write_limit, files_mkdir);
 	return s;
 }

@@ -42,7 +42,6 @@
 #include "tests/stub_provider.h"
 #include "client/transport.h"
 
-
 /* ---- against a real agent ----------------------------------------------- */
 
 static struct th_agent ag;
@@ -984,28 +983,13 @@ END_TEST
 Suite *make_agent_events_suite(void)
 {
 	Suite *s = suite_create("agent_events");
-	TCase *tc = tcase_create("wire");
 
-	tcase_add_checked_fixture(tc, wire_setup, wire_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, wire_files_and_dirs);
-	tcase_add_test(tc, wire_new_tree_contents);
-	tcase_add_test(tc, wire_exchange_and_replace);
-	tcase_add_test(tc, wire_moved_before_seen);
-	tcase_add_test(tc, wire_long_poll);
-	tcase_add_test(tc, wire_refusals);
-	tcase_add_test(tc, wire_ring_lost);
-	tcase_add_test(tc, wire_queue_overflow_lost);
-	tcase_add_test(tc, wire_by_client);
-	tcase_add_test(tc, wire_strict_v1_and_health);
-	tcase_add_test(tc, wire_watch_limit);
-	tcase_add_test(tc, wire_kernel_watch_limit);
-	tcase_add_test(tc, client_events);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("scale");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, scale_100k_directories);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "wire", wire_setup, wire_teardown, 120, wire_files_and_dirs,
+		wire_new_tree_contents, wire_exchange_and_replace,
+		wire_moved_before_seen, wire_long_poll, wire_refusals,
+		wire_ring_lost, wire_queue_overflow_lost, wire_by_client,
+		wire_strict_v1_and_health, wire_watch_limit,
+		wire_kernel_watch_limit, client_events);
+	TA_CASE(s, "scale", NULL, NULL, 300, scale_100k_directories);
 	return s;
 }

@@ -17,6 +17,7 @@
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
+#include "tests/agent_helpers.h"
 #include "tests/check_suites.h"
 
 #define S(lit) lit, sizeof(lit) - 1
@@ -336,12 +337,9 @@ END_TEST
 Suite *make_agent_events_decode_suite(void)
 {
 	Suite *s = suite_create("agent_events_decode");
-	TCase *tc = tcase_create("decode");
 
-	tcase_add_test(tc, decode_round_trip);
-	tcase_add_test(tc, decode_lost_and_unavailable);
-	tcase_add_test(tc, decode_refusals);
-	tcase_add_test(tc, decode_health_members);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "decode", NULL, NULL, 0, decode_round_trip,
+		decode_lost_and_unavailable, decode_refusals,
+		decode_health_members);
 	return s;
 }

@@ -716,40 +716,18 @@ END_TEST
 Suite *make_agent_exec_suite(void)
 {
 	Suite *s = suite_create("agent_exec");
-	TCase *tc;
 
-	tc = tcase_create("exec");
-	tcase_add_checked_fixture(tc, ta_setup, ta_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, exec_echo_exact);
-	tcase_add_test(tc, exec_lines_and_seq);
-	tcase_add_test(tc, exec_one_counter_both_streams);
-	tcase_add_test(tc, exec_long_line_cut);
-	tcase_add_test(tc, exec_exit_code_and_signal);
-	tcase_add_test(tc, exec_spawn_failed);
-	tcase_add_test(tc, exec_program_lookup);
-	tcase_add_test(tc, exec_request_invalid_is_a_frame);
-	tcase_add_test(tc, exec_environment_cleared);
-	tcase_add_test(tc, exec_stdin_and_identity);
-	tcase_add_test(tc, exec_working_directory);
-	tcase_add_test(tc, exec_working_directory_refused);
-	tcase_add_test(tc, exec_timeout_kills_the_group);
-	tcase_add_test(tc, exec_client_gone_kills);
-	tcase_add_test(tc, exec_timeout_while_client_stalls);
-	tcase_add_test(tc, exec_malformed_bodies);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("cap");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, exec_output_cap);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("bwrap");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, bwrap_identity_and_view);
-	tcase_add_test(tc, bwrap_hides_the_host);
-	tcase_add_test(tc, bwrap_timeout_kills_everything);
-	suite_add_tcase(s, tc);
-
+	TA_CASE(s, "exec", ta_setup, ta_teardown, 60, exec_echo_exact,
+		exec_lines_and_seq, exec_one_counter_both_streams,
+		exec_long_line_cut, exec_exit_code_and_signal,
+		exec_spawn_failed, exec_program_lookup,
+		exec_request_invalid_is_a_frame, exec_environment_cleared,
+		exec_stdin_and_identity, exec_working_directory,
+		exec_working_directory_refused, exec_timeout_kills_the_group,
+		exec_client_gone_kills, exec_timeout_while_client_stalls,
+		exec_malformed_bodies);
+	TA_CASE(s, "cap", NULL, NULL, 60, exec_output_cap);
+	TA_CASE(s, "bwrap", NULL, NULL, 60, bwrap_identity_and_view,
+		bwrap_hides_the_host, bwrap_timeout_kills_everything);
 	return s;
 }

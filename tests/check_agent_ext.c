@@ -999,31 +999,15 @@ END_TEST
 Suite *make_agent_ext_suite(void)
 {
 	Suite *s = suite_create("agent_ext");
-	TCase *tc = tcase_create("fsops");
 
-	tcase_add_checked_fixture(tc, fsops_setup, fsops_teardown);
-	tcase_add_test(tc, fsops_confinement);
-	tcase_add_test(tc, fsops_create_mode_exact);
-	tcase_add_test(tc, fsops_fifo_and_types);
-	tcase_add_test(tc, fsops_list_pages_by_cookie);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("wire");
-	tcase_add_checked_fixture(tc, ta_agent_setup, ta_agent_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, wire_stat_and_errors);
-	tcase_add_test(tc, wire_symlinks);
-	tcase_add_test(tc, wire_list_20000);
-	tcase_add_test(tc, wire_list_attrs);
-	tcase_add_test(tc, wire_read_ranges);
-	tcase_add_test(tc, wire_fifo_read_does_not_hang);
-	tcase_add_test(tc, wire_write_and_create);
-	tcase_add_test(tc, wire_dirs_and_names);
-	tcase_add_test(tc, wire_times_and_statfs);
-	tcase_add_test(tc, wire_malformed_bodies);
-	tcase_add_test(tc, wire_health_and_auth);
-	tcase_add_test(tc, wire_strict_v1);
-	suite_add_tcase(s, tc);
-
+	TA_CASE(s, "fsops", fsops_setup, fsops_teardown, 0, fsops_confinement,
+		fsops_create_mode_exact, fsops_fifo_and_types,
+		fsops_list_pages_by_cookie);
+	TA_CASE(s, "wire", ta_agent_setup, ta_agent_teardown, 120,
+		wire_stat_and_errors, wire_symlinks, wire_list_20000,
+		wire_list_attrs, wire_read_ranges, wire_fifo_read_does_not_hang,
+		wire_write_and_create, wire_dirs_and_names,
+		wire_times_and_statfs, wire_malformed_bodies,
+		wire_health_and_auth, wire_strict_v1);
 	return s;
 }

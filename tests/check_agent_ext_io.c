@@ -447,14 +447,9 @@ END_TEST
 Suite *make_agent_ext_io_suite(void)
 {
 	Suite *s = suite_create("agent_ext_io");
-	TCase *tc = tcase_create("io");
 
-	tcase_add_checked_fixture(tc, ta_agent_setup, ta_agent_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, wire_write_times);
-	tcase_add_test(tc, wire_write_times_malformed);
-	tcase_add_test(tc, wire_write_create);
-	tcase_add_test(tc, wire_contents);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "io", ta_agent_setup, ta_agent_teardown, 120,
+		wire_write_times, wire_write_times_malformed, wire_write_create,
+		wire_contents);
 	return s;
 }

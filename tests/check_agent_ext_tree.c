@@ -653,22 +653,13 @@ END_TEST
 Suite *make_agent_ext_tree_suite(void)
 {
 	Suite *s = suite_create("agent_ext_tree");
-	TCase *tc = tcase_create("tree");
 
-	tcase_add_checked_fixture(tc, ta_agent_setup, ta_agent_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, wire_tree_whole);
-	tcase_add_test(tc, wire_tree_budget);
-	tcase_add_test(tc, wire_tree_symlinks);
-	tcase_add_test(tc, wire_tree_unreadable_left_out);
-	tcase_add_test(tc, wire_tree_errors);
-	tcase_add_test(tc, wire_tree_advertised_and_strict_v1);
-	suite_add_tcase(s, tc);
-
+	TA_CASE(s, "tree", ta_agent_setup, ta_agent_teardown, 120,
+		wire_tree_whole, wire_tree_budget, wire_tree_symlinks,
+		wire_tree_unreadable_left_out, wire_tree_errors,
+		wire_tree_advertised_and_strict_v1);
 	/* its own agent, started and stopped by the test */
-	tc = tcase_create("tree_budget_end");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, wire_tree_stops_at_first_misfit);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "tree_budget_end", NULL, NULL, 120,
+		wire_tree_stops_at_first_misfit);
 	return s;
 }

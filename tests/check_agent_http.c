@@ -669,36 +669,17 @@ END_TEST
 Suite *make_agent_http_suite(void)
 {
 	Suite *s = suite_create("agent_http");
-	TCase *tc;
 
-	tc = tcase_create("http");
-	tcase_add_checked_fixture(tc, ta_agent_setup, ta_agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, http_declared_length_over_limit);
-	tcase_add_test(tc, http_chunked_over_limit);
-	tcase_add_test(tc, http_keep_alive);
-	tcase_add_test(tc, http_ambiguous_framing);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("connections");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, conn_slowloris_health_answers);
-	tcase_add_test(tc, conn_deadlines_close_slow_clients);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("credential");
-	tcase_add_checked_fixture(tc, ta_agent_setup_unactivated,
-				  ta_agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, credential_file);
-	tcase_add_test(tc, credential_never_shown);
-	tcase_add_test(tc, credential_parent_made);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("config");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, config_errors);
-	tcase_add_test(tc, config_files_and_exit);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "http", ta_agent_setup, ta_agent_teardown, 60,
+		http_declared_length_over_limit, http_chunked_over_limit,
+		http_keep_alive, http_ambiguous_framing);
+	TA_CASE(s, "connections", NULL, NULL, 120,
+		conn_slowloris_health_answers,
+		conn_deadlines_close_slow_clients);
+	TA_CASE(s, "credential", ta_agent_setup_unactivated, ta_agent_teardown,
+		60, credential_file, credential_never_shown,
+		credential_parent_made);
+	TA_CASE(s, "config", NULL, NULL, 60, config_errors,
+		config_files_and_exit);
 	return s;
 }

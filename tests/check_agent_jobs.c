@@ -986,41 +986,19 @@ END_TEST
 Suite *make_agent_jobs_suite(void)
 {
 	Suite *s = suite_create("agent_jobs");
-	TCase *tc;
 
-	tc = tcase_create("jobs");
-	tcase_add_checked_fixture(tc, ta_setup, ta_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, jobs_start_poll_replay);
-	tcase_add_test(tc, jobs_running_then_exit_code);
-	tcase_add_test(tc, jobs_cancel);
-	tcase_add_test(tc, jobs_unknown_job);
-	tcase_add_test(tc, jobs_start_refusals);
-	tcase_add_test(tc, jobs_failures);
-	tcase_add_test(tc, jobs_long_poll);
-	tcase_add_test(tc, jobs_long_poll_times_out);
-	tcase_add_test(tc, jobs_strict_v1_ignores_wait);
-	tcase_add_test(tc, jobs_malformed_bodies);
-	tcase_add_test(tc, jobs_keep_frames_bounded);
-	tcase_add_test(tc, jobs_max_bytes);
-	tcase_add_test(tc, jobs_listing);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("jobs_strict");
-	tcase_add_checked_fixture(tc, ta_setup_strict, ta_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, jobs_limit_and_eviction);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("jobs_ext");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, jobs_flow_keeps_everything);
-	tcase_add_test(tc, jobs_flow_releases_only_acknowledged);
-	tcase_add_test(tc, jobs_flow_paused_job_cancel_and_timeout);
-	tcase_add_test(tc, jobs_alien_style_still_truncates);
-	tcase_add_test(tc, jobs_running_limit);
-	tcase_add_test(tc, jobs_retention);
-	tcase_add_test(tc, jobs_spool_outside_root);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "jobs", ta_setup, ta_teardown, 60, jobs_start_poll_replay,
+		jobs_running_then_exit_code, jobs_cancel, jobs_unknown_job,
+		jobs_start_refusals, jobs_failures, jobs_long_poll,
+		jobs_long_poll_times_out, jobs_strict_v1_ignores_wait,
+		jobs_malformed_bodies, jobs_keep_frames_bounded, jobs_max_bytes,
+		jobs_listing);
+	TA_CASE(s, "jobs_strict", ta_setup_strict, ta_teardown, 60,
+		jobs_limit_and_eviction);
+	TA_CASE(s, "jobs_ext", NULL, NULL, 120, jobs_flow_keeps_everything,
+		jobs_flow_releases_only_acknowledged,
+		jobs_flow_paused_job_cancel_and_timeout,
+		jobs_alien_style_still_truncates, jobs_running_limit,
+		jobs_retention, jobs_spool_outside_root);
 	return s;
 }

@@ -403,17 +403,13 @@ END_TEST
 Suite *make_agent_replies_suite(void)
 {
 	Suite *s = suite_create("agent_replies");
-	TCase *tc = tcase_create("reply_cache");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, a_repeated_key_gets_the_first_answer);
-	tcase_add_test(tc, a_key_reused_for_another_request_is_refused);
-	tcase_add_test(tc, a_repeat_during_the_first_run_waits_for_it);
-	tcase_add_test(tc, a_repeat_waits_no_longer_than_its_bound);
-	tcase_add_test(tc, entries_are_bounded_in_number_and_bytes);
-	tcase_add_test(tc, entries_expire);
-	tcase_add_test(tc, strict_v1_has_no_reply_cache);
-	tcase_add_test(tc, reply_cache_limits_parse);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "reply_cache", NULL, NULL, 60,
+		a_repeated_key_gets_the_first_answer,
+		a_key_reused_for_another_request_is_refused,
+		a_repeat_during_the_first_run_waits_for_it,
+		a_repeat_waits_no_longer_than_its_bound,
+		entries_are_bounded_in_number_and_bytes, entries_expire,
+		strict_v1_has_no_reply_cache, reply_cache_limits_parse);
 	return s;
 }

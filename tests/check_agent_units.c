@@ -19,6 +19,7 @@
 #include "agent/watch.h"
 #include "common/numarg.h"
 #include "common/proto.h"
+#include "tests/agent_helpers.h"
 #include "tests/check_suites.h"
 
 static const char *const env_names[] = {
@@ -328,19 +329,11 @@ END_TEST
 Suite *make_agent_units_suite(void)
 {
 	Suite *s = suite_create("agent_units");
-	TCase *tc = tcase_create("options");
 
-	tcase_add_checked_fixture(tc, clear_env, clear_env);
-	tcase_add_test(tc, options_defaults);
-	tcase_add_test(tc, options_each_kind);
-	tcase_add_test(tc, options_refused_as_worded);
-	tcase_add_test(tc, options_environment);
-	tcase_add_test(tc, options_run_help_and_the_rest);
-	tcase_add_test(tc, exec_user_as_root_and_not);
-	suite_add_tcase(s, tc);
-	tc = tcase_create("tables");
-	tcase_add_test(tc, routes_one_table);
-	tcase_add_test(tc, number_arguments);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "options", clear_env, clear_env, 0, options_defaults,
+		options_each_kind, options_refused_as_worded,
+		options_environment, options_run_help_and_the_rest,
+		exec_user_as_root_and_not);
+	TA_CASE(s, "tables", NULL, NULL, 0, routes_one_table, number_arguments);
 	return s;
 }

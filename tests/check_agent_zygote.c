@@ -527,18 +527,10 @@ END_TEST
 Suite *make_agent_zygote_suite(void)
 {
 	Suite *s = suite_create("agent_zygote");
-	TCase *tc;
 
-	tc = tcase_create("zygote");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, zygote_runs_commands);
-	tcase_add_test(tc, zygote_spawn_failures);
-	tcase_add_test(tc, zygote_killed_while_idle);
-	tcase_add_test(tc, zygote_killed_while_running);
-	tcase_add_test(tc, zygote_many_at_once);
-	tcase_add_test(tc, zygote_dies_with_the_agent);
-	tcase_add_test(tc, zygote_fallback);
-	suite_add_tcase(s, tc);
-
+	TA_CASE(s, "zygote", NULL, NULL, 120, zygote_runs_commands,
+		zygote_spawn_failures, zygote_killed_while_idle,
+		zygote_killed_while_running, zygote_many_at_once,
+		zygote_dies_with_the_agent, zygote_fallback);
 	return s;
 }
