@@ -44,52 +44,61 @@ static void raw(const char *req, size_t n, struct buf *out, int timeout_ms)
 	ck_assert_int_ge(th_raw(ta_ag.port, req, n, out, timeout_ms), 0);
 }
 
+/* The answer in out must begin with the status line of code. */
+static void assert_status(const struct buf *out, const char *code)
+{
+	char want[32];
+
+	snprintf(want, sizeof(want), "HTTP/1.1 %s ", code);
+	ck_assert_msg(
+		out->len > 0 && strncmp(out->data, want, strlen(want)) == 0,
+		"wanted %s: %s", code, out->data ? out->data : "(nothing)");
+}
+
+/* Send "LINE HTTP/1.1" with Host and the credential, more header lines
+ * (each ending in CRLF), an empty line and rest (a body, more requests);
+ * the answer in out, whose status must be code (NULL: not checked). */
+static void raw_auth(const char *line, const char *headers, const char *rest,
+		     const char *code, struct buf *out, int timeout_ms)
+{
+	struct buf req = BUF_INIT(0);
+
+	ck_assert_int_eq(buf_printf(&req,
+				    "%s HTTP/1.1\r\nHost: x\r\n%s\r\n%s\r\n%s",
+				    line, ta_ag.auth, headers, rest),
+			 0);
+	raw(req.data, req.len, out, timeout_ms);
+	buf_cleanup(&req);
+	if (code != NULL)
+		assert_status(out, code);
+}
+
+#define CT_JSON "Content-Type: application/json\r\n"
+#define CHUNKED "Transfer-Encoding: chunked\r\nConnection: close\r\n"
+
 START_TEST(http_declared_length_over_limit)
 {
-	struct buf out;
-	char req[512];
 	long long t0 = th_now_ms();
-	int n;
+	struct buf out;
 
 	/* Headers only: the 413 must come without the body being sent. */
-	n = snprintf(req, sizeof(req),
-		     "PUT /v1/files HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 44743337\r\n\r\n",
-		     ta_ag.auth);
-	raw(req, (size_t)n, &out, 5000);
+	raw_auth("PUT /v1/files", CT_JSON "Content-Length: 44743337\r\n", "",
+		 "413", &out, 5000);
 	ck_assert(th_now_ms() - t0 < 4000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
 	ck_assert_ptr_nonnull(strstr(
 		out.data, "Content-Type: text/plain; charset=utf-8\r\n"));
 	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\n" TOO_LARGE));
 	buf_cleanup(&out);
 	/* A small route's limit is 64 KiB; a GET route takes no body. */
-	n = snprintf(req, sizeof(req),
-		     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 65537\r\n\r\n",
-		     ta_ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
+	raw_auth("POST /v1/mkdir", CT_JSON "Content-Length: 65537\r\n", "",
+		 "413", &out, 5000);
 	buf_cleanup(&out);
-	n = snprintf(req, sizeof(req),
-		     "GET /v1/files?path=a HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Length: 10\r\n\r\n",
-		     ta_ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
+	raw_auth("GET /v1/files?path=a", "Content-Length: 10\r\n", "", "413",
+		 &out, 5000);
 	buf_cleanup(&out);
 	/* The limit itself is fine (and is then waited for). */
-	n = snprintf(req, sizeof(req),
-		     "PUT /v1/files HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 44743336\r\n\r\n",
-		     ta_ag.auth);
-	raw(req, (size_t)n, &out, 500);
+	raw_auth("PUT /v1/files", CT_JSON "Content-Length: 44743336\r\n", "",
+		 NULL, &out, 500);
 	ck_assert_uint_eq(out.len, 0);
 	buf_cleanup(&out);
 	ta_expect_alive(&ta_ag);
@@ -139,14 +148,8 @@ START_TEST(http_ambiguous_framing)
 		}
 	}
 	/* A list for a length is no length. */
-	n = snprintf(req, sizeof(req),
-		     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 14, 14\r\n\r\n{\"path\":\"x\"}\r\n",
-		     ta_ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 400 ", 13) == 0, "%s",
-		      out.data);
+	raw_auth("POST /v1/mkdir", CT_JSON "Content-Length: 14, 14\r\n",
+		 "{\"path\":\"x\"}\r\n", "400", &out, 5000);
 	buf_cleanup(&out);
 	ck_assert_int_eq(lstat(made, &st), -1);
 	free(made);
@@ -156,45 +159,26 @@ END_TEST
 
 START_TEST(http_chunked_over_limit)
 {
-	struct buf req = BUF_INIT(0), out;
+	struct buf body = BUF_INIT(0), out;
 	char chunk[4097];
 	int i;
 
 	memset(chunk, ' ', sizeof(chunk) - 1);
 	chunk[sizeof(chunk) - 1] = '\0';
-	ck_assert_int_eq(buf_printf(&req,
-				    "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
-				    "%s\r\nContent-Type: application/json\r\n"
-				    "Transfer-Encoding: chunked\r\n"
-				    "Connection: close\r\n\r\n",
-				    ta_ag.auth),
-			 0);
 	/* 100 KiB of chunks against the 64 KiB limit. */
 	for (i = 0; i < 25; i++)
-		ck_assert_int_eq(buf_printf(&req, "1000\r\n%s\r\n", chunk), 0);
-	ck_assert_int_eq(buf_append_str(&req, "0\r\n\r\n"), 0);
-	raw(req.data, req.len, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
+		ck_assert_int_eq(buf_printf(&body, "1000\r\n%s\r\n", chunk), 0);
+	ck_assert_int_eq(buf_append_str(&body, "0\r\n\r\n"), 0);
+	raw_auth("POST /v1/mkdir", CT_JSON CHUNKED, body.data, "413", &out,
+		 5000);
 	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\n" TOO_LARGE));
 	buf_cleanup(&out);
-	buf_cleanup(&req);
+	buf_cleanup(&body);
 	/* A chunked body within the limit works. */
-	buf_init(&req, 0);
-	ck_assert_int_eq(buf_printf(&req,
-				    "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
-				    "%s\r\nContent-Type: application/json\r\n"
-				    "Transfer-Encoding: chunked\r\n"
-				    "Connection: close\r\n\r\n"
-				    "5\r\n{\"pat\r\n"
-				    "a\r\nh\":\"chunk\"\r\n1\r\n}\r\n0\r\n\r\n",
-				    ta_ag.auth),
-			 0);
-	raw(req.data, req.len, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 204 ", 13) == 0, "%s",
-		      out.data);
+	raw_auth("POST /v1/mkdir", CT_JSON CHUNKED,
+		 "5\r\n{\"pat\r\na\r\nh\":\"chunk\"\r\n1\r\n}\r\n0\r\n\r\n",
+		 "204", &out, 5000);
 	buf_cleanup(&out);
-	buf_cleanup(&req);
 	{
 		char *p = ta_join(ta_ag.root, "chunk");
 
@@ -224,12 +208,10 @@ START_TEST(http_keep_alive)
 
 	ta_fixture(&ta_ag, "k", "keep", 4);
 	/* Two requests on one connection, the second closing it. */
-	n = snprintf(req, sizeof(req),
-		     "GET /v1/files?path=k HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n"
-		     "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
-		     "Connection: close\r\n\r\n",
-		     ta_ag.auth);
-	raw(req, (size_t)n, &out, 5000);
+	raw_auth("GET /v1/files?path=k", "",
+		 "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+		 "Connection: close\r\n\r\n",
+		 NULL, &out, 5000);
 	ck_assert_int_eq(count(out.data, "HTTP/1.1 200 OK\r\n"), 2);
 	ck_assert_ptr_nonnull(strstr(out.data,
 				     "{\"contentsBase64\":\"a2VlcA==\"}"
@@ -244,8 +226,7 @@ START_TEST(http_keep_alive)
 		     "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
 		     "Connection: close\r\n\r\n");
 	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 401 ", 13) == 0, "%s",
-		      out.data);
+	assert_status(&out, "401");
 	ck_assert_int_eq(count(out.data, "HTTP/1.1 404 "), 1);
 	ck_assert_int_eq(count(out.data, "HTTP/1.1 200 OK\r\n"), 1);
 	buf_cleanup(&out);

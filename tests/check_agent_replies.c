@@ -192,6 +192,15 @@ static unsigned lines_in(const char *path)
 	return n;
 }
 
+/* The command that appends to b's root/runs has run n times. */
+static void expect_runs(const struct ta_box *b, unsigned n)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/runs", b->root);
+	ck_assert_uint_eq(lines_in(path), n);
+}
+
 /*
  * Two deliveries of one keyed command, the second while the first runs
  * (a second and a half): the second waits and gets the same output
@@ -205,7 +214,6 @@ START_TEST(a_repeat_during_the_first_run_waits_for_it)
 	struct exec_call c1, c2;
 	pthread_t t1, t2;
 	struct ta_box b;
-	char path[512];
 
 	box_start(&b, NULL, NULL);
 	memset(&c1, 0, sizeof(c1));
@@ -227,8 +235,7 @@ START_TEST(a_repeat_during_the_first_run_waits_for_it)
 	ck_assert_mem_eq(c1.r.body.data, c2.r.body.data, c1.r.body.len);
 	ck_assert_ptr_nonnull(strstr(c2.r.body.data, "\"t\":\"exit\""));
 	ck_assert_msg(c2.elapsed >= 900, "%lld ms", c2.elapsed);
-	snprintf(path, sizeof(path), "%s/runs", b.root);
-	ck_assert_uint_eq(lines_in(path), 1);
+	expect_runs(&b, 1);
 	th_resp_cleanup(&c1.r);
 	th_resp_cleanup(&c2.r);
 	ta_box_stop(&b);
@@ -248,7 +255,6 @@ START_TEST(a_repeat_waits_no_longer_than_its_bound)
 	struct exec_call c1, c2;
 	pthread_t t1;
 	struct ta_box b;
-	char path[512];
 
 	box_start(&b, "wait=500", NULL);
 	memset(&c1, 0, sizeof(c1));
@@ -265,8 +271,7 @@ START_TEST(a_repeat_waits_no_longer_than_its_bound)
 		      c2.elapsed);
 	pthread_join(t1, NULL);
 	ck_assert_int_eq(c1.r.status, 200);
-	snprintf(path, sizeof(path), "%s/runs", b.root);
-	ck_assert_uint_eq(lines_in(path), 1);
+	expect_runs(&b, 1);
 	th_resp_cleanup(&c1.r);
 	th_resp_cleanup(&c2.r);
 	ta_box_stop(&b);
@@ -355,7 +360,7 @@ START_TEST(strict_v1_has_no_reply_cache)
 		"\"timeoutMs\":20000}";
 	struct th_resp r, h;
 	struct ta_box b;
-	char path[512], url[256];
+	char url[256];
 
 	box_start(&b, NULL, strict);
 	snprintf(url, sizeof(url), "%s/v1/health", b.a.base);
@@ -369,8 +374,7 @@ START_TEST(strict_v1_has_no_reply_cache)
 	ck_assert_int_eq(r.status, 200);
 	ck_assert(!replayed(&r));
 	th_resp_cleanup(&r);
-	snprintf(path, sizeof(path), "%s/runs", b.root);
-	ck_assert_uint_eq(lines_in(path), 2);
+	expect_runs(&b, 2);
 	ta_box_stop(&b);
 }
 END_TEST

@@ -100,6 +100,16 @@ static pid_t zygote_of(pid_t agent)
 	return found;
 }
 
+/* zbox_start with the default bubblewrap, and its zygote's pid in *z. */
+static bool zbox_start_zygote(struct ta_box *b, char **log, pid_t *z)
+{
+	if (!zbox_start(b, NULL, log))
+		return false;
+	*z = zygote_of(b->a.pid);
+	ck_assert_int_gt(*z, 0);
+	return true;
+}
+
 /* Wait up to ms for pid to be gone (or a zombie); true when it is. */
 static bool pid_gone(pid_t pid, int ms)
 {
@@ -272,10 +282,8 @@ START_TEST(zygote_spawn_failures)
 	struct ta_box b;
 	pid_t z;
 
-	if (!zbox_start(&b, NULL, &log))
+	if (!zbox_start_zygote(&b, &log, &z))
 		return;
-	z = zygote_of(b.a.pid);
-	ck_assert_int_gt(z, 0);
 	ta_expect_post(
 		&b.a, "/v1/exec",
 		"{\"command\":[\"no-such-program\"],\"timeoutMs\":10000}", 200,
@@ -324,10 +332,8 @@ START_TEST(zygote_killed_while_idle)
 	pid_t z, z2;
 	char *log;
 
-	if (!zbox_start(&b, NULL, &log))
+	if (!zbox_start_zygote(&b, &log, &z))
 		return;
-	z = zygote_of(b.a.pid);
-	ck_assert_int_gt(z, 0);
 	ck_assert(kill(z, SIGKILL) == 0);
 	ck_assert(pid_gone(z, 3000));
 	/* The next command starts a new one. */
@@ -350,10 +356,8 @@ START_TEST(zygote_killed_while_running)
 	struct ta_box b;
 	pid_t z;
 
-	if (!zbox_start(&b, NULL, &log))
+	if (!zbox_start_zygote(&b, &log, &z))
 		return;
-	z = zygote_of(b.a.pid);
-	ck_assert_int_gt(z, 0);
 	snprintf(json, sizeof(json),
 		 "{\"command\":[\"sh\",\"-c\",\"echo up; sleep %s & sleep "
 		 "%s\"],\"timeoutMs\":30000}",
@@ -469,10 +473,8 @@ START_TEST(zygote_dies_with_the_agent)
 	char *log;
 	pid_t z;
 
-	if (!zbox_start(&b, NULL, &log))
+	if (!zbox_start_zygote(&b, &log, &z))
 		return;
-	z = zygote_of(b.a.pid);
-	ck_assert_int_gt(z, 0);
 	/* An agent that cannot clean up: bubblewrap's --die-with-parent
 	 * takes the zygote. */
 	ck_assert(kill(b.a.pid, SIGKILL) == 0);
