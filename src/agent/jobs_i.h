@@ -138,9 +138,9 @@ void ajob_mark_ended(struct agent_jobs *j, struct job *job);
 void ajob_acknowledge(struct job *job, uint64_t since);
 /* Under the mutex: is there output a poll from since has not seen? */
 bool ajob_has_news(const struct job *job, bool has_since, uint64_t since);
-/* Under the mutex: the poll answer (protocol-v1 3.6) into out: the frames
- * after since, at most max bytes of them (at least one), then the ending
- * once there is one. */
+/* Under the mutex: the poll answer (doc/protocol-v1.md 3.6) into out:
+ * the frames after since, at most max bytes of them (at least one), then
+ * the ending once there is one. */
 int ajob_encode_poll(struct agent_jobs *j, struct job *job, bool has_since,
 		     uint64_t since, size_t max, struct buf *out);
 
