@@ -189,6 +189,22 @@ void ta_expect_post(const struct th_agent *a, const char *path,
 	th_resp_cleanup(&r);
 }
 
+void ta_expect_post_text(const struct th_agent *a, const char *path,
+			 const char *json, long status, const char *want)
+{
+	struct th_resp r;
+	char *ct;
+
+	ta_post(a, path, json, &r);
+	ck_assert_msg(r.status == status, "%s %s: %ld %s", path, json, r.status,
+		      ta_body(&r));
+	ck_assert_str_eq(ta_body(&r), want);
+	ct = th_resp_header(&r, "Content-Type");
+	ck_assert_str_eq(ct, "text/plain; charset=utf-8");
+	free(ct);
+	th_resp_cleanup(&r);
+}
+
 void ta_health(const struct th_agent *a, struct proto_health *h)
 {
 	struct th_resp r;

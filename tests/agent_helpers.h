@@ -94,6 +94,9 @@ void ta_post(const struct th_agent *a, const char *path, const char *json,
 /* POST and expect status and exactly body want. */
 void ta_expect_post(const struct th_agent *a, const char *path,
 		    const char *json, long status, const char *want);
+/* The same, the answer also typed text/plain (a typed error). */
+void ta_expect_post_text(const struct th_agent *a, const char *path,
+			 const char *json, long status, const char *want);
 /* The agent's health, decoded (without a credential). */
 void ta_health(const struct th_agent *a, struct proto_health *h);
 

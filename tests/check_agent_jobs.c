@@ -144,19 +144,10 @@ END_TEST
 
 START_TEST(jobs_unknown_job)
 {
-	struct th_resp r;
-	char *ct;
-
-	ta_post(&ta_fx.a, "/v1/jobs/poll",
-		"{\"jobId\":\"nope\",\"sinceSeq\":null}", &r);
-	ck_assert_int_eq(r.status, 404);
-	ck_assert_str_eq(ta_body(&r),
-			 "JOB_NOT_FOUND: No such job in the sandbox: "
-			 "nope");
-	ct = th_resp_header(&r, "Content-Type");
-	ck_assert_str_eq(ct, "text/plain; charset=utf-8");
-	free(ct);
-	th_resp_cleanup(&r);
+	ta_expect_post_text(&ta_fx.a, "/v1/jobs/poll",
+			    "{\"jobId\":\"nope\",\"sinceSeq\":null}", 404,
+			    "JOB_NOT_FOUND: No such job in the sandbox: "
+			    "nope");
 	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel",
 		       "{\"jobId\":\"0b7c2a44-0000-4000-8000-000000000000\"}",
 		       404,
