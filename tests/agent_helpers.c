@@ -416,35 +416,6 @@ void ta_agent_exec(const struct th_agent *a, const char *portfile)
 	_exit(127);
 }
 
-void ta_agent_await(struct th_agent *a, const char *portfile)
-{
-	long long deadline = th_now_ms() + 10000;
-	char *text;
-
-	for (;;) {
-		int status;
-
-		text = th_read_file(portfile, NULL);
-		if (text != NULL && *text != '\0')
-			break;
-		free(text);
-		if (waitpid(a->pid, &status, WNOHANG) == a->pid)
-			ck_abort_msg("the agent exited at start (%d)", status);
-		ck_assert_msg(th_now_ms() < deadline,
-			      "the agent did not start");
-		usleep(10000);
-	}
-	a->port = (unsigned)strtoul(text, NULL, 10);
-	free(text);
-	text = th_read_file(a->token_file, NULL);
-	ck_assert(text != NULL && strlen(text) == 44);
-	memcpy(a->token, text, 45);
-	free(text);
-	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
-	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
-		 a->token);
-}
-
 char *ta_join(const char *dir, const char *rel)
 {
 	char *p;

@@ -151,14 +151,13 @@ void ta_fixture(const struct th_agent *a, const char *rel, const void *data,
  * namespace): ta_agent_dirs makes a's directory (th_tmpdir(tag)), root
  * and token file names and the port file's path into portfile[size];
  * ta_agent_exec, in the test's child, runs sandbox-agent on them,
- * unconfined and activated; ta_agent_await, in the test, waits (10 s at
- * most) for its port file and credential and fills in a.
+ * unconfined and activated; th_agent_await (helpers.h), in the test,
+ * waits for it.
  */
 void ta_agent_dirs(struct th_agent *a, const char *tag, char *portfile,
 		   size_t size);
 __attribute__((noreturn)) void ta_agent_exec(const struct th_agent *a,
 					     const char *portfile);
-void ta_agent_await(struct th_agent *a, const char *portfile);
 /* dir/rel (heap). */
 char *ta_join(const char *dir, const char *rel);
 /* Hand path (itself, no symlink followed) to the user the agent acts as

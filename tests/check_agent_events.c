@@ -752,7 +752,7 @@ static bool start_limited(struct th_agent *a, int limit)
 	th_write_file(maps, "0 0 65536\n", 10);
 	ck_assert_int_eq(write(go[1], "y", 1), 1);
 	close(go[1]);
-	ta_agent_await(a, portfile);
+	th_agent_await(a, portfile);
 	return true;
 }
 
@@ -927,7 +927,7 @@ static void start_unprivileged(struct th_agent *a)
 			_exit(126);
 		ta_agent_exec(a, portfile);
 	}
-	ta_agent_await(a, portfile);
+	th_agent_await(a, portfile);
 }
 
 #define SCALE_TOP 100
