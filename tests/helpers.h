@@ -51,6 +51,10 @@ void th_agent_start(struct th_agent *a, const char *const *extra_args,
  * NULL keeps the runner's stderr). */
 void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 			   bool activate, const char *log_path);
+/* For an agent started another way (a->pid, a->token_file set): wait
+ * (10 s at most) for its port file and credential and fill in port,
+ * token, base and auth. */
+void th_agent_await(struct th_agent *a, const char *portfile);
 /* SIGTERM, wait (SIGKILL after 5 s), remove the directory. */
 void th_agent_stop(struct th_agent *a);
 /* SIGTERM and wait (SIGKILL after 5 s); the exit status as waitpid gives

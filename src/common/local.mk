@@ -24,4 +24,7 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/ids.c %reldir%/ids.h \
 	%reldir%/fileio.c %reldir%/fileio.h \
 	%reldir%/hmap.c %reldir%/hmap.h \
-	%reldir%/hex.c %reldir%/hex.h
+	%reldir%/hex.c %reldir%/hex.h \
+	%reldir%/unixaddr.c %reldir%/unixaddr.h \
+	%reldir%/numarg.c %reldir%/numarg.h \
+	%reldir%/fdio.c %reldir%/fdio.h
