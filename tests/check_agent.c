@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Wire tests of sandbox-agent's server, health and activation, and the v1
- * file routes, against a real agent on loopback: for each route, status
- * and refusal, the exact answer (status, Content-Type, body). Also the
- * credential file, the command line's refusals and the HTTP framing
- * (limits before the body, chunked bodies, keep-alive). The file
- * extension and the command routes have their own suites.
+ * Wire tests of sandbox-agent's health and activation, credential gate,
+ * routing and the v1 file routes, against a real agent on loopback: for
+ * each route, status and refusal, the exact answer (status, Content-Type,
+ * body). The HTTP framing, connections, the credential file and the
+ * command line are suite agent_http; the file extension and the command
+ * routes have their own suites.
  */
 #include "config.h"
 
@@ -31,6 +31,7 @@
 #include "common/proto_files.h"
 #include "common/token.h"
 #include "tests/check_suites.h"
+#include "tests/agent_helpers.h"
 #include "tests/helpers.h"
 
 #define JSON "Content-Type: application/json"
@@ -38,9 +39,6 @@
 #define NOT_ACTIVATED                                                     \
 	"AGENT_NOT_ACTIVATED: the agent has not been activated for this " \
 	"boot"
-#define TOO_LARGE "Failed to buffer the request body: length limit exceeded"
-
-static struct th_agent ag;
 
 /* ---- plumbing ------------------------------------------------------------ */
 
@@ -56,7 +54,7 @@ static void expect(const char *method, const char *path,
 	char url[8192];
 	char *ct;
 
-	snprintf(url, sizeof(url), "%s%s", ag.base, path);
+	snprintf(url, sizeof(url), "%s%s", ta_ag.base, path);
 	th_http(method, url, headers, body, body ? strlen(body) : 0, &r);
 	ct = th_resp_header(&r, "Content-Type");
 	ck_assert_msg(r.status == status, "%s %s: status %ld, want %ld (%s)",
@@ -81,124 +79,36 @@ static void expect(const char *method, const char *path,
 static void expect_auth(const char *method, const char *path, const char *body,
 			long status, const char *ctype, const char *want)
 {
-	const char *h[] = {ag.auth, JSON, NULL};
+	const char *h[] = {ta_ag.auth, JSON, NULL};
 
 	expect(method, path, h, body, status, ctype, want);
 }
 
-static void expect_alive(void)
-{
-	struct th_resp r;
-	char url[128];
-
-	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
-	th_resp_cleanup(&r);
-}
-
-static char *root_path(const char *rel)
-{
-	char *p;
-
-	ck_assert(asprintf(&p, "%s/%s", ag.root, rel) > 0);
-	return p;
-}
-
-/* A fixture file under the root, owned by the exec user. */
-static void fixture(const char *rel, const void *data, size_t n)
-{
-	char *p = root_path(rel);
-
-	th_write_file(p, data, n);
-	th_give_to_exec_user(ag.root);
-	free(p);
-}
-
 static void fixture_dir(const char *rel)
 {
-	char *p = root_path(rel);
+	char *p = ta_join(ta_ag.root, rel);
 
 	ck_assert_int_eq(mkdir(p, 0755), 0);
-	th_give_to_exec_user(ag.root);
+	th_give_to_exec_user(ta_ag.root);
 	free(p);
 }
 
 static void fixture_symlink(const char *target, const char *rel)
 {
-	char *p = root_path(rel);
+	char *p = ta_join(ta_ag.root, rel);
 
 	ck_assert_int_eq(symlink(target, p), 0);
-	th_give_to_exec_user(ag.root);
+	th_give_to_exec_user(ta_ag.root);
 	free(p);
 }
 
 static char *file_contents(const char *rel, size_t *len)
 {
-	char *p = root_path(rel);
+	char *p = ta_join(ta_ag.root, rel);
 	char *d = th_read_file(p, len);
 
 	free(p);
 	return d;
-}
-
-static void start_activated(void)
-{
-	th_agent_start(&ag, NULL, true);
-	th_give_to_exec_user(ag.root);
-}
-
-static void start_unactivated(void)
-{
-	th_agent_start(&ag, NULL, false);
-	th_give_to_exec_user(ag.root);
-}
-
-static void stop_agent(void)
-{
-	th_agent_stop(&ag);
-}
-
-/* Run the agent with argv (NULL-terminated, without the program) and
- * return its exit status, its stderr in *err (heap). */
-static int run_agent(const char *const *args, char **err)
-{
-	const char *argv[32];
-	char *dir = th_tmpdir("agent-run"), *log;
-	size_t i, n = 0;
-	int status = -1, fd;
-	long long deadline = th_now_ms() + 10000;
-	pid_t pid;
-
-	ck_assert(asprintf(&log, "%s/stderr", dir) > 0);
-	argv[n++] = th_program("sandbox-agent");
-	for (i = 0; args[i] != NULL && n < 31; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	pid = fork();
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (fd < 0 || dup2(fd, 2) < 0 || dup2(fd, 1) < 0)
-			_exit(126);
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	for (;;) {
-		if (waitpid(pid, &status, WNOHANG) == pid)
-			break;
-		if (th_now_ms() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			ck_abort_msg("sandbox-agent did not exit");
-		}
-		usleep(10000);
-	}
-	*err = th_read_file(log, NULL);
-	th_rmtree(dir);
-	free(dir);
-	free(log);
-	return status;
 }
 
 /* ---- health and activation ------------------------------------------------ */
@@ -209,7 +119,7 @@ START_TEST(health_before_activation)
 	struct th_resp r;
 	char url[128];
 
-	snprintf(url, sizeof(url), "%s/v1/health?version=1", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/health?version=1", ta_ag.base);
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
@@ -249,12 +159,12 @@ END_TEST
 
 START_TEST(health_after_activation)
 {
-	const char *h[] = {ag.auth, NULL};
+	const char *h[] = {ta_ag.auth, NULL};
 	struct proto_health before, after;
 	struct th_resp r;
 	char url[128];
 
-	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/health", ta_ag.base);
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &before),
 			 0);
@@ -298,7 +208,7 @@ START_TEST(health_new_boot_per_start)
 	char url[128];
 
 	th_agent_start(&other, NULL, false);
-	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/health", ta_ag.base);
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h1), 0);
 	th_resp_cleanup(&r);
@@ -307,7 +217,7 @@ START_TEST(health_new_boot_per_start)
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h2), 0);
 	th_resp_cleanup(&r);
 	ck_assert_str_ne(h1.boot_id, h2.boot_id);
-	ck_assert_str_ne(ag.token, other.token);
+	ck_assert_str_ne(ta_ag.token, other.token);
 	th_agent_stop(&other);
 }
 END_TEST
@@ -392,7 +302,7 @@ START_TEST(auth_missing_credential)
 		expect(authed[i].method, authed[i].path, wrong_scheme,
 		       authed[i].body, 401, TEXT, "a credential is required");
 	}
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -410,7 +320,7 @@ START_TEST(auth_wrong_credential)
 	snprintf(wrong, sizeof(wrong), "Authorization: Bearer %s", other);
 	/* The right token with one character missing. */
 	snprintf(prefix, sizeof(prefix), "Authorization: Bearer %.43s",
-		 ag.token);
+		 ta_ag.token);
 	for (i = 0; i < sizeof(authed) / sizeof(authed[0]); i++) {
 		expect(authed[i].method, authed[i].path, w, authed[i].body, 401,
 		       TEXT, "the credential was refused");
@@ -443,14 +353,14 @@ START_TEST(gate_before_activation)
 		       "a credential is required");
 	}
 	/* Nothing happened: the gate came before the handler. */
-	snprintf(url, sizeof(url), "%s/a", ag.root);
+	snprintf(url, sizeof(url), "%s/a", ta_ag.root);
 	ck_assert_int_eq(access(url, F_OK), -1);
 	expect_auth("POST", "/v1/activate", NULL, 204, NULL, "");
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"a\"}", 204, NULL, "");
 	ck_assert_int_eq(access(url, F_OK), 0);
-	snprintf(url, sizeof(url), "%s/v1/files?path=a", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/files?path=a", ta_ag.base);
 	{
-		const char *h[] = {ag.auth, NULL};
+		const char *h[] = {ta_ag.auth, NULL};
 
 		th_http("GET", url, h, NULL, 0, &r);
 	}
@@ -500,7 +410,7 @@ START_TEST(unknown_route_is_empty_404)
 		expect_auth("GET", paths[i], NULL, 404, NULL, "");
 		expect_auth("POST", paths[i], "{}", 404, NULL, "");
 	}
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -519,14 +429,14 @@ START_TEST(wrong_method_is_empty_405)
 		    NULL, "");
 	/* Without a credential too: the route does not exist that way. */
 	expect("DELETE", "/v1/files", NULL, NULL, 405, NULL, "");
-	snprintf(url, sizeof(url), "%s/v1/files", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/files", ta_ag.base);
 	th_http("DELETE", url, NULL, NULL, 0, &r);
 	allow = th_resp_header(&r, "Allow");
 	ck_assert_ptr_nonnull(allow);
 	ck_assert_str_eq(allow, "GET, HEAD, PUT");
 	free(allow);
 	th_resp_cleanup(&r);
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -542,13 +452,13 @@ START_TEST(files_read)
 		struct buf content = BUF_INIT(0);
 		struct th_resp r;
 		char url[256];
-		const char *h[] = {ag.auth, NULL};
+		const char *h[] = {ta_ag.auth, NULL};
 
 		for (i = 0; i < n; i++)
 			data[i] = (unsigned char)(i * 7919 + (i >> 11));
-		fixture("pieces.bin", data, n);
+		ta_fixture(&ta_ag, "pieces.bin", data, n);
 		snprintf(url, sizeof(url), "%s/v1/files?path=pieces.bin",
-			 ag.base);
+			 ta_ag.base);
 		th_http("GET", url, h, NULL, 0, &r);
 		ck_assert_int_eq(r.status, 200);
 		ck_assert_int_eq(proto_file_contents_decode(
@@ -561,10 +471,10 @@ START_TEST(files_read)
 		th_resp_cleanup(&r);
 		free(data);
 	}
-	fixture("hello.txt", "hello\n", 6);
-	fixture("empty", "", 0);
-	fixture("dir/sub/deep.bin", "\0\1\2\3", 4);
-	fixture("a b", "space", 5);
+	ta_fixture(&ta_ag, "hello.txt", "hello\n", 6);
+	ta_fixture(&ta_ag, "empty", "", 0);
+	ta_fixture(&ta_ag, "dir/sub/deep.bin", "\0\1\2\3", 4);
+	ta_fixture(&ta_ag, "a b", "space", 5);
 	expect_auth("GET", "/v1/files?path=hello.txt", NULL, 200,
 		    "application/json", "{\"contentsBase64\":\"aGVsbG8K\"}");
 	expect_auth("GET", "/v1/files?path=empty", NULL, 200,
@@ -579,13 +489,13 @@ START_TEST(files_read)
 		    "{\"contentsBase64\":\"c3BhY2U=\"}");
 	expect_auth("GET", "/v1/files?path=a%20b", NULL, 200,
 		    "application/json", "{\"contentsBase64\":\"c3BhY2U=\"}");
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_read_not_found)
 {
-	fixture("file", "x", 1);
+	ta_fixture(&ta_ag, "file", "x", 1);
 	expect_auth("GET", "/v1/files?path=missing", NULL, 404, TEXT,
 		    "PATH_NOT_FOUND: No such file in the sandbox: missing");
 	expect_auth("GET", "/v1/files?path=no/such/dir/f", NULL, 404, TEXT,
@@ -593,7 +503,7 @@ START_TEST(files_read_not_found)
 		    "no/such/dir/f");
 	expect_auth("GET", "/v1/files?path=file/below", NULL, 404, TEXT,
 		    "PATH_NOT_FOUND: No such file in the sandbox: file/below");
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -628,7 +538,7 @@ START_TEST(files_read_bad_paths)
 	expect_auth("GET", "/v1/files?path=x%00y", NULL, 400, TEXT,
 		    "PATH_REFUSED: Path 'x' refused: path carries a byte no "
 		    "path may hold");
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -641,7 +551,7 @@ START_TEST(files_absolute_paths_stay_inside)
 	expect_auth("GET", "/v1/files?path=%2Fetc%2Fpasswd", NULL, 404, TEXT,
 		    "PATH_NOT_FOUND: No such file in the sandbox: "
 		    "/etc/passwd");
-	fixture("etc/passwd", "inside", 6);
+	ta_fixture(&ta_ag, "etc/passwd", "inside", 6);
 	expect_auth("GET", "/v1/files?path=//etc/passwd", NULL, 200,
 		    "application/json", "{\"contentsBase64\":\"aW5zaWRl\"}");
 	expect_auth("PUT", "/v1/files",
@@ -655,13 +565,13 @@ START_TEST(files_absolute_paths_stay_inside)
 		ck_assert_str_eq(d, "x");
 		free(d);
 	}
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_symlinks_refused)
 {
-	fixture("real/file", "secret", 6);
+	ta_fixture(&ta_ag, "real/file", "secret", 6);
 	fixture_symlink("real", "linkdir");
 	fixture_symlink("real/file", "linkfile");
 	fixture_symlink("/etc", "out");
@@ -708,35 +618,35 @@ START_TEST(files_symlinks_refused)
 	{
 		size_t n;
 		char *d = file_contents("real/file", &n);
-		char *p = root_path("real/new");
+		char *p = ta_join(ta_ag.root, "real/new");
 
 		ck_assert_str_eq(d, "secret");
 		ck_assert_int_eq(access(p, F_OK), -1);
 		free(d);
 		free(p);
 	}
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_not_regular)
 {
-	char *fifo = root_path("fifo");
+	char *fifo = ta_join(ta_ag.root, "fifo");
 	struct th_resp r;
 	char url[256];
 	long long t0;
 
 	fixture_dir("dir");
 	ck_assert_int_eq(mkfifo(fifo, 0666), 0);
-	th_give_to_exec_user(ag.root);
+	th_give_to_exec_user(ta_ag.root);
 	expect_auth("GET", "/v1/files?path=dir", NULL, 400, TEXT,
 		    "REQUEST_INVALID: Request invalid: 'dir' is not a regular "
 		    "file");
 	/* A FIFO with no writer must not hang the read. */
-	snprintf(url, sizeof(url), "%s/v1/files?path=fifo", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/files?path=fifo", ta_ag.base);
 	t0 = th_now_ms();
 	{
-		const char *h[] = {ag.auth, NULL};
+		const char *h[] = {ta_ag.auth, NULL};
 
 		ck_assert_int_eq(
 			th_http_timeout("GET", url, h, NULL, 0, 5000, &r), 0);
@@ -757,13 +667,13 @@ START_TEST(files_not_regular)
 		    "REQUEST_INVALID: Request invalid: 'fifo' is not a regular "
 		    "file");
 	free(fifo);
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_device_node)
 {
-	char *dev = root_path("null");
+	char *dev = ta_join(ta_ag.root, "null");
 
 	if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) < 0) {
 		/* Only root can make one; nothing to test otherwise. */
@@ -771,7 +681,7 @@ START_TEST(files_device_node)
 		free(dev);
 		return;
 	}
-	th_give_to_exec_user(ag.root);
+	th_give_to_exec_user(ta_ag.root);
 	expect_auth("GET", "/v1/files?path=null", NULL, 400, TEXT,
 		    "REQUEST_INVALID: Request invalid: 'null' is not a "
 		    "regular file");
@@ -781,13 +691,13 @@ START_TEST(files_device_node)
 		    "REQUEST_INVALID: Request invalid: 'null' is not a "
 		    "regular file");
 	free(dev);
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_read_limit)
 {
-	char *p = root_path("big");
+	char *p = ta_join(ta_ag.root, "big");
 	struct th_resp r;
 	char url[256];
 	int fd;
@@ -796,15 +706,15 @@ START_TEST(files_read_limit)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, 33554433), 0);
 	close(fd);
-	th_give_to_exec_user(ag.root);
+	th_give_to_exec_user(ta_ag.root);
 	expect_auth("GET", "/v1/files?path=big", NULL, 400, TEXT,
 		    "REQUEST_INVALID: Request invalid: 'big' is over the "
 		    "33554432 byte transfer limit");
 	/* Exactly the limit is fine. */
 	ck_assert_int_eq(truncate(p, 33554432), 0);
-	snprintf(url, sizeof(url), "%s/v1/files?path=big", ag.base);
+	snprintf(url, sizeof(url), "%s/v1/files?path=big", ta_ag.base);
 	{
-		const char *h[] = {ag.auth, NULL};
+		const char *h[] = {ta_ag.auth, NULL};
 
 		th_http("GET", url, h, NULL, 0, &r);
 	}
@@ -812,7 +722,7 @@ START_TEST(files_read_limit)
 	ck_assert_uint_eq(r.body.len, 21 + 44739244);
 	th_resp_cleanup(&r);
 	free(p);
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -837,7 +747,7 @@ START_TEST(files_write)
 	ck_assert_uint_eq(n, 5);
 	ck_assert_str_eq(d, "hello");
 	free(d);
-	p = root_path("new.txt");
+	p = ta_join(ta_ag.root, "new.txt");
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 0666 & ~current_umask());
 	if (geteuid() == 0) {
@@ -870,7 +780,7 @@ START_TEST(files_write)
 		    204, NULL, "");
 	expect_auth("GET", "/v1/files?path=rt", NULL, 200, "application/json",
 		    "{\"contentsBase64\":\"AAECAw==\"}");
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -886,26 +796,26 @@ START_TEST(files_write_creates_parents)
 	d = file_contents("a/b/c/f", &n);
 	ck_assert_str_eq(d, "y");
 	free(d);
-	p = root_path("a/b");
+	p = ta_join(ta_ag.root, "a/b");
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_uint_eq(st.st_mode & 07777, 0777 & ~current_umask());
 	free(p);
 	/* A file where a parent should be. */
-	fixture("plain", "p", 1);
+	ta_fixture(&ta_ag, "plain", "p", 1);
 	expect_auth("PUT", "/v1/files",
 		    "{\"path\":\"plain/f\",\"contentsBase64\":\"eQ==\"}", 400,
 		    TEXT,
 		    "REQUEST_INVALID: Request invalid: 'plain' is not a "
 		    "directory");
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_write_bad_bodies)
 {
-	const char *h_text[] = {ag.auth, "Content-Type: text/plain", NULL};
-	const char *h_none[] = {ag.auth, NULL};
+	const char *h_text[] = {ta_ag.auth, "Content-Type: text/plain", NULL};
+	const char *h_none[] = {ta_ag.auth, NULL};
 
 	expect_auth("PUT", "/v1/files",
 		    "{\"path\":\"f\",\"contentsBase64\":\"aGV!bG8=\"}", 400,
@@ -960,12 +870,12 @@ START_TEST(files_write_bad_bodies)
 		    "{\"path\":\"\",\"contentsBase64\":\"\"}", 400, TEXT,
 		    "PATH_REFUSED: Path '' refused: path is empty");
 	{
-		char *p = root_path("f");
+		char *p = ta_join(ta_ag.root, "f");
 
 		ck_assert_int_eq(access(p, F_OK), -1);
 		free(p);
 	}
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -990,7 +900,7 @@ START_TEST(files_write_limit)
 	strcat(body + off + b64_encoded_len(n - 1), "\"}");
 	expect_auth("PUT", "/v1/files", body, 204, NULL, "");
 	{
-		char *p = root_path("big");
+		char *p = ta_join(ta_ag.root, "big");
 		struct stat st;
 
 		ck_assert_int_eq(stat(p, &st), 0);
@@ -999,7 +909,7 @@ START_TEST(files_write_limit)
 	}
 	free(raw);
 	free(body);
-	expect_alive();
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
@@ -1009,7 +919,7 @@ START_TEST(files_mkdir)
 	char *p;
 
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"x/y/z\"}", 204, NULL, "");
-	p = root_path("x/y/z");
+	p = ta_join(ta_ag.root, "x/y/z");
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_uint_eq(st.st_mode & 07777, 0777 & ~current_umask());
@@ -1020,7 +930,7 @@ START_TEST(files_mkdir)
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"x/y/z\"}", 204, NULL, "");
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"/x/y\"}", 204, NULL, "");
 	/* Refusals. */
-	fixture("file", "f", 1);
+	ta_fixture(&ta_ag, "file", "f", 1);
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"file\"}", 400, TEXT,
 		    "REQUEST_INVALID: Request invalid: 'file' is not a "
 		    "directory");
@@ -1041,725 +951,34 @@ START_TEST(files_mkdir)
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"a\\u0000\"}", 422, TEXT,
 		    "Failed to deserialize the JSON body into the target type");
 	{
-		const char *h[] = {ag.auth, NULL};
+		const char *h[] = {ta_ag.auth, NULL};
 
 		expect("POST", "/v1/mkdir", h, "{\"path\":\"a\"}", 415, TEXT,
 		       "Expected request with `Content-Type: "
 		       "application/json`");
 	}
-	expect_alive();
-}
-END_TEST
-
-/* ---- HTTP framing ---------------------------------------------------------- */
-
-/* Send req on a fresh connection; the answer (until the server closes or
- * timeout_ms) in out. */
-static void raw(const char *req, size_t n, struct buf *out, int timeout_ms)
-{
-	buf_init(out, 0);
-	ck_assert_int_ge(th_raw(ag.port, req, n, out, timeout_ms), 0);
-}
-
-START_TEST(http_declared_length_over_limit)
-{
-	struct buf out;
-	char req[512];
-	long long t0 = th_now_ms();
-	int n;
-
-	/* Headers only: the 413 must come without the body being sent. */
-	n = snprintf(req, sizeof(req),
-		     "PUT /v1/files HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 44743337\r\n\r\n",
-		     ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert(th_now_ms() - t0 < 4000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
-	ck_assert_ptr_nonnull(strstr(
-		out.data, "Content-Type: text/plain; charset=utf-8\r\n"));
-	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\n" TOO_LARGE));
-	buf_cleanup(&out);
-	/* A small route's limit is 64 KiB; a GET route takes no body. */
-	n = snprintf(req, sizeof(req),
-		     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 65537\r\n\r\n",
-		     ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
-	buf_cleanup(&out);
-	n = snprintf(req, sizeof(req),
-		     "GET /v1/files?path=a HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Length: 10\r\n\r\n",
-		     ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
-	buf_cleanup(&out);
-	/* The limit itself is fine (and is then waited for). */
-	n = snprintf(req, sizeof(req),
-		     "PUT /v1/files HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 44743336\r\n\r\n",
-		     ag.auth);
-	raw(req, (size_t)n, &out, 500);
-	ck_assert_uint_eq(out.len, 0);
-	buf_cleanup(&out);
-	expect_alive();
-}
-END_TEST
-
-/* A body whose end two readers could place differently is refused with
- * 400 before anything else is judged, and the connection is closed. */
-START_TEST(http_ambiguous_framing)
-{
-	static const char *const framings[] = {
-		"Content-Length: 12\r\nTransfer-Encoding: chunked\r\n",
-		"Transfer-Encoding: chunked\r\nContent-Length: 11\r\n",
-		"Content-Length: 12\r\nContent-Length: 11\r\n",
-		"Content-Length: 12\r\nContent-Length: 12\r\n",
-		"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
-	};
-	/* Either reading of it makes a mkdir, which must not happen. */
-	static const char body[] = "c\r\n{\"path\":\"x\"}\r\n0\r\n\r\n";
-	struct buf out;
-	char req[1024], *made = root_path("x");
-	struct stat st;
-	size_t i;
-	int n;
-
-	for (i = 0; i < sizeof(framings) / sizeof(framings[0]); i++) {
-		for (int with_cred = 0; with_cred < 2; with_cred++) {
-			n = snprintf(req, sizeof(req),
-				     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
-				     "%s%s"
-				     "Content-Type: application/json\r\n%s\r\n"
-				     "%s",
-				     with_cred ? ag.auth : "",
-				     with_cred ? "\r\n" : "", framings[i],
-				     body);
-			raw(req, (size_t)n, &out, 5000);
-			ck_assert_msg(out.len > 0 &&
-					      strncmp(out.data, "HTTP/1.1 400 ",
-						      13) == 0,
-				      "%s: %s", framings[i],
-				      out.data ? out.data : "(nothing)");
-			ck_assert_msg(strstr(out.data,
-					     "Invalid request framing") != NULL,
-				      "%s: %s", framings[i], out.data);
-			buf_cleanup(&out);
-			ck_assert_int_eq(lstat(made, &st), -1);
-		}
-	}
-	/* A list for a length is no length. */
-	n = snprintf(req, sizeof(req),
-		     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n%s\r\n"
-		     "Content-Type: application/json\r\n"
-		     "Content-Length: 14, 14\r\n\r\n{\"path\":\"x\"}\r\n",
-		     ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 400 ", 13) == 0, "%s",
-		      out.data);
-	buf_cleanup(&out);
-	ck_assert_int_eq(lstat(made, &st), -1);
-	free(made);
-	expect_alive();
-}
-END_TEST
-
-START_TEST(http_chunked_over_limit)
-{
-	struct buf req = BUF_INIT(0), out;
-	char chunk[4097];
-	int i;
-
-	memset(chunk, ' ', sizeof(chunk) - 1);
-	chunk[sizeof(chunk) - 1] = '\0';
-	ck_assert_int_eq(buf_printf(&req,
-				    "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
-				    "%s\r\nContent-Type: application/json\r\n"
-				    "Transfer-Encoding: chunked\r\n"
-				    "Connection: close\r\n\r\n",
-				    ag.auth),
-			 0);
-	/* 100 KiB of chunks against the 64 KiB limit. */
-	for (i = 0; i < 25; i++)
-		ck_assert_int_eq(buf_printf(&req, "1000\r\n%s\r\n", chunk), 0);
-	ck_assert_int_eq(buf_append_str(&req, "0\r\n\r\n"), 0);
-	raw(req.data, req.len, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 413 ", 13) == 0, "%s",
-		      out.data);
-	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\n" TOO_LARGE));
-	buf_cleanup(&out);
-	buf_cleanup(&req);
-	/* A chunked body within the limit works. */
-	buf_init(&req, 0);
-	ck_assert_int_eq(buf_printf(&req,
-				    "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
-				    "%s\r\nContent-Type: application/json\r\n"
-				    "Transfer-Encoding: chunked\r\n"
-				    "Connection: close\r\n\r\n"
-				    "5\r\n{\"pat\r\n"
-				    "a\r\nh\":\"chunk\"\r\n1\r\n}\r\n0\r\n\r\n",
-				    ag.auth),
-			 0);
-	raw(req.data, req.len, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 204 ", 13) == 0, "%s",
-		      out.data);
-	buf_cleanup(&out);
-	buf_cleanup(&req);
-	{
-		char *p = root_path("chunk");
-
-		ck_assert_int_eq(access(p, F_OK), 0);
-		free(p);
-	}
-	expect_alive();
-}
-END_TEST
-
-static int count(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	while (hay != NULL && (hay = strstr(hay, needle)) != NULL) {
-		n++;
-		hay++;
-	}
-	return n;
-}
-
-START_TEST(http_keep_alive)
-{
-	struct buf out;
-	char req[1024];
-	int n;
-
-	fixture("k", "keep", 4);
-	/* Two requests on one connection, the second closing it. */
-	n = snprintf(req, sizeof(req),
-		     "GET /v1/files?path=k HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n"
-		     "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
-		     "Connection: close\r\n\r\n",
-		     ag.auth);
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_int_eq(count(out.data, "HTTP/1.1 200 OK\r\n"), 2);
-	ck_assert_ptr_nonnull(strstr(out.data,
-				     "{\"contentsBase64\":\"a2VlcA==\"}"
-				     "HTTP/1.1 200"));
-	buf_cleanup(&out);
-	/* A refusal with a small body keeps the connection too. */
-	n = snprintf(req, sizeof(req),
-		     "POST /v1/mkdir HTTP/1.1\r\nHost: x\r\n"
-		     "Content-Type: application/json\r\nContent-Length: 12\r\n"
-		     "\r\n{\"path\":\"z\"}"
-		     "GET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n"
-		     "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
-		     "Connection: close\r\n\r\n");
-	raw(req, (size_t)n, &out, 5000);
-	ck_assert_msg(strncmp(out.data, "HTTP/1.1 401 ", 13) == 0, "%s",
-		      out.data);
-	ck_assert_int_eq(count(out.data, "HTTP/1.1 404 "), 1);
-	ck_assert_int_eq(count(out.data, "HTTP/1.1 200 OK\r\n"), 1);
-	buf_cleanup(&out);
-	expect_alive();
-}
-END_TEST
-
-/* ---- the credential file ---------------------------------------------------- */
-
-START_TEST(credential_file)
-{
-	struct stat st;
-	char *t;
-	size_t n;
-
-	ck_assert_int_eq(stat(ag.token_file, &st), 0);
-	ck_assert_uint_eq(st.st_mode & 0777, 0600);
-	t = th_read_file(ag.token_file, &n);
-	ck_assert_uint_eq(n, 44);
-	ck_assert_ptr_null(strchr(t, '\n'));
-	ck_assert(token_valid(t, n));
-	free(t);
-}
-END_TEST
-
-START_TEST(credential_never_shown)
-{
-	const char *args[] = {"--log-level", "debug", NULL};
-	char *dir = th_tmpdir("agent-log"), *log, *text, path[128];
-	struct th_agent a2;
-	size_t n;
-
-	ck_assert(asprintf(&log, "%s/stderr", dir) > 0);
-	th_agent_start_logged(&a2, args, true, log);
-	/* Traffic that a careless log would echo the header of. */
-	{
-		const char *h[] = {a2.auth, NULL};
-		struct th_resp r;
-		char url[128];
-
-		snprintf(url, sizeof(url), "%s/v1/files?path=x", a2.base);
-		th_http("GET", url, h, NULL, 0, &r);
-		th_resp_cleanup(&r);
-	}
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)a2.pid);
-	text = th_read_file(path, &n);
-	ck_assert_ptr_nonnull(text);
-	ck_assert_ptr_null(memmem(text, n, a2.token, 44));
-	free(text);
-	snprintf(path, sizeof(path), "/proc/%d/environ", (int)a2.pid);
-	text = th_read_file(path, &n);
-	if (text != NULL)
-		ck_assert_ptr_null(memmem(text, n, a2.token, 44));
-	free(text);
-	ck_assert_int_eq(th_agent_terminate(&a2), 0);
-	text = th_read_file(log, &n);
-	ck_assert_ptr_nonnull(text);
-	ck_assert_ptr_nonnull(strstr(text, "GET /v1/files 404"));
-	ck_assert_ptr_null(memmem(text, n, a2.token, 44));
-	free(text);
-	th_agent_stop(&a2);
-	th_rmtree(dir);
-	free(dir);
-	free(log);
-}
-END_TEST
-
-START_TEST(credential_parent_made)
-{
-	char *dir = th_tmpdir("agent-tok"), *tok, *root, *portf, *text;
-	const char *argv[16];
-	long long deadline;
-	struct stat st;
-	int status;
-	pid_t pid;
-
-	ck_assert(asprintf(&root, "%s/root", dir) > 0);
-	ck_assert(asprintf(&tok, "%s/a/b/token", dir) > 0);
-	ck_assert(asprintf(&portf, "%s/port", dir) > 0);
-	ck_assert_int_eq(mkdir(root, 0755), 0);
-	argv[0] = th_program("sandbox-agent");
-	argv[1] = "--root";
-	argv[2] = root;
-	argv[3] = "--token-file";
-	argv[4] = tok;
-	argv[5] = "--port";
-	argv[6] = "0";
-	argv[7] = "--port-file";
-	argv[8] = portf;
-	argv[9] = "--confine";
-	argv[10] = "none";
-	argv[11] = NULL;
-	pid = fork();
-	ck_assert(pid >= 0);
-	if (pid == 0) {
-		execv(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	deadline = th_now_ms() + 10000;
-	while ((text = th_read_file(portf, NULL)) == NULL) {
-		ck_assert(th_now_ms() < deadline);
-		usleep(10000);
-	}
-	free(text);
-	ck_assert_int_eq(lstat(tok, &st), 0);
-	ck_assert_uint_eq(st.st_mode & 0777, 0600);
-	ck_assert_int_eq(st.st_size, 44);
-	*strrchr(tok, '/') = '\0';
-	ck_assert_int_eq(stat(tok, &st), 0);
-	ck_assert_uint_eq(st.st_mode & 0777, 0700);
-	*strrchr(tok, '/') = '\0';
-	ck_assert_int_eq(stat(tok, &st), 0);
-	ck_assert_uint_eq(st.st_mode & 0777, 0700);
-	kill(pid, SIGTERM);
-	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* The port file goes with the agent. */
-	ck_assert_int_eq(access(portf, F_OK), -1);
-	th_rmtree(dir);
-	free(dir);
-	free(root);
-	free(tok);
-	free(portf);
-}
-END_TEST
-
-/* ---- the command line -------------------------------------------------------- */
-
-START_TEST(config_errors)
-{
-	char *dir = th_tmpdir("agent-cfg"), *root, *file, *tok, *err, want[64];
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
-	int status, s;
-
-	ck_assert(asprintf(&root, "%s/root", dir) > 0);
-	ck_assert(asprintf(&file, "%s/file", dir) > 0);
-	ck_assert(asprintf(&tok, "%s/token", dir) > 0);
-	ck_assert_int_eq(mkdir(root, 0755), 0);
-	th_write_file(file, "x", 1);
-	unsetenv("ALIEN_SANDBOX_ROOT");
-
-	{
-		const char *args[] = {"--token-file", tok, NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-		ck_assert_str_eq(err, "sandbox-agent: --root (or "
-				      "ALIEN_SANDBOX_ROOT) is required\n");
-		free(err);
-	}
-	{
-		const char *args[] = {"--root", file, "--token-file", tok,
-				      NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-		ck_assert_ptr_nonnull(strstr(err, "is not a directory"));
-		free(err);
-	}
-	{
-		const char *args[] = {"--root", root, "--bogus", NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-		free(err);
-	}
-	{
-		const char *args[] = {"--root",	      root, "--port", "70000",
-				      "--token-file", tok,  NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-		ck_assert_str_eq(err,
-				 "sandbox-agent: --port: bad port '70000'\n");
-		free(err);
-	}
-	/* A port in use. */
-	s = socket(AF_INET, SOCK_STREAM, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(s, 1), 0);
-	ck_assert_int_eq(getsockname(s, (struct sockaddr *)&sa, &sl), 0);
-	snprintf(want, sizeof(want), "%u", ntohs(sa.sin_port));
-	{
-		/* Exactly one line: nothing else is logged at warn. */
-		const char *args[] = {
-			"--root",    root,   "--listen",     "127.0.0.1",
-			"--port",    want,   "--token-file", tok,
-			"--confine", "none", "--log-level",  "warn",
-			NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-		snprintf(want, sizeof(want),
-			 "sandbox-agent: port %u is in use\n",
-			 ntohs(sa.sin_port));
-		ck_assert_str_eq(err, want);
-		free(err);
-	}
-	close(s);
-	if (geteuid() == 0) {
-		const char *args[] = {"--root", root,		"--exec-user",
-				      "0:0",	"--token-file", tok,
-				      NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
-		ck_assert_str_eq(err, "sandbox-agent: refusing to run "
-				      "commands as uid or gid 0\n");
-		free(err);
-	}
-	{
-		const char *args[] = {"--help", NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-		ck_assert_ptr_nonnull(strstr(err, "--root DIR"));
-		free(err);
-	}
-	{
-		const char *args[] = {"--version", NULL};
-
-		status = run_agent(args, &err);
-		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-		ck_assert_str_eq(err, "sandbox-agent " PACKAGE_VERSION
-				      " (agent protocol v1)\n");
-		free(err);
-	}
-	th_rmtree(dir);
-	free(dir);
-	free(root);
-	free(file);
-	free(tok);
-}
-END_TEST
-
-START_TEST(config_files_and_exit)
-{
-	char *portf, *pidf, *text;
-	const char *args[] = {"--pid-file", NULL, NULL};
-	struct th_agent a2;
-	int status;
-
-	/* A pid file, the port file in decimal, exit 0 on SIGTERM. */
-	text = th_tmpdir("agent-pid");
-	ck_assert(asprintf(&pidf, "%s/pid", text) > 0);
-	args[1] = pidf;
-	th_agent_start(&a2, args, false);
-	ck_assert(asprintf(&portf, "%s/port", a2.dir) > 0);
-	{
-		char *p = th_read_file(portf, NULL), want[32];
-
-		snprintf(want, sizeof(want), "%u\n", a2.port);
-		ck_assert_str_eq(p, want);
-		free(p);
-		p = th_read_file(pidf, NULL);
-		snprintf(want, sizeof(want), "%d\n", (int)a2.pid);
-		ck_assert_str_eq(p, want);
-		free(p);
-	}
-	status = th_agent_terminate(&a2);
-	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	ck_assert_int_eq(access(pidf, F_OK), -1);
-	th_agent_stop(&a2);
-	th_rmtree(text);
-	free(text);
-	free(pidf);
-	free(portf);
-}
-END_TEST
-
-/* ---- connections ------------------------------------------------------------ */
-
-/* A connection to the agent that has sent part of a request line and
- * headers, non-blocking (-1 when the agent refused it). */
-static int slow_client(unsigned port)
-{
-	static const char start[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
-	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	ck_assert_int_ge(fd, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return -1;
-	}
-	fcntl(fd, F_SETFL, O_NONBLOCK);
-	if (send(fd, start, sizeof(start) - 1, MSG_NOSIGNAL) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* One more header byte on each connection still open; how many are. */
-static int trickle(int *fds, int n)
-{
-	int i, open = 0;
-	char c;
-
-	for (i = 0; i < n; i++) {
-		if (fds[i] < 0)
-			continue;
-		/* A connection the agent closed reads as its end. */
-		if (recv(fds[i], &c, 1, MSG_DONTWAIT) == 0 ||
-		    send(fds[i], "X", 1, MSG_NOSIGNAL) < 0) {
-			close(fds[i]);
-			fds[i] = -1;
-			continue;
-		}
-		open++;
-	}
-	return open;
-}
-
-static void raise_nofile(rlim_t want)
-{
-	struct rlimit rl;
-
-	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_cur >= want)
-		return;
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
-		ck_abort_msg("RLIMIT_NOFILE's hard limit %lu is below %lu",
-			     (unsigned long)rl.rlim_max, (unsigned long)want);
-	rl.rlim_cur = want;
-	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
-}
-
-/*
- * Slowloris: more connections than the agent serves at once, each
- * trickling a header byte a second, must not keep a real client out:
- * its health request is answered at once, every time, while they go on.
- */
-START_TEST(conn_slowloris_health_answers)
-{
-	enum { SLOW = 1100 };
-	static int fds[SLOW];
-	long long t0, worst = 0, end;
-	struct th_resp r;
-	char url[128];
-	int i, opened = 0;
-
-	raise_nofile(SLOW + 256);
-	th_agent_start(&ag, NULL, false);
-	for (i = 0; i < SLOW; i++) {
-		fds[i] = slow_client(ag.port);
-		opened += fds[i] >= 0;
-	}
-	ck_assert_int_gt(opened, 1024);
-	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
-	end = th_now_ms() + 8000;
-	while (th_now_ms() < end) {
-		trickle(fds, SLOW);
-		t0 = th_now_ms();
-		ck_assert_msg(th_http_timeout("GET", url, NULL, NULL, 0, 5000,
-					      &r) == 0,
-			      "health did not answer within 5 s among %d slow "
-			      "connections",
-			      SLOW);
-		ck_assert_int_eq(r.status, 200);
-		th_resp_cleanup(&r);
-		if (th_now_ms() - t0 > worst)
-			worst = th_now_ms() - t0;
-		usleep(500 * 1000);
-	}
-	/* Well within a client's deadline (the mount's is 60 s). */
-	ck_assert_msg(worst < 2000, "health took %lld ms", worst);
-	for (i = 0; i < SLOW; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	th_agent_stop(&ag);
-}
-END_TEST
-
-/* A client that trickles its request, or never sends one, is closed at
- * the agent's deadlines; one that is quick is not. */
-START_TEST(conn_deadlines_close_slow_clients)
-{
-	static const char *const args[] = {"--request-timeout", "2",
-					   "--idle-timeout", "3", NULL};
-	enum { N = 8 };
-	int fds[N], idle, i, open;
-	struct sockaddr_in sa;
-	long long end;
-	char c;
-
-	th_agent_start(&ag, args, false);
-	for (i = 0; i < N; i++)
-		fds[i] = slow_client(ag.port);
-	idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)ag.port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(connect(idle, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	/* Within the deadline they are all served still. */
-	usleep(500 * 1000);
-	ck_assert_int_eq(trickle(fds, N), N);
-	/* A byte every half second keeps no connection past 2 s (and the
-	 * 1 s the agent looks at them). */
-	end = th_now_ms() + 6000;
-	do {
-		usleep(500 * 1000);
-		open = trickle(fds, N);
-	} while (open > 0 && th_now_ms() < end);
-	ck_assert_msg(open == 0, "%d trickling connections still open", open);
-	/* The one that never sent anything went at its idle deadline. */
-	ck_assert_int_eq(recv(idle, &c, 1, 0), 0);
-	close(idle);
-	expect_alive();
-	th_agent_stop(&ag);
+	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 Suite *make_agent_suite(void)
 {
 	Suite *s = suite_create("agent");
-	TCase *tc;
 
-	tc = tcase_create("health");
-	tcase_add_checked_fixture(tc, start_unactivated, stop_agent);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, health_before_activation);
-	tcase_add_test(tc, health_after_activation);
-	tcase_add_test(tc, health_version_mismatch);
-	tcase_add_test(tc, health_new_boot_per_start);
-	tcase_add_test(tc, health_strict_v1);
-	tcase_add_test(tc, health_max_write_option);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("auth");
-	tcase_add_checked_fixture(tc, start_unactivated, stop_agent);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, auth_missing_credential);
-	tcase_add_test(tc, auth_wrong_credential);
-	tcase_add_test(tc, gate_before_activation);
-	tcase_add_test(tc, public_routes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("routing");
-	tcase_add_checked_fixture(tc, start_activated, stop_agent);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, unknown_route_is_empty_404);
-	tcase_add_test(tc, wrong_method_is_empty_405);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("files");
-	tcase_add_checked_fixture(tc, start_activated, stop_agent);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, files_read);
-	tcase_add_test(tc, files_read_not_found);
-	tcase_add_test(tc, files_read_bad_paths);
-	tcase_add_test(tc, files_absolute_paths_stay_inside);
-	tcase_add_test(tc, files_symlinks_refused);
-	tcase_add_test(tc, files_not_regular);
-	tcase_add_test(tc, files_device_node);
-	tcase_add_test(tc, files_read_limit);
-	tcase_add_test(tc, files_write);
-	tcase_add_test(tc, files_write_creates_parents);
-	tcase_add_test(tc, files_write_bad_bodies);
-	tcase_add_test(tc, files_write_limit);
-	tcase_add_test(tc, files_mkdir);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("http");
-	tcase_add_checked_fixture(tc, start_activated, stop_agent);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, http_declared_length_over_limit);
-	tcase_add_test(tc, http_chunked_over_limit);
-	tcase_add_test(tc, http_keep_alive);
-	tcase_add_test(tc, http_ambiguous_framing);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("connections");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, conn_slowloris_health_answers);
-	tcase_add_test(tc, conn_deadlines_close_slow_clients);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("credential");
-	tcase_add_checked_fixture(tc, start_unactivated, stop_agent);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, credential_file);
-	tcase_add_test(tc, credential_never_shown);
-	tcase_add_test(tc, credential_parent_made);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("config");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, config_errors);
-	tcase_add_test(tc, config_files_and_exit);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "health", ta_agent_setup_unactivated, ta_agent_teardown, 60,
+		health_before_activation, health_after_activation,
+		health_version_mismatch, health_new_boot_per_start,
+		health_strict_v1, health_max_write_option);
+	TA_CASE(s, "auth", ta_agent_setup_unactivated, ta_agent_teardown, 60,
+		auth_missing_credential, auth_wrong_credential,
+		gate_before_activation, public_routes);
+	TA_CASE(s, "routing", ta_agent_setup, ta_agent_teardown, 60,
+		unknown_route_is_empty_404, wrong_method_is_empty_405);
+	TA_CASE(s, "files", ta_agent_setup, ta_agent_teardown, 120, files_read,
+		files_read_not_found, files_read_bad_paths,
+		files_absolute_paths_stay_inside, files_symlinks_refused,
+		files_not_regular, files_device_node, files_read_limit,
+		files_write, files_write_creates_parents,
+		files_write_bad_bodies, files_write_limit, files_mkdir);
 	return s;
 }

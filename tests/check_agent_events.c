@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Suite agent_events: the change events (doc/protocol-ext.md, "Change
- * events"). The "decode" case checks the answer's encoder and decoder
- * (exact text, bounds, refusals); the "wire" case changes files directly
+ * events"). The "wire" case changes files directly
  * in a real agent's root, as a job would, and through its file routes,
  * and checks the exact events; the "client" case goes through the
  * transport and ac_events; the "scale" case watches 100,000 directories
- * and prints how long that took and what it cost the agent.
+ * and prints how long that took and what it cost the agent. The answer's
+ * encoder and decoder are suite agent_events_decode.
  *
  * The agent answers a request once it has taken in everything the kernel
  * had queued when the request came, so a test that makes its changes and
@@ -37,324 +37,10 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
+#include "tests/agent_helpers.h"
 #include "tests/helpers.h"
 #include "tests/stub_provider.h"
 #include "client/transport.h"
-
-#define S(lit) lit, sizeof(lit) - 1
-#define NOBODY 65534
-
-/* ---- decoding ------------------------------------------------------------ */
-
-static int decode_str(const char *text, struct proto_events *out)
-{
-	return proto_events_decode(text, strlen(text), out);
-}
-
-START_TEST(decode_round_trip)
-{
-	struct proto_event e[3];
-	struct proto_events d;
-	struct buf b = BUF_INIT(0);
-
-	memset(e, 0, sizeof(e));
-	e[0].seq = 7;
-	e[0].type = PROTO_EV_CREATE;
-	e[0].dir = true;
-	e[0].path = (char *)"a";
-	e[1].seq = 8;
-	e[1].type = PROTO_EV_RENAME;
-	e[1].path = (char *)"a/x \"q\"";
-	e[1].to = (char *)"";
-	strcpy(e[1].by, "m-1");
-	e[2].seq = 9007199254740993ULL;
-	e[2].type = PROTO_EV_ATTR;
-	e[2].path = (char *)"";
-	ck_assert_int_eq(proto_events_begin(&b, "boot-1"), 0);
-	ck_assert_int_eq(proto_events_add(&b, true, &e[0]), 0);
-	ck_assert_int_eq(proto_events_add(&b, false, &e[1]), 0);
-	ck_assert_int_eq(proto_events_add(&b, false, &e[2]), 0);
-	ck_assert_int_eq(proto_events_end(&b, 9007199254740993ULL, NULL), 0);
-	ck_assert_str_eq(
-		b.data,
-		"{\"bootId\":\"boot-1\",\"events\":["
-		"{\"seq\":7,\"type\":\"create\",\"path\":\"/a\",\"dir\":true},"
-		"{\"seq\":8,\"type\":\"rename\",\"path\":\"/a/x \\\"q\\\"\","
-		"\"to\":\"/\",\"dir\":false,\"by\":\"m-1\"},"
-		"{\"seq\":\"9007199254740993\",\"type\":\"attr\",\"path\":\"/"
-		"\","
-		"\"dir\":false}],\"next\":\"9007199254740993\"}");
-	ck_assert_int_eq(proto_events_decode(b.data, b.len, &d), 0);
-	ck_assert_str_eq(d.boot_id, "boot-1");
-	ck_assert_uint_eq(d.next, 9007199254740993ULL);
-	ck_assert(!d.lost);
-	ck_assert_str_eq(d.unavailable, "");
-	ck_assert_uint_eq(d.n, 3);
-	ck_assert_uint_eq(d.ev[0].seq, 7);
-	ck_assert_int_eq(d.ev[0].type, PROTO_EV_CREATE);
-	ck_assert(d.ev[0].dir);
-	ck_assert_str_eq(d.ev[0].path, "a");
-	ck_assert_ptr_null(d.ev[0].to);
-	ck_assert_str_eq(d.ev[0].by, "");
-	ck_assert_int_eq(d.ev[1].type, PROTO_EV_RENAME);
-	ck_assert_str_eq(d.ev[1].path, "a/x \"q\"");
-	ck_assert_str_eq(d.ev[1].to, "");
-	ck_assert_str_eq(d.ev[1].by, "m-1");
-	ck_assert_uint_eq(d.ev[2].seq, 9007199254740993ULL);
-	ck_assert_str_eq(d.ev[2].path, "");
-	proto_events_cleanup(&d);
-	proto_events_cleanup(&d); /* twice is harmless */
-	buf_cleanup(&b);
-}
-END_TEST
-
-START_TEST(decode_lost_and_unavailable)
-{
-	struct proto_events d;
-	struct proto_event e;
-	struct buf b = BUF_INIT(0);
-
-	ck_assert_int_eq(decode_str("{\"bootId\":\"b\",\"events\":[{\"seq\":5,"
-				    "\"type\":\"lost\"}],\"next\":5}",
-				    &d),
-			 0);
-	ck_assert(d.lost);
-	ck_assert_uint_eq(d.n, 0);
-	ck_assert_uint_eq(d.next, 5);
-	ck_assert_str_eq(d.unavailable, "");
-	proto_events_cleanup(&d);
-
-	/* a lost event among others makes them moot */
-	ck_assert_int_eq(
-		decode_str(
-			"{\"bootId\":\"b\",\"events\":[{\"seq\":4,\"type\":"
-			"\"write\",\"path\":\"/x\",\"dir\":false},{\"seq\":5,"
-			"\"type\":\"lost\"}],\"next\":5}",
-			&d),
-		0);
-	ck_assert(d.lost);
-	ck_assert_uint_eq(d.n, 0);
-	proto_events_cleanup(&d);
-
-	memset(&e, 0, sizeof(e));
-	e.seq = 3;
-	e.type = PROTO_EV_LOST;
-	ck_assert_int_eq(proto_events_begin(&b, "b"), 0);
-	ck_assert_int_eq(proto_events_add(&b, true, &e), 0);
-	ck_assert_int_eq(proto_events_end(&b, 3, "the limit"), 0);
-	ck_assert_str_eq(b.data, "{\"bootId\":\"b\",\"events\":[{\"seq\":3,"
-				 "\"type\":\"lost\"}],\"next\":3,"
-				 "\"unavailable\":\"the limit\"}");
-	ck_assert_int_eq(proto_events_decode(b.data, b.len, &d), 0);
-	ck_assert(d.lost);
-	ck_assert_str_eq(d.unavailable, "the limit");
-	proto_events_cleanup(&d);
-	buf_cleanup(&b);
-
-	/* a type this client does not know still has its path checked */
-	ck_assert_int_eq(decode_str("{\"bootId\":\"b\",\"events\":[{\"seq\":1,"
-				    "\"type\":\"frob\",\"path\":\"/q\"}],"
-				    "\"next\":1}",
-				    &d),
-			 0);
-	ck_assert_int_eq(d.ev[0].type, PROTO_EV_OTHER);
-	ck_assert_str_eq(d.ev[0].path, "q");
-	ck_assert(!d.ev[0].dir);
-	proto_events_cleanup(&d);
-	ck_assert_int_eq(decode_str("{\"bootId\":\"b\",\"events\":[{\"seq\":1,"
-				    "\"type\":\"frob\"}],\"next\":1}",
-				    &d),
-			 -EPROTO);
-}
-END_TEST
-
-START_TEST(decode_refusals)
-{
-	static const char *const bad[] = {
-		"",
-		"[]",
-		"not json",
-		"{\"events\":[],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[]}",
-		"{\"bootId\":\"b\",\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":{},\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[],\"next\":-1}",
-		"{\"bootId\":\"b\",\"events\":[],\"next\":\"1x\"}",
-		"{\"bootId\":7,\"events\":[],\"next\":1}",
-		/* events */
-		"{\"bootId\":\"b\",\"events\":[1],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"type\":\"create\","
-		"\"path\":\"/a\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,"
-		"\"path\":\"/a\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\"}]"
-		","
-		"\"next\":1}",
-		/* paths: absolute, canonical, no way up */
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"a\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a/../b\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/..\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a//b\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a/./b\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a/\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a\\u0000b\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":7}],\"next\":1}",
-		/* a rename needs where it went */
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"rename\","
-		"\"path\":\"/a\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"rename\","
-		"\"path\":\"/a\",\"to\":\"b\"}],\"next\":1}",
-		/* by is a client name */
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a\",\"by\":\"a b\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a\",\"by\":\"\"}],\"next\":1}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		"\"path\":\"/a\",\"dir\":1}],\"next\":1}",
-		/* order: seqs grow, none past next */
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":2,\"type\":\"create\","
-		"\"path\":\"/a\"},{\"seq\":2,\"type\":\"create\","
-		"\"path\":\"/b\"}],\"next\":2}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":3,\"type\":\"create\","
-		"\"path\":\"/a\"},{\"seq\":2,\"type\":\"create\","
-		"\"path\":\"/b\"}],\"next\":3}",
-		"{\"bootId\":\"b\",\"events\":[{\"seq\":3,\"type\":\"create\","
-		"\"path\":\"/a\"}],\"next\":2}",
-	};
-	struct proto_events d;
-	struct buf b = BUF_INIT(0);
-	char *big;
-	size_t i;
-
-	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(decode_str(bad[i], &d) == -EPROTO, "accepted %s",
-			      bad[i]);
-
-	/* a by of 64 characters is a name, 65 is not */
-	big = malloc(512);
-	snprintf(big, 512,
-		 "{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		 "\"path\":\"/a\",\"by\":\"%064d\"}],\"next\":1}",
-		 0);
-	ck_assert_int_eq(decode_str(big, &d), 0);
-	ck_assert_uint_eq(strlen(d.ev[0].by), 64);
-	proto_events_cleanup(&d);
-	snprintf(big, 512,
-		 "{\"bootId\":\"b\",\"events\":[{\"seq\":1,\"type\":\"create\","
-		 "\"path\":\"/a\",\"by\":\"%065d\"}],\"next\":1}",
-		 0);
-	ck_assert_int_eq(decode_str(big, &d), -EPROTO);
-	free(big);
-
-	/* a path of 4096 bytes with its '/' is the longest */
-	for (i = 4096; i <= 4097; i++) {
-		size_t k;
-
-		ck_assert_int_eq(buf_append_str(&b,
-						"{\"bootId\":\"b\",\"events\":"
-						"[{\"seq\":1,\"type\":"
-						"\"write\",\"path\":\""),
-				 0);
-		for (k = 0; k < i; k++)
-			ck_assert_int_eq(
-				buf_append(&b, k % 200 == 0 ? "/" : "p", 1), 0);
-		ck_assert_int_eq(buf_append_str(&b, "\"}],\"next\":1}"), 0);
-		ck_assert_int_eq(proto_events_decode(b.data, b.len, &d),
-				 i == 4096 ? 0 : -EPROTO);
-		if (i == 4096) {
-			ck_assert_uint_eq(strlen(d.ev[0].path), 4095);
-			proto_events_cleanup(&d);
-		}
-		buf_reset(&b);
-	}
-
-	/* at most PROTO_EXT_EVENTS_MAX events */
-	for (i = 0; i <= PROTO_EXT_EVENTS_MAX; i++) {
-		ck_assert_int_eq(
-			buf_printf(&b,
-				   "%s{\"seq\":%zu,\"type\":\"write\","
-				   "\"path\":\"/f\"}",
-				   i == 0 ? "{\"bootId\":\"b\",\"events\":["
-					  : ",",
-				   i + 1),
-			0);
-		if (i + 1 == PROTO_EXT_EVENTS_MAX) {
-			struct buf ok = BUF_INIT(0);
-
-			ck_assert_int_eq(buf_append(&ok, b.data, b.len), 0);
-			ck_assert_int_eq(
-				buf_printf(&ok, "],\"next\":%zu}", i + 1), 0);
-			ck_assert_int_eq(
-				proto_events_decode(ok.data, ok.len, &d), 0);
-			ck_assert_uint_eq(d.n, PROTO_EXT_EVENTS_MAX);
-			proto_events_cleanup(&d);
-			buf_cleanup(&ok);
-		}
-	}
-	ck_assert_int_eq(buf_printf(&b, "],\"next\":%zu}", i), 0);
-	ck_assert_int_eq(proto_events_decode(b.data, b.len, &d), -EPROTO);
-	buf_reset(&b);
-
-	/* an answer longer than the bound is refused before parsing */
-	ck_assert_int_eq(buf_append_str(&b, "{\"bootId\":\"b\",\"events\":[],"
-					    "\"next\":1}"),
-			 0);
-	while (b.len <= PROTO_EXT_EVENTS_MAX_BYTES)
-		ck_assert_int_eq(buf_append_str(&b, "                "), 0);
-	ck_assert_int_eq(proto_events_decode(b.data, b.len, &d), -EPROTO);
-	buf_cleanup(&b);
-}
-END_TEST
-
-START_TEST(decode_health_members)
-{
-	struct proto_health h, d;
-	struct buf b = BUF_INIT(0);
-
-	memset(&h, 0, sizeof(h));
-	h.protocol_version = 1;
-	h.ext_files = PROTO_EXT_FILES_VERSION;
-	h.ext_events = PROTO_EXT_EVENTS_VERSION;
-	ck_assert_int_eq(proto_health_encode(&h, &b), 0);
-	ck_assert_ptr_nonnull(strstr(b.data, "\"events\":1"));
-	ck_assert_ptr_null(strstr(b.data, "eventsUnavailable"));
-	ck_assert_int_eq(proto_health_decode(b.data, b.len, &d), 0);
-	ck_assert_int_eq(d.ext_events, 1);
-	ck_assert_str_eq(d.ext_events_why, "");
-	buf_reset(&b);
-
-	h.ext_events = 0;
-	strcpy(h.ext_events_why, "no watches");
-	ck_assert_int_eq(proto_health_encode(&h, &b), 0);
-	ck_assert_ptr_nonnull(strstr(b.data,
-				     "\"events\":0,\"eventsUnavailable\":\"no "
-				     "watches\""));
-	ck_assert_int_eq(proto_health_decode(b.data, b.len, &d), 0);
-	ck_assert_int_eq(d.ext_events, 0);
-	ck_assert_str_eq(d.ext_events_why, "no watches");
-	buf_cleanup(&b);
-
-	ck_assert(proto_client_id_valid("a"));
-	ck_assert(proto_client_id_valid("Mount-7f3a"));
-	ck_assert(!proto_client_id_valid(""));
-	ck_assert(!proto_client_id_valid("a_b"));
-	ck_assert(!proto_client_id_valid("a b"));
-	ck_assert(proto_client_id_valid("01234567890123456789012345678901234567"
-					"89012345678901234567890123"));
-	ck_assert(!proto_client_id_valid("0123456789012345678901234567890123456"
-					 "7890123456789012345678901234"));
-}
-END_TEST
 
 /* ---- against a real agent ----------------------------------------------- */
 
@@ -368,15 +54,6 @@ static void wire_setup(void)
 static void wire_teardown(void)
 {
 	th_agent_stop(&ag);
-}
-
-static char *at(const struct th_agent *a, const char *rel)
-{
-	char *p;
-
-	if (asprintf(&p, "%s/%s", a->root, rel) < 0)
-		ck_abort_msg("asprintf");
-	return p;
 }
 
 /* GET events: since NULL for "now"; the answer decoded, with its time. */
@@ -474,8 +151,10 @@ static void put(const char *path, const char *text, int flags)
 
 START_TEST(wire_files_and_dirs)
 {
-	char *f = at(&ag, "f"), *d = at(&ag, "d"), *dg = at(&ag, "d/g");
-	char *e = at(&ag, "e"), *eg = at(&ag, "e/g"), *l = at(&ag, "l");
+	char *f = ta_join(ag.root, "f"), *d = ta_join(ag.root, "d"),
+	     *dg = ta_join(ag.root, "d/g");
+	char *e = ta_join(ag.root, "e"), *eg = ta_join(ag.root, "e/g"),
+	     *l = ta_join(ag.root, "l");
 	uint64_t since = events_now(&ag);
 	int i;
 
@@ -529,7 +208,7 @@ END_TEST
 
 static void mkdirs(const char *a, const char *b)
 {
-	char *p = at(&ag, a), *q = at(&ag, b);
+	char *p = ta_join(ag.root, a), *q = ta_join(ag.root, b);
 
 	ck_assert_int_eq(mkdir(p, 0755), 0);
 	ck_assert_int_eq(mkdir(q, 0755), 0);
@@ -539,7 +218,7 @@ static void mkdirs(const char *a, const char *b)
 
 static void exchange(const char *a, const char *b)
 {
-	char *p = at(&ag, a), *q = at(&ag, b);
+	char *p = ta_join(ag.root, a), *q = ta_join(ag.root, b);
 
 	ck_assert_int_eq(renameat2(AT_FDCWD, p, AT_FDCWD, q, RENAME_EXCHANGE),
 			 0);
@@ -549,7 +228,7 @@ static void exchange(const char *a, const char *b)
 
 static void put_at(const char *rel)
 {
-	char *p = at(&ag, rel);
+	char *p = ta_join(ag.root, rel);
 
 	put(p, "1", 0);
 	free(p);
@@ -558,7 +237,7 @@ static void put_at(const char *rel)
 /* Directories renamed over directories: the watches follow, no lost. */
 START_TEST(wire_exchange_and_replace)
 {
-	char *c = at(&ag, "c"), *e = at(&ag, "e");
+	char *c = ta_join(ag.root, "c"), *e = ta_join(ag.root, "e");
 	uint64_t since = events_now(&ag);
 
 	mkdirs("a", "b");
@@ -599,7 +278,8 @@ END_TEST
  * new one's create in: it stays watched, under its new path. */
 START_TEST(wire_moved_before_seen)
 {
-	char *old = at(&ag, "old"), *n = at(&ag, "n"), *to = at(&ag, "n/old");
+	char *old = ta_join(ag.root, "old"), *n = ta_join(ag.root, "n"),
+	     *to = ta_join(ag.root, "n/old");
 	uint64_t since;
 
 	ck_assert_int_eq(mkdir(old, 0755), 0);
@@ -632,7 +312,7 @@ START_TEST(wire_new_tree_contents)
 	size_t i, k;
 
 	for (i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
-		char *q = at(&ag, made[i]);
+		char *q = ta_join(ag.root, made[i]);
 
 		if (strchr(made[i], 'f') != NULL)
 			put(q, "1", 0);
@@ -656,7 +336,7 @@ START_TEST(wire_new_tree_contents)
 	proto_events_cleanup(&e);
 	free(text);
 	/* and every new directory is watched */
-	p = at(&ag, "a/b/c/d/deep");
+	p = ta_join(ag.root, "a/b/c/d/deep");
 	put(p, "2", 0);
 	expect_events(&ag, &since,
 		      "create /a/b/c/d/deep\nwrite /a/b/c/d/deep\n");
@@ -680,7 +360,7 @@ static void *write_later(void *arg)
 
 START_TEST(wire_long_poll)
 {
-	struct later l = {at(&ag, "late"), 500};
+	struct later l = {ta_join(ag.root, "late"), 500};
 	uint64_t since = events_now(&ag);
 	struct proto_events e;
 	pthread_t th;
@@ -783,7 +463,7 @@ START_TEST(wire_ring_lost)
 		char *p;
 
 		snprintf(name, sizeof(name), "f%d", i);
-		p = at(&small, name);
+		p = ta_join(small.root, name);
 		put(p, "x", 0);
 		free(p);
 	}
@@ -828,7 +508,7 @@ START_TEST(wire_queue_overflow_lost)
 		char *p;
 
 		snprintf(name, sizeof(name), "f%ld", i);
-		p = at(&ag, name);
+		p = ta_join(ag.root, name);
 		put(p, "", 0);
 		free(p);
 	}
@@ -839,7 +519,7 @@ START_TEST(wire_queue_overflow_lost)
 	after = e.next;
 	proto_events_cleanup(&e);
 	/* watching again */
-	text = at(&ag, "after");
+	text = ta_join(ag.root, "after");
 	put(text, "", 0);
 	expect_events(&ag, &after, "create /after\nwrite /after\n");
 	free(text);
@@ -892,7 +572,7 @@ START_TEST(wire_by_client)
 		 "{\"from\":\"w\",\"to\":\"d/w\"}", 204);
 	ext_send(&ag, "POST", "chmod", NULL, "{\"path\":\"d/w\",\"mode\":384}",
 		 200);
-	p = at(&ag, "d/w");
+	p = ta_join(ag.root, "d/w");
 	put(p, "direct", O_APPEND);
 	ext_send(&ag, "POST", "truncate", "mount-1",
 		 "{\"path\":\"d/w\",\"size\":2}", 200);
@@ -908,7 +588,7 @@ START_TEST(wire_by_client)
 	/* a change that failed leaves nothing to match a later one */
 	ext_send(&ag, "POST", "unlink", "mount-1", "{\"path\":\"gone\"}", 404);
 	free(p);
-	p = at(&ag, "gone");
+	p = ta_join(ag.root, "gone");
 	put(p, "", 0);
 	ck_assert_int_eq(unlink(p), 0);
 	expect_events(&ag, &since, "create /gone\nwrite /gone\nremove /gone\n");
@@ -982,7 +662,7 @@ START_TEST(wire_watch_limit)
 		char name[16], *p;
 
 		snprintf(name, sizeof(name), "d%d", i);
-		p = at(&lim, name);
+		p = ta_join(lim.root, name);
 		ck_assert_int_eq(mkdir(p, 0755), 0);
 		free(p);
 	}
@@ -1023,11 +703,9 @@ END_TEST
  */
 static bool start_limited(struct th_agent *a, int limit)
 {
-	char portfile[512], maps[64], num[16], c = 0, *text;
+	char portfile[512], maps[64], num[16], c = 0;
 	int go[2], ready[2], fd;
-	long long deadline;
 
-	memset(a, 0, sizeof(*a));
 	if (geteuid() != 0) {
 		fprintf(stderr,
 			"%s: skipped: only root can map the users of "
@@ -1035,12 +713,7 @@ static bool start_limited(struct th_agent *a, int limit)
 			__func__);
 		return false;
 	}
-	a->dir = th_tmpdir("events-limit");
-	if (asprintf(&a->root, "%s/root", a->dir) < 0 ||
-	    asprintf(&a->token_file, "%s/token", a->dir) < 0)
-		ck_abort_msg("asprintf");
-	ck_assert_int_eq(mkdir(a->root, 0755), 0);
-	snprintf(portfile, sizeof(portfile), "%s/port", a->dir);
+	ta_agent_dirs(a, "events-limit", portfile, sizeof(portfile));
 	snprintf(num, sizeof(num), "%d", limit);
 	ck_assert_int_eq(pipe(go), 0);
 	ck_assert_int_eq(pipe(ready), 0);
@@ -1058,11 +731,7 @@ static bool start_limited(struct th_agent *a, int limit)
 		if (fd < 0 || write(fd, num, strlen(num)) < 0)
 			_exit(123);
 		close(fd);
-		execl(th_program("sandbox-agent"), "sandbox-agent", "--root",
-		      a->root, "--port", "0", "--port-file", portfile,
-		      "--token-file", a->token_file, "--confine", "none",
-		      "--activated", (char *)NULL);
-		_exit(127);
+		ta_agent_exec(a, portfile);
 	}
 	close(go[0]);
 	close(ready[1]);
@@ -1083,29 +752,7 @@ static bool start_limited(struct th_agent *a, int limit)
 	th_write_file(maps, "0 0 65536\n", 10);
 	ck_assert_int_eq(write(go[1], "y", 1), 1);
 	close(go[1]);
-	deadline = th_now_ms() + 10000;
-	for (;;) {
-		int status;
-
-		text = th_read_file(portfile, NULL);
-		if (text != NULL && *text != '\0')
-			break;
-		free(text);
-		if (waitpid(a->pid, &status, WNOHANG) == a->pid)
-			ck_abort_msg("the agent exited at start (%d)", status);
-		ck_assert_msg(th_now_ms() < deadline,
-			      "the agent did not start");
-		usleep(10000);
-	}
-	a->port = (unsigned)strtoul(text, NULL, 10);
-	free(text);
-	text = th_read_file(a->token_file, NULL);
-	ck_assert(text != NULL && strlen(text) == 44);
-	memcpy(a->token, text, 45);
-	free(text);
-	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
-	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
-		 a->token);
+	th_agent_await(a, portfile);
 	return true;
 }
 
@@ -1135,7 +782,7 @@ START_TEST(wire_kernel_watch_limit)
 		char name[16], *p;
 
 		snprintf(name, sizeof(name), "d%d", i);
-		p = at(&lim, name);
+		p = ta_join(lim.root, name);
 		ck_assert_int_eq(mkdir(p, 0755), 0);
 		free(p);
 	}
@@ -1190,7 +837,7 @@ START_TEST(client_events)
 	ck_assert_int_eq(ac_write_range(t, "s", "c", 0, "abc", 3, &mk, NULL,
 					&attr, &err),
 			 0);
-	p = at(&ag, "c");
+	p = ta_join(ag.root, "c");
 	put(p, "d", O_APPEND);
 	free(p);
 	ck_assert_int_eq(ac_events(t, "s", boot, e.next, 0, &e2, &err), 0);
@@ -1263,52 +910,24 @@ static long rss_kb(pid_t pid)
  */
 static void start_unprivileged(struct th_agent *a)
 {
-	char portfile[512], *text;
-	long long deadline;
+	char portfile[512];
 
-	memset(a, 0, sizeof(*a));
-	a->dir = th_tmpdir("events-scale");
-	if (asprintf(&a->root, "%s/root", a->dir) < 0 ||
-	    asprintf(&a->token_file, "%s/token", a->dir) < 0)
-		ck_abort_msg("asprintf");
-	ck_assert_int_eq(mkdir(a->root, 0755), 0);
-	snprintf(portfile, sizeof(portfile), "%s/port", a->dir);
+	ta_agent_dirs(a, "events-scale", portfile, sizeof(portfile));
 	if (geteuid() == 0) {
-		ck_assert_int_eq(chown(a->dir, NOBODY, NOBODY), 0);
-		ck_assert_int_eq(chown(a->root, NOBODY, NOBODY), 0);
+		ck_assert_int_eq(chown(a->dir, TA_NOBODY, TA_NOBODY), 0);
+		ck_assert_int_eq(chown(a->root, TA_NOBODY, TA_NOBODY), 0);
 	}
 	a->pid = fork();
 	ck_assert(a->pid >= 0);
 	if (a->pid == 0) {
-		if (geteuid() == 0 && (setgroups(0, NULL) < 0 ||
-				       setresgid(NOBODY, NOBODY, NOBODY) < 0 ||
-				       setresuid(NOBODY, NOBODY, NOBODY) < 0))
+		if (geteuid() == 0 &&
+		    (setgroups(0, NULL) < 0 ||
+		     setresgid(TA_NOBODY, TA_NOBODY, TA_NOBODY) < 0 ||
+		     setresuid(TA_NOBODY, TA_NOBODY, TA_NOBODY) < 0))
 			_exit(126);
-		execl(th_program("sandbox-agent"), "sandbox-agent", "--root",
-		      a->root, "--port", "0", "--port-file", portfile,
-		      "--token-file", a->token_file, "--confine", "none",
-		      "--activated", (char *)NULL);
-		_exit(127);
+		ta_agent_exec(a, portfile);
 	}
-	deadline = th_now_ms() + 10000;
-	for (;;) {
-		text = th_read_file(portfile, NULL);
-		if (text != NULL && *text != '\0')
-			break;
-		free(text);
-		ck_assert_msg(th_now_ms() < deadline,
-			      "the agent did not start");
-		usleep(10000);
-	}
-	a->port = (unsigned)strtoul(text, NULL, 10);
-	free(text);
-	text = th_read_file(a->token_file, NULL);
-	ck_assert(text != NULL && strlen(text) == 44);
-	memcpy(a->token, text, 45);
-	free(text);
-	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
-	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
-		 a->token);
+	th_agent_await(a, portfile);
 }
 
 #define SCALE_TOP 100
@@ -1348,10 +967,10 @@ START_TEST(scale_100k_directories)
 		"%ld kB before, %ld kB after\n",
 		SCALE_TOP * SCALE_SUB + SCALE_TOP + 1, ms, rss0, rss1);
 	/* the last directory is watched like the first */
-	p = at(&big, "d99/s999/f");
+	p = ta_join(big.root, "d99/s999/f");
 	put(p, "x", 0);
 	free(p);
-	p = at(&big, "d0/s0/f");
+	p = ta_join(big.root, "d0/s0/f");
 	put(p, "x", 0);
 	free(p);
 	expect_events(&big, &since,
@@ -1364,35 +983,13 @@ END_TEST
 Suite *make_agent_events_suite(void)
 {
 	Suite *s = suite_create("agent_events");
-	TCase *tc = tcase_create("decode");
 
-	tcase_add_test(tc, decode_round_trip);
-	tcase_add_test(tc, decode_lost_and_unavailable);
-	tcase_add_test(tc, decode_refusals);
-	tcase_add_test(tc, decode_health_members);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("wire");
-	tcase_add_checked_fixture(tc, wire_setup, wire_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, wire_files_and_dirs);
-	tcase_add_test(tc, wire_new_tree_contents);
-	tcase_add_test(tc, wire_exchange_and_replace);
-	tcase_add_test(tc, wire_moved_before_seen);
-	tcase_add_test(tc, wire_long_poll);
-	tcase_add_test(tc, wire_refusals);
-	tcase_add_test(tc, wire_ring_lost);
-	tcase_add_test(tc, wire_queue_overflow_lost);
-	tcase_add_test(tc, wire_by_client);
-	tcase_add_test(tc, wire_strict_v1_and_health);
-	tcase_add_test(tc, wire_watch_limit);
-	tcase_add_test(tc, wire_kernel_watch_limit);
-	tcase_add_test(tc, client_events);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("scale");
-	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, scale_100k_directories);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "wire", wire_setup, wire_teardown, 120, wire_files_and_dirs,
+		wire_new_tree_contents, wire_exchange_and_replace,
+		wire_moved_before_seen, wire_long_poll, wire_refusals,
+		wire_ring_lost, wire_queue_overflow_lost, wire_by_client,
+		wire_strict_v1_and_health, wire_watch_limit,
+		wire_kernel_watch_limit, client_events);
+	TA_CASE(s, "scale", NULL, NULL, 300, scale_100k_directories);
 	return s;
 }

@@ -22,54 +22,23 @@
 #include "agent/http.h"
 #include "common/proto.h"
 #include "tests/check_suites.h"
+#include "tests/agent_helpers.h"
 #include "tests/helpers.h"
 
-/* An agent over a root everyone may write (commands run as nobody when
- * the tests run as root). */
-struct box {
-	struct th_agent a;
-	char *parent;
-	char *root;
-};
-
-static void box_start(struct box *b, const char *cache_spec,
+/* An agent (agent_helpers.h's box) with the reply cache as cache_spec
+ * says (NULL: its defaults). */
+static void box_start(struct ta_box *b, const char *cache_spec,
 		      const char *const *extra)
 {
-	const char *args[24];
-	size_t n = 0, i;
-
-	memset(b, 0, sizeof(*b));
 	if (cache_spec != NULL)
 		setenv("SANDBOX_AGENT_REPLY_CACHE", cache_spec, 1);
 	else
 		unsetenv("SANDBOX_AGENT_REPLY_CACHE");
-	b->parent = th_tmpdir("replies");
-	ck_assert(chmod(b->parent, 0711) == 0);
-	ck_assert(asprintf(&b->root, "%s/root", b->parent) > 0);
-	ck_assert(mkdir(b->root, 0777) == 0);
-	ck_assert(chmod(b->root, 0777) == 0);
-	args[n++] = "--root";
-	args[n++] = b->root;
-	for (i = 0; extra != NULL && extra[i] != NULL; i++)
-		args[n++] = extra[i];
-	args[n] = NULL;
-	th_agent_start(&b->a, args, true);
-}
-
-static void box_stop(struct box *b)
-{
-	int status = th_agent_terminate(&b->a);
-
-	th_agent_stop(&b->a);
-	th_rmtree(b->parent);
-	free(b->parent);
-	free(b->root);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "sandbox-agent ended with status %d", status);
+	ta_box_start(b, extra);
 }
 
 /* A POST with a JSON body and, when key is set, an Idempotency-Key. */
-static void post(struct box *b, const char *path, const char *key,
+static void post(struct ta_box *b, const char *path, const char *key,
 		 const char *json, struct th_resp *r)
 {
 	char keyline[128], url[256];
@@ -113,7 +82,7 @@ static void mkdir_json(char *out, size_t size, const char *path)
 START_TEST(a_repeated_key_gets_the_first_answer)
 {
 	struct th_resp r1, r2, r3, h;
-	struct box b;
+	struct ta_box b;
 	char json[128], url[256];
 	struct stat st;
 
@@ -151,7 +120,7 @@ START_TEST(a_repeated_key_gets_the_first_answer)
 	th_resp_cleanup(&r1);
 
 	/* A GET ignores the header. */
-	box_stop(&b);
+	ta_box_stop(&b);
 }
 END_TEST
 
@@ -163,7 +132,7 @@ END_TEST
 START_TEST(a_key_reused_for_another_request_is_refused)
 {
 	struct th_resp r;
-	struct box b;
+	struct ta_box b;
 	char json[128], path[256];
 	struct stat st;
 
@@ -189,12 +158,12 @@ START_TEST(a_key_reused_for_another_request_is_refused)
 	ck_assert_int_eq(r.status, 400);
 	ck_assert(body_starts(&r, PROTO_ERR_REQUEST_INVALID ": "));
 	th_resp_cleanup(&r);
-	box_stop(&b);
+	ta_box_stop(&b);
 }
 END_TEST
 
 struct exec_call {
-	struct box *b;
+	struct ta_box *b;
 	const char *key;
 	const char *json;
 	struct th_resp r;
@@ -223,6 +192,15 @@ static unsigned lines_in(const char *path)
 	return n;
 }
 
+/* The command that appends to b's root/runs has run n times. */
+static void expect_runs(const struct ta_box *b, unsigned n)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/runs", b->root);
+	ck_assert_uint_eq(lines_in(path), n);
+}
+
 /*
  * Two deliveries of one keyed command, the second while the first runs
  * (a second and a half): the second waits and gets the same output
@@ -235,8 +213,7 @@ START_TEST(a_repeat_during_the_first_run_waits_for_it)
 		"echo finished\"],\"timeoutMs\":20000}";
 	struct exec_call c1, c2;
 	pthread_t t1, t2;
-	struct box b;
-	char path[512];
+	struct ta_box b;
 
 	box_start(&b, NULL, NULL);
 	memset(&c1, 0, sizeof(c1));
@@ -258,11 +235,10 @@ START_TEST(a_repeat_during_the_first_run_waits_for_it)
 	ck_assert_mem_eq(c1.r.body.data, c2.r.body.data, c1.r.body.len);
 	ck_assert_ptr_nonnull(strstr(c2.r.body.data, "\"t\":\"exit\""));
 	ck_assert_msg(c2.elapsed >= 900, "%lld ms", c2.elapsed);
-	snprintf(path, sizeof(path), "%s/runs", b.root);
-	ck_assert_uint_eq(lines_in(path), 1);
+	expect_runs(&b, 1);
 	th_resp_cleanup(&c1.r);
 	th_resp_cleanup(&c2.r);
-	box_stop(&b);
+	ta_box_stop(&b);
 }
 END_TEST
 
@@ -278,8 +254,7 @@ START_TEST(a_repeat_waits_no_longer_than_its_bound)
 		"\"timeoutMs\":20000}";
 	struct exec_call c1, c2;
 	pthread_t t1;
-	struct box b;
-	char path[512];
+	struct ta_box b;
 
 	box_start(&b, "wait=500", NULL);
 	memset(&c1, 0, sizeof(c1));
@@ -296,11 +271,10 @@ START_TEST(a_repeat_waits_no_longer_than_its_bound)
 		      c2.elapsed);
 	pthread_join(t1, NULL);
 	ck_assert_int_eq(c1.r.status, 200);
-	snprintf(path, sizeof(path), "%s/runs", b.root);
-	ck_assert_uint_eq(lines_in(path), 1);
+	expect_runs(&b, 1);
 	th_resp_cleanup(&c1.r);
 	th_resp_cleanup(&c2.r);
-	box_stop(&b);
+	ta_box_stop(&b);
 }
 END_TEST
 
@@ -313,7 +287,7 @@ END_TEST
 START_TEST(entries_are_bounded_in_number_and_bytes)
 {
 	struct th_resp r;
-	struct box b;
+	struct ta_box b;
 	char json[128];
 
 	box_start(&b, "entries=2,entry=64", NULL);
@@ -344,7 +318,7 @@ START_TEST(entries_are_bounded_in_number_and_bytes)
 	ck_assert_int_eq(r.status, 409);
 	ck_assert(body_starts(&r, PROTO_ERR_REPLY_NOT_KEPT ": "));
 	th_resp_cleanup(&r);
-	box_stop(&b);
+	ta_box_stop(&b);
 }
 END_TEST
 
@@ -352,7 +326,7 @@ END_TEST
 START_TEST(entries_expire)
 {
 	struct th_resp r;
-	struct box b;
+	struct ta_box b;
 	char json[128];
 
 	box_start(&b, "ttl=300", NULL);
@@ -370,7 +344,7 @@ START_TEST(entries_expire)
 	ck_assert(!replayed(&r));
 	ck_assert(body_starts(&r, "FS_ERROR: EEXIST"));
 	th_resp_cleanup(&r);
-	box_stop(&b);
+	ta_box_stop(&b);
 }
 END_TEST
 
@@ -385,8 +359,8 @@ START_TEST(strict_v1_has_no_reply_cache)
 		"{\"command\":[\"sh\",\"-c\",\"echo run >> runs\"],"
 		"\"timeoutMs\":20000}";
 	struct th_resp r, h;
-	struct box b;
-	char path[512], url[256];
+	struct ta_box b;
+	char url[256];
 
 	box_start(&b, NULL, strict);
 	snprintf(url, sizeof(url), "%s/v1/health", b.a.base);
@@ -400,9 +374,8 @@ START_TEST(strict_v1_has_no_reply_cache)
 	ck_assert_int_eq(r.status, 200);
 	ck_assert(!replayed(&r));
 	th_resp_cleanup(&r);
-	snprintf(path, sizeof(path), "%s/runs", b.root);
-	ck_assert_uint_eq(lines_in(path), 2);
-	box_stop(&b);
+	expect_runs(&b, 2);
+	ta_box_stop(&b);
 }
 END_TEST
 
@@ -434,17 +407,13 @@ END_TEST
 Suite *make_agent_replies_suite(void)
 {
 	Suite *s = suite_create("agent_replies");
-	TCase *tc = tcase_create("reply_cache");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, a_repeated_key_gets_the_first_answer);
-	tcase_add_test(tc, a_key_reused_for_another_request_is_refused);
-	tcase_add_test(tc, a_repeat_during_the_first_run_waits_for_it);
-	tcase_add_test(tc, a_repeat_waits_no_longer_than_its_bound);
-	tcase_add_test(tc, entries_are_bounded_in_number_and_bytes);
-	tcase_add_test(tc, entries_expire);
-	tcase_add_test(tc, strict_v1_has_no_reply_cache);
-	tcase_add_test(tc, reply_cache_limits_parse);
-	suite_add_tcase(s, tc);
+	TA_CASE(s, "reply_cache", NULL, NULL, 60,
+		a_repeated_key_gets_the_first_answer,
+		a_key_reused_for_another_request_is_refused,
+		a_repeat_during_the_first_run_waits_for_it,
+		a_repeat_waits_no_longer_than_its_bound,
+		entries_are_bounded_in_number_and_bytes, entries_expire,
+		strict_v1_has_no_reply_cache, reply_cache_limits_parse);
 	return s;
 }

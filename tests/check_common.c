@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Suites for the pure common modules: buf, b64, path, token and the shared
- * parts of proto (health, typed error bodies).
+ * Suites for the pure common modules: buf, b64, path, token, hmap and the
+ * shared parts of proto (health, typed error bodies).
  */
 #include "config.h"
 
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/b64.h"
@@ -18,6 +19,8 @@
 #include "common/clock.h"
 #include "common/errname.h"
 #include "common/fileio.h"
+#include "common/hex.h"
+#include "common/hmap.h"
 #include "common/ids.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -96,15 +99,136 @@ END_TEST
 
 Suite *make_buf_suite(void)
 {
-	Suite *s = suite_create("buf");
-	TCase *tc = tcase_create("bounds");
+	const TTest *t_bounds[] = {buf_append_respects_max,
+				   buf_printf_and_consume, buf_reserve_commit,
+				   buf_escaped_keeps_unreserved, NULL};
+	const struct th_case cases[] = {
+		{"bounds", t_bounds, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, buf_append_respects_max);
-	tcase_add_test(tc, buf_printf_and_consume);
-	tcase_add_test(tc, buf_reserve_commit);
-	tcase_add_test(tc, buf_escaped_keeps_unreserved);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("buf", cases);
+}
+
+/* ---- hmap --------------------------------------------------------------- */
+
+struct hm_item {
+	struct hmap_node node;
+	char key[16];
+	int value;
+};
+
+static struct hm_item *hm_find(struct hmap *m, const char *key)
+{
+	uint64_t h = hmap_hash_str(key, HMAP_SEED);
+	struct hmap_node *n;
+
+	for (n = hmap_first(m, h); n != NULL; n = hmap_next(n, h)) {
+		struct hm_item *it = hmap_entry(n, struct hm_item, node);
+
+		if (strcmp(it->key, key) == 0)
+			return it;
+	}
+	return NULL;
+}
+
+START_TEST(hmap_grows_finds_removes)
+{
+	enum { N = 5000 };
+	static struct hm_item items[N];
+	struct hmap m;
+	char key[16];
+	int i;
+
+	hmap_init(&m, 3);
+	ck_assert_uint_eq(m.nslots, 4);
+	for (i = 0; i < N; i++) {
+		snprintf(items[i].key, sizeof(items[i].key), "k%d", i);
+		items[i].value = i;
+		hmap_insert(&m, &items[i].node,
+			    hmap_hash_str(items[i].key, HMAP_SEED));
+	}
+	ck_assert_uint_eq(hmap_count(&m), N);
+	/* Doubled whenever full: never more entries than slots. */
+	ck_assert_uint_ge(m.nslots, N);
+	ck_assert_uint_lt(m.nslots, 2 * 8192 + 1);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_ptr_eq(hm_find(&m, key), &items[i]);
+	}
+	ck_assert_ptr_null(hm_find(&m, "k5000"));
+	for (i = 0; i < N; i += 2)
+		hmap_remove(&m, &items[i].node);
+	ck_assert_uint_eq(hmap_count(&m), N / 2);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_ptr_eq(hm_find(&m, key),
+				 i % 2 == 0 ? NULL : &items[i]);
+	}
+	hmap_cleanup(&m);
+	ck_assert_ptr_null(m.slot);
+	hmap_cleanup(NULL);
+}
+END_TEST
+
+START_TEST(hmap_equal_hashes_and_walk)
+{
+	struct hm_item a = {.key = "a"}, b = {.key = "b"}, c = {.key = "c"};
+	struct hmap_node *n, *next;
+	size_t cursor = 0, seen = 0;
+	struct hmap m;
+
+	/* Three entries of one hash: the walk of that hash meets each, and
+	 * the caller's key comparison tells them apart. */
+	hmap_init(&m, 0);
+	hmap_insert(&m, &a.node, 42);
+	hmap_insert(&m, &b.node, 42);
+	hmap_insert(&m, &c.node, 7);
+	for (n = hmap_first(&m, 42); n != NULL; n = hmap_next(n, 42)) {
+		struct hm_item *it = hmap_entry(n, struct hm_item, node);
+
+		ck_assert(it == &a || it == &b);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, 2);
+	ck_assert_ptr_null(hmap_first(&m, 43));
+	ck_assert_ptr_eq(hmap_first(&m, 7), &c.node);
+	/* Every entry once, each removed as soon as the walk is past it. */
+	seen = 0;
+	for (n = hmap_walk(&m, &cursor, NULL); n != NULL; n = next) {
+		next = hmap_walk(&m, &cursor, n);
+		hmap_remove(&m, n);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, 3);
+	ck_assert_uint_eq(hmap_count(&m), 0);
+	cursor = 0;
+	ck_assert_ptr_null(hmap_walk(&m, &cursor, NULL));
+	hmap_cleanup(&m);
+}
+END_TEST
+
+START_TEST(hmap_hashes_are_fnv1a)
+{
+	/* FNV-1a 64 of "a" and of "" (the published test values). */
+	ck_assert_uint_eq(hmap_hash_str("a", HMAP_SEED), 0xaf63dc4c8601ec8cULL);
+	ck_assert_uint_eq(hmap_hash_str("", HMAP_SEED), HMAP_SEED);
+	ck_assert_uint_eq(hmap_hash_bytes("ab", 2, HMAP_SEED),
+			  hmap_hash_str("b", hmap_hash_str("a", HMAP_SEED)));
+}
+END_TEST
+
+Suite *make_hmap_suite(void)
+{
+	const TTest *t_table[] = {hmap_grows_finds_removes,
+				  hmap_equal_hashes_and_walk,
+				  hmap_hashes_are_fnv1a, NULL};
+	const struct th_case cases[] = {
+		{"table", t_table, NULL},
+		{NULL, NULL, NULL},
+	};
+
+	return th_suite("hmap", cases);
 }
 
 /* ---- b64 ---------------------------------------------------------------- */
@@ -145,15 +269,34 @@ START_TEST(b64_strict_decoding)
 }
 END_TEST
 
+START_TEST(hex_digit_values)
+{
+	static const char all[] = "0123456789abcdefABCDEF";
+	size_t i;
+
+	for (i = 0; i < 16; i++)
+		ck_assert_int_eq(hex_digit(all[i]), (int)i);
+	for (i = 16; i < 22; i++)
+		ck_assert_int_eq(hex_digit(all[i]), (int)i - 6);
+	ck_assert_int_eq(hex_digit('g'), -1);
+	ck_assert_int_eq(hex_digit('G'), -1);
+	ck_assert_int_eq(hex_digit('/'), -1);
+	ck_assert_int_eq(hex_digit(' '), -1);
+	ck_assert_int_eq(hex_digit('\0'), -1);
+	ck_assert_int_eq(hex_digit((char)0xe1), -1);
+}
+END_TEST
+
 Suite *make_b64_suite(void)
 {
-	Suite *s = suite_create("b64");
-	TCase *tc = tcase_create("codec");
+	const TTest *t_codec[] = {b64_rfc4648_vectors, b64_strict_decoding,
+				  hex_digit_values, NULL};
+	const struct th_case cases[] = {
+		{"codec", t_codec, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, b64_rfc4648_vectors);
-	tcase_add_test(tc, b64_strict_decoding);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("b64", cases);
 }
 
 /* ---- path --------------------------------------------------------------- */
@@ -204,15 +347,44 @@ START_TEST(path_split_and_components)
 }
 END_TEST
 
+START_TEST(path_parent_join_and_keys)
+{
+	char parent[8], *j;
+
+	ck_assert_str_eq(path_parent("a/b/c", parent, sizeof(parent)), "c");
+	ck_assert_str_eq(parent, "a/b");
+	ck_assert_str_eq(path_parent("top", parent, sizeof(parent)), "top");
+	ck_assert_str_eq(parent, "");
+	/* cut to fit */
+	ck_assert_str_eq(path_parent("abcdefghij/k", parent, 4), "k");
+	ck_assert_str_eq(parent, "abc");
+	j = path_join("", "x");
+	ck_assert_str_eq(j, "x");
+	free(j);
+	j = path_join("a/b", "x");
+	ck_assert_str_eq(j, "a/b/x");
+	free(j);
+	ck_assert(path_rel_valid(""));
+	ck_assert(path_rel_valid("a/b c/.d"));
+	ck_assert(!path_rel_valid("/a"));
+	ck_assert(!path_rel_valid("a/"));
+	ck_assert(!path_rel_valid("a//b"));
+	ck_assert(!path_rel_valid("a/../b"));
+	ck_assert(!path_rel_valid("./a"));
+}
+END_TEST
+
 Suite *make_path_suite(void)
 {
-	Suite *s = suite_create("path");
-	TCase *tc = tcase_create("lexical");
+	const TTest *t_lexical[] = {path_normalize_rules,
+				    path_split_and_components,
+				    path_parent_join_and_keys, NULL};
+	const struct th_case cases[] = {
+		{"lexical", t_lexical, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, path_normalize_rules);
-	tcase_add_test(tc, path_split_and_components);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("path", cases);
 }
 
 /* ---- token -------------------------------------------------------------- */
@@ -284,6 +456,8 @@ START_TEST(clock_source_seam)
 	fake_now = 42;
 	clock_set_source(fake_clock);
 	ck_assert_int_eq(clock_mono_ms(), 42);
+	/* The wall clock is the epoch's, whatever the seam says. */
+	ck_assert(llabs(clock_wall_ms() - (long long)time(NULL) * 1000) < 2000);
 	clock_set_source(NULL);
 	b = clock_mono_ms();
 	ck_assert(b >= a && b - a < 60000);
@@ -354,17 +528,19 @@ END_TEST
 
 Suite *make_token_suite(void)
 {
-	Suite *s = suite_create("token");
-	TCase *tc = tcase_create("credential");
+	const TTest *t_credential[] = {token_generate_is_valid_and_fresh,
+				       token_validation_is_exact,
+				       token_file_is_private,
+				       clock_source_seam,
+				       ids_are_random_uuids,
+				       file_write_atomic_whole_with_mode,
+				       NULL};
+	const struct th_case cases[] = {
+		{"credential", t_credential, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, token_generate_is_valid_and_fresh);
-	tcase_add_test(tc, token_validation_is_exact);
-	tcase_add_test(tc, token_file_is_private);
-	tcase_add_test(tc, clock_source_seam);
-	tcase_add_test(tc, ids_are_random_uuids);
-	tcase_add_test(tc, file_write_atomic_whole_with_mode);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("token", cases);
 }
 
 /* ---- proto (shared parts) ----------------------------------------------- */
@@ -435,12 +611,13 @@ END_TEST
 
 Suite *make_proto_suite(void)
 {
-	Suite *s = suite_create("proto");
-	TCase *tc = tcase_create("shared");
+	const TTest *t_shared[] = {proto_health_round_trip,
+				   proto_health_seed_shapes,
+				   proto_typed_error_bodies, NULL};
+	const struct th_case cases[] = {
+		{"shared", t_shared, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, proto_health_round_trip);
-	tcase_add_test(tc, proto_health_seed_shapes);
-	tcase_add_test(tc, proto_typed_error_bodies);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("proto", cases);
 }

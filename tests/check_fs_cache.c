@@ -16,6 +16,7 @@
 
 #include "fs/cache.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 #define SBX "sbx"
 /* A timeout no test outlives, and a short one the expiry tests wait out. */
@@ -795,33 +796,32 @@ END_TEST
 
 Suite *make_fs_cache_suite(void)
 {
-	Suite *s = suite_create("fs_cache");
-	TCase *tc = tcase_create("dirs");
+	const TTest *t_dirs[] = {dir_put_each_lookup,
+				 dir_add_remove_in_step,
+				 dir_expires,
+				 dir_ttl_zero_disables,
+				 dir_forget_and_forget_tree,
+				 dir_many_names,
+				 dir_bounded,
+				 NULL};
+	const TTest *t_attrs[] = {attr_put_get_forget,
+				  attr_touch_keeps_access,
+				  attr_forget_ino_finds_every_name,
+				  answers_older_than_a_change_are_dropped,
+				  attr_expires,
+				  sandbox_ttl_overrides,
+				  changed_since_mark,
+				  attr_bounded_oldest_first,
+				  content_put_get_forget_bounded,
+				  content_never_expires,
+				  NULL};
+	static const struct th_fixture fx_long = {long_setup, cache_teardown,
+						  NULL, NULL, 120};
+	const struct th_case cases[] = {
+		{"dirs", t_dirs, &fx_long},
+		{"attrs", t_attrs, &fx_long},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_checked_fixture(tc, long_setup, cache_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, dir_put_each_lookup);
-	tcase_add_test(tc, dir_add_remove_in_step);
-	tcase_add_test(tc, dir_expires);
-	tcase_add_test(tc, dir_ttl_zero_disables);
-	tcase_add_test(tc, dir_forget_and_forget_tree);
-	tcase_add_test(tc, dir_many_names);
-	tcase_add_test(tc, dir_bounded);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("attrs");
-	tcase_add_checked_fixture(tc, long_setup, cache_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, attr_put_get_forget);
-	tcase_add_test(tc, attr_touch_keeps_access);
-	tcase_add_test(tc, attr_forget_ino_finds_every_name);
-	tcase_add_test(tc, answers_older_than_a_change_are_dropped);
-	tcase_add_test(tc, attr_expires);
-	tcase_add_test(tc, sandbox_ttl_overrides);
-	tcase_add_test(tc, changed_since_mark);
-	tcase_add_test(tc, attr_bounded_oldest_first);
-	tcase_add_test(tc, content_put_get_forget_bounded);
-	tcase_add_test(tc, content_never_expires);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_cache", cases);
 }

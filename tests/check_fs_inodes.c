@@ -15,6 +15,7 @@
 
 #include "fs/inodes.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 static uint64_t look(struct inodes *t, uint64_t parent, const char *name)
 {
@@ -149,6 +150,18 @@ START_TEST(removed_names_detach)
 	ck_assert_str_eq(buf, "/d/f");
 	/* Nothing new is made below a detached directory. */
 	ck_assert_int_eq(inodes_lookup(t, d, "g", &x), -ENOENT);
+	/* Removed in the sandbox while open: stale, whatever is asked. */
+	{
+		uint64_t v = look(t, INODES_ROOT, "v");
+
+		inodes_vanish(t, INODES_ROOT, "v");
+		ck_assert_int_eq(inodes_path(t, v, buf, sizeof(buf)), -ESTALE);
+		ck_assert_int_eq(inodes_path_flags(t, v, INODES_DETACHED_OK,
+						   buf, sizeof(buf)),
+				 -ESTALE);
+		ck_assert_uint_eq(inodes_peek(t, INODES_ROOT, "v"), 0);
+		inodes_forget(t, v, 1);
+	}
 	/* The same name looked up again is a new node. */
 	x = look(t, INODES_ROOT, "d");
 	ck_assert_uint_ne(x, d);
@@ -231,14 +244,13 @@ END_TEST
 
 Suite *make_fs_inodes_suite(void)
 {
-	Suite *s = suite_create("fs_inodes");
-	TCase *tc = tcase_create("table");
+	const TTest *t_table[] = {paths_and_lookups,	renames_move_subtrees,
+				  removed_names_detach, unlinked_while_open,
+				  grows_and_empties,	NULL};
+	const struct th_case cases[] = {
+		{"table", t_table, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, paths_and_lookups);
-	tcase_add_test(tc, renames_move_subtrees);
-	tcase_add_test(tc, removed_names_detach);
-	tcase_add_test(tc, unlinked_while_open);
-	tcase_add_test(tc, grows_and_empties);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_inodes", cases);
 }

@@ -1041,51 +1041,40 @@ END_TEST
 
 Suite *make_fs_jobs_suite(void)
 {
-	Suite *s = suite_create("fs_jobs");
-	TCase *tc;
+	const TTest *t_cmd[] = {cmd_shell_line,
+				cmd_json_request,
+				cmd_json_timeout_default,
+				cmd_refused,
+				cmd_too_long,
+				cmd_file_json,
+				cmd_native_shell_line,
+				NULL};
+	const TTest *t_status[] = {status_each_outcome, status_failed_one_line,
+				   poll_frames_in_order, poll_ends, NULL};
+	const TTest *t_take[] = {take_frames_with_offsets,
+				 take_frame_that_cannot_be_kept,
+				 status_stale_and_truncated, NULL};
+	const TTest *t_store[] = {store_memory_only,
+				  store_spills_past_threshold,
+				  store_memory_bounded,
+				  store_total_bound,
+				  store_spill_failure,
+				  store_gaps,
+				  NULL};
+	const TTest *t_table[] = {table_ids_and_latest,
+				  table_name_rules,
+				  table_evicts_oldest_finished,
+				  table_bound_256,
+				  table_evicted_job_stays_readable,
+				  table_adopts,
+				  NULL};
+	static const struct th_fixture fx_spool = {spool_setup, spool_teardown,
+						   NULL, NULL, 0};
+	const struct th_case cases[] = {
+		{"cmd", t_cmd, NULL},	       {"status", t_status, NULL},
+		{"take", t_take, &fx_spool},   {"store", t_store, &fx_spool},
+		{"table", t_table, &fx_spool}, {NULL, NULL, NULL},
+	};
 
-	tc = tcase_create("cmd");
-	tcase_add_test(tc, cmd_shell_line);
-	tcase_add_test(tc, cmd_json_request);
-	tcase_add_test(tc, cmd_json_timeout_default);
-	tcase_add_test(tc, cmd_refused);
-	tcase_add_test(tc, cmd_too_long);
-	tcase_add_test(tc, cmd_file_json);
-	tcase_add_test(tc, cmd_native_shell_line);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("status");
-	tcase_add_test(tc, status_each_outcome);
-	tcase_add_test(tc, status_failed_one_line);
-	tcase_add_test(tc, poll_frames_in_order);
-	tcase_add_test(tc, poll_ends);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("take");
-	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
-	tcase_add_test(tc, take_frames_with_offsets);
-	tcase_add_test(tc, take_frame_that_cannot_be_kept);
-	tcase_add_test(tc, status_stale_and_truncated);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("store");
-	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
-	tcase_add_test(tc, store_memory_only);
-	tcase_add_test(tc, store_spills_past_threshold);
-	tcase_add_test(tc, store_memory_bounded);
-	tcase_add_test(tc, store_total_bound);
-	tcase_add_test(tc, store_spill_failure);
-	tcase_add_test(tc, store_gaps);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("table");
-	tcase_add_checked_fixture(tc, spool_setup, spool_teardown);
-	tcase_add_test(tc, table_ids_and_latest);
-	tcase_add_test(tc, table_name_rules);
-	tcase_add_test(tc, table_evicts_oldest_finished);
-	tcase_add_test(tc, table_bound_256);
-	tcase_add_test(tc, table_evicted_job_stays_readable);
-	tcase_add_test(tc, table_adopts);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_jobs", cases);
 }

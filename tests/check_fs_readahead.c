@@ -20,6 +20,7 @@
 
 #include "fs/readahead.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 /* A file of the test: its bytes and version, guarded by lock. */
 struct sim {
@@ -446,19 +447,21 @@ END_TEST
 
 Suite *make_fs_readahead_suite(void)
 {
-	Suite *s = suite_create("fs_readahead");
-	TCase *tc = tcase_create("exact");
+	const TTest *t_exact[] = {sequential_reads_are_whole,
+				  odd_read_sizes_straddle_chunks,
+				  parallel_reads_out_of_order,
+				  a_change_is_never_mixed_in,
+				  failed_fetches_are_read_directly,
+				  invalidate_forgets_chunks_in_flight,
+				  budget_is_shared_and_given_back,
+				  close_frees_the_context,
+				  NULL};
+	static const struct th_fixture fx_stream = {setup, teardown, NULL, NULL,
+						    120};
+	const struct th_case cases[] = {
+		{"exact", t_exact, &fx_stream},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, sequential_reads_are_whole);
-	tcase_add_test(tc, odd_read_sizes_straddle_chunks);
-	tcase_add_test(tc, parallel_reads_out_of_order);
-	tcase_add_test(tc, a_change_is_never_mixed_in);
-	tcase_add_test(tc, failed_fetches_are_read_directly);
-	tcase_add_test(tc, invalidate_forgets_chunks_in_flight);
-	tcase_add_test(tc, budget_is_shared_and_given_back);
-	tcase_add_test(tc, close_frees_the_context);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_readahead", cases);
 }

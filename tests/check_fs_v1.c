@@ -37,6 +37,7 @@
 #include "client/local_state.h"
 #include "client/provider_local.h"
 #include "tests/check_suites.h"
+#include "tests/fs_helpers.h"
 #include "tests/helpers.h"
 #include "tests/stub_provider.h"
 
@@ -741,6 +742,7 @@ END_TEST
 
 /* ---- the operations: common fixture parts -------------------------------- */
 
+static struct tf_mount tm;
 static struct sbfs *mnt;
 static struct sbx *box;
 static const struct fs_tree_ops *ops = &fs_files_v1_ops;
@@ -748,36 +750,16 @@ static const struct fs_tree_ops *ops = &fs_files_v1_ops;
 static void mount_make(struct provider *prov, struct transport *t,
 		       enum transport_kind kind)
 {
-	mnt = xcalloc(1, sizeof(*mnt));
-	mnt->o.timeout_s = 30;
-	mnt->o.attr_timeout = 1.0;
-	mnt->prov = prov;
-	mnt->t = t;
-	mnt->uid = getuid();
-	mnt->gid = getgid();
-	pthread_mutex_init(&mnt->lock, NULL);
-	ck_assert_int_eq(cache_new(1.0, &mnt->cache), 0);
-	box = xcalloc(1, sizeof(*box));
-	box->fs = mnt;
-	snprintf(box->id, sizeof(box->id), "demo");
-	pthread_mutex_init(&box->lock, NULL);
-	box->kind = kind;
-	box->ext = false;
+	tf_mount_make(&tm, prov, t, kind, 1.0);
+	mnt = tm.fs;
+	box = tm.sb;
 }
 
 static void mount_free(void)
 {
-	if (box != NULL) {
-		pthread_mutex_destroy(&box->lock);
-		free(box);
-		box = NULL;
-	}
-	if (mnt != NULL) {
-		cache_free(mnt->cache);
-		pthread_mutex_destroy(&mnt->lock);
-		free(mnt);
-		mnt = NULL;
-	}
+	tf_mount_free(&tm);
+	mnt = NULL;
+	box = NULL;
 }
 
 struct listing {
@@ -859,7 +841,6 @@ static int read_all(const char *rel, char *out, size_t size)
 
 static struct th_agent agent, small_agent;
 static char *agent_parent, *agent_root, *small_parent, *small_root;
-static struct stub_provider *sp;
 /* Who the agent's commands and file accesses run as. */
 static uid_t exec_uid;
 
@@ -917,16 +898,9 @@ static const char *root_now;
 
 static void agent_mount(const struct th_agent *a, const char *root)
 {
-	struct transport_config cfg;
-	char url[96];
-
-	sp = stub_provider_new();
-	snprintf(url, sizeof(url), "%s/", a->base);
-	stub_provider_set_route(sp, url);
-	stub_provider_set_credential(sp, a->token, 44);
-	stub_transport_config(&cfg, 20000, true);
-	mount_make(stub_provider_base(sp), stub_transport_new(sp, &cfg),
-		   TRANSPORT_AGENT);
+	tf_mount_agent(&tm, a, 1.0);
+	mnt = tm.fs;
+	box = tm.sb;
 	root_now = root;
 }
 
@@ -942,10 +916,7 @@ static void small_setup(void)
 
 static void agent_teardown(void)
 {
-	transport_free(mnt->t);
 	mount_free();
-	stub_provider_free(sp);
-	sp = NULL;
 }
 
 /* A path in the agent's root. */
@@ -1641,59 +1612,39 @@ END_TEST
 
 Suite *make_fs_v1_suite(void)
 {
-	Suite *s = suite_create("fs_v1");
-	TCase *tc;
+	const TTest *t_parse[] = {parse_every_type, parse_short_form,
+				  parse_malformed, parse_real_find, NULL};
+	const TTest *t_errno[] = {errno_table, errno_real_tools, NULL};
+	const TTest *t_quote[] = {quote_words, NULL};
+	const TTest *t_buffer[] = {buffer_read_write, buffer_limit, NULL};
+	const TTest *t_agent[] = {agent_write_and_list,
+				  agent_open_modes,
+				  agent_tree_changes,
+				  agent_times_and_statfs,
+				  agent_read_only_mount,
+				  agent_concurrent_writes,
+				  NULL};
+	const TTest *t_agent_small_cap[] = {agent_listing_past_output_cap,
+					    NULL};
+	const TTest *t_native[] = {native_reads, native_is_read_only, NULL};
+	const TTest *t_native_no_exec[] = {native_without_exec, NULL};
+	static const struct th_fixture fx_agent = {
+		agent_setup, agent_teardown, agent_start, agent_stop, 120};
+	static const struct th_fixture fx_small = {small_setup, agent_teardown,
+						   small_start, small_stop, 60};
+	static const struct th_fixture fx_native = {
+		native_setup, native_teardown, native_start, native_stop, 60};
+	const struct th_case cases[] = {
+		{"parse", t_parse, NULL},
+		{"errno", t_errno, NULL},
+		{"quote", t_quote, NULL},
+		{"buffer", t_buffer, NULL},
+		{"agent", t_agent, &fx_agent},
+		{"agent_small_cap", t_agent_small_cap, &fx_small},
+		{"native", t_native, &fx_native},
+		{"native_no_exec", t_native_no_exec, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tc = tcase_create("parse");
-	tcase_add_test(tc, parse_every_type);
-	tcase_add_test(tc, parse_short_form);
-	tcase_add_test(tc, parse_malformed);
-	tcase_add_test(tc, parse_real_find);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("errno");
-	tcase_add_test(tc, errno_table);
-	tcase_add_test(tc, errno_real_tools);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("quote");
-	tcase_add_test(tc, quote_words);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("buffer");
-	tcase_add_test(tc, buffer_read_write);
-	tcase_add_test(tc, buffer_limit);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("agent");
-	tcase_add_unchecked_fixture(tc, agent_start, agent_stop);
-	tcase_add_checked_fixture(tc, agent_setup, agent_teardown);
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, agent_write_and_list);
-	tcase_add_test(tc, agent_open_modes);
-	tcase_add_test(tc, agent_tree_changes);
-	tcase_add_test(tc, agent_times_and_statfs);
-	tcase_add_test(tc, agent_read_only_mount);
-	tcase_add_test(tc, agent_concurrent_writes);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("agent_small_cap");
-	tcase_add_unchecked_fixture(tc, small_start, small_stop);
-	tcase_add_checked_fixture(tc, small_setup, agent_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, agent_listing_past_output_cap);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("native");
-	tcase_add_unchecked_fixture(tc, native_start, native_stop);
-	tcase_add_checked_fixture(tc, native_setup, native_teardown);
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, native_reads);
-	tcase_add_test(tc, native_is_read_only);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("native_no_exec");
-	tcase_add_test(tc, native_without_exec);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_v1", cases);
 }

@@ -17,6 +17,7 @@
 
 #include "fs/wnodes.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 static int owner_a, owner_b; /* two sandboxes: only their addresses count */
 
@@ -267,16 +268,18 @@ END_TEST
 
 Suite *make_fs_wnodes_suite(void)
 {
-	Suite *s = suite_create("fs_wnodes");
-	TCase *tc = tcase_create("table");
+	const TTest *t_table[] = {one_node_per_path_and_owner,
+				  rename_and_removal,
+				  pick_and_losses,
+				  window_sends_what_waited,
+				  all_sends_everything,
+				  no_window_no_flusher,
+				  NULL};
+	static const struct th_fixture fx_slow = {NULL, NULL, NULL, NULL, 60};
+	const struct th_case cases[] = {
+		{"table", t_table, &fx_slow},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, one_node_per_path_and_owner);
-	tcase_add_test(tc, rename_and_removal);
-	tcase_add_test(tc, pick_and_losses);
-	tcase_add_test(tc, window_sends_what_waited);
-	tcase_add_test(tc, all_sends_everything);
-	tcase_add_test(tc, no_window_no_flusher);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("fs_wnodes", cases);
 }

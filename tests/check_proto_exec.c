@@ -18,6 +18,7 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 static int decode(const char *json, struct proto_exec_req *r)
 {
@@ -1008,46 +1009,30 @@ END_TEST
 
 Suite *make_proto_exec_suite(void)
 {
-	Suite *s = suite_create("proto_exec");
-	TCase *tc;
+	const TTest *t_request[] = {
+		req_newest_spelling,	    req_legacy_spelling,
+		req_unknown_fields_ignored, req_shape_errors,
+		req_validation_reasons,	    req_nul_flags,
+		req_env_last_key_wins,	    req_bounds,
+		req_encode_newest,	    NULL};
+	const TTest *t_frame[] = {frame_encode_all_types,
+				  frame_decode_all_types, frame_decode_refusals,
+				  NULL};
+	const TTest *t_ndjson[] = {ndjson_split_across_feeds,
+				   ndjson_many_lines_one_feed,
+				   ndjson_line_over_limit, NULL};
+	const TTest *t_jobs[] = {job_id_bodies, poll_request_bodies,
+				 poll_answer_encode_omits_fields,
+				 poll_answer_decode, NULL};
+	const TTest *t_ext[] = {
+		ext_flow_control_request, ext_frame_offset,
+		ext_poll_members,	  poll_decode_one_frame_at_a_time,
+		job_listing_round_trip,	  NULL};
+	const struct th_case cases[] = {
+		{"request", t_request, NULL}, {"frame", t_frame, NULL},
+		{"ndjson", t_ndjson, NULL},   {"jobs", t_jobs, NULL},
+		{"ext", t_ext, NULL},	      {NULL, NULL, NULL},
+	};
 
-	tc = tcase_create("request");
-	tcase_add_test(tc, req_newest_spelling);
-	tcase_add_test(tc, req_legacy_spelling);
-	tcase_add_test(tc, req_unknown_fields_ignored);
-	tcase_add_test(tc, req_shape_errors);
-	tcase_add_test(tc, req_validation_reasons);
-	tcase_add_test(tc, req_nul_flags);
-	tcase_add_test(tc, req_env_last_key_wins);
-	tcase_add_test(tc, req_bounds);
-	tcase_add_test(tc, req_encode_newest);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("frame");
-	tcase_add_test(tc, frame_encode_all_types);
-	tcase_add_test(tc, frame_decode_all_types);
-	tcase_add_test(tc, frame_decode_refusals);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ndjson");
-	tcase_add_test(tc, ndjson_split_across_feeds);
-	tcase_add_test(tc, ndjson_many_lines_one_feed);
-	tcase_add_test(tc, ndjson_line_over_limit);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("jobs");
-	tcase_add_test(tc, job_id_bodies);
-	tcase_add_test(tc, poll_request_bodies);
-	tcase_add_test(tc, poll_answer_encode_omits_fields);
-	tcase_add_test(tc, poll_answer_decode);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("ext");
-	tcase_add_test(tc, ext_flow_control_request);
-	tcase_add_test(tc, ext_frame_offset);
-	tcase_add_test(tc, ext_poll_members);
-	tcase_add_test(tc, poll_decode_one_frame_at_a_time);
-	tcase_add_test(tc, job_listing_round_trip);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("proto_exec", cases);
 }

@@ -16,6 +16,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 #define S(lit) lit, sizeof(lit) - 1
 /* The request struct holds heap strings; the encoder only reads them. */
@@ -1229,42 +1230,28 @@ END_TEST
 
 Suite *make_proto_ext_suite(void)
 {
-	Suite *s = suite_create("proto_ext");
-	TCase *tc = tcase_create("attr");
+	const TTest *t_attr[] = {
+		ftype_names,	     etag_format,    attr_exact_and_round_trip,
+		attr_integers_exact, attr_bad_input, NULL};
+	const TTest *t_list[] = {list_round_trip, list_add_rolls_back,
+				 list_bad_input, NULL};
+	const TTest *t_tree[] = {tree_round_trip,
+				 tree_exact_small,
+				 tree_dir_rolls_back,
+				 tree_bad_input,
+				 tree_out_untouched_on_error,
+				 tree_entry_bound,
+				 NULL};
+	const TTest *t_requests[] = {
+		req_every_op_round_trip, req_decode_forms,  req_bad_input,
+		req_encode_refuses,	 target_and_statfs, NULL};
+	const TTest *t_contents[] = {contents_round_trip_and_bad_input, NULL};
+	static const struct th_fixture fx_slow = {NULL, NULL, NULL, NULL, 120};
+	const struct th_case cases[] = {
+		{"attr", t_attr, NULL},		{"list", t_list, NULL},
+		{"tree", t_tree, &fx_slow},	{"requests", t_requests, NULL},
+		{"contents", t_contents, NULL}, {NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, ftype_names);
-	tcase_add_test(tc, etag_format);
-	tcase_add_test(tc, attr_exact_and_round_trip);
-	tcase_add_test(tc, attr_integers_exact);
-	tcase_add_test(tc, attr_bad_input);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("list");
-	tcase_add_test(tc, list_round_trip);
-	tcase_add_test(tc, list_add_rolls_back);
-	tcase_add_test(tc, list_bad_input);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("tree");
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, tree_round_trip);
-	tcase_add_test(tc, tree_exact_small);
-	tcase_add_test(tc, tree_dir_rolls_back);
-	tcase_add_test(tc, tree_bad_input);
-	tcase_add_test(tc, tree_out_untouched_on_error);
-	tcase_add_test(tc, tree_entry_bound);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("requests");
-	tcase_add_test(tc, req_every_op_round_trip);
-	tcase_add_test(tc, req_decode_forms);
-	tcase_add_test(tc, req_bad_input);
-	tcase_add_test(tc, req_encode_refuses);
-	tcase_add_test(tc, target_and_statfs);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("contents");
-	tcase_add_test(tc, contents_round_trip_and_bad_input);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("proto_ext", cases);
 }

@@ -16,6 +16,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
+#include "tests/helpers.h"
 
 /* A string literal and its length. */
 #define LIT(s) s, strlen(s)
@@ -237,17 +238,14 @@ END_TEST
 
 Suite *make_proto_files_suite(void)
 {
-	Suite *s = suite_create("proto_files");
-	TCase *tc = tcase_create("v1");
+	const TTest *t_v1[] = {
+		contents_round_trip, contents_in_pieces, contents_refusals,
+		write_round_trip,    write_refusals,	 write_base64_reasons,
+		write_over_limit,    path_body,		 NULL};
+	const struct th_case cases[] = {
+		{"v1", t_v1, NULL},
+		{NULL, NULL, NULL},
+	};
 
-	tcase_add_test(tc, contents_round_trip);
-	tcase_add_test(tc, contents_in_pieces);
-	tcase_add_test(tc, contents_refusals);
-	tcase_add_test(tc, write_round_trip);
-	tcase_add_test(tc, write_refusals);
-	tcase_add_test(tc, write_base64_reasons);
-	tcase_add_test(tc, write_over_limit);
-	tcase_add_test(tc, path_body);
-	suite_add_tcase(s, tc);
-	return s;
+	return th_suite("proto_files", cases);
 }

@@ -1,6 +1,9 @@
 ## tests: exec and jobs/ of the mount, their FUSE-free parts (command
 ## parsing, the output store, status lines, the job table).
 check_sandboxfs_SOURCES += %reldir%/check_fs_jobs.c
+## What the suites of src/fs that need a sandbox share: a mount's state
+## without FUSE (tests/fs_helpers.[ch]).
+check_sandboxfs_SOURCES += %reldir%/fs_helpers.c %reldir%/fs_helpers.h
 ## files/ without the file extension (fs_files_v1.c): the find record
 ## parser, the errno table, native quoting, the per-open buffer, and the
 ## operations against a strict v1 agent and native sessions.
@@ -17,3 +20,7 @@ check_sandboxfs_SOURCES += %reldir%/check_fs_wnodes.c
 ## The mount's table of FUSE node ids (src/fs/inodes.c): paths, lookups
 ## and forgets, renames, detached and hidden nodes.
 check_sandboxfs_SOURCES += %reldir%/check_fs_inodes.c
+## The prefetched contents of walked directories (src/fs/prefetch.c)
+## against a real agent: when a directory is fetched, bodies served once
+## and only while the mount holds their version.
+check_sandboxfs_SOURCES += %reldir%/check_fs_prefetch.c

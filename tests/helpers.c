@@ -132,14 +132,43 @@ void th_agent_start(struct th_agent *a, const char *const *extra_args,
 	th_agent_start_logged(a, extra_args, activate, NULL);
 }
 
+void th_agent_await(struct th_agent *a, const char *portfile)
+{
+	long long deadline;
+	char *text;
+
+	deadline = th_now_ms() + 10000;
+	for (;;) {
+		int status;
+
+		text = th_read_file(portfile, NULL);
+		if (text != NULL && *text != '\0')
+			break;
+		free(text);
+		if (waitpid(a->pid, &status, WNOHANG) == a->pid)
+			ck_abort_msg("sandbox-agent exited at start (%d)",
+				     status);
+		ck_assert_msg(th_now_ms() < deadline,
+			      "sandbox-agent did not start");
+		usleep(10000);
+	}
+	a->port = (unsigned)strtoul(text, NULL, 10);
+	free(text);
+	text = th_read_file(a->token_file, NULL);
+	ck_assert_msg(text != NULL && strlen(text) == 44, "token file");
+	memcpy(a->token, text, 45);
+	free(text);
+	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
+	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
+		 a->token);
+}
+
 void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 			   bool activate, const char *log_path)
 {
 	const char *argv[64];
 	char portfile[PATH_MAX];
-	long long deadline;
 	size_t argc = 0, i;
-	char *text;
 	bool confine_given = false;
 
 	memset(a, 0, sizeof(*a));
@@ -186,30 +215,7 @@ void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	deadline = th_now_ms() + 10000;
-	for (;;) {
-		int status;
-
-		text = th_read_file(portfile, NULL);
-		if (text != NULL && *text != '\0')
-			break;
-		free(text);
-		if (waitpid(a->pid, &status, WNOHANG) == a->pid)
-			ck_abort_msg("sandbox-agent exited at start (%d)",
-				     status);
-		ck_assert_msg(th_now_ms() < deadline,
-			      "sandbox-agent did not start");
-		usleep(10000);
-	}
-	a->port = (unsigned)strtoul(text, NULL, 10);
-	free(text);
-	text = th_read_file(a->token_file, NULL);
-	ck_assert_msg(text != NULL && strlen(text) == 44, "token file");
-	memcpy(a->token, text, 45);
-	free(text);
-	snprintf(a->base, sizeof(a->base), "http://127.0.0.1:%u", a->port);
-	snprintf(a->auth, sizeof(a->auth), "Authorization: Bearer %s",
-		 a->token);
+	th_agent_await(a, portfile);
 	if (activate) {
 		const char *h[] = {a->auth, NULL};
 		struct th_resp r;
@@ -412,4 +418,26 @@ ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 	}
 	close(fd);
 	return total;
+}
+
+Suite *th_suite(const char *name, const struct th_case *cases)
+{
+	Suite *s = suite_create(name);
+	const TTest *const *t;
+
+	for (; cases->name != NULL; cases++) {
+		const struct th_fixture *fx = cases->fx;
+		TCase *tc = tcase_create(cases->name);
+
+		if (fx != NULL && (fx->start != NULL || fx->stop != NULL))
+			tcase_add_unchecked_fixture(tc, fx->start, fx->stop);
+		if (fx != NULL && (fx->setup != NULL || fx->teardown != NULL))
+			tcase_add_checked_fixture(tc, fx->setup, fx->teardown);
+		if (fx != NULL && fx->timeout > 0)
+			tcase_set_timeout(tc, fx->timeout);
+		for (t = cases->tests; *t != NULL; t++)
+			tcase_add_test(tc, *t);
+		suite_add_tcase(s, tc);
+	}
+	return s;
 }

@@ -7,6 +7,7 @@
 #ifndef SBFS_TEST_HELPERS_H
 #define SBFS_TEST_HELPERS_H
 
+#include <check.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -50,6 +51,10 @@ void th_agent_start(struct th_agent *a, const char *const *extra_args,
  * NULL keeps the runner's stderr). */
 void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 			   bool activate, const char *log_path);
+/* For an agent started another way (a->pid, a->token_file set): wait
+ * (10 s at most) for its port file and credential and fill in port,
+ * token, base and auth. */
+void th_agent_await(struct th_agent *a, const char *portfile);
 /* SIGTERM, wait (SIGKILL after 5 s), remove the directory. */
 void th_agent_stop(struct th_agent *a);
 /* SIGTERM and wait (SIGKILL after 5 s); the exit status as waitpid gives
@@ -91,5 +96,26 @@ ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 
 /* Monotonic milliseconds. */
 long long th_now_ms(void);
+
+/* What runs around the tests of a case: a checked fixture (setup and
+ * teardown, around each test in its own process), an unchecked one
+ * (start and stop, once around the case), either may be NULL, and a
+ * timeout in seconds (0: Check's). */
+struct th_fixture {
+	SFun setup, teardown;
+	SFun start, stop;
+	double timeout;
+};
+
+/* One test case of a suite: its name, its tests (NULL-terminated) and
+ * its fixture (NULL: none). */
+struct th_case {
+	const char *name;
+	const TTest *const *tests;
+	const struct th_fixture *fx;
+};
+
+/* The suite name with the cases (up to the first whose name is NULL). */
+Suite *th_suite(const char *name, const struct th_case *cases);
 
 #endif

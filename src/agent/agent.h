@@ -2,20 +2,36 @@
 /*
  * agent: the state of one sandbox-agent process, shared by its modules.
  *
- *   http.c     libmicrohttpd server: routing, limits, auth, activation gate,
- *              replies, streamed and deferred replies
+ *   http*.c    libmicrohttpd server (http_i.h lists its files): limits,
+ *              auth, activation gate, replies, streamed and deferred
+ *              replies, the reply cache
+ *   routes.c   the route table: every route, its handler and its demands
  *   health.c   GET /v1/health, POST /v1/activate
  *   files.c    v1 file routes (GET/PUT /v1/files, POST /v1/mkdir)
  *   fsops.c    confined filesystem primitives (openat2 beneath the root)
- *   ext.c      the file extension routes (/sandboxfs/v1/...)
+ *   ext*.c     the file extension routes (/sandboxfs/v1/..., ext_i.h)
  *   exec.c     POST /v1/exec (NDJSON stream)
- *   jobs.c     /v1/jobs/start|poll|cancel, the extension's job listing
- *              and the job registry
- *   watch.c    change events of the root (GET /sandboxfs/v1/events)
+ *   jobs*.c    the job registry and its timer (jobs.c), a job's thread,
+ *              output and poll answers (jobs_run.c), /v1/jobs/start|poll|
+ *              cancel and the extension's listing (jobs_routes.c); jobs_i.h
+ *   watch*.c   change events of the root (GET /sandboxfs/v1/events): the
+ *              ring and held requests (watch.c), the inotify thread
+ *              (watch_thread.c), its tree of watched directories
+ *              (watch_tree.c); watch_i.h
  *   outlog.c   a job's kept output (memory, then a spool file)
- *   spawn.c    running a command: process group, cleared environment,
- *              privilege drop, bubblewrap confinement, output pipes
- *   main.c     options, credential file, start-up
+ *   spawn*.c   running a command (spawn_i.h): how commands run (spawn.c),
+ *              starting one (spawn_cmd.c: process group, cleared
+ *              environment, privilege drop, bubblewrap), its output
+ *              (spawn_run.c)
+ *   zygote*.c  the zygote that starts confined commands: the agent's side
+ *              (zygote.c), the process (zygote_main.c), the wire between
+ *              them (zygote_wire.c, zygote_i.h)
+ *   confine.c  entering the box: cgroup, limits, staged root, network
+ *   proc.c     what the process starters share (pidfds, reaping, the
+ *              steps between fork and exec)
+ *   options.c  the command line and the original agent's environment
+ *   main.c     credential file, start-up, the --run mode, shutdown
+ *   resolve.c  the file credentials of the thread serving a request
  *
  * Configuration is fixed after agent_start(); the mutable parts (the
  * activation flag, the job registry) carry their own synchronisation.

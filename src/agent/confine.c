@@ -32,7 +32,9 @@
 
 #include "common/clock.h"
 #include "agent/confine.h"
+#include "agent/proc.h"
 #include "agent/spawn.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -56,9 +58,6 @@
 #endif
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
-#endif
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
 #endif
 
 /* slirp4netns's start, until it has configured the interface. */
@@ -106,7 +105,7 @@ static void unescape(char *s)
  * propagate (a private /). Async-signal-safe: static buffers, which are
  * the forked child's own.
  */
-int agent_box_detach_others(const char *const *keep)
+static int detach_others(const char *const *keep)
 {
 	static char text[1 << 20];
 	static char *mp[8192];
@@ -193,7 +192,7 @@ static int stage_root(const struct agent_box *b)
 		      &attr, sizeof(attr));
 	if (unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-	    agent_box_detach_others(b->keep) < 0 ||
+	    detach_others(b->keep) < 0 ||
 	    mount("tmpfs", AGENT_STAGE_DIR, "tmpfs",
 		  MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "mode=0755,size=64k,nr_inodes=16") < 0 ||
@@ -266,26 +265,6 @@ struct agent_cgroup {
 	int procs_fd;
 };
 
-static char *read_small(const char *path)
-{
-	char *text = xmalloc(8192);
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0) {
-		free(text);
-		return NULL;
-	}
-	n = read(fd, text, 8191);
-	close(fd);
-	if (n < 0) {
-		free(text);
-		return NULL;
-	}
-	text[n] = '\0';
-	return text;
-}
-
 static int write_file(const char *dir, const char *name, const char *text)
 {
 	char *path = xasprintf("%s/%s", dir, name);
@@ -308,7 +287,7 @@ static bool has_both(const char *dir, const char *name)
 	char *path = xasprintf("%s/%s", dir, name), *text, *tok, *save = NULL;
 	bool pids = false, memory = false;
 
-	text = read_small(path);
+	text = fdio_read_text(path, 8191);
 	free(path);
 	if (text == NULL)
 		return false;
@@ -361,7 +340,7 @@ static char *cgroup2_mount(void)
 /* The agent's own cgroup (v2) below the mount, "" for the root. */
 static char *own_cgroup(void)
 {
-	char *text = read_small("/proc/self/cgroup"), *p, *end;
+	char *text = fdio_read_text("/proc/self/cgroup", 8191), *p, *end;
 	char *out = NULL;
 
 	if (text == NULL)
@@ -400,88 +379,107 @@ static int set_limits(const struct agent_config *cfg, const char *dir)
 	return rc;
 }
 
+/* As root: the sandboxes' cgroup below the root of the hierarchy mnt,
+ * and this sandbox's leaf in it, named by the session root (root_fd).
+ * The leaf's path, or NULL with why set. */
+static char *leaf_as_root(const char *mnt, int root_fd, char *why, size_t whysz)
+{
+	char *top = NULL, *leaf = NULL;
+	struct stat st;
+
+	if (!has_both(mnt, "cgroup.controllers")) {
+		snprintf(why, whysz,
+			 "the pids and memory controllers are not in %s "
+			 "(bound to cgroup v1?)",
+			 mnt);
+		return NULL;
+	}
+	if (!has_both(mnt, "cgroup.subtree_control") &&
+	    write_file(mnt, "cgroup.subtree_control", "+pids +memory") < 0) {
+		snprintf(why, whysz, "cannot enable them in %s", mnt);
+		return NULL;
+	}
+	top = xasprintf("%s/sandboxfs", mnt);
+	if ((mkdir(top, 0755) < 0 && errno != EEXIST) ||
+	    (!has_both(top, "cgroup.subtree_control") &&
+	     write_file(top, "cgroup.subtree_control", "+pids +memory") < 0))
+		snprintf(why, whysz, "cannot prepare %s: %s", top,
+			 strerror(errno));
+	else if (fstat(root_fd, &st) < 0)
+		snprintf(why, whysz, "the root: %s", strerror(errno));
+	else
+		leaf = xasprintf("%s/root-%llx-%llx", top,
+				 (unsigned long long)st.st_dev,
+				 (unsigned long long)st.st_ino);
+	free(top);
+	return leaf;
+}
+
+/* As a user: the agent's own delegated cgroup, which the agent leaves for
+ * a leaf of its own, and the sandbox's leaf beside it. The leaf's path,
+ * or NULL with why set. */
+static char *leaf_delegated(const char *mnt, char *why, size_t whysz)
+{
+	char *own = own_cgroup(), *top, *agent_leaf, *leaf = NULL;
+	char pid[32];
+
+	if (own == NULL) {
+		snprintf(why, whysz, "the agent is in no cgroup v2");
+		return NULL;
+	}
+	top = xasprintf("%s%s%s", mnt, *own ? "/" : "", own);
+	agent_leaf = xasprintf("%s/cgroup.procs", top);
+	if (access(top, W_OK) < 0 || access(agent_leaf, W_OK) < 0 ||
+	    !has_both(top, "cgroup.controllers")) {
+		snprintf(why, whysz,
+			 "%s is not delegated to this user with the pids and "
+			 "memory controllers",
+			 top);
+		goto out;
+	}
+	/* No process may stay in a cgroup whose controllers its children
+	 * use: the agent moves into a leaf of its own. */
+	free(agent_leaf);
+	agent_leaf = xasprintf("%s/agent", top);
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	if ((mkdir(agent_leaf, 0755) < 0 && errno != EEXIST) ||
+	    write_file(agent_leaf, "cgroup.procs", pid) < 0) {
+		snprintf(why, whysz, "cannot move into %s", agent_leaf);
+		goto out;
+	}
+	if (!has_both(top, "cgroup.subtree_control") &&
+	    write_file(top, "cgroup.subtree_control", "+pids +memory") < 0) {
+		/* Others share the cgroup: give it back as it was. */
+		(void)write_file(top, "cgroup.procs", pid);
+		rmdir(agent_leaf);
+		snprintf(why, whysz,
+			 "%s holds other processes: the controllers cannot be "
+			 "enabled below it",
+			 top);
+		goto out;
+	}
+	leaf = xasprintf("%s/sandbox", top);
+out:
+	free(own);
+	free(top);
+	free(agent_leaf);
+	return leaf;
+}
+
 int agent_cgroup_open(const struct agent_config *cfg, int root_fd,
 		      struct agent_cgroup **out, char *why, size_t whysz)
 {
-	char *mnt = cgroup2_mount(), *own = NULL, *top = NULL, *leaf = NULL;
-	char *agent_leaf = NULL, pid[32];
-	struct stat st;
+	char *mnt = cgroup2_mount(), *leaf = NULL, *procs;
 	int rc = -ENOTSUP, fd;
 
 	if (mnt == NULL) {
 		snprintf(why, whysz, "no cgroup2 file system is mounted");
+		return rc;
+	}
+	leaf = geteuid() == 0 ? leaf_as_root(mnt, root_fd, why, whysz)
+			      : leaf_delegated(mnt, why, whysz);
+	if (leaf == NULL)
 		goto out;
-	}
-	if (geteuid() == 0) {
-		if (!has_both(mnt, "cgroup.controllers")) {
-			snprintf(why, whysz,
-				 "the pids and memory controllers are not in "
-				 "%s (bound to cgroup v1?)",
-				 mnt);
-			goto out;
-		}
-		if (!has_both(mnt, "cgroup.subtree_control") &&
-		    write_file(mnt, "cgroup.subtree_control", "+pids +memory") <
-			    0) {
-			snprintf(why, whysz, "cannot enable them in %s", mnt);
-			goto out;
-		}
-		top = xasprintf("%s/sandboxfs", mnt);
-		if ((mkdir(top, 0755) < 0 && errno != EEXIST) ||
-		    (!has_both(top, "cgroup.subtree_control") &&
-		     write_file(top, "cgroup.subtree_control",
-				"+pids +memory") < 0)) {
-			snprintf(why, whysz, "cannot prepare %s: %s", top,
-				 strerror(errno));
-			goto out;
-		}
-		if (fstat(root_fd, &st) < 0) {
-			snprintf(why, whysz, "the root: %s", strerror(errno));
-			goto out;
-		}
-		leaf = xasprintf("%s/root-%llx-%llx", top,
-				 (unsigned long long)st.st_dev,
-				 (unsigned long long)st.st_ino);
-	} else {
-		own = own_cgroup();
-		if (own == NULL) {
-			snprintf(why, whysz, "the agent is in no cgroup v2");
-			goto out;
-		}
-		top = xasprintf("%s%s%s", mnt, *own ? "/" : "", own);
-		agent_leaf = xasprintf("%s/cgroup.procs", top);
-		if (access(top, W_OK) < 0 || access(agent_leaf, W_OK) < 0 ||
-		    !has_both(top, "cgroup.controllers")) {
-			snprintf(why, whysz,
-				 "%s is not delegated to this user with the "
-				 "pids and memory controllers",
-				 top);
-			goto out;
-		}
-		/* No process may stay in a cgroup whose controllers its
-		 * children use: the agent moves into a leaf of its own. */
-		free(agent_leaf);
-		agent_leaf = xasprintf("%s/agent", top);
-		snprintf(pid, sizeof(pid), "%ld", (long)getpid());
-		if ((mkdir(agent_leaf, 0755) < 0 && errno != EEXIST) ||
-		    write_file(agent_leaf, "cgroup.procs", pid) < 0) {
-			snprintf(why, whysz, "cannot move into %s", agent_leaf);
-			goto out;
-		}
-		if (!has_both(top, "cgroup.subtree_control") &&
-		    write_file(top, "cgroup.subtree_control", "+pids +memory") <
-			    0) {
-			/* Others share the cgroup: give it back as it was. */
-			(void)write_file(top, "cgroup.procs", pid);
-			rmdir(agent_leaf);
-			snprintf(why, whysz,
-				 "%s holds other processes: the controllers "
-				 "cannot be enabled below it",
-				 top);
-			goto out;
-		}
-		leaf = xasprintf("%s/sandbox", top);
-	}
 	if ((mkdir(leaf, 0755) < 0 && errno != EEXIST) ||
 	    set_limits(cfg, leaf) < 0) {
 		snprintf(why, whysz, "cannot make %s: %s", leaf,
@@ -489,12 +487,9 @@ int agent_cgroup_open(const struct agent_config *cfg, int root_fd,
 		rmdir(leaf);
 		goto out;
 	}
-	{
-		char *procs = xasprintf("%s/cgroup.procs", leaf);
-
-		fd = open(procs, O_WRONLY | O_CLOEXEC);
-		free(procs);
-	}
+	procs = xasprintf("%s/cgroup.procs", leaf);
+	fd = open(procs, O_WRONLY | O_CLOEXEC);
+	free(procs);
 	if (fd < 0) {
 		snprintf(why, whysz, "cannot open %s/cgroup.procs: %s", leaf,
 			 strerror(errno));
@@ -508,10 +503,7 @@ int agent_cgroup_open(const struct agent_config *cfg, int root_fd,
 	rc = 0;
 out:
 	free(mnt);
-	free(own);
-	free(top);
 	free(leaf);
-	free(agent_leaf);
 	return rc;
 }
 
@@ -546,31 +538,6 @@ struct agent_net {
 	int pidfd;
 	int exit_w; /* its exit descriptor's other end */
 };
-
-static int64_t mono_ms(void)
-{
-	return clock_mono_ms();
-}
-
-/* Wait for a child of ours until deadline; SIGKILL it past that. Its
- * status (waitpid's), or -1. */
-static int reap_bounded(pid_t pid, int pidfd, int64_t deadline)
-{
-	int status = -1;
-
-	while (pidfd >= 0 && mono_ms() < deadline) {
-		struct pollfd p = {pidfd, POLLIN, 0};
-
-		if (poll(&p, 1, (int)(deadline - mono_ms())) != 0)
-			break;
-	}
-	if (waitpid(pid, &status, WNOHANG) == pid)
-		return status;
-	kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return status;
-}
 
 /* The owner of the namespace's network: bubblewrap made the network
  * namespace in a user namespace of its own, above the one its programs
@@ -699,8 +666,8 @@ static int block_ranges(const struct agent_box *b, pid_t pid, char *why,
 	}
 	if (h == 0)
 		route_child(b, pid);
-	pidfd = (int)syscall(SYS_pidfd_open, h, 0);
-	status = reap_bounded(h, pidfd, mono_ms() + NET_HELPER_MS);
+	pidfd = proc_pidfd_open(h);
+	status = proc_reap_bounded(h, pidfd, clock_mono_ms() + NET_HELPER_MS);
 	if (pidfd >= 0)
 		close(pidfd);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -741,7 +708,7 @@ static int tun_for_user(const struct agent_box *b, const char *const *keep)
 	if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode) ||
 	    unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-	    agent_box_detach_others(keep) < 0 ||
+	    detach_others(keep) < 0 ||
 	    mount("tmpfs", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC,
 		  "mode=0755,size=4k,nr_inodes=4") < 0 ||
 	    mknod("/dev/net/tun", S_IFCHR | 0600, st.st_rdev) < 0 ||
@@ -754,17 +721,9 @@ __attribute__((noreturn)) static void slirp_child(const struct slirp_plan *p)
 {
 	static char *const no_env[] = {NULL};
 	int netfd, userfd, step, fds[4], tmp[4], i;
-	struct sigaction sa;
-	sigset_t none;
 
 	/* The agent ignores SIGPIPE and blocks SIGTERM: not its helper. */
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (i = 1; i < NSIG; i++)
-		if (i != SIGKILL && i != SIGSTOP)
-			sigaction(i, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	proc_signals_default();
 	/* Out of the agent's process group: a signal to it is not ours. */
 	setsid();
 	if ((p->b->drop && tun_for_user(p->b, p->keep) < 0) ||
@@ -790,24 +749,10 @@ __attribute__((noreturn)) static void slirp_child(const struct slirp_plan *p)
 	_exit(127);
 }
 
-int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
-		     pid_t pid, struct agent_net **out, char *why, size_t whysz)
+/* Whether user-mode networking can be had: 0, or an errno with why. */
+static int net_usable(const struct agent_box *b, const struct agent_net_cfg *nc,
+		      char *why, size_t whysz)
 {
-	char userns[32], netns[32], exitarg[32], readyarg[32], *dir = NULL;
-	const char *argv[16], *keep[16];
-	struct slirp_plan p;
-	int exitp[2] = {-1, -1}, readyp[2] = {-1, -1}, devnull = -1;
-	int64_t deadline;
-	struct agent_net *n = NULL;
-	size_t argc = 0, nk;
-	char c = 0;
-	int rc;
-
-	rc = block_ranges(b, pid, why, whysz);
-	if (rc < 0)
-		return rc;
-	if (nc->mode == AGENT_NET_NONE)
-		return 0;
 	if (nc->slirp == NULL || access(nc->slirp, X_OK) < 0) {
 		snprintf(why, whysz,
 			 "%s is not installed (package slirp4netns)",
@@ -821,25 +766,102 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 			 strerror(errno));
 		return -EACCES;
 	}
-	snprintf(exitarg, sizeof(exitarg), "--exit-fd=%d", SLIRP_EXIT_FD);
-	snprintf(readyarg, sizeof(readyarg), "--ready-fd=%d", SLIRP_READY_FD);
-	snprintf(userns, sizeof(userns), "--userns-path=/proc/self/fd/%d",
-		 SLIRP_USER_FD);
-	snprintf(netns, sizeof(netns), "/proc/self/fd/%d", SLIRP_NET_FD);
-	argv[argc++] = nc->slirp;
-	argv[argc++] = "--configure";
-	argv[argc++] = "--mtu=65520";
-	argv[argc++] = "--disable-host-loopback";
+	return 0;
+}
+
+/* slirp4netns's command line, its strings in the struct. */
+struct slirp_args {
+	char userns[32], netns[32], exitarg[32], readyarg[32];
+	const char *argv[16];
+};
+
+static void slirp_args_make(const struct agent_net_cfg *nc,
+			    struct slirp_args *sa)
+{
+	size_t argc = 0;
+
+	snprintf(sa->exitarg, sizeof(sa->exitarg), "--exit-fd=%d",
+		 SLIRP_EXIT_FD);
+	snprintf(sa->readyarg, sizeof(sa->readyarg), "--ready-fd=%d",
+		 SLIRP_READY_FD);
+	snprintf(sa->userns, sizeof(sa->userns),
+		 "--userns-path=/proc/self/fd/%d", SLIRP_USER_FD);
+	snprintf(sa->netns, sizeof(sa->netns), "/proc/self/fd/%d",
+		 SLIRP_NET_FD);
+	sa->argv[argc++] = nc->slirp;
+	sa->argv[argc++] = "--configure";
+	sa->argv[argc++] = "--mtu=65520";
+	sa->argv[argc++] = "--disable-host-loopback";
 	/* Its own --enable-sandbox wants to be root in the user namespace
 	 * it runs in, which it is not here; the filter works as any user. */
-	argv[argc++] = "--enable-seccomp";
-	argv[argc++] = exitarg;
-	argv[argc++] = readyarg;
-	argv[argc++] = userns;
-	argv[argc++] = "--netns-type=path";
-	argv[argc++] = netns;
-	argv[argc++] = "tap0";
-	argv[argc] = NULL;
+	sa->argv[argc++] = "--enable-seccomp";
+	sa->argv[argc++] = sa->exitarg;
+	sa->argv[argc++] = sa->readyarg;
+	sa->argv[argc++] = sa->userns;
+	sa->argv[argc++] = "--netns-type=path";
+	sa->argv[argc++] = sa->netns;
+	sa->argv[argc++] = "tap0";
+	sa->argv[argc] = NULL;
+}
+
+/* Wait (bounded) for slirp4netns n to say the interface is up on its
+ * ready pipe (ready_r): 0, or a negative errno with why (its death is
+ * reaped). */
+static int slirp_await(struct agent_net *n, int ready_r, char *why,
+		       size_t whysz)
+{
+	int64_t deadline = clock_mono_ms() + NET_READY_MS;
+	int status;
+	char c = 0;
+
+	/* It writes "1" once the interface is up; an end of file is its
+	 * death. */
+	for (;;) {
+		struct pollfd pf = {ready_r, POLLIN, 0};
+		int64_t left = deadline - clock_mono_ms();
+		ssize_t got;
+
+		if (left <= 0 || poll(&pf, 1, (int)left) == 0) {
+			snprintf(why, whysz,
+				 "slirp4netns did not configure the network "
+				 "within %d ms",
+				 NET_READY_MS);
+			return -ETIMEDOUT;
+		}
+		got = read(ready_r, &c, 1);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got == 1)
+			return 0;
+		break;
+	}
+	status = proc_reap_bounded(n->pid, n->pidfd,
+				   clock_mono_ms() + NET_STOP_MS);
+	n->pid = -1;
+	snprintf(why, whysz, "slirp4netns exited at start (status %d)",
+		 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	return -EIO;
+}
+
+int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
+		     pid_t pid, struct agent_net **out, char *why, size_t whysz)
+{
+	const char *keep[16];
+	struct slirp_args sa;
+	struct slirp_plan p;
+	int exitp[2] = {-1, -1}, readyp[2] = {-1, -1}, devnull = -1;
+	struct agent_net *n = NULL;
+	char *dir = NULL;
+	size_t nk;
+	int rc;
+
+	rc = block_ranges(b, pid, why, whysz);
+	if (rc < 0 || nc->mode == AGENT_NET_NONE)
+		return rc;
+	rc = net_usable(b, nc, why, whysz);
+	if (rc < 0)
+		return rc;
+	slirp_args_make(nc, &sa);
 	if (pipe2(exitp, O_CLOEXEC) < 0 || pipe2(readyp, O_CLOEXEC) < 0 ||
 	    (devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0) {
 		rc = -errno;
@@ -859,7 +881,7 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 	memset(&p, 0, sizeof(p));
 	p.b = b;
 	p.pid = pid;
-	p.argv = argv;
+	p.argv = sa.argv;
 	p.keep = keep;
 	p.exit_r = exitp[0];
 	p.ready_w = readyp[1];
@@ -875,61 +897,22 @@ int agent_net_attach(const struct agent_box *b, const struct agent_net_cfg *nc,
 	}
 	if (n->pid == 0)
 		slirp_child(&p);
-	n->pidfd = (int)syscall(SYS_pidfd_open, n->pid, 0);
-	if (n->pidfd >= 0)
-		fcntl(n->pidfd, F_SETFD, FD_CLOEXEC);
+	n->pidfd = proc_pidfd_open(n->pid);
 	n->exit_w = exitp[1];
 	exitp[1] = -1;
-	close(readyp[1]);
-	readyp[1] = -1;
-	/* It writes "1" once the interface is up; an end of file is its
-	 * death. */
-	deadline = mono_ms() + NET_READY_MS;
-	for (;;) {
-		struct pollfd pf = {readyp[0], POLLIN, 0};
-		int64_t left = deadline - mono_ms();
-		ssize_t got;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) == 0) {
-			rc = -ETIMEDOUT;
-			snprintf(why, whysz,
-				 "slirp4netns did not configure the network "
-				 "within %d ms",
-				 NET_READY_MS);
-			goto out;
-		}
-		got = read(readyp[0], &c, 1);
-		if (got < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (got == 1)
-			break;
-		rc = -EIO;
-		{
-			int status = reap_bounded(n->pid, n->pidfd,
-						  mono_ms() + NET_STOP_MS);
-
-			n->pid = -1;
-			snprintf(why, whysz,
-				 "slirp4netns exited at start (status %d)",
-				 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-		}
-		goto out;
+	proc_close(&readyp[1]);
+	rc = slirp_await(n, readyp[0], why, whysz);
+	if (rc == 0) {
+		*out = n;
+		n = NULL;
 	}
-	*out = n;
-	n = NULL;
-	rc = 0;
 out:
 	agent_net_detach(n);
-	if (exitp[0] >= 0)
-		close(exitp[0]);
-	if (exitp[1] >= 0)
-		close(exitp[1]);
-	if (readyp[0] >= 0)
-		close(readyp[0]);
-	if (readyp[1] >= 0)
-		close(readyp[1]);
-	if (devnull >= 0)
-		close(devnull);
+	proc_close(&exitp[0]);
+	proc_close(&exitp[1]);
+	proc_close(&readyp[0]);
+	proc_close(&readyp[1]);
+	proc_close(&devnull);
 	free(dir);
 	return rc;
 }
@@ -941,7 +924,8 @@ void agent_net_detach(struct agent_net *n)
 	if (n->exit_w >= 0)
 		close(n->exit_w);
 	if (n->pid > 0)
-		reap_bounded(n->pid, n->pidfd, mono_ms() + NET_STOP_MS);
+		proc_reap_bounded(n->pid, n->pidfd,
+				  clock_mono_ms() + NET_STOP_MS);
 	if (n->pidfd >= 0)
 		close(n->pidfd);
 	free(n);

@@ -58,7 +58,7 @@ struct agent_box {
 	uint64_t data; /* RLIMIT_DATA set before the exec; 0: none */
 	/* NULL-terminated: the mounts the staged namespace keeps (with
 	 * what is beneath and above them); every other one is detached
-	 * (agent_box_detach_others). */
+	 * (confine.c). */
 	const char *const *keep;
 };
 
@@ -80,15 +80,6 @@ enum agent_box_step {
  */
 int agent_box_enter(const struct agent_box *b, bool stage_root, int *step);
 
-/*
- * In a mount namespace of the caller's own: detach every mount but "/",
- * those at or beneath a path of keep (NULL-terminated) and those above
- * one, so that the namespace, which lives as long as the process it
- * holds, keeps no other file system busy (a FUSE mount made on the host
- * would never learn of its unmount where the host's mounts do not
- * propagate). 0, or -1 with errno. Async-signal-safe.
- */
-int agent_box_detach_others(const char *const *keep);
 /* The system's directories a staged namespace keeps ("/usr", "/etc", the
  * library and binary directories, "/proc", "/dev"), into keep[max] with a
  * NULL after them. */

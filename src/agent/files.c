@@ -23,6 +23,7 @@
 #include "agent/resolve.h"
 #include "agent/routes.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
@@ -283,21 +284,6 @@ static int reply_mkdir_error(struct agent_req *r, const char *p,
 	}
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int agent_route_files_put(struct agent_req *r)
 {
 	const struct agent *a = agent_req_agent(r);
@@ -369,7 +355,7 @@ int agent_route_files_put(struct agent_req *r)
 		rc = reply_failed(r, "writeFile", errno);
 		goto out;
 	}
-	rc = write_all(fd, w.data, w.len);
+	rc = fdio_write_all(fd, w.data, w.len);
 	if (rc == 0 && close(fd) < 0)
 		rc = -errno;
 	else if (rc < 0)

@@ -144,6 +144,26 @@ static int fstat_into(int fd, struct stat *st)
 	return fstat(fd, st) == 0 ? 0 : -errno;
 }
 
+/* The end of an operation that answers the attributes after it: fd is
+ * closed, and *st is s when rc is 0. rc. */
+static int close_with(int fd, int rc, const struct stat *s, struct stat *st)
+{
+	close(fd);
+	if (rc == 0)
+		*st = *s;
+	return rc;
+}
+
+/* The same, with the attributes of fd itself, unless rc says it failed. */
+static int close_with_stat(int fd, int rc, struct stat *st)
+{
+	struct stat s;
+
+	if (rc == 0)
+		rc = fstat_into(fd, &s);
+	return close_with(fd, rc, &s, st);
+}
+
 /* ---- stat and readlink --------------------------------------------------- */
 
 int fsops_stat(const struct agent *a, const char *rel, struct stat *st,
@@ -311,28 +331,18 @@ int fsops_write(const struct agent *a, const char *rel, uint64_t off,
 	/* The times come last: the write itself moved mtime. */
 	if (rc == 0 && times != NULL && futimens(fd, times) < 0)
 		rc = -errno;
-	if (rc == 0)
-		rc = fstat_into(fd, &s);
-	close(fd);
-	if (rc == 0)
-		*st = s;
-	return rc;
+	return close_with_stat(fd, rc, st);
 }
 
 int fsops_create(const struct agent *a, const char *rel, mode_t mode,
 		 bool exclusive, bool truncate, struct stat *st)
 {
-	struct stat s;
-	int fd, rc;
+	int fd;
 
 	fd = open_created(a, rel, 0, mode, exclusive, truncate);
 	if (fd < 0)
 		return fd;
-	rc = fstat_into(fd, &s);
-	close(fd);
-	if (rc == 0)
-		*st = s;
-	return rc;
+	return close_with_stat(fd, 0, st);
 }
 
 int fsops_truncate(const struct agent *a, const char *rel, uint64_t size,
@@ -351,12 +361,7 @@ int fsops_truncate(const struct agent *a, const char *rel, uint64_t size,
 		rc = not_regular(&s);
 	if (rc == 0 && ftruncate(fd, (off_t)size) < 0)
 		rc = -errno;
-	if (rc == 0)
-		rc = fstat_into(fd, &s);
-	close(fd);
-	if (rc == 0)
-		*st = s;
-	return rc;
+	return close_with_stat(fd, rc, st);
 }
 
 int fsops_fsync(const struct agent *a, const char *rel)
@@ -448,62 +453,71 @@ int fsops_rmdir(const struct agent *a, const char *rel)
 	return remove_at(a, rel, AT_REMOVEDIR);
 }
 
+/* Two names, each beneath its parent: both parents open (closed with
+ * parents_close), or a negative errno with neither. */
+struct two_parents {
+	char s1[SCRATCH], s2[SCRATCH];
+	const char *n1, *n2;
+	int p1, p2;
+};
+
+static int parents_open(const struct agent *a, const char *from, const char *to,
+			struct two_parents *tp)
+{
+	tp->p1 = open_parent(a, from, &tp->n1, tp->s1);
+	if (tp->p1 < 0)
+		return tp->p1;
+	tp->p2 = open_parent(a, to, &tp->n2, tp->s2);
+	if (tp->p2 < 0) {
+		close(tp->p1);
+		return tp->p2;
+	}
+	return 0;
+}
+
+static void parents_close(struct two_parents *tp)
+{
+	close(tp->p1);
+	close(tp->p2);
+}
+
 int fsops_rename(const struct agent *a, const char *from, const char *to,
 		 unsigned flags)
 {
-	char s1[SCRATCH], s2[SCRATCH];
-	const char *n1, *n2;
-	int p1, p2 = -1, rc = 0;
+	struct two_parents tp;
+	int rc;
 
 	if (*from == '\0' || *to == '\0')
 		return -EBUSY;
-	p1 = open_parent(a, from, &n1, s1);
-	if (p1 < 0)
-		return p1;
-	p2 = open_parent(a, to, &n2, s2);
-	if (p2 < 0) {
-		rc = p2;
-		goto out;
-	}
-	if (renameat2(p1, n1, p2, n2, flags) < 0)
+	rc = parents_open(a, from, to, &tp);
+	if (rc < 0)
+		return rc;
+	if (renameat2(tp.p1, tp.n1, tp.p2, tp.n2, flags) < 0)
 		rc = -errno;
-out:
-	close(p1);
-	if (p2 >= 0)
-		close(p2);
+	parents_close(&tp);
 	return rc;
 }
 
 int fsops_link(const struct agent *a, const char *from, const char *to,
 	       struct stat *st)
 {
-	char s1[SCRATCH], s2[SCRATCH];
-	const char *n1, *n2;
+	struct two_parents tp;
 	struct stat s;
-	int p1, p2 = -1, rc = 0;
+	int rc;
 
 	if (*from == '\0')
 		return -EPERM;
 	if (*to == '\0')
 		return -EEXIST;
-	p1 = open_parent(a, from, &n1, s1);
-	if (p1 < 0)
-		return p1;
-	p2 = open_parent(a, to, &n2, s2);
-	if (p2 < 0) {
-		rc = p2;
-		goto out;
-	}
-	if (linkat(p1, n1, p2, n2, 0) < 0 ||
-	    fstatat(p2, n2, &s, AT_SYMLINK_NOFOLLOW) < 0) {
+	rc = parents_open(a, from, to, &tp);
+	if (rc < 0)
+		return rc;
+	if (linkat(tp.p1, tp.n1, tp.p2, tp.n2, 0) < 0 ||
+	    fstatat(tp.p2, tp.n2, &s, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
-		goto out;
-	}
-	*st = s;
-out:
-	close(p1);
-	if (p2 >= 0)
-		close(p2);
+	else
+		*st = s;
+	parents_close(&tp);
 	return rc;
 }
 
@@ -545,12 +559,7 @@ int fsops_chmod(const struct agent *a, const char *rel, mode_t mode,
 		rc = fd_chmod(
 			fd, mode & 07777 &
 				    ~(S_ISDIR(s.st_mode) ? S_ISUID : NO_PRIV));
-	if (rc == 0)
-		rc = fstat_into(fd, &s);
-	close(fd);
-	if (rc == 0)
-		*st = s;
-	return rc;
+	return close_with_stat(fd, rc, st);
 }
 
 int fsops_utimens(const struct agent *a, const char *rel,
@@ -576,10 +585,7 @@ int fsops_utimens(const struct agent *a, const char *rel,
 		if (rc == 0)
 			rc = fstat_into(fd, &s);
 	}
-	close(fd);
-	if (rc == 0)
-		*st = s;
-	return rc;
+	return close_with(fd, rc, &s, st);
 }
 
 int fsops_statfs(const struct agent *a, struct statfs *out)

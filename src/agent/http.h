@@ -93,7 +93,6 @@ bool agent_http_reply_cache(const struct agent *a);
 /* ---- the request (valid during the handler call only) ------------------ */
 
 struct agent *agent_req_agent(const struct agent_req *r);
-const char *agent_req_method(const struct agent_req *r);
 /* The URL path without the query, e.g. "/v1/files". */
 const char *agent_req_path(const struct agent_req *r);
 /* A decoded query argument, or NULL when absent. Decoding is
@@ -104,6 +103,12 @@ const char *agent_req_query(const struct agent_req *r, const char *key);
  * a NUL (%00), which a caller that checks paths must see. */
 const char *agent_req_query_n(const struct agent_req *r, const char *key,
 			      size_t *len);
+/* A query argument that must be a decimal number, digits only, at most
+ * max: 0 with *out set, 0 with *out untouched when the argument is absent,
+ * -EINVAL when it is anything else. */
+int agent_req_query_dec(const struct agent_req *r, const char *key,
+			uint64_t max, uint64_t *out)
+	__attribute__((warn_unused_result));
 /* A request header (case-insensitive name), or NULL. */
 const char *agent_req_header(const struct agent_req *r, const char *name);
 /* The request body (NUL-terminated for convenience; len excludes it). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent/outlog.h"
+#include "common/fdio.h"
 #include "common/xalloc.h"
 
 /* The memory ring's first size. */
@@ -59,44 +60,6 @@ static int spill_open(const char *dir)
 	return fd;
 }
 
-static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t off)
-{
-	while (n > 0) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		p += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
-static int pread_all(int fd, unsigned char *p, size_t n, uint64_t off)
-{
-	while (n > 0) {
-		ssize_t r = pread(fd, p, n, (off_t)off);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			return -EIO;
-		p += r;
-		n -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 /* Copy between a linear buffer and the ring at pos, in at most two
  * pieces (the ring wraps once). */
 static void mem_put(unsigned char *ring, size_t size, uint64_t pos,
@@ -129,9 +92,9 @@ static int file_put(const struct outlog *l, uint64_t pos,
 
 	if (first > n)
 		first = n;
-	rc = pwrite_all(l->fd, p, (size_t)first, at);
+	rc = fdio_pwrite_all(l->fd, p, (size_t)first, at);
 	if (rc == 0 && n > first)
-		rc = pwrite_all(l->fd, p + first, n - (size_t)first, 0);
+		rc = fdio_pwrite_all(l->fd, p + first, n - (size_t)first, 0);
 	return rc;
 }
 
@@ -143,9 +106,9 @@ static int file_get(const struct outlog *l, uint64_t pos, unsigned char *p,
 
 	if (first > n)
 		first = n;
-	rc = pread_all(l->fd, p, (size_t)first, at);
+	rc = fdio_pread_all(l->fd, p, (size_t)first, at);
 	if (rc == 0 && n > first)
-		rc = pread_all(l->fd, p + first, n - (size_t)first, 0);
+		rc = fdio_pread_all(l->fd, p + first, n - (size_t)first, 0);
 	return rc;
 }
 

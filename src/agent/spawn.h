@@ -60,8 +60,6 @@ int agent_spawner_new(const struct agent *a, struct agent_spawner **out)
 	__attribute__((warn_unused_result));
 /* Stops the zygote. Every command must have been reaped. NULL-safe. */
 void agent_spawner_free(struct agent_spawner *sp);
-/* True when commands run inside bubblewrap. */
-bool agent_spawner_confined(const struct agent_spawner *sp);
 
 /*
  * Resolve a request's working directory against the session root

@@ -22,6 +22,14 @@ long long clock_mono_ms(void)
 	return fn != NULL ? fn() : real_ms();
 }
 
+long long clock_wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void clock_deadline_in(struct timespec *ts, long ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, ts);

@@ -18,6 +18,11 @@
 
 long long clock_mono_ms(void);
 
+/* CLOCK_REALTIME in milliseconds since the epoch: for times shown to
+ * people or carried on the wire (a job's start), never for deadlines. Not
+ * affected by clock_set_source. */
+long long clock_wall_ms(void);
+
 /* The absolute CLOCK_MONOTONIC time ms from now, for
  * pthread_cond_timedwait on a condition made by clock_cond_init (the real
  * clock: a wait is a wait). */

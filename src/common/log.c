@@ -52,7 +52,7 @@ void log_use_fd(int fd)
 	log_fd = fd;
 }
 
-void log_vlog(enum log_level level, const char *fmt, va_list ap)
+static void log_vlog(enum log_level level, const char *fmt, va_list ap)
 {
 	static const int prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO,
 				   LOG_DEBUG};

@@ -39,8 +39,6 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void log_vlog(enum log_level level, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
 
 /* Log and exit(1); fatal() appends strerror(errno). For startup failures
  * and broken invariants only. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/path.h"
+#include "common/xalloc.h"
 
 const char *path_verdict_reason(enum path_verdict v)
 {
@@ -93,4 +94,45 @@ bool path_component_valid(const char *name)
 	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return false;
 	return strchr(name, '/') == NULL;
+}
+
+bool path_rel_valid(const char *p)
+{
+	char comp[NAME_MAX_BYTES + 1];
+
+	while (*p != '\0') {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || n >= sizeof(comp))
+			return false;
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (!path_component_valid(comp))
+			return false;
+		p += n;
+		if (*p == '/')
+			p++;
+		if (*p == '\0' && p[-1] == '/')
+			return false;
+	}
+	return true;
+}
+
+const char *path_parent(const char *rel, char *out, size_t size)
+{
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash != NULL ? (size_t)(slash - rel) : 0;
+
+	if (size > 0) {
+		if (n >= size)
+			n = size - 1;
+		memcpy(out, rel, n);
+		out[n] = '\0';
+	}
+	return slash != NULL ? slash + 1 : rel;
+}
+
+char *path_join(const char *dir, const char *name)
+{
+	return *dir != '\0' ? xasprintf("%s/%s", dir, name) : xstrdup(name);
 }

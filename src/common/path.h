@@ -45,6 +45,19 @@ enum path_verdict path_normalize(const char *in, size_t n, bool allow_root,
  * Returns false for the root (""). */
 bool path_split(char *rel, const char **parent, const char **name);
 
+/* The parent of a relative path into out[size] ("" for a top-level name;
+ * cut to fit), and its last component (a pointer into rel). */
+const char *path_parent(const char *rel, char *out, size_t size);
+
+/* dir + "/" + name, or name when dir is "" (the root): a heap string
+ * (allocation aborts, xalloc.h). */
+char *path_join(const char *dir, const char *name);
+
+/* True when rel is a relative path a cache may be keyed by: "" (the
+ * root) or valid components (path_component_valid) joined by single
+ * '/', without a leading or trailing one. */
+bool path_rel_valid(const char *rel);
+
 /* True when name is one valid component: not empty, not "." or "..", no
  * '/' and no NUL, at most 255 bytes. */
 bool path_component_valid(const char *name);

@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -154,6 +155,117 @@ int pj_dup(const char *s, char **out)
 	return *out == NULL ? -ENOMEM : 0;
 }
 
+int pj_i32(const cJSON *item, int32_t *out)
+{
+	double v;
+	int rc = pj_num_range(item, INT32_MIN, INT32_MAX, &v);
+
+	if (rc == 0)
+		*out = (int32_t)v;
+	return rc;
+}
+
+void pj_strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+int pj_str_array(const cJSON *a, size_t max, int too_many, char ***out,
+		 size_t *n)
+{
+	const cJSON *it;
+	size_t count = 0;
+	char **v;
+
+	if (!cJSON_IsArray(a))
+		return -EINVAL;
+	cJSON_ArrayForEach(it, a)
+	{
+		if (!cJSON_IsString(it) || it->valuestring == NULL)
+			return -EINVAL;
+		count++;
+	}
+	if (count > max)
+		return too_many;
+	v = calloc(count + 1, sizeof(*v));
+	if (v == NULL)
+		return -ENOMEM;
+	*out = v;
+	*n = 0;
+	cJSON_ArrayForEach(it, a)
+	{
+		v[*n] = strdup(it->valuestring);
+		if (v[*n] == NULL)
+			return -ENOMEM;
+		(*n)++;
+	}
+	return 0;
+}
+
+int pj_put_strs(struct buf *out, char *const *v, size_t n, bool names)
+{
+	size_t i;
+	int rc = buf_append_str(out, "[");
+
+	for (i = 0; rc == 0 && i < n; i++) {
+		char *name = NULL;
+
+		if (i > 0)
+			rc = buf_append_str(out, ",");
+		if (rc == 0 && names) {
+			name = strndup(v[i], strcspn(v[i], "="));
+			if (name == NULL)
+				return -ENOMEM;
+		}
+		if (rc == 0)
+			rc = proto_json_string(out, names ? name : v[i]);
+		free(name);
+	}
+	if (rc == 0)
+		rc = buf_append_str(out, "]");
+	return rc;
+}
+
+int pj_put_error(struct buf *out, const char *code, const char *message)
+{
+	int rc = buf_append_str(out, "\"code\":");
+
+	if (rc == 0)
+		rc = proto_json_string(out, code != NULL ? code : "");
+	if (rc == 0)
+		rc = buf_append_str(out, ",\"message\":");
+	if (rc == 0)
+		rc = proto_json_string(out, message != NULL ? message : "");
+	return rc;
+}
+
+int pj_error(const cJSON *e, char **code, char **message)
+{
+	const char *c, *m;
+	char *cc = NULL, *mm = NULL;
+	int rc;
+
+	if (!cJSON_IsObject(e) || pj_str(e, "code", true, &c) < 0 ||
+	    pj_str(e, "message", true, &m) < 0)
+		return -EINVAL;
+	rc = pj_dup(c, &cc);
+	if (rc == 0)
+		rc = pj_dup(m, &mm);
+	if (rc < 0) {
+		free(cc);
+		return rc;
+	}
+	*code = cc;
+	*message = mm;
+	return 0;
+}
+
 bool proto_client_id_valid(const char *s)
 {
 	size_t i;
@@ -179,6 +291,249 @@ int proto_json_string(struct buf *out, const char *s)
 	rc = pj_print(str, out);
 	cJSON_Delete(str);
 	return rc;
+}
+
+/* ---- a small JSON writer (proto_i.h) ------------------------------------ */
+
+/* Largest integer a JSON double holds exactly: 2^53 - 1. */
+#define EXACT_MAX 9007199254740991LL
+
+void jw_begin(struct jw *w, struct buf *out)
+{
+	w->out = out;
+	w->start = out->len;
+	w->first = true;
+	w->rc = buf_append(out, "{", 1);
+}
+
+static void jw_key(struct jw *w, const char *key)
+{
+	if (w->rc == 0 && !w->first)
+		w->rc = buf_append(w->out, ",", 1);
+	w->first = false;
+	if (w->rc == 0)
+		w->rc = buf_printf(w->out, "\"%s\":", key);
+}
+
+void jw_u64(struct jw *w, const char *key, uint64_t v)
+{
+	jw_key(w, key);
+	if (w->rc != 0)
+		return;
+	if (v <= (uint64_t)EXACT_MAX)
+		w->rc = buf_printf(w->out, "%" PRIu64, v);
+	else
+		w->rc = buf_printf(w->out, "\"%" PRIu64 "\"", v);
+}
+
+void jw_i64(struct jw *w, const char *key, int64_t v)
+{
+	jw_key(w, key);
+	if (w->rc != 0)
+		return;
+	if (v <= EXACT_MAX && v >= -EXACT_MAX)
+		w->rc = buf_printf(w->out, "%" PRId64, v);
+	else
+		w->rc = buf_printf(w->out, "\"%" PRId64 "\"", v);
+}
+
+void jw_str(struct jw *w, const char *key, const char *s)
+{
+	jw_key(w, key);
+	if (w->rc == 0)
+		w->rc = proto_json_string(w->out, s);
+}
+
+void jw_bool(struct jw *w, const char *key, bool v)
+{
+	jw_key(w, key);
+	if (w->rc == 0)
+		w->rc = buf_append_str(w->out, v ? "true" : "false");
+}
+
+void jw_raw(struct jw *w, const char *key, const char *text)
+{
+	jw_key(w, key);
+	if (w->rc == 0)
+		w->rc = buf_append_str(w->out, text);
+}
+
+void pj_rollback(struct buf *out, size_t len)
+{
+	out->len = len;
+	if (out->data != NULL)
+		out->data[len] = '\0';
+}
+
+int jw_end(struct jw *w)
+{
+	if (w->rc == 0)
+		w->rc = buf_append(w->out, "}", 1);
+	if (w->rc != 0)
+		pj_rollback(w->out, w->start);
+	return w->rc;
+}
+
+/* ---- integers and strings of the file extension (proto_i.h) ------------- */
+
+/*
+ * True when the JSON text holds the escape \u0000 inside a string. cJSON
+ * would decode it into a C string cut at the NUL, so "a\u0000/../x" would
+ * silently become "a"; refusing is the only honest answer.
+ */
+bool pj_has_nul_escape(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < n; i++) {
+		if (p[i] != '\\')
+			continue;
+		if (p[i + 1] == 'u' && i + 5 < n &&
+		    memcmp(p + i + 2, "0000", 4) == 0)
+			return true;
+		i++; /* the escaped character cannot start another escape */
+	}
+	return false;
+}
+
+cJSON *pj_parse_strict(const char *p, size_t n, int *err)
+{
+	cJSON *root = pj_parse_object(p, n, err);
+
+	if (root != NULL && pj_has_nul_escape(p, n)) {
+		cJSON_Delete(root);
+		*err = -EINVAL;
+		return NULL;
+	}
+	return root;
+}
+
+/* Digits only, no sign or space; the result must fit in a u64. */
+static int digits_u64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (*s == '\0' || strlen(s) > 20)
+		return -EINVAL;
+	for (; *s; s++) {
+		unsigned d;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* An unsigned integer field: a JSON number or a string of digits. */
+int pj_u64_exact(const cJSON *obj, const char *key, bool required,
+		 uint64_t *out)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (cJSON_IsString(it) && it->valuestring != NULL)
+		return digits_u64(it->valuestring, out);
+	return pj_u64(obj, key, required, out);
+}
+
+/* A signed integer field: a JSON number or a string "-?digits". */
+int pj_i64_exact(const cJSON *obj, const char *key, bool required, int64_t *out)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	uint64_t mag;
+	bool neg;
+	int rc;
+
+	if (!cJSON_IsString(it) || it->valuestring == NULL)
+		return pj_i64(obj, key, required, out);
+	neg = it->valuestring[0] == '-';
+	rc = digits_u64(it->valuestring + neg, &mag);
+	if (rc < 0)
+		return rc;
+	if (neg) {
+		if (mag > (uint64_t)INT64_MAX + 1)
+			return -EINVAL;
+		*out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN
+						      : -(int64_t)mag;
+	} else {
+		if (mag > (uint64_t)INT64_MAX)
+			return -EINVAL;
+		*out = (int64_t)mag;
+	}
+	return 0;
+}
+
+int pj_u32_max(const cJSON *obj, const char *key, bool required, uint32_t max,
+	       uint32_t *out)
+{
+	uint64_t v;
+	int rc = pj_u64_exact(obj, key, required, &v);
+
+	if (rc < 0)
+		return rc;
+	if (v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int pj_str_dup(const cJSON *obj, const char *key, bool required, char **out)
+{
+	const char *s;
+	int rc = pj_str(obj, key, required, &s);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	return pj_dup(s, out);
+}
+
+int pj_opt_str_max(const cJSON *obj, const char *key, size_t max, char **out)
+{
+	const char *s;
+	int rc = pj_str(obj, key, false, &s);
+
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	if (strlen(s) > max)
+		return -EFBIG;
+	return pj_dup(s, out);
+}
+
+int pj_opt_bool(const cJSON *obj, const char *key, bool *out)
+{
+	int rc = pj_bool(obj, key, false, out);
+
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int pj_array(const cJSON *obj, const char *key, size_t max, size_t elemsz,
+	     const cJSON **arr, void **v)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(obj, key);
+	void *elems = NULL;
+	int count;
+
+	if (!cJSON_IsArray(a))
+		return -EINVAL;
+	count = cJSON_GetArraySize(a);
+	if ((size_t)count > max)
+		return -EFBIG;
+	if (count > 0) {
+		elems = calloc((size_t)count, elemsz);
+		if (elems == NULL)
+			return -ENOMEM;
+	}
+	*arr = a;
+	*v = elems;
+	return count;
 }
 
 /* ---- health ----------------------------------------------------------- */

@@ -5,10 +5,14 @@
  *
  * The proto module is the only user of cJSON in the project. It is split by
  * concern: proto.c (this header: health, errors, shared JSON helpers in
- * proto_i.h), proto_exec.c (exec requests, NDJSON frames, jobs),
- * proto_files.c (v1 file bodies and the file extension), proto_record.c
- * (provider records). cJSON trees never leave these files: callers see
- * plain C structs.
+ * proto_i.h), proto_jscan.c (a walk of JSON text that sees what cJSON
+ * sees, proto_jscan_i.h), proto_exec.c (command requests, NDJSON frames)
+ * and proto_jobs.c (job ids, polls, the listing) behind proto_exec.h,
+ * proto_files.c (v1 file bodies), proto_ext.c (the file extension) and
+ * proto_events.c (its change events) behind proto_files.h,
+ * proto_record.c (provider records), proto_azure.c and proto_azure_exec.c
+ * (the Azure data plane). cJSON trees never leave these files: callers
+ * see plain C structs.
  *
  * Decoders take (pointer, length) input that need not be NUL-terminated
  * and is never trusted. Unless a function says otherwise, decoders return

@@ -26,22 +26,6 @@ static void say(const char **why, const char *reason)
 		*why = reason;
 }
 
-/* A string field that is absent or null (*dst stays NULL) or a bounded
- * string (copied). */
-static int opt_str(const cJSON *obj, const char *key, char **dst)
-{
-	const char *s;
-	int rc = pj_str(obj, key, false, &s);
-
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	if (strlen(s) > MAX_STRING)
-		return -EFBIG;
-	return pj_dup(s, dst);
-}
-
 static bool is_action(const char *s)
 {
 	return s != NULL && (strcmp(s, "Allow") == 0 || strcmp(s, "Deny") == 0);
@@ -64,7 +48,7 @@ static const char *str_of(const cJSON *obj, const char *key)
 
 /* ---- sandboxes -------------------------------------------------------- */
 
-void proto_azure_sandbox_init(struct proto_azure_sandbox *s)
+static void sandbox_init(struct proto_azure_sandbox *s)
 {
 	memset(s, 0, sizeof(*s));
 	proto_record_init(&s->rec);
@@ -90,7 +74,7 @@ void proto_azure_sandbox_cleanup(struct proto_azure_sandbox *s)
 	free(s->egress.default_action);
 	free(s->egress.traffic_inspection);
 	free(s->vnet);
-	proto_azure_sandbox_init(s);
+	sandbox_init(s);
 }
 
 static int decode_port(const cJSON *it, struct proto_azure_port *p,
@@ -113,7 +97,7 @@ static int decode_port(const cJSON *it, struct proto_azure_port *p,
 	p->port = (unsigned)v;
 	p->anonymous = -1;
 	say(why, "a \"ports\" entry's url is not a string");
-	rc = opt_str(it, "url", &p->url);
+	rc = pj_opt_str_max(it, "url", MAX_STRING, &p->url);
 	if (rc < 0)
 		return rc;
 	auth = cJSON_GetObjectItemCaseSensitive(it, "auth");
@@ -133,9 +117,10 @@ static int decode_port(const cJSON *it, struct proto_azure_port *p,
 	}
 	say(why, "a \"ports\" entry's activationMode or protocol is not a "
 		 "string");
-	rc = opt_str(it, "activationMode", &p->activation_mode);
+	rc = pj_opt_str_max(it, "activationMode", MAX_STRING,
+			    &p->activation_mode);
 	if (rc == 0)
-		rc = opt_str(it, "protocol", &p->protocol);
+		rc = pj_opt_str_max(it, "protocol", MAX_STRING, &p->protocol);
 	return rc;
 }
 
@@ -144,24 +129,18 @@ static int decode_ports(const cJSON *root, struct proto_azure_sandbox *s,
 {
 	const cJSON *ports = cJSON_GetObjectItemCaseSensitive(root, "ports");
 	const cJSON *it;
-	int n, rc;
+	int rc;
 
 	if (ports == NULL || cJSON_IsNull(ports))
 		return 0;
-	if (!cJSON_IsArray(ports)) {
+	rc = pj_array(root, "ports", PROTO_AZURE_MAX_PORTS, sizeof(*s->ports),
+		      &ports, (void **)&s->ports);
+	if (rc == -EINVAL)
 		say(why, "\"ports\" is not an array");
-		return -EINVAL;
-	}
-	n = cJSON_GetArraySize(ports);
-	if (n > PROTO_AZURE_MAX_PORTS) {
+	if (rc == -EFBIG)
 		say(why, "too many \"ports\" entries");
-		return -EFBIG;
-	}
-	if (n == 0)
-		return 0;
-	s->ports = calloc((size_t)n, sizeof(*s->ports));
-	if (s->ports == NULL)
-		return -ENOMEM;
+	if (rc < 0)
+		return rc;
 	cJSON_ArrayForEach(it, ports)
 	{
 		/* Counted first, so a failure frees what was filled. */
@@ -307,7 +286,7 @@ int proto_azure_sandbox_decode(const char *p, size_t n,
 	cJSON *root = NULL;
 	int rc;
 
-	proto_azure_sandbox_init(&s);
+	sandbox_init(&s);
 	rc = proto_record_decode(p, n, &s.rec, &reason);
 	if (rc < 0)
 		goto out;
@@ -318,7 +297,7 @@ int proto_azure_sandbox_decode(const char *p, size_t n,
 	if (rc < 0)
 		goto out;
 	reason = "\"vnetConnectionName\" is not a string";
-	rc = opt_str(root, "vnetConnectionName", &s.vnet);
+	rc = pj_opt_str_max(root, "vnetConnectionName", MAX_STRING, &s.vnet);
 	if (rc < 0)
 		goto out;
 	reason = "out of memory";
@@ -345,11 +324,6 @@ const struct proto_azure_port *proto_azure_sandbox_port(
 	return NULL;
 }
 
-static int dup_or_null(const char *s, char **dst)
-{
-	return pj_dup(s, dst);
-}
-
 int proto_azure_sandbox_copy(struct proto_azure_sandbox *dst,
 			     const struct proto_azure_sandbox *src)
 {
@@ -357,8 +331,8 @@ int proto_azure_sandbox_copy(struct proto_azure_sandbox *dst,
 	size_t i;
 	int rc = 0;
 
-	proto_azure_sandbox_init(&s);
-	rc = dup_or_null(src->rec.id, &s.rec.id);
+	sandbox_init(&s);
+	rc = pj_dup(src->rec.id, &s.rec.id);
 	s.rec.state = src->rec.state;
 	for (i = 0; rc == 0 && i < src->rec.nlabels; i++)
 		rc = proto_record_set_label(&s.rec, src->rec.labels[i].key,
@@ -375,24 +349,24 @@ int proto_azure_sandbox_copy(struct proto_azure_sandbox *dst,
 		s.nports++;
 		to->port = from->port;
 		to->anonymous = from->anonymous;
-		rc = dup_or_null(from->url, &to->url);
+		rc = pj_dup(from->url, &to->url);
 		if (rc == 0)
-			rc = dup_or_null(from->activation_mode,
-					 &to->activation_mode);
+			rc = pj_dup(from->activation_mode,
+				    &to->activation_mode);
 		if (rc == 0)
-			rc = dup_or_null(from->protocol, &to->protocol);
+			rc = pj_dup(from->protocol, &to->protocol);
 	}
 	s.egress = src->egress;
 	s.egress.default_action = NULL;
 	s.egress.traffic_inspection = NULL;
 	if (rc == 0)
-		rc = dup_or_null(src->egress.default_action,
-				 &s.egress.default_action);
+		rc = pj_dup(src->egress.default_action,
+			    &s.egress.default_action);
 	if (rc == 0)
-		rc = dup_or_null(src->egress.traffic_inspection,
-				 &s.egress.traffic_inspection);
+		rc = pj_dup(src->egress.traffic_inspection,
+			    &s.egress.traffic_inspection);
 	if (rc == 0)
-		rc = dup_or_null(src->vnet, &s.vnet);
+		rc = pj_dup(src->vnet, &s.vnet);
 	if (rc < 0) {
 		proto_azure_sandbox_cleanup(&s);
 		return rc;
@@ -436,27 +410,20 @@ int proto_azure_list_decode(const char *p, size_t n,
 			rc = -EBADMSG;
 		goto out;
 	}
-	value = cJSON_GetObjectItemCaseSensitive(root, "value");
-	if (!cJSON_IsArray(value)) {
-		reason = "\"value\" is missing or not an array";
-		rc = -EINVAL;
-		goto out;
-	}
-	count = cJSON_GetArraySize(value);
-	if (count > PROTO_AZURE_MAX_LIST) {
-		reason = "the page lists too many sandboxes";
-		rc = -EFBIG;
-		goto out;
-	}
+	count = pj_array(root, "value", PROTO_AZURE_MAX_LIST, sizeof(*l.ids),
+			 &value, (void **)&l.ids);
+	reason = count == -EINVAL  ? "\"value\" is missing or not an array"
+		 : count == -EFBIG ? "the page lists too many sandboxes"
+				   : "out of memory";
 	if (count > 0) {
-		l.ids = calloc((size_t)count, sizeof(*l.ids));
 		l.records = calloc((size_t)count, sizeof(*l.records));
 		l.decoded = calloc((size_t)count, sizeof(*l.decoded));
-		if (l.ids == NULL || l.records == NULL || l.decoded == NULL) {
-			rc = -ENOMEM;
-			reason = "out of memory";
-			goto out;
-		}
+		if (l.records == NULL || l.decoded == NULL)
+			count = -ENOMEM;
+	}
+	if (count < 0) {
+		rc = count;
+		goto out;
 	}
 	cJSON_ArrayForEach(it, value)
 	{
@@ -469,7 +436,7 @@ int proto_azure_list_decode(const char *p, size_t n,
 			rc = -EINVAL;
 			goto out;
 		}
-		proto_azure_sandbox_init(&l.records[l.n]);
+		sandbox_init(&l.records[l.n]);
 		l.ids[l.n] = strdup(id);
 		l.n++;
 		if (l.ids[l.n - 1] == NULL) {
@@ -487,7 +454,7 @@ int proto_azure_list_decode(const char *p, size_t n,
 		cJSON_free(text);
 	}
 	reason = "\"nextLink\" is not a string";
-	rc = opt_str(root, "nextLink", &l.next_link);
+	rc = pj_opt_str_max(root, "nextLink", MAX_STRING, &l.next_link);
 	if (rc == 0 && l.next_link != NULL && *l.next_link == '\0') {
 		free(l.next_link);
 		l.next_link = NULL;
@@ -503,481 +470,7 @@ out:
 	return 0;
 }
 
-/* ---- the exec answer: a scanner that keeps every byte ------------------- */
-
-struct scan {
-	const char *p;
-	const char *end;
-	unsigned depth;
-};
-
-#define SCAN_MAX_DEPTH 64
-
-static void scan_ws(struct scan *s)
-{
-	while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' ||
-				 *s->p == '\n' || *s->p == '\r'))
-		s->p++;
-}
-
-static int hex4(const char *p, unsigned *out)
-{
-	unsigned v = 0;
-	int i;
-
-	for (i = 0; i < 4; i++) {
-		char c = p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return -EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-/* Append code point cp as UTF-8 to out (when out is not NULL and has
- * room; *cut records a drop). */
-static void put_bytes(struct buf *out, const char *b, size_t n, bool *cut)
-{
-	if (out == NULL || *cut)
-		return;
-	if (out->max != 0 && out->len + n > out->max) {
-		*cut = true;
-		return;
-	}
-	if (buf_append(out, b, n) < 0)
-		*cut = true;
-}
-
-static void put_cp(struct buf *out, unsigned cp, bool *cut)
-{
-	char b[4];
-	size_t n;
-
-	if (cp < 0x80) {
-		b[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		b[0] = (char)(0xc0 | (cp >> 6));
-		b[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		b[0] = (char)(0xe0 | (cp >> 12));
-		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		b[0] = (char)(0xf0 | (cp >> 18));
-		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	put_bytes(out, b, n, cut);
-}
-
-/*
- * A JSON string at s->p (which must be '"'), its bytes appended to out
- * (NULL: skipped). A lone surrogate becomes U+FFFD, as decoders commonly
- * do; raw bytes are kept as they come (the data plane sends UTF-8).
- */
-static int scan_string(struct scan *s, struct buf *out, bool *cut)
-{
-	if (s->p >= s->end || *s->p != '"')
-		return -EINVAL;
-	s->p++;
-	while (s->p < s->end) {
-		unsigned char c = (unsigned char)*s->p;
-		const char *run = s->p;
-
-		if (c == '"') {
-			s->p++;
-			return 0;
-		}
-		if (c < 0x20)
-			return -EINVAL;
-		if (c != '\\') {
-			while (s->p < s->end && *s->p != '"' && *s->p != '\\' &&
-			       (unsigned char)*s->p >= 0x20)
-				s->p++;
-			put_bytes(out, run, (size_t)(s->p - run), cut);
-			continue;
-		}
-		if (s->end - s->p < 2)
-			return -EINVAL;
-		c = (unsigned char)s->p[1];
-		s->p += 2;
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			put_bytes(out, (const char *)&c, 1, cut);
-			break;
-		case 'b':
-			put_bytes(out, "\b", 1, cut);
-			break;
-		case 'f':
-			put_bytes(out, "\f", 1, cut);
-			break;
-		case 'n':
-			put_bytes(out, "\n", 1, cut);
-			break;
-		case 'r':
-			put_bytes(out, "\r", 1, cut);
-			break;
-		case 't':
-			put_bytes(out, "\t", 1, cut);
-			break;
-		case 'u': {
-			unsigned cp, lo;
-
-			if (s->end - s->p < 4 || hex4(s->p, &cp) < 0)
-				return -EINVAL;
-			s->p += 4;
-			if (cp >= 0xd800 && cp < 0xdc00 && s->end - s->p >= 6 &&
-			    s->p[0] == '\\' && s->p[1] == 'u' &&
-			    hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 &&
-			    lo < 0xe000) {
-				s->p += 6;
-				cp = 0x10000 + ((cp - 0xd800) << 10) +
-				     (lo - 0xdc00);
-			} else if (cp >= 0xd800 && cp < 0xe000) {
-				cp = 0xfffd;
-			}
-			put_cp(out, cp, cut);
-			break;
-		}
-		default:
-			return -EINVAL;
-		}
-	}
-	return -EINVAL;
-}
-
-/* A JSON number; its value when it is a plain integer literal. */
-static int scan_number(struct scan *s, bool *integer, long long *value)
-{
-	const char *start = s->p;
-	char text[32];
-	size_t n;
-
-	*integer = true;
-	if (s->p < s->end && *s->p == '-')
-		s->p++;
-	if (s->p >= s->end || !isdigit((unsigned char)*s->p))
-		return -EINVAL;
-	if (*s->p == '0' && s->end - s->p > 1 &&
-	    isdigit((unsigned char)s->p[1]))
-		return -EINVAL;
-	while (s->p < s->end && isdigit((unsigned char)*s->p))
-		s->p++;
-	if (s->p < s->end && *s->p == '.') {
-		*integer = false;
-		s->p++;
-		if (s->p >= s->end || !isdigit((unsigned char)*s->p))
-			return -EINVAL;
-		while (s->p < s->end && isdigit((unsigned char)*s->p))
-			s->p++;
-	}
-	if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
-		*integer = false;
-		s->p++;
-		if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
-			s->p++;
-		if (s->p >= s->end || !isdigit((unsigned char)*s->p))
-			return -EINVAL;
-		while (s->p < s->end && isdigit((unsigned char)*s->p))
-			s->p++;
-	}
-	n = (size_t)(s->p - start);
-	if (*integer) {
-		if (n >= sizeof(text)) {
-			*integer = false;
-			return 0;
-		}
-		memcpy(text, start, n);
-		text[n] = '\0';
-		errno = 0;
-		*value = strtoll(text, NULL, 10);
-		if (errno != 0)
-			*integer = false;
-	}
-	return 0;
-}
-
-static int scan_literal(struct scan *s, const char *word)
-{
-	size_t n = strlen(word);
-
-	if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
-		return -EINVAL;
-	s->p += n;
-	return 0;
-}
-
-static int scan_skip(struct scan *s);
-
-static int scan_container(struct scan *s, char close)
-{
-	bool object = close == '}';
-	bool cut = false;
-	int rc;
-
-	if (++s->depth > SCAN_MAX_DEPTH)
-		return -EFBIG;
-	s->p++;
-	scan_ws(s);
-	if (s->p < s->end && *s->p == close) {
-		s->p++;
-		s->depth--;
-		return 0;
-	}
-	for (;;) {
-		scan_ws(s);
-		if (object) {
-			rc = scan_string(s, NULL, &cut);
-			if (rc < 0)
-				return rc;
-			scan_ws(s);
-			if (s->p >= s->end || *s->p != ':')
-				return -EINVAL;
-			s->p++;
-		}
-		rc = scan_skip(s);
-		if (rc < 0)
-			return rc;
-		scan_ws(s);
-		if (s->p >= s->end)
-			return -EINVAL;
-		if (*s->p == close) {
-			s->p++;
-			s->depth--;
-			return 0;
-		}
-		if (*s->p != ',')
-			return -EINVAL;
-		s->p++;
-	}
-}
-
-static int scan_skip(struct scan *s)
-{
-	bool integer, cut = false;
-	long long v;
-
-	scan_ws(s);
-	if (s->p >= s->end)
-		return -EINVAL;
-	switch (*s->p) {
-	case '"':
-		return scan_string(s, NULL, &cut);
-	case '{':
-		return scan_container(s, '}');
-	case '[':
-		return scan_container(s, ']');
-	case 't':
-		return scan_literal(s, "true");
-	case 'f':
-		return scan_literal(s, "false");
-	case 'n':
-		return scan_literal(s, "null");
-	default:
-		return scan_number(s, &integer, &v);
-	}
-}
-
-void proto_azure_exec_init(struct proto_azure_exec *e, size_t max_out,
-			   size_t max_err)
-{
-	memset(e, 0, sizeof(*e));
-	buf_init(&e->out, max_out);
-	buf_init(&e->err, max_err);
-}
-
-void proto_azure_exec_cleanup(struct proto_azure_exec *e)
-{
-	if (e == NULL)
-		return;
-	buf_cleanup(&e->out);
-	buf_cleanup(&e->err);
-}
-
-/* A stream member: a string (its bytes into b) or null. */
-static int scan_stream(struct scan *s, struct buf *b, bool *cut)
-{
-	if (s->p < s->end && *s->p == 'n')
-		return scan_literal(s, "null");
-	return scan_string(s, b, cut);
-}
-
-int proto_azure_exec_decode(const char *p, size_t n, struct proto_azure_exec *e,
-			    const char **why)
-{
-	struct scan s = {p, p + n, 0};
-	bool seen_out = false, seen_err = false, seen_exit = false;
-	bool cut = false;
-	struct buf key = BUF_INIT(64);
-	const char *reason = "not a JSON object";
-	int rc = -EBADMSG;
-
-	buf_reset(&e->out);
-	buf_reset(&e->err);
-	e->truncated = false;
-	e->has_exit = false;
-	e->exit_code = 0;
-	scan_ws(&s);
-	if (s.p >= s.end || *s.p != '{')
-		goto out;
-	s.p++;
-	scan_ws(&s);
-	if (s.p < s.end && *s.p == '}') {
-		s.p++;
-		goto end;
-	}
-	for (;;) {
-		bool keycut = false;
-
-		scan_ws(&s);
-		buf_reset(&key);
-		reason = "not valid JSON";
-		rc = scan_string(&s, &key, &keycut);
-		if (rc < 0)
-			goto bad;
-		scan_ws(&s);
-		if (s.p >= s.end || *s.p != ':')
-			goto bad;
-		s.p++;
-		scan_ws(&s);
-		if (!keycut && key.len == 6 &&
-		    memcmp(key.data, "stdout", 6) == 0) {
-			reason = "\"stdout\" appears twice";
-			if (seen_out)
-				goto invalid;
-			seen_out = true;
-			reason = "\"stdout\" is not a string";
-			if (scan_stream(&s, &e->out, &cut) < 0)
-				goto invalid;
-		} else if (!keycut && key.len == 6 &&
-			   memcmp(key.data, "stderr", 6) == 0) {
-			reason = "\"stderr\" appears twice";
-			if (seen_err)
-				goto invalid;
-			seen_err = true;
-			reason = "\"stderr\" is not a string";
-			if (scan_stream(&s, &e->err, &cut) < 0)
-				goto invalid;
-		} else if (!keycut && key.len == 8 &&
-			   memcmp(key.data, "exitCode", 8) == 0) {
-			bool integer;
-			long long v;
-
-			reason = "\"exitCode\" appears twice";
-			if (seen_exit)
-				goto invalid;
-			seen_exit = true;
-			reason = "\"exitCode\" is not an integer";
-			if (s.p < s.end && *s.p == 'n') {
-				if (scan_literal(&s, "null") < 0)
-					goto invalid;
-			} else {
-				if (scan_number(&s, &integer, &v) < 0 ||
-				    !integer || v < -2147483648LL ||
-				    v > 2147483647LL)
-					goto invalid;
-				e->has_exit = true;
-				e->exit_code = (int)v;
-			}
-		} else {
-			rc = scan_skip(&s);
-			if (rc < 0)
-				goto bad;
-		}
-		scan_ws(&s);
-		reason = "not valid JSON";
-		if (s.p >= s.end)
-			goto bad;
-		if (*s.p == '}') {
-			s.p++;
-			break;
-		}
-		if (*s.p != ',')
-			goto bad;
-		s.p++;
-	}
-end:
-	scan_ws(&s);
-	reason = "not valid JSON";
-	if (s.p != s.end)
-		goto bad;
-	e->truncated = cut;
-	rc = 0;
-	goto out;
-invalid:
-	rc = -EINVAL;
-	goto out;
-bad:
-	rc = rc == -EFBIG ? -EFBIG : -EBADMSG;
-out:
-	buf_cleanup(&key);
-	if (rc < 0)
-		say(why, reason);
-	return rc;
-}
-
-/* ---- requests ----------------------------------------------------------- */
-
-int proto_azure_exec_req_encode(const char *command, const char *cwd,
-				struct buf *out)
-{
-	cJSON *root = cJSON_CreateObject();
-	int rc = -ENOMEM;
-
-	if (root == NULL)
-		return -ENOMEM;
-	if (cJSON_AddStringToObject(root, "command", command) == NULL)
-		goto out;
-	if (cwd != NULL &&
-	    cJSON_AddStringToObject(root, "workingDirectory", cwd) == NULL)
-		goto out;
-	rc = pj_print(root, out);
-out:
-	cJSON_Delete(root);
-	return rc;
-}
-
-int proto_azure_exec_req_decode(const char *p, size_t n, char **command,
-				char **cwd)
-{
-	char *c = NULL, *w = NULL;
-	const char *s;
-	cJSON *root;
-	int rc = 0;
-
-	root = pj_parse_object(p, n, &rc);
-	if (root == NULL)
-		return rc;
-	rc = pj_str(root, "command", true, &s);
-	if (rc == 0)
-		rc = pj_dup(s, &c);
-	if (rc == 0)
-		rc = opt_str(root, "workingDirectory", &w);
-	cJSON_Delete(root);
-	if (rc < 0) {
-		free(c);
-		free(w);
-		return rc;
-	}
-	*command = c;
-	*cwd = w;
-	return 0;
-}
+/* ---- ports ------------------------------------------------------------- */
 
 int proto_azure_port_add_encode(unsigned port, bool anonymous, const char *mode,
 				struct buf *out)
@@ -1023,7 +516,7 @@ int proto_azure_port_add_decode(const char *p, size_t n, unsigned *port,
 			rc = 0;
 	}
 	if (rc == 0)
-		rc = opt_str(root, "activationMode", &m);
+		rc = pj_opt_str_max(root, "activationMode", MAX_STRING, &m);
 	cJSON_Delete(root);
 	if (rc < 0)
 		return rc;

@@ -15,7 +15,8 @@
  * acceptable is provider_azure's and azure_auth's business), make requests
  * or keep state. The exec answer is read with a small scanner of its own
  * rather than cJSON, because command output may hold NUL bytes ("\u0000"),
- * which a cJSON string cannot carry.
+ * which a cJSON string cannot carry (proto_azure_exec.c, with the exec
+ * request; the rest is proto_azure.c).
  *
  * Conventions are proto.h's: decoders take untrusted (pointer, length)
  * input, return 0, -EBADMSG (not JSON, or not an object at the top),
@@ -81,8 +82,7 @@ struct proto_azure_sandbox {
 	char *vnet; /* "vnetConnectionName"; NULL when absent or null */
 };
 
-void proto_azure_sandbox_init(struct proto_azure_sandbox *s);
-/* Free what s owns and re-init it. NULL-safe. */
+/* Free what s owns and make it empty again. NULL-safe. */
 void proto_azure_sandbox_cleanup(struct proto_azure_sandbox *s);
 
 /*

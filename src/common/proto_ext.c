@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto_ext: the JSON of the sandboxfs file extension (doc/protocol-ext.md):
- * attributes, directory pages, the bodies of the metadata operations, the
- * readlink and statfs answers, and the content validator (ETag).
+ * attributes, directory pages and subtrees, the bodies of the metadata
+ * operations, the readlink and statfs answers, the contents of a
+ * directory's small files, and the content validator (ETag). The change
+ * events are proto_events.c's.
  *
  * Encoders write JSON text directly into a struct buf (a listing page is
- * built entry by entry, without a tree, and integers are written exactly);
- * decoders parse with cJSON and copy into the structs of proto_files.h.
- * Nothing here touches the filesystem or HTTP: the agent's ext.c and the
- * client's transport do that.
+ * built entry by entry, without a tree, and integers are written exactly:
+ * the writer of proto_i.h); decoders parse with cJSON and copy into the
+ * structs of proto_files.h. Nothing here touches the filesystem or HTTP:
+ * the agent's ext.c and the client's transport do that.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +26,6 @@
 #include "common/proto_files.h"
 #include "common/proto_i.h"
 #include "common/xalloc.h"
-
-/* Largest integer a JSON double holds exactly: 2^53 - 1. */
-#define EXACT_MAX 9007199254740991LL
 
 /* ---- types --------------------------------------------------------------- */
 
@@ -64,223 +64,109 @@ void proto_attr_etag(const struct proto_attr *a, char *out)
 		 a->size, (uint64_t)a->mtime, a->mtime_ns);
 }
 
-/* ---- a small JSON writer ------------------------------------------------- */
-
-/*
- * Appends members to an object being written into a buf. The first error
- * sticks (later calls do nothing), and jw_end() rolls the buf back to where
- * the writer started, so a failed encode leaves the caller's text intact.
- */
-struct jw {
-	struct buf *out;
-	size_t start;
-	bool first;
-	int rc;
-};
-
-static void jw_begin(struct jw *w, struct buf *out)
-{
-	w->out = out;
-	w->start = out->len;
-	w->first = true;
-	w->rc = buf_append(out, "{", 1);
-}
-
-static void jw_key(struct jw *w, const char *key)
-{
-	if (w->rc == 0 && !w->first)
-		w->rc = buf_append(w->out, ",", 1);
-	w->first = false;
-	if (w->rc == 0)
-		w->rc = buf_printf(w->out, "\"%s\":", key);
-}
-
-static void jw_u64(struct jw *w, const char *key, uint64_t v)
-{
-	jw_key(w, key);
-	if (w->rc != 0)
-		return;
-	if (v <= (uint64_t)EXACT_MAX)
-		w->rc = buf_printf(w->out, "%" PRIu64, v);
-	else
-		w->rc = buf_printf(w->out, "\"%" PRIu64 "\"", v);
-}
-
-static void jw_i64(struct jw *w, const char *key, int64_t v)
-{
-	jw_key(w, key);
-	if (w->rc != 0)
-		return;
-	if (v <= EXACT_MAX && v >= -EXACT_MAX)
-		w->rc = buf_printf(w->out, "%" PRId64, v);
-	else
-		w->rc = buf_printf(w->out, "\"%" PRId64 "\"", v);
-}
-
-static void jw_str(struct jw *w, const char *key, const char *s)
-{
-	jw_key(w, key);
-	if (w->rc == 0)
-		w->rc = proto_json_string(w->out, s);
-}
-
-static void jw_bool(struct jw *w, const char *key, bool v)
-{
-	jw_key(w, key);
-	if (w->rc == 0)
-		w->rc = buf_append_str(w->out, v ? "true" : "false");
-}
-
-static void jw_raw(struct jw *w, const char *key, const char *text)
-{
-	jw_key(w, key);
-	if (w->rc == 0)
-		w->rc = buf_append_str(w->out, text);
-}
-
-static void rollback(struct buf *out, size_t len)
-{
-	out->len = len;
-	if (out->data != NULL)
-		out->data[len] = '\0';
-}
-
-static int jw_end(struct jw *w)
-{
-	if (w->rc == 0)
-		w->rc = buf_append(w->out, "}", 1);
-	if (w->rc != 0)
-		rollback(w->out, w->start);
-	return w->rc;
-}
-
-/* ---- decoding helpers ---------------------------------------------------- */
-
-/*
- * True when the JSON text holds the escape \u0000 inside a string. cJSON
- * would decode it into a C string cut at the NUL, so "a\u0000/../x" would
- * silently become "a"; refusing is the only honest answer.
- */
-static bool has_nul_escape(const char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i + 1 < n; i++) {
-		if (p[i] != '\\')
-			continue;
-		if (p[i + 1] == 'u' && i + 5 < n &&
-		    memcmp(p + i + 2, "0000", 4) == 0)
-			return true;
-		i++; /* the escaped character cannot start another escape */
-	}
-	return false;
-}
-
-static cJSON *parse_object(const char *p, size_t n, int *err)
-{
-	cJSON *root = pj_parse_object(p, n, err);
-
-	if (root != NULL && has_nul_escape(p, n)) {
-		cJSON_Delete(root);
-		*err = -EINVAL;
-		return NULL;
-	}
-	return root;
-}
-
-/* Digits only, no sign or space; the result must fit in a u64. */
-static int digits_u64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-
-	if (*s == '\0' || strlen(s) > 20)
-		return -EINVAL;
-	for (; *s; s++) {
-		unsigned d;
-
-		if (*s < '0' || *s > '9')
-			return -EINVAL;
-		d = (unsigned)(*s - '0');
-		if (v > (UINT64_MAX - d) / 10)
-			return -EINVAL;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
-}
-
-/* An unsigned integer field: a JSON number or a string of digits. */
-static int get_u64(const cJSON *obj, const char *key, bool required,
-		   uint64_t *out)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	if (cJSON_IsString(it) && it->valuestring != NULL)
-		return digits_u64(it->valuestring, out);
-	return pj_u64(obj, key, required, out);
-}
-
-/* A signed integer field: a JSON number or a string "-?digits". */
-static int get_i64(const cJSON *obj, const char *key, bool required,
-		   int64_t *out)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	uint64_t mag;
-	bool neg;
-	int rc;
-
-	if (!cJSON_IsString(it) || it->valuestring == NULL)
-		return pj_i64(obj, key, required, out);
-	neg = it->valuestring[0] == '-';
-	rc = digits_u64(it->valuestring + neg, &mag);
-	if (rc < 0)
-		return rc;
-	if (neg) {
-		if (mag > (uint64_t)INT64_MAX + 1)
-			return -EINVAL;
-		*out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN
-						      : -(int64_t)mag;
-	} else {
-		if (mag > (uint64_t)INT64_MAX)
-			return -EINVAL;
-		*out = (int64_t)mag;
-	}
-	return 0;
-}
-
-static int get_u32(const cJSON *obj, const char *key, bool required,
-		   uint32_t max, uint32_t *out)
-{
-	uint64_t v;
-	int rc = get_u64(obj, key, required, &v);
-
-	if (rc < 0)
-		return rc;
-	if (v > max)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 /* ---- attributes ---------------------------------------------------------- */
 
-static void attr_members(struct jw *w, const struct proto_attr *a)
+/* The integer members of an attribute and of a statfs answer, in the
+ * order they are written; read from (written to) the struct at off. */
+enum num_kind {
+	NUM_U64,
+	NUM_I64,
+	NUM_U32, /* at most max */
+	NUM_MODE, /* a u32, at most 07777, written masked */
+};
+
+struct num_field {
+	const char *key;
+	enum num_kind kind;
+	size_t off;
+	uint32_t max;
+};
+
+#define ATTR(key, kind, member, max)                                \
+	{                                                           \
+		key, kind, offsetof(struct proto_attr, member), max \
+	}
+static const struct num_field attr_fields[] = {
+	ATTR("mode", NUM_MODE, perm, 07777),
+	ATTR("size", NUM_U64, size, 0),
+	ATTR("nlink", NUM_U64, nlink, 0),
+	ATTR("uid", NUM_U32, uid, UINT32_MAX),
+	ATTR("gid", NUM_U32, gid, UINT32_MAX),
+	ATTR("ino", NUM_U64, ino, 0),
+	ATTR("blocks", NUM_U64, blocks, 0),
+	ATTR("rdev", NUM_U64, rdev, 0),
+	ATTR("atime", NUM_I64, atime, 0),
+	ATTR("atimeNsec", NUM_U32, atime_ns, 999999999),
+	ATTR("mtime", NUM_I64, mtime, 0),
+	ATTR("mtimeNsec", NUM_U32, mtime_ns, 999999999),
+	ATTR("ctime", NUM_I64, ctime, 0),
+	ATTR("ctimeNsec", NUM_U32, ctime_ns, 999999999),
+};
+#undef ATTR
+
+#define STATFS(member)                                                     \
+	{                                                                  \
+#member, NUM_U64, offsetof(struct proto_statfs, member), 0 \
+	}
+static const struct num_field statfs_fields[] = {
+	STATFS(bsize),	STATFS(frsize), STATFS(blocks), STATFS(bfree),
+	STATFS(bavail), STATFS(files),	STATFS(ffree),	STATFS(namemax),
+};
+#undef STATFS
+
+#define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
+
+static void nums_to_json(struct jw *w, const struct num_field *f, size_t n,
+			 const void *base)
 {
-	jw_str(w, "type", proto_ftype_name(a->type));
-	jw_u64(w, "mode", a->perm & 07777);
-	jw_u64(w, "size", a->size);
-	jw_u64(w, "nlink", a->nlink);
-	jw_u64(w, "uid", a->uid);
-	jw_u64(w, "gid", a->gid);
-	jw_u64(w, "ino", a->ino);
-	jw_u64(w, "blocks", a->blocks);
-	jw_u64(w, "rdev", a->rdev);
-	jw_i64(w, "atime", a->atime);
-	jw_u64(w, "atimeNsec", a->atime_ns);
-	jw_i64(w, "mtime", a->mtime);
-	jw_u64(w, "mtimeNsec", a->mtime_ns);
-	jw_i64(w, "ctime", a->ctime);
-	jw_u64(w, "ctimeNsec", a->ctime_ns);
+	const char *b = base;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const void *at = b + f[i].off;
+
+		switch (f[i].kind) {
+		case NUM_U64:
+			jw_u64(w, f[i].key, *(const uint64_t *)at);
+			break;
+		case NUM_I64:
+			jw_i64(w, f[i].key, *(const int64_t *)at);
+			break;
+		case NUM_U32:
+			jw_u64(w, f[i].key, *(const uint32_t *)at);
+			break;
+		case NUM_MODE:
+			jw_u64(w, f[i].key, *(const uint32_t *)at & 07777);
+			break;
+		}
+	}
+}
+
+/* Every field required; the first one missing or out of range fails. */
+static int nums_from_json(const cJSON *obj, const struct num_field *f, size_t n,
+			  void *base)
+{
+	char *b = base;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; rc == 0 && i < n; i++) {
+		void *at = b + f[i].off;
+
+		switch (f[i].kind) {
+		case NUM_U64:
+			rc = pj_u64_exact(obj, f[i].key, true, at);
+			break;
+		case NUM_I64:
+			rc = pj_i64_exact(obj, f[i].key, true, at);
+			break;
+		case NUM_U32:
+		case NUM_MODE:
+			rc = pj_u32_max(obj, f[i].key, true, f[i].max, at);
+			break;
+		}
+	}
+	return rc;
 }
 
 int proto_attr_encode(const struct proto_attr *a, const char *name,
@@ -291,7 +177,8 @@ int proto_attr_encode(const struct proto_attr *a, const char *name,
 	jw_begin(&w, out);
 	if (name != NULL)
 		jw_str(&w, "name", name);
-	attr_members(&w, a);
+	jw_str(&w, "type", proto_ftype_name(a->type));
+	nums_to_json(&w, attr_fields, NFIELDS(attr_fields), a);
 	if (target != NULL)
 		jw_str(&w, "target", target);
 	return jw_end(&w);
@@ -301,61 +188,16 @@ static int attr_from_json(const cJSON *obj, struct proto_attr *out)
 {
 	struct proto_attr a;
 	const char *type;
-	int rc;
 
 	if (!cJSON_IsObject(obj))
 		return -EINVAL;
 	memset(&a, 0, sizeof(a));
-	rc = pj_str(obj, "type", true, &type);
-	if (rc == 0) {
-		a.type = proto_ftype_from_name(type);
-		rc = get_u32(obj, "mode", true, 07777, &a.perm);
-	}
-	if (rc == 0)
-		rc = get_u64(obj, "size", true, &a.size);
-	if (rc == 0)
-		rc = get_u64(obj, "nlink", true, &a.nlink);
-	if (rc == 0)
-		rc = get_u32(obj, "uid", true, UINT32_MAX, &a.uid);
-	if (rc == 0)
-		rc = get_u32(obj, "gid", true, UINT32_MAX, &a.gid);
-	if (rc == 0)
-		rc = get_u64(obj, "ino", true, &a.ino);
-	if (rc == 0)
-		rc = get_u64(obj, "blocks", true, &a.blocks);
-	if (rc == 0)
-		rc = get_u64(obj, "rdev", true, &a.rdev);
-	if (rc == 0)
-		rc = get_i64(obj, "atime", true, &a.atime);
-	if (rc == 0)
-		rc = get_u32(obj, "atimeNsec", true, 999999999, &a.atime_ns);
-	if (rc == 0)
-		rc = get_i64(obj, "mtime", true, &a.mtime);
-	if (rc == 0)
-		rc = get_u32(obj, "mtimeNsec", true, 999999999, &a.mtime_ns);
-	if (rc == 0)
-		rc = get_i64(obj, "ctime", true, &a.ctime);
-	if (rc == 0)
-		rc = get_u32(obj, "ctimeNsec", true, 999999999, &a.ctime_ns);
-	if (rc < 0)
+	if (pj_str(obj, "type", true, &type) < 0 ||
+	    nums_from_json(obj, attr_fields, NFIELDS(attr_fields), &a) < 0)
 		return -EINVAL;
+	a.type = proto_ftype_from_name(type);
 	*out = a;
 	return 0;
-}
-
-/* An optional string member copied to the heap (NULL when absent). */
-static int opt_dup(const cJSON *obj, const char *key, char **out)
-{
-	const char *s;
-	int rc = pj_str(obj, key, false, &s);
-
-	if (rc == -ENOENT) {
-		*out = NULL;
-		return 0;
-	}
-	if (rc < 0)
-		return rc;
-	return pj_dup(s, out);
 }
 
 int proto_attr_decode(const char *p, size_t n, struct proto_attr *out,
@@ -366,12 +208,12 @@ int proto_attr_decode(const char *p, size_t n, struct proto_attr *out,
 	cJSON *root;
 	int rc = 0;
 
-	root = parse_object(p, n, &rc);
+	root = pj_parse_strict(p, n, &rc);
 	if (root == NULL)
 		return rc;
 	rc = attr_from_json(root, &a);
 	if (rc == 0 && target != NULL)
-		rc = opt_dup(root, "target", &t);
+		rc = pj_str_dup(root, "target", false, &t);
 	cJSON_Delete(root);
 	if (rc < 0)
 		return rc;
@@ -399,7 +241,7 @@ int proto_list_add(struct buf *out, bool first, const char *name,
 	if (rc == 0)
 		rc = proto_attr_encode(a, name, target, out);
 	if (rc != 0)
-		rollback(out, start);
+		pj_rollback(out, start);
 	return rc;
 }
 
@@ -416,21 +258,26 @@ int proto_list_end(struct buf *out, const char *next)
 	if (rc == 0)
 		rc = buf_append(out, "}", 1);
 	if (rc != 0)
-		rollback(out, start);
+		pj_rollback(out, start);
 	return rc;
+}
+
+void proto_dirents_free(struct proto_dirent *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].target);
+	}
+	free(v);
 }
 
 void proto_list_cleanup(struct proto_list *l)
 {
-	size_t i;
-
 	if (l == NULL)
 		return;
-	for (i = 0; i < l->n; i++) {
-		free(l->entries[i].name);
-		free(l->entries[i].target);
-	}
-	free(l->entries);
+	proto_dirents_free(l->entries, l->n);
 	free(l->next);
 	memset(l, 0, sizeof(*l));
 }
@@ -454,7 +301,7 @@ static int dirent_from_json(const cJSON *obj, struct proto_dirent *out)
 		return -EINVAL;
 	rc = pj_dup(name, &d.name);
 	if (rc == 0)
-		rc = opt_dup(obj, "target", &d.target);
+		rc = pj_str_dup(obj, "target", false, &d.target);
 	if (rc < 0) {
 		free(d.name);
 		return rc;
@@ -463,42 +310,41 @@ static int dirent_from_json(const cJSON *obj, struct proto_dirent *out)
 	return 0;
 }
 
+/* The entries of a listing into v (room for all), counted in *n. */
+static int dirents_from_json(const cJSON *entries, struct proto_dirent *v,
+			     size_t *n)
+{
+	const cJSON *it;
+	int rc;
+
+	cJSON_ArrayForEach(it, entries)
+	{
+		rc = dirent_from_json(it, &v[*n]);
+		if (rc < 0)
+			return rc;
+		(*n)++;
+	}
+	return 0;
+}
+
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 {
 	struct proto_list l;
-	const cJSON *entries, *it;
+	const cJSON *entries;
 	const char *next;
 	cJSON *root;
-	int rc = 0, count;
+	int rc = 0;
 
 	memset(&l, 0, sizeof(l));
-	root = parse_object(p, n, &rc);
+	root = pj_parse_strict(p, n, &rc);
 	if (root == NULL)
 		return rc;
-	entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
-	if (!cJSON_IsArray(entries)) {
-		rc = -EINVAL;
+	rc = pj_array(root, "entries", PROTO_EXT_LIST_MAX, sizeof(*l.entries),
+		      &entries, (void **)&l.entries);
+	if (rc >= 0)
+		rc = dirents_from_json(entries, l.entries, &l.n);
+	if (rc < 0)
 		goto out;
-	}
-	count = cJSON_GetArraySize(entries);
-	if (count > PROTO_EXT_LIST_MAX) {
-		rc = -EFBIG;
-		goto out;
-	}
-	if (count > 0) {
-		l.entries = calloc((size_t)count, sizeof(*l.entries));
-		if (l.entries == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
-	cJSON_ArrayForEach(it, entries)
-	{
-		rc = dirent_from_json(it, &l.entries[l.n]);
-		if (rc < 0)
-			goto out;
-		l.n++;
-	}
 	rc = pj_str(root, "next", false, &next);
 	if (rc == 0) {
 		if (*next == '\0' || strlen(next) > 64) {
@@ -545,7 +391,7 @@ int proto_tree_dir(struct buf *out, bool first, const char *path,
 	if (rc == 0)
 		rc = buf_append_str(out, "]}");
 	if (rc != 0)
-		rollback(out, start);
+		pj_rollback(out, start);
 	return rc;
 }
 
@@ -557,44 +403,16 @@ int proto_tree_end(struct buf *out, bool complete)
 
 void proto_tree_cleanup(struct proto_tree *t)
 {
-	size_t i, j;
+	size_t i;
 
 	if (t == NULL)
 		return;
 	for (i = 0; i < t->ndirs; i++) {
-		for (j = 0; j < t->dirs[i].n; j++) {
-			free(t->dirs[i].entries[j].name);
-			free(t->dirs[i].entries[j].target);
-		}
-		free(t->dirs[i].entries);
+		proto_dirents_free(t->dirs[i].entries, t->dirs[i].n);
 		free(t->dirs[i].path);
 	}
 	free(t->dirs);
 	memset(t, 0, sizeof(*t));
-}
-
-/* A relative path the client may key a cache by: "" or components that
- * are each valid names. */
-static bool tree_path_valid(const char *p)
-{
-	char comp[256];
-
-	while (*p != '\0') {
-		size_t n = strcspn(p, "/");
-
-		if (n == 0 || n >= sizeof(comp))
-			return false;
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		if (!path_component_valid(comp))
-			return false;
-		p += n;
-		if (*p == '/')
-			p++;
-		if (*p == '\0' && p[-1] == '/')
-			return false;
-	}
-	return true;
 }
 
 int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
@@ -603,73 +421,42 @@ int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 	const cJSON *dirs, *d;
 	size_t total = 0;
 	cJSON *root;
-	int rc = 0, count;
+	int rc = 0;
 	bool complete = false;
 
 	memset(&t, 0, sizeof(t));
-	root = parse_object(p, n, &rc);
+	root = pj_parse_strict(p, n, &rc);
 	if (root == NULL)
 		return rc;
-	dirs = cJSON_GetObjectItemCaseSensitive(root, "dirs");
-	if (!cJSON_IsArray(dirs)) {
-		rc = -EINVAL;
+	rc = pj_array(root, "dirs", PROTO_EXT_TREE_MAX, sizeof(*t.dirs), &dirs,
+		      (void **)&t.dirs);
+	if (rc < 0)
 		goto out;
-	}
-	count = cJSON_GetArraySize(dirs);
-	if (count > PROTO_EXT_TREE_MAX) {
-		rc = -EFBIG;
-		goto out;
-	}
-	if (count > 0) {
-		t.dirs = calloc((size_t)count, sizeof(*t.dirs));
-		if (t.dirs == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
 	cJSON_ArrayForEach(d, dirs)
 	{
 		struct proto_tree_dir *td = &t.dirs[t.ndirs];
-		const cJSON *entries, *it;
+		const cJSON *entries;
 		const char *path;
-		int ne;
 
 		rc = pj_str(d, "path", true, &path);
-		if (rc < 0)
-			goto out;
-		if (!tree_path_valid(path)) {
+		if (rc == 0 && !path_rel_valid(path))
 			rc = -EINVAL;
-			goto out;
-		}
-		entries = cJSON_GetObjectItemCaseSensitive(d, "entries");
-		if (!cJSON_IsArray(entries)) {
-			rc = -EINVAL;
-			goto out;
-		}
-		ne = cJSON_GetArraySize(entries);
-		total += (size_t)ne;
-		if (total > PROTO_EXT_TREE_MAX) {
-			rc = -EFBIG;
-			goto out;
-		}
-		rc = pj_dup(path, &td->path);
+		if (rc == 0)
+			rc = pj_dup(path, &td->path);
 		if (rc < 0)
 			goto out;
 		t.ndirs++;
-		if (ne > 0) {
-			td->entries = calloc((size_t)ne, sizeof(*td->entries));
-			if (td->entries == NULL) {
-				rc = -ENOMEM;
-				goto out;
-			}
-		}
-		cJSON_ArrayForEach(it, entries)
-		{
-			rc = dirent_from_json(it, &td->entries[td->n]);
-			if (rc < 0)
-				goto out;
-			td->n++;
-		}
+		/* The entries of all the directories count against one
+		 * bound. */
+		rc = pj_array(d, "entries", PROTO_EXT_TREE_MAX - total,
+			      sizeof(*td->entries), &entries,
+			      (void **)&td->entries);
+		if (rc < 0)
+			goto out;
+		total += (size_t)rc;
+		rc = dirents_from_json(entries, td->entries, &td->n);
+		if (rc < 0)
+			goto out;
 	}
 	rc = pj_bool(root, "complete", true, &complete);
 	if (rc < 0)
@@ -828,9 +615,9 @@ static int time_from_json(const cJSON *obj, const char *key,
 	if (!cJSON_IsObject(it))
 		return -EINVAL;
 	t.how = PROTO_TIME_SET;
-	rc = get_i64(it, "sec", true, &t.sec);
+	rc = pj_i64_exact(it, "sec", true, &t.sec);
 	if (rc == 0) {
-		rc = get_u32(it, "nsec", false, 999999999, &t.nsec);
+		rc = pj_u32_max(it, "nsec", false, 999999999, &t.nsec);
 		if (rc == -ENOENT)
 			rc = 0;
 	}
@@ -838,28 +625,6 @@ static int time_from_json(const cJSON *obj, const char *key,
 		return -EINVAL;
 	*out = t;
 	return 0;
-}
-
-/* A string member copied to the heap; absent is -EINVAL when required,
- * else *out stays NULL. */
-static int str_field(const cJSON *obj, const char *key, bool required,
-		     char **out)
-{
-	const char *s;
-	int rc = pj_str(obj, key, required, &s);
-
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	return pj_dup(s, out);
-}
-
-static int bool_field(const cJSON *obj, const char *key, bool *out)
-{
-	int rc = pj_bool(obj, key, false, out);
-
-	return rc == -ENOENT ? 0 : rc;
 }
 
 int proto_ext_req_decode(const char *op, const char *p, size_t n,
@@ -873,42 +638,43 @@ int proto_ext_req_decode(const char *op, const char *p, size_t n,
 
 	if (spec == NULL)
 		return -EINVAL;
-	root = parse_object(p, n, &rc);
+	root = pj_parse_strict(p, n, &rc);
 	if (root == NULL)
 		return rc;
 	memset(&r, 0, sizeof(r));
 	want = spec->required | spec->optional;
 	if (want & F_FROM)
-		rc = str_field(root, "from", true, &r.path);
+		rc = pj_str_dup(root, "from", true, &r.path);
 	else
-		rc = str_field(root, "path", true, &r.path);
+		rc = pj_str_dup(root, "path", true, &r.path);
 	if (rc == 0 && (want & F_TO))
-		rc = str_field(root, "to", true, &r.to);
+		rc = pj_str_dup(root, "to", true, &r.to);
 	if (rc == 0 && (want & F_TARGET))
-		rc = str_field(root, "target", true, &r.target);
+		rc = pj_str_dup(root, "target", true, &r.target);
 	if (rc == 0 && (want & F_MODE)) {
-		rc = get_u32(root, "mode", spec->required & F_MODE, 07777,
-			     &r.mode);
+		rc = pj_u32_max(root, "mode", spec->required & F_MODE, 07777,
+				&r.mode);
 		r.has_mode = rc == 0;
 		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0 && (want & F_SIZE)) {
-		rc = get_u64(root, "size", spec->required & F_SIZE, &r.size);
+		rc = pj_u64_exact(root, "size", spec->required & F_SIZE,
+				  &r.size);
 		r.has_size = rc == 0;
 		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0 && (want & F_EXCL))
-		rc = bool_field(root, "exclusive", &r.exclusive);
+		rc = pj_opt_bool(root, "exclusive", &r.exclusive);
 	if (rc == 0 && (want & F_TRUNC))
-		rc = bool_field(root, "truncate", &r.truncate);
+		rc = pj_opt_bool(root, "truncate", &r.truncate);
 	if (rc == 0 && (want & F_NOREPLACE))
-		rc = bool_field(root, "noreplace", &r.noreplace);
+		rc = pj_opt_bool(root, "noreplace", &r.noreplace);
 	if (rc == 0 && (want & F_EXCHANGE))
-		rc = bool_field(root, "exchange", &r.exchange);
+		rc = pj_opt_bool(root, "exchange", &r.exchange);
 	if (rc == 0 && (want & F_NOFOLLOW))
-		rc = bool_field(root, "nofollow", &r.nofollow);
+		rc = pj_opt_bool(root, "nofollow", &r.nofollow);
 	if (rc == 0 && (want & F_TIMES))
 		rc = time_from_json(root, "atime", &r.atime);
 	if (rc == 0 && (want & F_TIMES))
@@ -949,10 +715,10 @@ int proto_target_decode(const char *p, size_t n, char **target)
 	cJSON *root;
 	int rc = 0;
 
-	root = parse_object(p, n, &rc);
+	root = pj_parse_strict(p, n, &rc);
 	if (root == NULL)
 		return rc;
-	rc = str_field(root, "target", true, &t);
+	rc = pj_str_dup(root, "target", true, &t);
 	cJSON_Delete(root);
 	if (rc < 0)
 		return rc;
@@ -965,14 +731,7 @@ int proto_statfs_encode(const struct proto_statfs *s, struct buf *out)
 	struct jw w;
 
 	jw_begin(&w, out);
-	jw_u64(&w, "bsize", s->bsize);
-	jw_u64(&w, "frsize", s->frsize);
-	jw_u64(&w, "blocks", s->blocks);
-	jw_u64(&w, "bfree", s->bfree);
-	jw_u64(&w, "bavail", s->bavail);
-	jw_u64(&w, "files", s->files);
-	jw_u64(&w, "ffree", s->ffree);
-	jw_u64(&w, "namemax", s->namemax);
+	nums_to_json(&w, statfs_fields, NFIELDS(statfs_fields), s);
 	return jw_end(&w);
 }
 
@@ -982,24 +741,10 @@ int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)
 	cJSON *root;
 	int rc = 0;
 
-	root = parse_object(p, n, &rc);
+	root = pj_parse_strict(p, n, &rc);
 	if (root == NULL)
 		return rc;
-	rc = get_u64(root, "bsize", true, &s.bsize);
-	if (rc == 0)
-		rc = get_u64(root, "frsize", true, &s.frsize);
-	if (rc == 0)
-		rc = get_u64(root, "blocks", true, &s.blocks);
-	if (rc == 0)
-		rc = get_u64(root, "bfree", true, &s.bfree);
-	if (rc == 0)
-		rc = get_u64(root, "bavail", true, &s.bavail);
-	if (rc == 0)
-		rc = get_u64(root, "files", true, &s.files);
-	if (rc == 0)
-		rc = get_u64(root, "ffree", true, &s.ffree);
-	if (rc == 0)
-		rc = get_u64(root, "namemax", true, &s.namemax);
+	rc = nums_from_json(root, statfs_fields, NFIELDS(statfs_fields), &s);
 	cJSON_Delete(root);
 	if (rc < 0)
 		return -EINVAL;
@@ -1023,7 +768,7 @@ int proto_contents_add(struct buf *out, const char *name,
 	if (rc == 0 && len > 0)
 		rc = buf_append(out, data, len);
 	if (rc != 0)
-		rollback(out, start);
+		pj_rollback(out, start);
 	return rc;
 }
 
@@ -1039,7 +784,7 @@ int proto_contents_head(const char *p, size_t n, struct proto_dirent *ent,
 
 	if (nl == NULL)
 		return n > PROTO_EXT_CONTENTS_LINE_MAX ? -EINVAL : 0;
-	root = parse_object(p, (size_t)(nl - p), &rc);
+	root = pj_parse_strict(p, (size_t)(nl - p), &rc);
 	if (root == NULL)
 		return rc;
 	rc = dirent_from_json(root, ent);
@@ -1077,265 +822,4 @@ int proto_contents_next(const char *p, size_t n, size_t *pos,
 	*data = p + *pos + head;
 	*pos += head + (size_t)ent->attr.size;
 	return 1;
-}
-
-/* ---- change events ------------------------------------------------------- */
-
-static const char *const event_names[] = {
-	[PROTO_EV_OTHER] = "other",   [PROTO_EV_CREATE] = "create",
-	[PROTO_EV_REMOVE] = "remove", [PROTO_EV_RENAME] = "rename",
-	[PROTO_EV_WRITE] = "write",   [PROTO_EV_ATTR] = "attr",
-	[PROTO_EV_LOST] = "lost",
-};
-
-#define NEVENTS (sizeof(event_names) / sizeof(event_names[0]))
-
-const char *proto_event_type_name(enum proto_event_type t)
-{
-	if ((unsigned)t >= NEVENTS)
-		return event_names[PROTO_EV_OTHER];
-	return event_names[t];
-}
-
-static enum proto_event_type event_type_from_name(const char *s)
-{
-	size_t i;
-
-	for (i = 1; i < NEVENTS; i++)
-		if (strcmp(event_names[i], s) == 0)
-			return (enum proto_event_type)i;
-	return PROTO_EV_OTHER;
-}
-
-int proto_events_begin(struct buf *out, const char *boot_id)
-{
-	size_t start = out->len;
-	int rc = buf_append_str(out, "{\"bootId\":");
-
-	if (rc == 0)
-		rc = proto_json_string(out, boot_id);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\"events\":[");
-	if (rc != 0)
-		rollback(out, start);
-	return rc;
-}
-
-/* A relative path as the wire has it: "/" and the path. */
-static void jw_path(struct jw *w, const char *key, const char *rel)
-{
-	size_t n = strlen(rel);
-	char *abs;
-
-	if (w->rc != 0)
-		return;
-	abs = malloc(n + 2);
-	if (abs == NULL) {
-		w->rc = -ENOMEM;
-		return;
-	}
-	abs[0] = '/';
-	memcpy(abs + 1, rel, n + 1);
-	jw_str(w, key, abs);
-	free(abs);
-}
-
-int proto_events_add(struct buf *out, bool first, const struct proto_event *e)
-{
-	size_t start = out->len;
-	struct jw w;
-	int rc = 0;
-
-	if (!first)
-		rc = buf_append(out, ",", 1);
-	if (rc != 0)
-		return rc;
-	jw_begin(&w, out);
-	jw_u64(&w, "seq", e->seq);
-	jw_str(&w, "type", proto_event_type_name(e->type));
-	if (e->type != PROTO_EV_LOST) {
-		jw_path(&w, "path", e->path != NULL ? e->path : "");
-		if (e->to != NULL)
-			jw_path(&w, "to", e->to);
-		jw_bool(&w, "dir", e->dir);
-		if (e->by[0] != '\0')
-			jw_str(&w, "by", e->by);
-	}
-	rc = jw_end(&w);
-	if (rc != 0)
-		rollback(out, start);
-	return rc;
-}
-
-int proto_events_end(struct buf *out, uint64_t next, const char *unavailable)
-{
-	size_t start = out->len;
-	struct jw w = {out, start, false, 0};
-
-	w.rc = buf_append(out, "]", 1);
-	jw_u64(&w, "next", next);
-	if (unavailable != NULL)
-		jw_str(&w, "unavailable", unavailable);
-	return jw_end(&w);
-}
-
-void proto_events_cleanup(struct proto_events *e)
-{
-	size_t i;
-
-	if (e == NULL)
-		return;
-	for (i = 0; i < e->n; i++) {
-		free(e->ev[i].path);
-		free(e->ev[i].to);
-	}
-	free(e->ev);
-	memset(e, 0, sizeof(*e));
-}
-
-/* A wire path ("/" or "/a/b", canonical, at most 4096 bytes) as the
- * relative path the client keys its caches by. */
-static int event_path(const cJSON *obj, const char *key, char **out)
-{
-	const char *s;
-	int rc = pj_str(obj, key, true, &s);
-
-	if (rc < 0)
-		return rc;
-	if (s[0] != '/' || strlen(s) > PATH_MAX_BYTES ||
-	    !tree_path_valid(s + 1))
-		return -EINVAL;
-	return pj_dup(s + 1, out);
-}
-
-static int event_from_json(const cJSON *obj, struct proto_event *out)
-{
-	struct proto_event e;
-	const char *type, *by;
-	int rc;
-
-	if (!cJSON_IsObject(obj))
-		return -EINVAL;
-	memset(&e, 0, sizeof(e));
-	rc = get_u64(obj, "seq", true, &e.seq);
-	if (rc == 0)
-		rc = pj_str(obj, "type", true, &type);
-	if (rc < 0)
-		return rc;
-	e.type = event_type_from_name(type);
-	if (e.type == PROTO_EV_LOST) {
-		*out = e;
-		return 0;
-	}
-	rc = event_path(obj, "path", &e.path);
-	if (rc == 0 && e.type == PROTO_EV_RENAME)
-		rc = event_path(obj, "to", &e.to);
-	if (rc == 0) {
-		rc = pj_bool(obj, "dir", false, &e.dir);
-		if (rc == -ENOENT)
-			rc = 0;
-	}
-	if (rc == 0) {
-		rc = pj_str(obj, "by", false, &by);
-		if (rc == 0 && proto_client_id_valid(by))
-			strlcpy_s(e.by, by, sizeof(e.by));
-		else if (rc == 0)
-			rc = -EINVAL;
-		else if (rc == -ENOENT)
-			rc = 0;
-	}
-	if (rc < 0) {
-		free(e.path);
-		free(e.to);
-		return rc;
-	}
-	*out = e;
-	return 0;
-}
-
-int proto_events_decode(const char *p, size_t n, struct proto_events *out)
-{
-	struct proto_events r;
-	const cJSON *events, *it;
-	const char *s;
-	cJSON *root;
-	bool lost = false;
-	int rc = 0, count;
-
-	memset(&r, 0, sizeof(r));
-	if (n > PROTO_EXT_EVENTS_MAX_BYTES)
-		return -EPROTO;
-	root = parse_object(p, n, &rc);
-	if (root == NULL)
-		return rc == -ENOMEM ? rc : -EPROTO;
-	rc = pj_str(root, "bootId", true, &s);
-	if (rc == 0 && strlen(s) >= sizeof(r.boot_id))
-		rc = -EINVAL;
-	if (rc < 0)
-		goto out;
-	strlcpy_s(r.boot_id, s, sizeof(r.boot_id));
-	rc = get_u64(root, "next", true, &r.next);
-	if (rc < 0)
-		goto out;
-	rc = pj_str(root, "unavailable", false, &s);
-	if (rc == 0)
-		strlcpy_s(r.unavailable, s, sizeof(r.unavailable));
-	else if (rc != -ENOENT)
-		goto out;
-	rc = 0;
-	events = cJSON_GetObjectItemCaseSensitive(root, "events");
-	if (!cJSON_IsArray(events)) {
-		rc = -EINVAL;
-		goto out;
-	}
-	count = cJSON_GetArraySize(events);
-	if (count > PROTO_EXT_EVENTS_MAX) {
-		rc = -EFBIG;
-		goto out;
-	}
-	if (count > 0) {
-		r.ev = calloc((size_t)count, sizeof(*r.ev));
-		if (r.ev == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
-	cJSON_ArrayForEach(it, events)
-	{
-		struct proto_event *e = &r.ev[r.n];
-
-		rc = event_from_json(it, e);
-		if (rc < 0)
-			goto out;
-		r.n++;
-		/* In order, and none past the point the answer says it has
-		 * reached: a client resumes from next. */
-		if ((r.n > 1 && e->seq <= e[-1].seq) || e->seq > r.next) {
-			rc = -EINVAL;
-			goto out;
-		}
-		if (e->type == PROTO_EV_LOST)
-			lost = true;
-	}
-	/* A lost event makes every other one moot: the client forgets all. */
-	if (lost || r.unavailable[0] != '\0') {
-		size_t i;
-
-		for (i = 0; i < r.n; i++) {
-			free(r.ev[i].path);
-			free(r.ev[i].to);
-		}
-		free(r.ev);
-		r.ev = NULL;
-		r.n = 0;
-		r.lost = true;
-	}
-out:
-	cJSON_Delete(root);
-	if (rc < 0) {
-		proto_events_cleanup(&r);
-		return rc == -ENOMEM ? rc : -EPROTO;
-	}
-	*out = r;
-	return 0;
 }

@@ -3,7 +3,7 @@
  * proto_files: the v1 file bodies (doc/protocol-v1.md 3.3-3.5): the read answer
  * {"contentsBase64"}, the write body {"path","contentsBase64"} and the
  * {"path"} body. The file extension's half of proto_files.h lives in
- * proto_ext.c.
+ * proto_ext.c and (its change events) proto_events.c.
  *
  * Whole-file contents are up to 32 MiB, so the base64 string is written by
  * hand around the encoder instead of through a cJSON string node (which
@@ -24,32 +24,6 @@
 
 static const char contents_head[] = "{\"contentsBase64\":\"";
 static const char contents_tail[] = "\"}";
-
-/*
- * cJSON decodes "\u0000" into a NUL inside a C string, which silently
- * shortens it: "a\u0000b" would name the file "a". Look for such an escape
- * in the raw text (a backslash that is not itself escaped, then u0000) so
- * the decoders can refuse the body instead.
- */
-static bool has_nul_escape(const char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i + 6 <= n; i++) {
-		size_t bs = 0, j = i;
-
-		if (p[i] != '\\' || memcmp(p + i + 1, "u0000", 5) != 0)
-			continue;
-		while (j > 0 && p[j - 1] == '\\') {
-			bs++;
-			j--;
-		}
-		/* An even run before this backslash leaves it unescaped. */
-		if (bs % 2 == 0)
-			return true;
-	}
-	return false;
-}
 
 static bool b64_alpha(unsigned char c)
 {
@@ -139,11 +113,8 @@ int proto_file_contents_encode(const void *data, size_t n, struct buf *out)
 		rc = proto_file_contents_add(out, data, n);
 	if (rc == 0)
 		rc = proto_file_contents_end(out);
-	if (rc < 0) {
-		out->len = mark;
-		if (out->data != NULL)
-			out->data[mark] = '\0';
-	}
+	if (rc < 0)
+		pj_rollback(out, mark);
 	return rc;
 }
 
@@ -162,7 +133,7 @@ int proto_file_contents_decode(const char *p, size_t n, struct buf *content)
 	rc = pj_str(root, "contentsBase64", true, &s);
 	if (rc < 0)
 		goto out;
-	if (has_nul_escape(p, n)) {
+	if (pj_has_nul_escape(p, n)) {
 		rc = -EILSEQ;
 		goto out;
 	}
@@ -190,10 +161,8 @@ int proto_file_contents_decode(const char *p, size_t n, struct buf *content)
 	buf_commit(content, (size_t)got);
 	rc = 0;
 out:
-	if (rc < 0 && content->len != mark) {
-		content->len = mark;
-		content->data[mark] = '\0';
-	}
+	if (rc < 0 && content->len != mark)
+		pj_rollback(content, mark);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -216,11 +185,8 @@ int proto_file_write_encode(const char *path, const void *data, size_t n,
 		rc = append_b64(out, data, n);
 	if (rc == 0)
 		rc = buf_append_str(out, contents_tail);
-	if (rc < 0) {
-		out->len = mark;
-		if (out->data != NULL)
-			out->data[mark] = '\0';
-	}
+	if (rc < 0)
+		pj_rollback(out, mark);
 	return rc;
 }
 
@@ -243,7 +209,7 @@ int proto_file_write_decode_why(const char *p, size_t n,
 		rc = pj_str(root, "contentsBase64", true, &s);
 	if (rc < 0)
 		goto out;
-	if (has_nul_escape(p, n)) {
+	if (pj_has_nul_escape(p, n)) {
 		rc = -EINVAL;
 		goto out;
 	}
@@ -310,11 +276,8 @@ int proto_path_encode(const char *path, struct buf *out)
 		rc = proto_json_string(out, path);
 	if (rc == 0)
 		rc = buf_append_str(out, "}");
-	if (rc < 0) {
-		out->len = mark;
-		if (out->data != NULL)
-			out->data[mark] = '\0';
-	}
+	if (rc < 0)
+		pj_rollback(out, mark);
 	return rc;
 }
 
@@ -328,7 +291,7 @@ int proto_path_decode(const char *p, size_t n, char **path)
 	if (root == NULL)
 		return err;
 	rc = pj_str(root, "path", true, &s);
-	if (rc == 0 && has_nul_escape(p, n))
+	if (rc == 0 && pj_has_nul_escape(p, n))
 		rc = -EINVAL;
 	if (rc == 0)
 		rc = pj_dup(s, path);

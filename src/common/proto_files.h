@@ -173,6 +173,8 @@ int proto_list_end(struct buf *out, const char *next)
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 	__attribute__((warn_unused_result));
 void proto_list_cleanup(struct proto_list *l);
+/* Free v[0..n) (names and targets) and v. NULL-safe. */
+void proto_dirents_free(struct proto_dirent *v, size_t n);
 
 /*
  * A subtree in one answer (GET tree): the listings of a directory and of

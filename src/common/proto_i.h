@@ -36,4 +36,94 @@ int pj_print(const cJSON *item, struct buf *out);
 /* Copy a borrowed string to the heap; NULL stays NULL. -ENOMEM. */
 int pj_dup(const char *s, char **out);
 
+/* The array member key of obj, with a zeroed vector of as many elements
+ * of elemsz bytes (*v, NULL for none; the caller frees it). Returns the
+ * count, -EINVAL when the member is not an array, -EFBIG when it holds
+ * more than max elements, -ENOMEM. */
+int pj_array(const cJSON *obj, const char *key, size_t max, size_t elemsz,
+	     const cJSON **arr, void **v);
+
+/* Take out back to len bytes (a failed encode leaves no half text). */
+void pj_rollback(struct buf *out, size_t len);
+
+/* ---- a small JSON writer ------------------------------------------------- */
+
+/*
+ * Appends members to an object being written into a buf, integers exact
+ * (a value a JSON double cannot hold is written as a string of digits,
+ * doc/protocol-ext.md). The first error sticks (later calls do nothing),
+ * and jw_end() rolls the buf back to where the writer started, so a
+ * failed encode leaves the caller's text intact.
+ */
+struct jw {
+	struct buf *out;
+	size_t start;
+	bool first;
+	int rc;
+};
+
+void jw_begin(struct jw *w, struct buf *out);
+void jw_u64(struct jw *w, const char *key, uint64_t v);
+void jw_i64(struct jw *w, const char *key, int64_t v);
+void jw_str(struct jw *w, const char *key, const char *s);
+void jw_bool(struct jw *w, const char *key, bool v);
+/* key and text as they are (a nested value, "" to start one). */
+void jw_raw(struct jw *w, const char *key, const char *text);
+/* The closing brace; the writer's result (0 or the first error). */
+int jw_end(struct jw *w);
+
+/* ---- the file extension's decoding rules (doc/protocol-ext.md) --------- */
+
+/* Whether the text holds the escape \u0000 inside a string: cJSON would
+ * cut the C string there ("a\u0000/../x" would become "a"). */
+bool pj_has_nul_escape(const char *p, size_t n);
+/* pj_parse_object, and -EINVAL for text with an escaped NUL. */
+cJSON *pj_parse_strict(const char *p, size_t n, int *err);
+/* Integer fields given as a JSON number or a string of digits ("-?digits"
+ * for the signed one); the u32 one at most max. */
+int pj_u64_exact(const cJSON *obj, const char *key, bool required,
+		 uint64_t *out);
+int pj_i64_exact(const cJSON *obj, const char *key, bool required,
+		 int64_t *out);
+int pj_u32_max(const cJSON *obj, const char *key, bool required, uint32_t max,
+	       uint32_t *out);
+/* A string member copied to the heap; absent (or null) is -EINVAL when
+ * required, else 0 with *out untouched. */
+int pj_str_dup(const cJSON *obj, const char *key, bool required, char **out);
+/* An optional string member of at most max bytes (-EFBIG past it),
+ * copied to the heap; absent (or null) is 0 with *out untouched. */
+int pj_opt_str_max(const cJSON *obj, const char *key, size_t max, char **out);
+/* An optional boolean: absent (or null) is 0 with *out untouched. */
+int pj_opt_bool(const cJSON *obj, const char *key, bool *out);
+
+/* ---- shared by the command and job bodies (proto_exec.c, proto_jobs.c) - */
+
+/* An integral number within int32_t; -EINVAL otherwise (NULL too). */
+int pj_i32(const cJSON *item, int32_t *out);
+
+/* A JSON array of strings as a NULL-terminated vector of heap copies.
+ * *out and *n hold what was copied so far even on failure (free with
+ * pj_strv_free). -EINVAL when a is not an array of strings, too_many
+ * when it has more than max elements, -ENOMEM. */
+int pj_str_array(const cJSON *a, size_t max, int too_many, char ***out,
+		 size_t *n);
+/* Free v[0..n) and v. NULL-safe. */
+void pj_strv_free(char **v, size_t n);
+/* Append v[0..n) as a JSON array of strings; with names, each element up
+ * to its first '=' (the name of a KEY=VALUE entry). */
+int pj_put_strs(struct buf *out, char *const *v, size_t n, bool names);
+
+/* The members "code":...,"message":... of an error (NULL is ""). */
+int pj_put_error(struct buf *out, const char *code, const char *message);
+/* The code and message of an error object, as heap copies (written only
+ * on success). -EINVAL when e is not an object with both strings. */
+int pj_error(const cJSON *e, char **code, char **message);
+
+/* A frame's JSON object, without a newline (proto_exec.c), and a frame
+ * object decoded: every failure is -EBADMSG (or -ENOMEM). Shared with the
+ * poll answers (proto_jobs.c). */
+struct proto_frame;
+int pj_frame_json(const struct proto_frame *f, struct buf *out);
+int pj_frame_from_json(const cJSON *obj, struct proto_frame *out);
+
 #endif

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,21 +150,6 @@ enum proto_record_transport proto_record_transport(const struct proto_record *r)
 
 /* ---- decoding ----------------------------------------------------------- */
 
-/* An optional bounded string field into *dst (left NULL when absent). */
-static int opt_str(const cJSON *root, const char *key, char **dst)
-{
-	const char *s;
-	int rc = pj_str(root, key, false, &s);
-
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return rc;
-	if (strlen(s) > PROTO_RECORD_MAX_STRING)
-		return -EFBIG;
-	return pj_dup(s, dst);
-}
-
 /* An optional integer field within [lo, hi]; *dst untouched when absent. */
 static int opt_long(const cJSON *root, const char *key, double lo, double hi,
 		    long *dst)
@@ -237,14 +223,98 @@ static int decode_labels(const cJSON *root, struct proto_record *r,
 	return 0;
 }
 
+/* The optional members of a record, each absent (or null) or as its kind
+ * says, in the order they are checked. */
+enum field_kind {
+	FIELD_STR, /* a string of at most PROTO_RECORD_MAX_STRING bytes */
+	FIELD_LONG, /* an integer in [0, hi] into a long */
+	FIELD_UINT, /* ... into an unsigned */
+	FIELD_U64, /* a non-negative integer */
+	FIELD_COUNT, /* a positive count (a limit) */
+	FIELD_BOOL,
+};
+
+struct record_field {
+	const char *key;
+	enum field_kind kind;
+	size_t off;
+	double hi;
+	const char *why; /* the reason when the member is not as it must be */
+};
+
+#define FIELD(key, kind, member, hi, why)                                 \
+	{                                                                 \
+		key, kind, offsetof(struct proto_record, member), hi, why \
+	}
+#define WHY_IDS "\"execUid\" or \"execGid\" is not a user id"
+#define WHY_TIMES "\"createdAt\" or \"startedAt\" is not a string"
+#define WHY_LIMITS "\"pids\", \"memory\" or \"tmpSize\" is not a positive count"
+static const struct record_field record_fields[] = {
+	FIELD("agentUrl", FIELD_STR, agent_url, 0,
+	      "\"agentUrl\" is not a string"),
+	FIELD("agentPid", FIELD_LONG, agent_pid, 2147483647.0,
+	      "\"agentPid\" is not a process id"),
+	FIELD("port", FIELD_UINT, port, 65535, "\"port\" is not a port number"),
+	FIELD("execUser", FIELD_STR, exec_user, 0,
+	      "\"execUser\" is not a string"),
+	FIELD("execUid", FIELD_LONG, exec_uid, 4294967294.0, WHY_IDS),
+	FIELD("execGid", FIELD_LONG, exec_gid, 4294967294.0, WHY_IDS),
+	FIELD("createdAt", FIELD_STR, created_at, 0, WHY_TIMES),
+	FIELD("startedAt", FIELD_STR, started_at, 0, WHY_TIMES),
+	FIELD("bootCount", FIELD_U64, boot_count, 0,
+	      "\"bootCount\" is not a count"),
+	FIELD("strictV1", FIELD_BOOL, strict_v1, 0,
+	      "\"strictV1\" is not a boolean"),
+	FIELD("dynamicUser", FIELD_BOOL, dynamic_user, 0,
+	      "\"dynamicUser\" is not a boolean"),
+	FIELD("pids", FIELD_COUNT, pids, 0, WHY_LIMITS),
+	FIELD("memory", FIELD_COUNT, memory, 0, WHY_LIMITS),
+	FIELD("tmpSize", FIELD_COUNT, tmp_size, 0, WHY_LIMITS),
+	FIELD("network", FIELD_STR, network, 0,
+	      "\"network\" is not \"user\" or \"none\""),
+};
+#undef FIELD
+
+#define NFIELDS (sizeof(record_fields) / sizeof(record_fields[0]))
+
+/* One optional member into r; absent leaves r's field as it is. */
+static int field_from_json(const cJSON *root, const struct record_field *f,
+			   struct proto_record *r)
+{
+	void *at = (char *)r + f->off;
+	long v = 0;
+	int rc;
+
+	switch (f->kind) {
+	case FIELD_STR:
+		return pj_opt_str_max(root, f->key, PROTO_RECORD_MAX_STRING,
+				      at);
+	case FIELD_LONG:
+		return opt_long(root, f->key, 0, f->hi, at);
+	case FIELD_UINT:
+		rc = opt_long(root, f->key, 0, f->hi, &v);
+		if (rc == 0 && v != 0)
+			*(unsigned *)at = (unsigned)v;
+		return rc;
+	case FIELD_U64:
+		rc = pj_u64(root, f->key, false, at);
+		return rc == -ENOENT ? 0 : rc;
+	case FIELD_COUNT:
+		return opt_count(root, f->key, at);
+	case FIELD_BOOL:
+		return pj_opt_bool(root, f->key, at);
+	}
+	return -EINVAL;
+}
+
 int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 			const char **why)
 {
 	const char *reason = "not a JSON object";
 	struct proto_record r;
 	const char *s;
-	long port = 0;
 	cJSON *root;
+	size_t i;
 	int rc = 0;
 
 	proto_record_init(&r);
@@ -277,66 +347,14 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	}
 	r.state = proto_record_state_parse(s);
 	rc = decode_labels(root, &r, &reason);
-	if (rc < 0)
-		goto out;
-	reason = "\"agentUrl\" is not a string";
-	rc = opt_str(root, "agentUrl", &r.agent_url);
-	if (rc < 0)
-		goto out;
-	reason = "\"agentPid\" is not a process id";
-	rc = opt_long(root, "agentPid", 0, 2147483647.0, &r.agent_pid);
-	if (rc < 0)
-		goto out;
-	reason = "\"port\" is not a port number";
-	rc = opt_long(root, "port", 0, 65535, &port);
-	if (rc < 0)
-		goto out;
-	r.port = (unsigned)port;
-	reason = "\"execUser\" is not a string";
-	rc = opt_str(root, "execUser", &r.exec_user);
-	if (rc < 0)
-		goto out;
-	reason = "\"execUid\" or \"execGid\" is not a user id";
-	rc = opt_long(root, "execUid", 0, 4294967294.0, &r.exec_uid);
-	if (rc == 0)
-		rc = opt_long(root, "execGid", 0, 4294967294.0, &r.exec_gid);
-	if (rc < 0)
-		goto out;
-	reason = "\"createdAt\" or \"startedAt\" is not a string";
-	rc = opt_str(root, "createdAt", &r.created_at);
-	if (rc == 0)
-		rc = opt_str(root, "startedAt", &r.started_at);
-	if (rc < 0)
-		goto out;
-	reason = "\"bootCount\" is not a count";
-	rc = pj_u64(root, "bootCount", false, &r.boot_count);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc < 0)
-		goto out;
-	reason = "\"strictV1\" is not a boolean";
-	rc = pj_bool(root, "strictV1", false, &r.strict_v1);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc < 0)
-		goto out;
-	reason = "\"dynamicUser\" is not a boolean";
-	rc = pj_bool(root, "dynamicUser", false, &r.dynamic_user);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc < 0)
-		goto out;
-	reason = "\"pids\", \"memory\" or \"tmpSize\" is not a positive count";
-	rc = opt_count(root, "pids", &r.pids);
-	if (rc == 0)
-		rc = opt_count(root, "memory", &r.memory);
-	if (rc == 0)
-		rc = opt_count(root, "tmpSize", &r.tmp_size);
+	for (i = 0; rc == 0 && i < NFIELDS; i++) {
+		reason = record_fields[i].why;
+		rc = field_from_json(root, &record_fields[i], &r);
+	}
 	if (rc < 0)
 		goto out;
 	reason = "\"network\" is not \"user\" or \"none\"";
-	rc = opt_str(root, "network", &r.network);
-	if (rc == 0 && r.network != NULL && strcmp(r.network, "user") != 0 &&
+	if (r.network != NULL && strcmp(r.network, "user") != 0 &&
 	    strcmp(r.network, "none") != 0)
 		rc = -EINVAL;
 out:

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/unixurl.h"
 
@@ -16,17 +17,6 @@ static bool unreserved(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
 	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
 	       c == '~';
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 bool unixurl_is(const char *url)
@@ -66,8 +56,8 @@ int unixurl_parse(const char *url, char *path, size_t size)
 		char c;
 
 		if (*p == '%') {
-			hi = hexval(p[1]);
-			lo = hexval(hi >= 0 ? p[2] : '\0');
+			hi = hex_digit(p[1]);
+			lo = hex_digit(hi >= 0 ? p[2] : '\0');
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = (char)(hi << 4 | lo);

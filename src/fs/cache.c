@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cache: two bounded maps (attributes, content validators), each a hash
- * table with chaining and an LRU list. Expiry is checked on lookup.
+ * cache: bounded maps (attributes, content validators, listings, the
+ * mount's own changes), each a hash table (common/hmap.h) and an LRU
+ * list. Expiry is checked on lookup.
  */
 #include "config.h"
 
@@ -14,13 +15,13 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/hmap.h"
 #include "common/xalloc.h"
 #include "fs/cache.h"
 
 struct entry {
 	char *key; /* "<sbx>/<rel>" */
 	size_t sbxlen; /* length of the sandbox part */
-	uint32_t hash;
 	long long stamp_ms; /* when stored */
 	bool stale; /* attr: times and links moved since (cache_touch) */
 	struct proto_attr attr;
@@ -28,14 +29,12 @@ struct entry {
 	char etag[PROTO_ETAG_MAX];
 	struct dirlist *dl;
 	uint64_t changed; /* changes: the count at the path's last change */
-	struct entry *hnext;
+	struct hmap_node node; /* in its map's table, by key */
 	struct entry *lprev, *lnext;
 };
 
 struct map {
-	struct entry **buckets;
-	size_t nbuckets;
-	size_t count;
+	struct hmap table;
 	size_t max;
 	struct entry *lru_head; /* most recent */
 	struct entry *lru_tail;
@@ -68,6 +67,10 @@ struct cache {
 				       cache */
 	} * ov;
 	size_t nov;
+	/* Told of every attribute kept (cache_on_put). */
+	void (*on_put)(void *ud, const char *sbx, const char *rel,
+		       const struct proto_attr *a);
+	void *on_put_ud;
 	struct map attrs;
 	struct map content;
 	struct map dirs; /* entry->dl */
@@ -98,15 +101,6 @@ static long long ttl_for(const struct cache *c, const char *key, size_t sbxlen,
 	return c->ttl_ms;
 }
 
-static uint32_t fnv1a(const char *s)
-{
-	uint32_t h = 2166136261u;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 16777619u;
-	return h;
-}
-
 static char *make_key(const char *sbx, const char *rel, size_t *sbxlen)
 {
 	*sbxlen = strlen(sbx);
@@ -115,10 +109,7 @@ static char *make_key(const char *sbx, const char *rel, size_t *sbxlen)
 
 static void map_init(struct map *m, size_t max)
 {
-	m->nbuckets = 1;
-	while (m->nbuckets < max)
-		m->nbuckets <<= 1;
-	m->buckets = xcalloc(m->nbuckets, sizeof(*m->buckets));
+	hmap_init(&m->table, 64);
 	m->max = max;
 }
 
@@ -167,31 +158,34 @@ static void entry_free(struct entry *e)
 
 static void map_remove(struct map *m, struct entry *e)
 {
-	struct entry **pp = &m->buckets[e->hash & (m->nbuckets - 1)];
-
-	while (*pp != e)
-		pp = &(*pp)->hnext;
-	*pp = e->hnext;
+	hmap_remove(&m->table, &e->node);
 	lru_unlink(m, e);
-	m->count--;
 	entry_free(e);
 }
 
-static struct entry *map_find(struct map *m, const char *key, uint32_t h)
+static struct entry *map_find_hashed(struct map *m, const char *key, uint64_t h)
 {
-	struct entry *e;
+	struct hmap_node *n;
 
-	for (e = m->buckets[h & (m->nbuckets - 1)]; e != NULL; e = e->hnext)
-		if (e->hash == h && strcmp(e->key, key) == 0)
+	for (n = hmap_first(&m->table, h); n != NULL; n = hmap_next(n, h)) {
+		struct entry *e = hmap_entry(n, struct entry, node);
+
+		if (strcmp(e->key, key) == 0)
 			return e;
+	}
 	return NULL;
+}
+
+static struct entry *map_find(struct map *m, const char *key)
+{
+	return map_find_hashed(m, key, hmap_hash_str(key, HMAP_SEED));
 }
 
 /* Find or make the entry for key; key is taken. */
 static struct entry *map_upsert(struct map *m, char *key, size_t sbxlen)
 {
-	uint32_t h = fnv1a(key);
-	struct entry *e = map_find(m, key, h);
+	uint64_t h = hmap_hash_str(key, HMAP_SEED);
+	struct entry *e = map_find_hashed(m, key, h);
 
 	if (e != NULL) {
 		free(key);
@@ -199,16 +193,13 @@ static struct entry *map_upsert(struct map *m, char *key, size_t sbxlen)
 		lru_push(m, e);
 		return e;
 	}
-	if (m->count >= m->max && m->lru_tail != NULL)
+	if (hmap_count(&m->table) >= m->max && m->lru_tail != NULL)
 		map_remove(m, m->lru_tail);
 	e = xcalloc(1, sizeof(*e));
 	e->key = key;
 	e->sbxlen = sbxlen;
-	e->hash = h;
-	e->hnext = m->buckets[h & (m->nbuckets - 1)];
-	m->buckets[h & (m->nbuckets - 1)] = e;
+	hmap_insert(&m->table, &e->node, h);
 	lru_push(m, e);
-	m->count++;
 	return e;
 }
 
@@ -216,7 +207,7 @@ static void map_clear(struct map *m)
 {
 	while (m->lru_head != NULL)
 		map_remove(m, m->lru_head);
-	free(m->buckets);
+	hmap_cleanup(&m->table);
 }
 
 /* Remove every entry whose key is `prefix` or starts with `prefix/`; with
@@ -254,7 +245,8 @@ static void changed_key(struct cache *c, const char *key, size_t sbxlen)
 	struct entry *e;
 
 	c->seq++;
-	if (c->changes.count >= c->changes.max && c->changes.lru_tail != NULL) {
+	if (hmap_count(&c->changes.table) >= c->changes.max &&
+	    c->changes.lru_tail != NULL) {
 		/* The oldest record goes: answers older than it can no
 		 * longer be judged one by one. */
 		if (c->changes.lru_tail->changed > c->floor)
@@ -272,7 +264,7 @@ static bool still_true(struct cache *c, const char *key, uint64_t mark)
 
 	if (mark < c->floor)
 		return false;
-	e = map_find(&c->changes, key, fnv1a(key));
+	e = map_find(&c->changes, key);
 	return e == NULL || e->changed <= mark;
 }
 
@@ -326,6 +318,17 @@ static void attr_put(struct cache *c, const char *sbx, const char *rel,
 	free(e->target);
 	e->target = target ? xstrdup(target) : NULL;
 	pthread_mutex_unlock(&c->lock);
+	if (c->on_put != NULL)
+		c->on_put(c->on_put_ud, sbx, rel, a);
+}
+
+void cache_on_put(struct cache *c,
+		  void (*fn)(void *ud, const char *sbx, const char *rel,
+			     const struct proto_attr *a),
+		  void *ud)
+{
+	c->on_put = fn;
+	c->on_put_ud = ud;
 }
 
 void cache_put(struct cache *c, const char *sbx, const char *rel,
@@ -351,7 +354,7 @@ static bool attr_get(struct cache *c, const char *sbx, const char *rel,
 
 	key = make_key(sbx, rel, &sbxlen);
 	pthread_mutex_lock(&c->lock);
-	e = map_find(&c->attrs, key, fnv1a(key));
+	e = map_find(&c->attrs, key);
 	if (e != NULL && clock_mono_ms() - e->stamp_ms >=
 				 ttl_for(c, key, sbxlen, e->stamp_ms)) {
 		map_remove(&c->attrs, e);
@@ -384,7 +387,9 @@ bool cache_get_access(struct cache *c, const char *sbx, const char *rel,
 	return attr_get(c, sbx, rel, a, NULL, true);
 }
 
-void cache_touch(struct cache *c, const char *sbx, const char *rel)
+/* rel changed: counted, and its attributes marked stale or dropped. */
+static void attr_changed(struct cache *c, const char *sbx, const char *rel,
+			 bool drop)
 {
 	struct entry *e;
 	size_t sbxlen;
@@ -392,26 +397,23 @@ void cache_touch(struct cache *c, const char *sbx, const char *rel)
 
 	pthread_mutex_lock(&c->lock);
 	changed_key(c, key, sbxlen);
-	e = map_find(&c->attrs, key, fnv1a(key));
-	if (e != NULL)
+	e = map_find(&c->attrs, key);
+	if (e != NULL && drop)
+		map_remove(&c->attrs, e);
+	else if (e != NULL)
 		e->stale = true;
 	pthread_mutex_unlock(&c->lock);
 	free(key);
 }
 
+void cache_touch(struct cache *c, const char *sbx, const char *rel)
+{
+	attr_changed(c, sbx, rel, false);
+}
+
 void cache_forget(struct cache *c, const char *sbx, const char *rel)
 {
-	struct entry *e;
-	size_t sbxlen;
-	char *key = make_key(sbx, rel, &sbxlen);
-
-	pthread_mutex_lock(&c->lock);
-	changed_key(c, key, sbxlen);
-	e = map_find(&c->attrs, key, fnv1a(key));
-	if (e != NULL)
-		map_remove(&c->attrs, e);
-	pthread_mutex_unlock(&c->lock);
-	free(key);
+	attr_changed(c, sbx, rel, true);
 }
 
 void cache_forget_tree(struct cache *c, const char *sbx, const char *rel)
@@ -519,7 +521,7 @@ bool cache_get_content(struct cache *c, const char *sbx, const char *rel,
 	bool found = false;
 
 	pthread_mutex_lock(&c->lock);
-	e = map_find(&c->content, key, fnv1a(key));
+	e = map_find(&c->content, key);
 	if (e != NULL) {
 		snprintf(etag, PROTO_ETAG_MAX, "%s", e->etag);
 		found = true;
@@ -536,7 +538,7 @@ void cache_forget_content(struct cache *c, const char *sbx, const char *rel)
 	char *key = make_key(sbx, rel, &sbxlen);
 
 	pthread_mutex_lock(&c->lock);
-	e = map_find(&c->content, key, fnv1a(key));
+	e = map_find(&c->content, key);
 	if (e != NULL)
 		map_remove(&c->content, e);
 	pthread_mutex_unlock(&c->lock);
@@ -547,7 +549,7 @@ void cache_forget_content(struct cache *c, const char *sbx, const char *rel)
 
 static size_t dl_slot(const struct dirlist *d, const char *name)
 {
-	return fnv1a(name) & (d->nslots - 1);
+	return (size_t)hmap_hash_str(name, HMAP_SEED) & (d->nslots - 1);
 }
 
 static void dl_reindex(struct dirlist *d, size_t want)
@@ -627,7 +629,7 @@ static char *dir_key(const char *sbx, const char *dir)
 /* A fresh listing (c->lock held), or NULL (an expired one is dropped). */
 static struct dirlist *dl_get(struct cache *c, const char *key)
 {
-	struct entry *e = map_find(&c->dirs, key, fnv1a(key));
+	struct entry *e = map_find(&c->dirs, key);
 
 	if (e == NULL)
 		return NULL;
@@ -761,7 +763,7 @@ void cache_dir_forget(struct cache *c, const char *sbx, const char *dir)
 
 	pthread_mutex_lock(&c->lock);
 	changed_key(c, key, strlen(sbx));
-	e = map_find(&c->dirs, key, fnv1a(key));
+	e = map_find(&c->dirs, key);
 	if (e != NULL)
 		map_remove(&c->dirs, e);
 	pthread_mutex_unlock(&c->lock);

@@ -48,6 +48,14 @@ void cache_free(struct cache *c);
 #define CACHE_MAX_CHANGES 16384
 uint64_t cache_mark(struct cache *c);
 
+/* fn is told of every attribute the cache keeps (after the cache's lock
+ * is let go; not for answers dropped as older than a change). Set before
+ * the cache is used. */
+void cache_on_put(struct cache *c,
+		  void (*fn)(void *ud, const char *sbx, const char *rel,
+			     const struct proto_attr *a),
+		  void *ud);
+
 /* Remember attributes (and a symlink's target, may be NULL) that this
  * mount's own change brought. */
 void cache_put(struct cache *c, const char *sbx, const char *rel,

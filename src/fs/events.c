@@ -80,19 +80,6 @@ struct evreader {
 	bool lost; /* a "lost" line is due first */
 };
 
-/* ---- applying events -------------------------------------------------- */
-
-static void parent_of(const char *rel, char *out, size_t size)
-{
-	const char *slash = strrchr(rel, '/');
-	size_t n = slash != NULL ? (size_t)(slash - rel) : 0;
-
-	if (n >= size)
-		n = size - 1;
-	memcpy(out, rel, n);
-	out[n] = '\0';
-}
-
 /* rel's name came (appeared) or went: its directory's listing and times
  * too. */
 static void name_changed(struct sbx *sb, const char *rel, bool tree,
@@ -101,7 +88,7 @@ static void name_changed(struct sbx *sb, const char *rel, bool tree,
 	struct sbfs *fs = sb->fs;
 	char parent[PATH_MAX_BYTES];
 
-	parent_of(rel, parent, sizeof(parent));
+	path_parent(rel, parent, sizeof(parent));
 	if (tree)
 		cache_forget_tree(fs->cache, sb->id, rel);
 	else
@@ -115,6 +102,63 @@ static void name_changed(struct sbx *sb, const char *rel, bool tree,
 			(appeared ? SBFS_KERNEL_NEW_NAME : SBFS_KERNEL_NAME));
 }
 
+/* The sandbox's inode number of files/<rel> now (one stat); 0 when it
+ * is missing, or cannot be told. */
+static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing)
+{
+	struct proto_attr a;
+	struct sbx_error err;
+	char *target = NULL;
+	int rc;
+
+	sbx_error_clear(&err);
+	rc = ac_stat(sb->fs->t, sb->id, rel, &a, &target, &err);
+	free(target);
+	*missing = rc == -ENOENT;
+	return rc == 0 ? a.ino : 0;
+}
+
+/*
+ * A name changed in the sandbox: a file open through the mount by that
+ * name must still be the file the name has, or go stale (it must not
+ * write into the next file of the name). Asked of the sandbox, so that a
+ * change of this mount's own, told late, changes nothing.
+ */
+static void settle_name(struct sbx *sb, const char *rel)
+{
+	uint64_t fino = sbfs_nodes_open_fino(sb->fs, sb->id, rel), now;
+	bool missing;
+
+	if (fino == 0)
+		return;
+	now = fino_now(sb, rel, &missing);
+	if (missing || (now != 0 && now != fino))
+		sbfs_nodes_vanish(sb->fs, sb->id, rel);
+}
+
+/* from was renamed to: an open file of from follows it when it is the
+ * file to has now; what to had goes stale when it was another. */
+static void settle_rename(struct sbx *sb, const char *from, const char *to)
+{
+	uint64_t fino = sbfs_nodes_open_fino(sb->fs, sb->id, from), now;
+	bool missing;
+
+	if (fino != 0) {
+		now = fino_now(sb, to, &missing);
+		if (now == fino) {
+			uint64_t old = sbfs_nodes_open_fino(sb->fs, sb->id, to);
+
+			if (old != 0 && old != now)
+				sbfs_nodes_vanish(sb->fs, sb->id, to);
+			sbfs_nodes_move(sb->fs, sb->id, from, to);
+			sbfs_files_moved(sb, from, to);
+		} else {
+			settle_name(sb, from);
+		}
+	}
+	settle_name(sb, to);
+}
+
 static void apply(struct sbx *sb, const struct proto_event *e)
 {
 	struct sbfs *fs = sb->fs;
@@ -123,28 +167,39 @@ static void apply(struct sbx *sb, const struct proto_event *e)
 	case PROTO_EV_WRITE:
 		cache_forget(fs->cache, sb->id, e->path);
 		cache_forget_content(fs->cache, sb->id, e->path);
+		sbfs_files_changed(sb, e->path);
 		sbfs_kernel_changed(fs, sb->id, e->path,
 				    SBFS_KERNEL_ATTR | SBFS_KERNEL_DATA);
 		break;
 	case PROTO_EV_ATTR:
 		cache_forget(fs->cache, sb->id, e->path);
+		sbfs_files_changed(sb, e->path);
 		sbfs_kernel_changed(fs, sb->id, e->path, SBFS_KERNEL_ATTR);
 		break;
 	case PROTO_EV_CREATE:
+		settle_name(sb, e->path);
+		sbfs_files_changed(sb, e->path);
 		name_changed(sb, e->path, e->dir, true);
 		break;
 	case PROTO_EV_REMOVE:
+		settle_name(sb, e->path);
+		sbfs_files_changed(sb, e->path);
 		name_changed(sb, e->path, e->dir, false);
 		break;
 	case PROTO_EV_RENAME:
+		settle_rename(sb, e->path, e->to);
+		sbfs_files_changed(sb, e->path);
+		sbfs_files_changed(sb, e->to);
 		name_changed(sb, e->path, true, false);
 		name_changed(sb, e->to, true, false);
 		break;
 	default:
 		/* A kind this mount does not know: the path and its
 		 * directory, whole. */
-		if (e->path != NULL)
+		if (e->path != NULL) {
+			sbfs_files_changed(sb, e->path);
 			name_changed(sb, e->path, true, false);
+		}
 		break;
 	}
 }

@@ -541,7 +541,9 @@ static int two_paths(const char *from, const char *to, struct node *a,
 	return 0;
 }
 
-static int fs_rename(const char *from, const char *to, unsigned int flags)
+/* A rename (with flags) or, with link, a hard link of from to to. */
+static int two_paths_op(const char *from, const char *to, unsigned int flags,
+			bool link)
 {
 	struct sbfs *fs = ctx_fs();
 	struct sbx *sb = NULL;
@@ -551,30 +553,23 @@ static int fs_rename(const char *from, const char *to, unsigned int flags)
 	if (rc < 0)
 		return rc;
 	op_begin(fs, &a);
-	rc = enter(fs, &a, "rename", true, &sb);
+	rc = enter(fs, &a, link ? "link" : "rename", true, &sb);
 	if (rc < 0)
 		return rc;
-	rc = sbfs_tree_ops(sb)->rename(sb, a.rel, b.rel, flags);
+	rc = link ? sbfs_tree_ops(sb)->link(sb, a.rel, b.rel)
+		  : sbfs_tree_ops(sb)->rename(sb, a.rel, b.rel, flags);
 	sbfs_leave(sb);
 	return rc;
 }
 
+static int fs_rename(const char *from, const char *to, unsigned int flags)
+{
+	return two_paths_op(from, to, flags, false);
+}
+
 static int fs_link(const char *from, const char *to)
 {
-	struct sbfs *fs = ctx_fs();
-	struct sbx *sb = NULL;
-	struct node a, b;
-	int rc = two_paths(from, to, &a, &b);
-
-	if (rc < 0)
-		return rc;
-	op_begin(fs, &a);
-	rc = enter(fs, &a, "link", true, &sb);
-	if (rc < 0)
-		return rc;
-	rc = sbfs_tree_ops(sb)->link(sb, a.rel, b.rel);
-	sbfs_leave(sb);
-	return rc;
+	return two_paths_op(from, to, 0, true);
 }
 
 static int fs_statfs(const char *path, struct statvfs *st)

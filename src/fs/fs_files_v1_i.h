@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fs_files_v1_i: the pure parts of fs_files_v1.c, exposed for its tests:
+ * fs_files_v1_i: the pure parts of files/ without the file extension
+ * (fs_files_v1_text.c), used by fs_files_v1*.c and exposed for the tests:
  * the parser of the `find -printf` records that listings and stats come
  * in, the table that turns a command's diagnostics back into an errno,
  * single-quoting for native shell command lines, and the per-open file

@@ -3,17 +3,23 @@
  * fs_i: what the modules of the FUSE layer share (SEMANTICS.md).
  *
  *   ll.c          the FUSE low-level operations: node ids (inodes.c),
- *                 open files and directory streams, kernel invalidation
+ *                 kernel invalidation; open files and directory streams
+ *                 (ll_files.c)
  *   fs.c          the path operations: parses a path into a node and
  *                 dispatches to the subtree that owns it
  *   sandbox.c     the mount and its sandboxes: listing, the per-operation
  *                 record read and transport decision, auto-resume, the
  *                 agent's health (extension advertised or not), errors
  *   cache.c       attribute cache for files/ (bounded, timed)
- *   fs_files.c    files/ through the agent's file extension
+ *   fs_files.c    files/ through the agent's file extension: helpers and
+ *                 metadata; its reads (fs_files_read.c), writes
+ *                 (fs_files_write.c), listings (fs_files_list.c)
  *   fs_files_v1.c files/ through protocol v1 only (strict agents) and
- *                 through the provider's native routes (legacy sessions)
- *   fs_jobs.c     exec, jobs/ and the job files
+ *                 through the provider's native routes (legacy sessions):
+ *                 listings and metadata; its commands (fs_files_v1_cmd.c),
+ *                 open files (fs_files_v1_open.c), text (fs_files_v1_text.c)
+ *   fs_jobs.c     jobs/ and the job files; exec (fs_exec.c), the job
+ *                 pollers (fs_jobs_poll.c), the records (fs_jobs_store.c)
  *   fs_info.c     info and ctl
  *
  * Nothing below this layer knows about FUSE. Every operation returns 0 (or
@@ -125,6 +131,12 @@ struct sbfs {
 	struct prefetch *pf; /* walked directories read ahead */
 	struct inodes *inodes; /* the kernel's node ids (ll.c) */
 	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
+	/* Name changes in flight (ll.c, ll_moved_again): how many, and a
+	 * generation bumped as each begins and ends. */
+	pthread_mutex_t names_lock;
+	pthread_cond_t names_idle;
+	unsigned names_busy;
+	uint64_t names_gen;
 	/* This mount's name to agents: their change events say which
 	 * changes were its own (events.c). */
 	char client_id[PROTO_CLIENT_ID_MAX + 1];
@@ -248,6 +260,32 @@ void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
 			 unsigned what);
 /* ... everything of sandbox id's files/. */
 void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
+
+/*
+ * The node table after a change made in the sandbox, not through the
+ * mount (ll.c). sbfs_nodes_open_fino: the sandbox's inode number of the
+ * file of files/<rel> when it is open through the mount (0: none open, or
+ * not known). sbfs_nodes_vanish: that file no longer has the name (its
+ * open files go stale, ESTALE, rather than reach a file that takes the
+ * name later). sbfs_nodes_move: it is files/<to> now (its open files
+ * follow it). The caller has asked the sandbox (a change told late may
+ * be this mount's own, already applied).
+ */
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel);
+void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel);
+/* For cache_on_put (ud: the mount): the file of files/<rel> in sandbox id
+ * has the attributes a (its inode number in the sandbox). */
+void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
+		      const struct proto_attr *a);
+void sbfs_nodes_move(struct sbfs *fs, const char *id, const char *from,
+		     const char *to);
+
+/* A change of files/<rel> made in the sandbox: every open file of it
+ * drops what it read ahead or was given prefetched (fs_files). */
+void sbfs_files_changed(struct sbx *sb, const char *rel);
+/* files/<from>, open through the mount, is files/<to> now (renamed in
+ * the sandbox): its open files' pending writes follow it. */
+void sbfs_files_moved(struct sbx *sb, const char *from, const char *to);
 
 /* ---- change events (events.c, doc/internals/cache.md) ------------------ */
 
@@ -411,6 +449,10 @@ int fs_jobs_write(struct sbx *sb, const char *job, enum fs_job_file f,
 		  struct fuse_file_info *fi);
 int fs_jobs_release(struct sbx *sb, const char *job, enum fs_job_file f,
 		    struct fuse_file_info *fi);
+
+/* Whether what was written to a ctl file (buf, size bytes) is word,
+ * blanks and a newline around it aside. */
+bool sbfs_ctl_word(const char *buf, size_t size, const char *word);
 
 /* MOUNT/<sandbox>/info and ctl */
 int fs_info_getattr(struct sbx *sb, bool ctl, struct stat *st);

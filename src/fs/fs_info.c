@@ -290,10 +290,23 @@ static int ctl_resume(struct sbx *sb)
 	return 0;
 }
 
+bool sbfs_ctl_word(const char *buf, size_t size, const char *word)
+{
+	size_t n = size;
+
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' ||
+			 buf[n - 1] == '\t' || buf[n - 1] == '\r'))
+		n--;
+	while (n > 0 && (*buf == ' ' || *buf == '\t')) {
+		buf++;
+		n--;
+	}
+	return n == strlen(word) && memcmp(buf, word, n) == 0;
+}
+
 int fs_info_write(struct sbx *sb, bool ctl, const char *buf, size_t size,
 		  off_t off, struct fuse_file_info *fi)
 {
-	size_t n = size;
 	int rc;
 
 	(void)off;
@@ -302,18 +315,11 @@ int fs_info_write(struct sbx *sb, bool ctl, const char *buf, size_t size,
 		return -EBADF;
 	if (size > INT_MAX)
 		return -EINVAL;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' ||
-			 buf[n - 1] == '\t' || buf[n - 1] == '\r'))
-		n--;
-	while (n > 0 && (*buf == ' ' || *buf == '\t')) {
-		buf++;
-		n--;
-	}
-	if (n == 6 && memcmp(buf, "resume", 6) == 0) {
+	if (sbfs_ctl_word(buf, size, "resume")) {
 		rc = ctl_resume(sb);
-	} else if (n == 4 && memcmp(buf, "stop", 4) == 0) {
+	} else if (sbfs_ctl_word(buf, size, "stop")) {
 		rc = ctl_stop(sb);
-	} else if (n == 7 && memcmp(buf, "refresh", 7) == 0) {
+	} else if (sbfs_ctl_word(buf, size, "refresh")) {
 		sbfs_refresh(sb->fs, sb);
 		rc = 0;
 	} else {

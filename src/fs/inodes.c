@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * inodes: node ids and names, two hash tables over one set of nodes (by
- * id, and by parent and name). Contract in inodes.h.
+ * inodes: node ids and names, two hash tables (common/hmap.h) over one set
+ * of nodes (by id, and by parent and name). Contract in inodes.h.
  */
 #include "config.h"
 
@@ -11,12 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hmap.h"
 #include "common/xalloc.h"
 #include "fs/inodes.h"
 
 struct inode {
-	struct inode *id_next; /* chain of the id table */
-	struct inode *name_next; /* chain of the name table (when named) */
+	struct hmap_node id_node; /* in the id table */
+	struct hmap_node name_node; /* in the name table (when named) */
 	uint64_t ino;
 	uint64_t nlookup;
 	struct inode *parent; /* NULL: the root */
@@ -26,113 +27,56 @@ struct inode {
 	bool hidden; /* unlinked while open: remove at the last close */
 	bool detached; /* its name is gone: out of the name table */
 	bool removed; /* its hidden name too: no path at all */
-};
-
-struct table {
-	struct inode **slot;
-	size_t nslots; /* a power of two */
-	size_t n;
+	bool vanished; /* removed in the sandbox while open: stale */
+	uint64_t fino; /* the file's inode number in the sandbox, 0: unknown */
 };
 
 struct inodes {
 	pthread_mutex_t lock;
-	struct table ids;
-	struct table names;
+	struct hmap ids;
+	struct hmap names;
 	uint64_t next_ino;
 	struct inode *root;
 };
 
-static uint64_t mix(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
-}
-
 static uint64_t name_hash(const struct inode *parent, const char *name)
 {
-	uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)parent;
+	uint64_t seed = (uint64_t)(uintptr_t)parent;
 
-	while (*name != '\0')
-		h = (h ^ (unsigned char)*name++) * 1099511628211ULL;
-	return mix(h);
+	return hmap_hash_str(name,
+			     hmap_hash_bytes(&seed, sizeof(seed), HMAP_SEED));
 }
 
-static struct inode **id_slot(struct inodes *t, uint64_t ino)
-{
-	return &t->ids.slot[mix(ino) & (t->ids.nslots - 1)];
-}
-
-static struct inode **name_slot(struct inodes *t, const struct inode *parent,
-				const char *name)
-{
-	return &t->names.slot[name_hash(parent, name) & (t->names.nslots - 1)];
-}
-
-/* Double a table's slots when it holds as many nodes as slots. */
-static void grow(struct inodes *t, struct table *tab, bool by_name)
-{
-	struct inode **old = tab->slot;
-	size_t i, n = tab->nslots;
-
-	if (tab->n < tab->nslots)
-		return;
-	tab->nslots *= 2;
-	tab->slot = xcalloc(tab->nslots, sizeof(*tab->slot));
-	for (i = 0; i < n; i++) {
-		struct inode *e = old[i], *next;
-
-		for (; e != NULL; e = next) {
-			struct inode **s;
-
-			if (by_name) {
-				next = e->name_next;
-				s = name_slot(t, e->parent, e->name);
-				e->name_next = *s;
-			} else {
-				next = e->id_next;
-				s = id_slot(t, e->ino);
-				e->id_next = *s;
-			}
-			*s = e;
-		}
-	}
-	free(old);
-}
-
+/* Ids are their own hashes: the first entry of an equal hash is it. */
 static struct inode *by_id(struct inodes *t, uint64_t ino)
 {
-	struct inode *e = *id_slot(t, ino);
+	struct hmap_node *n = hmap_first(&t->ids, ino);
 
-	while (e != NULL && e->ino != ino)
-		e = e->id_next;
-	return e;
+	return n != NULL ? hmap_entry(n, struct inode, id_node) : NULL;
 }
 
 static struct inode *by_name(struct inodes *t, const struct inode *parent,
 			     const char *name)
 {
-	struct inode *e = *name_slot(t, parent, name);
+	uint64_t h = name_hash(parent, name);
+	struct hmap_node *n;
 
-	while (e != NULL && (e->parent != parent || strcmp(e->name, name) != 0))
-		e = e->name_next;
-	return e;
+	for (n = hmap_first(&t->names, h); n != NULL; n = hmap_next(n, h)) {
+		struct inode *e = hmap_entry(n, struct inode, name_node);
+
+		if (e->parent == parent && strcmp(e->name, name) == 0)
+			return e;
+	}
+	return NULL;
 }
 
 static void name_link(struct inodes *t, struct inode *e, struct inode *parent,
 		      char *name)
 {
-	struct inode **s;
-
 	e->parent = parent;
 	e->name = name;
 	parent->nchildren++;
-	grow(t, &t->names, true);
-	s = name_slot(t, parent, name);
-	e->name_next = *s;
-	*s = e;
-	t->names.n++;
+	hmap_insert(&t->names, &e->name_node, name_hash(parent, name));
 }
 
 static void maybe_free(struct inodes *t, struct inode *e);
@@ -140,18 +84,11 @@ static void maybe_free(struct inodes *t, struct inode *e);
 /* Take e out of the name table (a detached node is not in it). */
 static void hash_remove(struct inodes *t, struct inode *e)
 {
-	struct inode **s;
-
 	if (e->detached) {
 		e->detached = false;
 		return;
 	}
-	s = name_slot(t, e->parent, e->name);
-	while (*s != e)
-		s = &(*s)->name_next;
-	*s = e->name_next;
-	e->name_next = NULL;
-	t->names.n--;
+	hmap_remove(&t->names, &e->name_node);
 }
 
 /* Take e out of the name table; its old parent may go with it. */
@@ -165,7 +102,6 @@ static void name_unlink(struct inodes *t, struct inode *e)
 	free(e->name);
 	e->name = NULL;
 	e->parent = NULL;
-	e->name_next = NULL;
 	parent->nchildren--;
 	maybe_free(t, parent);
 }
@@ -173,15 +109,9 @@ static void name_unlink(struct inodes *t, struct inode *e)
 /* Free e when nothing holds it any more (never the root). */
 static void maybe_free(struct inodes *t, struct inode *e)
 {
-	struct inode **s;
-
 	if (e == t->root || e->nlookup > 0 || e->nchildren > 0 || e->nopen > 0)
 		return;
-	s = id_slot(t, e->ino);
-	while (*s != e)
-		s = &(*s)->id_next;
-	*s = e->id_next;
-	t->ids.n--;
+	hmap_remove(&t->ids, &e->id_node);
 	name_unlink(t, e);
 	free(e);
 }
@@ -191,35 +121,31 @@ struct inodes *inodes_new(void)
 	struct inodes *t = xcalloc(1, sizeof(*t));
 
 	pthread_mutex_init(&t->lock, NULL);
-	t->ids.nslots = 1024;
-	t->ids.slot = xcalloc(t->ids.nslots, sizeof(*t->ids.slot));
-	t->names.nslots = 1024;
-	t->names.slot = xcalloc(t->names.nslots, sizeof(*t->names.slot));
+	hmap_init(&t->ids, 1024);
+	hmap_init(&t->names, 1024);
 	t->root = xcalloc(1, sizeof(*t->root));
 	t->root->ino = INODES_ROOT;
 	t->next_ino = INODES_ROOT + 1;
-	*id_slot(t, INODES_ROOT) = t->root;
-	t->ids.n = 1;
+	hmap_insert(&t->ids, &t->root->id_node, INODES_ROOT);
 	return t;
 }
 
 void inodes_free(struct inodes *t)
 {
-	size_t i;
+	struct hmap_node *n, *next;
+	size_t cursor = 0;
 
 	if (t == NULL)
 		return;
-	for (i = 0; i < t->ids.nslots; i++) {
-		struct inode *e = t->ids.slot[i], *next;
+	for (n = hmap_walk(&t->ids, &cursor, NULL); n != NULL; n = next) {
+		struct inode *e = hmap_entry(n, struct inode, id_node);
 
-		for (; e != NULL; e = next) {
-			next = e->id_next;
-			free(e->name);
-			free(e);
-		}
+		next = hmap_walk(&t->ids, &cursor, n);
+		free(e->name);
+		free(e);
 	}
-	free(t->ids.slot);
-	free(t->names.slot);
+	hmap_cleanup(&t->ids);
+	hmap_cleanup(&t->names);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -237,6 +163,8 @@ static int path_of(struct inodes *t, const struct inode *e, char *buf,
 	for (p = e; p != t->root; p = p->parent) {
 		size_t n;
 
+		if (p->vanished)
+			return -ESTALE;
 		if (p->name == NULL || (p->detached && (!loose || p->removed)))
 			return -ENOENT;
 		n = strlen(p->name);
@@ -303,15 +231,9 @@ int inodes_lookup(struct inodes *t, uint64_t parent, const char *name,
 		goto out;
 	e = by_name(t, p, name);
 	if (e == NULL) {
-		struct inode **s;
-
 		e = xcalloc(1, sizeof(*e));
 		e->ino = t->next_ino++;
-		grow(t, &t->ids, false);
-		s = id_slot(t, e->ino);
-		e->id_next = *s;
-		*s = e;
-		t->ids.n++;
+		hmap_insert(&t->ids, &e->id_node, e->ino);
 		name_link(t, e, p, xstrdup(name));
 	}
 	e->nlookup++;
@@ -322,15 +244,21 @@ out:
 	return rc;
 }
 
+/* name in the node parent, or NULL (t->lock held). */
+static struct inode *child(struct inodes *t, uint64_t parent, const char *name)
+{
+	struct inode *p = by_id(t, parent);
+
+	return p != NULL ? by_name(t, p, name) : NULL;
+}
+
 uint64_t inodes_peek(struct inodes *t, uint64_t parent, const char *name)
 {
-	struct inode *p, *e = NULL;
+	struct inode *e;
 	uint64_t ino = 0;
 
 	pthread_mutex_lock(&t->lock);
-	p = by_id(t, parent);
-	if (p != NULL)
-		e = by_name(t, p, name);
+	e = child(t, parent, name);
 	if (e != NULL)
 		ino = e->ino;
 	pthread_mutex_unlock(&t->lock);
@@ -368,6 +296,51 @@ void inodes_remove(struct inodes *t, uint64_t parent, const char *name)
 	e = p != NULL ? by_name(t, p, name) : NULL;
 	if (e != NULL)
 		detach(t, e);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino)
+{
+	struct inode *e;
+
+	if (fino == 0)
+		return;
+	pthread_mutex_lock(&t->lock);
+	e = by_id(t, ino);
+	if (e != NULL)
+		e->fino = fino;
+	pthread_mutex_unlock(&t->lock);
+}
+
+uint64_t inodes_open_fino(struct inodes *t, uint64_t parent, const char *name,
+			  uint64_t *ino)
+{
+	struct inode *p, *e = NULL;
+	uint64_t fino = 0;
+
+	pthread_mutex_lock(&t->lock);
+	p = by_id(t, parent);
+	if (p != NULL)
+		e = by_name(t, p, name);
+	if (e != NULL && e->nopen > 0) {
+		fino = e->fino;
+		*ino = e->ino;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return fino;
+}
+
+void inodes_vanish(struct inodes *t, uint64_t parent, const char *name)
+{
+	struct inode *p, *e;
+
+	pthread_mutex_lock(&t->lock);
+	p = by_id(t, parent);
+	e = p != NULL ? by_name(t, p, name) : NULL;
+	if (e != NULL) {
+		e->vanished = true;
+		detach(t, e);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -453,13 +426,11 @@ bool inodes_close(struct inodes *t, uint64_t ino, char *path, size_t size,
 
 uint64_t inodes_open_child(struct inodes *t, uint64_t parent, const char *name)
 {
-	struct inode *p, *e = NULL;
+	struct inode *e;
 	uint64_t ino = 0;
 
 	pthread_mutex_lock(&t->lock);
-	p = by_id(t, parent);
-	if (p != NULL)
-		e = by_name(t, p, name);
+	e = child(t, parent, name);
 	if (e != NULL && e->nopen > 0)
 		ino = e->ino;
 	pthread_mutex_unlock(&t->lock);
@@ -517,22 +488,21 @@ size_t inodes_below(struct inodes *t, const char *path, uint64_t *ids,
 		    size_t max)
 {
 	uint64_t top, parent;
+	struct hmap_node *node = NULL;
 	struct inode *e, *p;
-	size_t i, n = 0;
+	size_t cursor = 0, n = 0;
 
 	if (inodes_find(t, path, &top, &parent) < 0)
 		return 0;
 	pthread_mutex_lock(&t->lock);
 	/* Every node whose chain of parents reaches top: a walk up from
 	 * each, as deep as the tree. */
-	for (i = 0; i < t->ids.nslots && n < max; i++) {
-		for (e = t->ids.slot[i]; e != NULL && n < max; e = e->id_next) {
-			for (p = e->parent; p != NULL && p->ino != top;
-			     p = p->parent)
-				;
-			if (p != NULL)
-				ids[n++] = e->ino;
-		}
+	while (n < max && (node = hmap_walk(&t->ids, &cursor, node)) != NULL) {
+		e = hmap_entry(node, struct inode, id_node);
+		for (p = e->parent; p != NULL && p->ino != top; p = p->parent)
+			;
+		if (p != NULL)
+			ids[n++] = e->ino;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
@@ -543,7 +513,7 @@ size_t inodes_count(struct inodes *t)
 	size_t n;
 
 	pthread_mutex_lock(&t->lock);
-	n = t->ids.n;
+	n = hmap_count(&t->ids);
 	pthread_mutex_unlock(&t->lock);
 	return n;
 }

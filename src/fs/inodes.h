@@ -72,6 +72,20 @@ void inodes_forget(struct inodes *t, uint64_t ino, uint64_t n);
 /* name in parent is gone (unlink, rmdir): its node is detached. */
 void inodes_remove(struct inodes *t, uint64_t parent, const char *name);
 
+/* The file of ino is the sandbox's inode number fino (0: unknown, kept as
+ * it was). */
+void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino);
+
+/* The node of name in parent when some file of it is open: its sandbox
+ * inode number (0 when unknown or not open), and its id in *ino. */
+uint64_t inodes_open_fino(struct inodes *t, uint64_t parent, const char *name,
+			  uint64_t *ino);
+
+/* name in parent went away in the sandbox while a file of it was open:
+ * its node is detached and stale (every path of it is -ESTALE), so that
+ * its descriptors do not reach a file that takes the name later. */
+void inodes_vanish(struct inodes *t, uint64_t parent, const char *name);
+
 /* name in parent is now newname in newparent (what was there before is
  * detached); with exchange, the two names swap nodes. */
 void inodes_rename(struct inodes *t, uint64_t parent, const char *name,

@@ -14,6 +14,9 @@
  *   that snapshot at increasing offsets;
  * - an answer the kernel no longer waits for (an interrupted request)
  *   gives back what it counted (lookups, open files).
+ *
+ * This file has the requests on names and nodes and the table; open files
+ * and directory streams are ll_files.c's (ll_i.h joins them).
  */
 #include "config.h"
 
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
@@ -32,20 +36,9 @@
 #include "fs/fs.h"
 #include "fs/fs_i.h"
 #include "fs/inodes.h"
-
-/* A mount path: "/<id>/files" and a sandbox path, with room to spare. */
-#define LL_PATH_MAX (PATH_MAX_BYTES + PROVIDER_ID_MAX + 64)
-
-/* readdir's d_ino for a name the kernel has no node of (libfuse's). */
-#define LL_UNKNOWN_INO 0xffffffffu
+#include "fs/ll_i.h"
 
 /* ---- the request of this thread --------------------------------------- */
-
-struct ll_req {
-	fuse_req_t req;
-	struct sbfs *fs;
-	pid_t pid;
-};
 
 static __thread const struct ll_req *cur;
 
@@ -64,7 +57,7 @@ bool sbfs_interrupted(void)
 	return cur != NULL && fuse_req_interrupted(cur->req);
 }
 
-static struct sbfs *begin(fuse_req_t req, struct ll_req *r)
+struct sbfs *ll_begin(fuse_req_t req, struct ll_req *r)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
@@ -75,42 +68,15 @@ static struct sbfs *begin(fuse_req_t req, struct ll_req *r)
 	return r->fs;
 }
 
-static void end(void)
+void ll_end(void)
 {
 	cur = NULL;
 }
 
-#define OPS (fs_operations())
-
-/* ---- open files and directories --------------------------------------- */
-
-/*
- * What the kernel holds as a file handle: the module's own handle and the
- * path the file was opened under, which routes a release when the name is
- * gone (a file whose name was removed by someone else).
- */
-struct llfile {
-	uint64_t fh;
-	char *path;
-};
-
-struct dent {
-	char *name;
-	struct stat st;
-	bool plus;
-};
-
-struct lldir {
-	struct llfile f;
-	pthread_mutex_t lock;
-	struct dent *e;
-	size_t n, cap;
-	bool filled;
-	uint64_t mark; /* the cache's mark when listed */
-};
+/* ---- paths ------------------------------------------------------------------ */
 
 /* The module's view of an open file: fi with the module's handle. */
-static struct fuse_file_info inner(const struct fuse_file_info *fi)
+struct fuse_file_info ll_inner(const struct fuse_file_info *fi)
 {
 	struct fuse_file_info f = *fi;
 
@@ -126,7 +92,7 @@ static struct fuse_file_info inner(const struct fuse_file_info *fi)
  * nothing), as if it had come a moment later: an atomic replacement never
  * shows a reader a missing file.
  */
-static int node_path(struct sbfs *fs, fuse_ino_t ino, char *buf, size_t size)
+int ll_node_path(struct sbfs *fs, fuse_ino_t ino, char *buf, size_t size)
 {
 	int rc = inodes_path_flags(fs->inodes, ino, INODES_DETACHED_OK, buf,
 				   size);
@@ -136,8 +102,8 @@ static int node_path(struct sbfs *fs, fuse_ino_t ino, char *buf, size_t size)
 
 /* A name in parent, for a lookup or a change: parent must still have its
  * own name. ESTALE makes the kernel walk the path again, as for NFS. */
-static int node_child_path(struct sbfs *fs, fuse_ino_t parent, const char *name,
-			   char *buf, size_t size)
+int ll_node_child_path(struct sbfs *fs, fuse_ino_t parent, const char *name,
+		       char *buf, size_t size)
 {
 	int rc = inodes_child_path(fs->inodes, parent, name, buf, size);
 
@@ -149,8 +115,8 @@ static int node_child_path(struct sbfs *fs, fuse_ino_t parent, const char *name,
  * renamed over or removed while it was being opened, or it could not be
  * hidden) the name it was opened by: the file that has that name.
  */
-static int file_path(struct sbfs *fs, fuse_ino_t ino,
-		     const struct fuse_file_info *fi, char *buf, size_t size)
+int ll_file_path(struct sbfs *fs, fuse_ino_t ino,
+		 const struct fuse_file_info *fi, char *buf, size_t size)
 {
 	const struct llfile *lf = (const struct llfile *)(uintptr_t)fi->fh;
 	int rc = inodes_path(fs->inodes, ino, buf, size);
@@ -162,10 +128,22 @@ static int file_path(struct sbfs *fs, fuse_ino_t ino,
 	return rc;
 }
 
+const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
+			    const struct fuse_file_info *fi, char *buf,
+			    size_t size)
+{
+	const struct llfile *lf = (const struct llfile *)(uintptr_t)fi->fh;
+
+	/* A stale file still goes back to the module that holds it. */
+	if (ll_file_path(fs, ino, fi, buf, size) < 0)
+		snprintf(buf, size, "%s", lf->path);
+	return buf;
+}
+
 /* ---- entries ------------------------------------------------------------- */
 
-static void entry_times(struct sbfs *fs, const char *path, uint64_t mark,
-			struct fuse_entry_param *e)
+void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
+		    struct fuse_entry_param *e)
 {
 	double neg;
 
@@ -173,13 +151,63 @@ static void entry_times(struct sbfs *fs, const char *path, uint64_t mark,
 		      &neg);
 }
 
+/* ---- name changes in flight (ll_i.h) ---------------------------------------- */
+
+void ll_names_begin(struct sbfs *fs)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	fs->names_busy++;
+	fs->names_gen++;
+	pthread_mutex_unlock(&fs->names_lock);
+}
+
+void ll_names_end(struct sbfs *fs)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	fs->names_busy--;
+	fs->names_gen++;
+	if (fs->names_busy == 0)
+		pthread_cond_broadcast(&fs->names_idle);
+	pthread_mutex_unlock(&fs->names_lock);
+}
+
+void ll_moved_init(struct sbfs *fs, struct ll_moved *m)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	m->gen = fs->names_gen;
+	pthread_mutex_unlock(&fs->names_lock);
+	m->tries = 0;
+}
+
+bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc)
+{
+	struct timespec until;
+
+	if (rc != -ENOENT || m->tries >= LL_MOVED_TRIES)
+		return false;
+	pthread_mutex_lock(&fs->names_lock);
+	if (fs->names_gen == m->gen && fs->names_busy == 0) {
+		pthread_mutex_unlock(&fs->names_lock);
+		return false;
+	}
+	clock_deadline_in(&until, 1000);
+	while (fs->names_busy > 0 &&
+	       pthread_cond_timedwait(&fs->names_idle, &fs->names_lock,
+				      &until) == 0)
+		;
+	m->gen = fs->names_gen;
+	pthread_mutex_unlock(&fs->names_lock);
+	m->tries++;
+	return true;
+}
+
 /*
  * The entry of path (name in parent) after a lookup or a change that made
  * it: attributes from the module, and one counted lookup.
  */
-static int make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
-		      const char *path, struct fuse_file_info *fi,
-		      struct fuse_entry_param *e)
+int ll_make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
+		  const char *path, struct fuse_file_info *fi,
+		  struct fuse_entry_param *e)
 {
 	uint64_t mark = cache_mark(fs->cache), ino;
 	int rc;
@@ -192,8 +220,9 @@ static int make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
 	if (rc < 0)
 		return rc;
 	e->ino = ino;
+	inodes_set_fino(fs->inodes, ino, e->attr.st_ino);
 	e->attr.st_ino = ino;
-	entry_times(fs, path, mark, e);
+	ll_entry_times(fs, path, mark, e);
 	return 0;
 }
 
@@ -217,15 +246,15 @@ static void reply_entry(struct sbfs *fs, fuse_req_t req,
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX];
 	struct fuse_entry_param e;
 	uint64_t mark = cache_mark(fs->cache);
 	double neg = 0, t;
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
+	int rc = ll_node_child_path(fs, parent, name, path, sizeof(path));
 
 	if (rc == 0)
-		rc = make_entry(fs, parent, name, path, NULL, &e);
+		rc = ll_make_entry(fs, parent, name, path, NULL, &e);
 	if (rc == -ENOENT)
 		sbfs_timeouts(fs, path, mark, &t, &t, &neg);
 	if (rc == -ENOENT && neg > 0) {
@@ -238,7 +267,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else {
 		reply_entry(fs, req, &e);
 	}
-	end();
+	ll_end();
 }
 
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -260,58 +289,88 @@ static void ll_forget_multi(fuse_req_t req, size_t count,
 	fuse_reply_none(req);
 }
 
+/* The path of ino for an attribute request: the open file's when fi is
+ * given (then *fp is the module's view of it, in *f), else the node's. */
+static int attr_path(struct sbfs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		     char *buf, size_t size, struct fuse_file_info *f,
+		     struct fuse_file_info **fp)
+{
+	*fp = NULL;
+	if (fi == NULL)
+		return ll_node_path(fs, ino, buf, size);
+	*f = ll_inner(fi);
+	*fp = f;
+	return ll_file_path(fs, ino, fi, buf, size);
+}
+
+/* Answer ino's attributes, or rc when it is an error already; the path
+ * (in path) resolved again (ll_moved_again) when it moves under the
+ * request. */
+static void reply_attr(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi, char *path, size_t size,
+		       struct ll_moved *m, uint64_t mark, int rc)
+{
+	struct fuse_file_info f, *fp = NULL;
+	struct stat st;
+
+	memset(&st, 0, sizeof(st));
+	while (rc == 0) {
+		rc = attr_path(fs, ino, fi, path, size, &f, &fp);
+		if (rc == 0)
+			rc = OPS->getattr(path, &st, fp);
+		if (ll_moved_again(fs, m, rc))
+			rc = 0;
+		else
+			break;
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+	} else {
+		inodes_set_fino(fs->inodes, ino, st.st_ino);
+		st.st_ino = ino;
+		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
+	}
+}
+
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f;
-	struct stat st;
-	const char *path = buf;
+	struct sbfs *fs = ll_begin(req, &r);
+	char path[LL_PATH_MAX];
 	uint64_t mark = cache_mark(fs->cache);
-	int rc = 0;
+	struct ll_moved m;
 
-	if (fi != NULL) {
-		f = inner(fi);
-		rc = file_path(fs, ino, fi, buf, sizeof(buf));
-	} else {
-		rc = node_path(fs, ino, buf, sizeof(buf));
-	}
-	memset(&st, 0, sizeof(st));
-	if (rc == 0)
-		rc = OPS->getattr(path, &st, fi != NULL ? &f : NULL);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-	} else {
-		st.st_ino = ino;
-		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
-	}
-	end();
+	ll_moved_init(fs, &m);
+	reply_attr(fs, req, ino, fi, path, sizeof(path), &m, mark, 0);
+	ll_end();
 }
 
-static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
-		       int to_set, struct fuse_file_info *fi)
+/* The times a setattr sets (UTIME_OMIT for the one it does not). */
+static void setattr_times(const struct stat *attr, int to_set,
+			  struct timespec tv[2])
 {
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f, *fp = NULL;
-	const char *path = buf;
-	struct stat st;
-	uint64_t mark = cache_mark(fs->cache);
+	tv[0].tv_sec = 0;
+	tv[0].tv_nsec = UTIME_OMIT;
+	tv[1] = tv[0];
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		tv[0].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		tv[0] = attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		tv[1].tv_nsec = UTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		tv[1] = attr->st_mtim;
+}
+
+/* Apply a setattr to path, in the order of chmod(1), chown(1),
+ * truncate(1) and touch(1), as libfuse's path API did. */
+static int setattr_apply(const char *path, const struct stat *attr, int to_set,
+			 struct fuse_file_info *fp)
+{
 	int rc = 0;
 
-	if (fi != NULL) {
-		f = inner(fi);
-		fp = &f;
-		rc = file_path(fs, ino, fi, buf, sizeof(buf));
-	} else {
-		rc = node_path(fs, ino, buf, sizeof(buf));
-	}
-	/* In the order of chmod(1), chown(1), truncate(1) and touch(1),
-	 * as libfuse's path API did. */
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE))
+	if (to_set & FUSE_SET_ATTR_MODE)
 		rc = OPS->chmod(path, attr->st_mode, fp);
 	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
 		rc = OPS->chown(
@@ -324,37 +383,39 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		struct timespec tv[2];
 
-		tv[0].tv_sec = 0;
-		tv[0].tv_nsec = UTIME_OMIT;
-		tv[1] = tv[0];
-		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-			tv[0].tv_nsec = UTIME_NOW;
-		else if (to_set & FUSE_SET_ATTR_ATIME)
-			tv[0] = attr->st_atim;
-		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-			tv[1].tv_nsec = UTIME_NOW;
-		else if (to_set & FUSE_SET_ATTR_MTIME)
-			tv[1] = attr->st_mtim;
+		setattr_times(attr, to_set, tv);
 		rc = OPS->utimens(path, tv, fp);
 	}
-	memset(&st, 0, sizeof(st));
-	if (rc == 0)
-		rc = OPS->getattr(path, &st, fp);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-	} else {
-		st.st_ino = ino;
-		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
-	}
-	end();
+	return rc;
+}
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct ll_req r;
+	struct sbfs *fs = ll_begin(req, &r);
+	char path[LL_PATH_MAX];
+	struct fuse_file_info f, *fp;
+	uint64_t mark = cache_mark(fs->cache);
+	struct ll_moved m;
+	int rc;
+
+	ll_moved_init(fs, &m);
+	do {
+		rc = attr_path(fs, ino, fi, path, sizeof(path), &f, &fp);
+		if (rc == 0)
+			rc = setattr_apply(path, attr, to_set, fp);
+	} while (ll_moved_again(fs, &m, rc));
+	reply_attr(fs, req, ino, fi, path, sizeof(path), &m, mark, rc);
+	ll_end();
 }
 
 static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX], target[PATH_MAX_BYTES + 1];
-	int rc = node_path(fs, ino, path, sizeof(path));
+	int rc = ll_node_path(fs, ino, path, sizeof(path));
 
 	if (rc == 0)
 		rc = OPS->readlink(path, target, sizeof(target));
@@ -362,7 +423,7 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_readlink(req, target);
-	end();
+	ll_end();
 }
 
 /* After a change that made name in parent: answer its entry. */
@@ -372,69 +433,69 @@ static void made(struct sbfs *fs, fuse_req_t req, fuse_ino_t parent,
 	struct fuse_entry_param e;
 
 	if (rc == 0)
-		rc = make_entry(fs, parent, name, path, NULL, &e);
+		rc = ll_make_entry(fs, parent, name, path, NULL, &e);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
 		reply_entry(fs, req, &e);
 }
 
+/* What a request makes in its parent. */
+enum make_kind { MAKE_NODE, MAKE_DIR, MAKE_SYMLINK };
+
+/* Make name in parent (a node of mode and rdev, a directory of mode, or a
+ * symbolic link to target) and answer its entry. */
+static void make_in(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    enum make_kind kind, mode_t mode, dev_t rdev,
+		    const char *target)
+{
+	struct ll_req r;
+	struct sbfs *fs = ll_begin(req, &r);
+	char path[LL_PATH_MAX];
+	int rc = ll_node_child_path(fs, parent, name, path, sizeof(path));
+
+	if (rc == 0 && kind == MAKE_NODE)
+		rc = OPS->mknod(path, mode, rdev);
+	else if (rc == 0 && kind == MAKE_DIR)
+		rc = OPS->mkdir(path, mode);
+	else if (rc == 0)
+		rc = OPS->symlink(target, path);
+	made(fs, req, parent, name, path, rc);
+	ll_end();
+}
+
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char path[LL_PATH_MAX];
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
-
-	if (rc == 0)
-		rc = OPS->mknod(path, mode, rdev);
-	made(fs, req, parent, name, path, rc);
-	end();
+	make_in(req, parent, name, MAKE_NODE, mode, rdev, NULL);
 }
 
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char path[LL_PATH_MAX];
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
-
-	if (rc == 0)
-		rc = OPS->mkdir(path, mode);
-	made(fs, req, parent, name, path, rc);
-	end();
+	make_in(req, parent, name, MAKE_DIR, mode, 0, NULL);
 }
 
 static void ll_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 		       const char *name)
 {
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char path[LL_PATH_MAX];
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
-
-	if (rc == 0)
-		rc = OPS->symlink(target, path);
-	made(fs, req, parent, name, path, rc);
-	end();
+	make_in(req, parent, name, MAKE_SYMLINK, 0, 0, target);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char from[LL_PATH_MAX], to[LL_PATH_MAX];
-	int rc = node_path(fs, ino, from, sizeof(from));
+	int rc = ll_node_path(fs, ino, from, sizeof(from));
 
 	if (rc == 0)
-		rc = node_child_path(fs, newparent, newname, to, sizeof(to));
+		rc = ll_node_child_path(fs, newparent, newname, to, sizeof(to));
 	if (rc == 0)
 		rc = OPS->link(from, to);
 	made(fs, req, newparent, newname, to, rc);
-	end();
+	ll_end();
 }
 
 /*
@@ -458,10 +519,10 @@ static int hide(struct sbfs *fs, fuse_ino_t parent, const char *name)
 		return 0;
 	snprintf(hidden, sizeof(hidden), ".fuse_hidden%08" PRIx64 "%08x", ino,
 		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-	rc = node_child_path(fs, parent, name, path, sizeof(path));
+	rc = ll_node_child_path(fs, parent, name, path, sizeof(path));
 	if (rc == 0)
-		rc = node_child_path(fs, parent, hidden, hidden_path,
-				     sizeof(hidden_path));
+		rc = ll_node_child_path(fs, parent, hidden, hidden_path,
+					sizeof(hidden_path));
 	if (rc == 0)
 		rc = OPS->rename(path, hidden_path, RENAME_NOREPLACE);
 	if (rc < 0)
@@ -474,10 +535,11 @@ static int hide(struct sbfs *fs, fuse_ino_t parent, const char *name)
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX];
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
+	int rc = ll_node_child_path(fs, parent, name, path, sizeof(path));
 
+	ll_names_begin(fs);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->hide_lock);
 		rc = hide(fs, parent, name);
@@ -490,23 +552,24 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	if (rc == 0)
 		inodes_remove(fs->inodes, parent, name);
+	ll_names_end(fs);
 	fuse_reply_err(req, -rc);
-	end();
+	ll_end();
 }
 
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX];
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
+	int rc = ll_node_child_path(fs, parent, name, path, sizeof(path));
 
 	if (rc == 0)
 		rc = OPS->rmdir(path);
 	if (rc == 0)
 		inodes_remove(fs->inodes, parent, name);
 	fuse_reply_err(req, -rc);
-	end();
+	ll_end();
 }
 
 /*
@@ -551,448 +614,40 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      unsigned int flags)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char from[LL_PATH_MAX], to[LL_PATH_MAX];
-	int rc = node_child_path(fs, parent, name, from, sizeof(from));
+	int rc = ll_node_child_path(fs, parent, name, from, sizeof(from));
 
 	if (rc == 0)
-		rc = node_child_path(fs, newparent, newname, to, sizeof(to));
+		rc = ll_node_child_path(fs, newparent, newname, to, sizeof(to));
+	ll_names_begin(fs);
 	if (rc == 0 && flags == 0) {
 		pthread_mutex_lock(&fs->hide_lock);
 		rc = rename_over_open(fs, parent, name, newparent, newname,
 				      from, to);
 		pthread_mutex_unlock(&fs->hide_lock);
-		if (rc == 1) {
-			fuse_reply_err(req, 0);
-			end();
-			return;
-		}
 	}
-	if (rc == 0)
-		rc = OPS->rename(from, to, flags);
-	if (rc == 0)
-		inodes_rename(fs->inodes, parent, name, newparent, newname,
-			      (flags & RENAME_EXCHANGE) != 0);
-	fuse_reply_err(req, -rc);
-	end();
-}
-
-static struct llfile *file_new(uint64_t fh, const char *path)
-{
-	struct llfile *f = xcalloc(1, sizeof(*f));
-
-	f->fh = fh;
-	f->path = xstrdup(path);
-	return f;
-}
-
-/* What the module said of an open file, for the kernel. */
-static void open_flags(struct fuse_file_info *fi,
-		       const struct fuse_file_info *f)
-{
-	fi->direct_io = f->direct_io;
-	fi->keep_cache = f->keep_cache;
-	fi->nonseekable = f->nonseekable;
-	fi->cache_readdir = f->cache_readdir;
-	fi->noflush = f->noflush;
-}
-
-/* The last close of ino: a hidden name goes now. */
-static void closed(struct sbfs *fs, fuse_ino_t ino)
-{
-	char path[LL_PATH_MAX];
-	uint64_t parent;
-
-	pthread_mutex_lock(&fs->hide_lock);
-	if (inodes_close(fs->inodes, ino, path, sizeof(path), &parent) &&
-	    OPS->unlink(path) == 0 && fs->se != NULL)
-		/* The kernel did not see this unlink: its listing of the
-		 * directory (kept across readers) must go. */
-		(void)fuse_lowlevel_notify_inval_inode(fs->se, parent, 0, 0);
-	pthread_mutex_unlock(&fs->hide_lock);
-}
-
-static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char path[LL_PATH_MAX];
-	struct fuse_file_info f = *fi;
-	struct llfile *lf;
-	int rc;
-
-	f.fh = 0;
-	/* Counted open before its path is taken: a rename over the file
-	 * from now on hides it, and a last close does not remove what is
-	 * being opened. */
-	inodes_open(fs->inodes, ino);
-	/* A file that lost its name while open (hidden) is only for the
-	 * descriptors it had: ESTALE makes the kernel walk the path again
-	 * and open what has the name now. */
-	rc = inodes_path_flags(fs->inodes, ino,
-			       INODES_DETACHED_OK | INODES_NOT_HIDDEN, path,
-			       sizeof(path));
-	if (rc == -ENOENT)
-		rc = -ESTALE;
-	if (rc == 0)
-		rc = OPS->open(path, &f);
-	if (rc < 0) {
-		closed(fs, ino);
-		fuse_reply_err(req, -rc);
-		end();
-		return;
-	}
-	lf = file_new(f.fh, path);
-	open_flags(fi, &f);
-	fi->fh = (uint64_t)(uintptr_t)lf;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The open was interrupted: nobody holds the file. */
-		(void)OPS->release(path, &f);
-		closed(fs, ino);
-		free(lf->path);
-		free(lf);
-	}
-	end();
-}
-
-static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char path[LL_PATH_MAX];
-	struct fuse_file_info f = *fi;
-	struct fuse_entry_param e;
-	struct llfile *lf;
-	int rc = node_child_path(fs, parent, name, path, sizeof(path));
-
-	f.fh = 0;
-	if (rc == 0)
-		rc = OPS->create(path, mode, &f);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		end();
-		return;
-	}
-	rc = make_entry(fs, parent, name, path, &f, &e);
-	if (rc < 0) {
-		(void)OPS->release(path, &f);
-		fuse_reply_err(req, -rc);
-		end();
-		return;
-	}
-	lf = file_new(f.fh, path);
-	open_flags(fi, &f);
-	fi->fh = (uint64_t)(uintptr_t)lf;
-	inodes_open(fs->inodes, e.ino);
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		(void)OPS->release(path, &f);
-		closed(fs, e.ino);
-		inodes_forget(fs->inodes, e.ino, 1);
-		free(lf->path);
-		free(lf);
-	}
-	end();
-}
-
-static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = inner(fi);
-	char *data = malloc(size > 0 ? size : 1);
-	int rc = file_path(fs, ino, fi, buf, sizeof(buf));
-
-	if (data == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		end();
-		return;
-	}
-	if (rc == 0)
-		rc = OPS->read(buf, data, size, off, &f);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_buf(req, data, (size_t)rc);
-	free(data);
-	end();
-}
-
-static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *data,
-		     size_t size, off_t off, struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = inner(fi);
-	int rc = file_path(fs, ino, fi, buf, sizeof(buf));
-
-	if (rc == 0)
-		rc = OPS->write(buf, data, size, off, &f);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_write(req, (size_t)rc);
-	end();
-}
-
-static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = inner(fi);
-	int rc = file_path(fs, ino, fi, buf, sizeof(buf));
-
-	if (rc == 0)
-		rc = OPS->flush(buf, &f);
-	fuse_reply_err(req, -rc);
-	end();
-}
-
-static void ll_release(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct llfile *lf = (struct llfile *)(uintptr_t)fi->fh;
-	struct fuse_file_info f = inner(fi);
-	const char *path = (file_path(fs, ino, fi, buf, sizeof(buf)), buf);
-
-	(void)OPS->release(path, &f);
-	closed(fs, ino);
-	free(lf->path);
-	free(lf);
-	fuse_reply_err(req, 0);
-	end();
-}
-
-static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
-		     struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = inner(fi);
-	int rc = file_path(fs, ino, fi, buf, sizeof(buf));
-
-	if (rc == 0)
-		rc = OPS->fsync(buf, datasync, &f);
-	fuse_reply_err(req, -rc);
-	end();
-}
-
-/* ---- directories ---------------------------------------------------------- */
-
-static int dir_fill(void *buf, const char *name, const struct stat *st,
-		    off_t off, enum fuse_fill_dir_flags flags)
-{
-	struct lldir *d = buf;
-	struct dent *e;
-
-	(void)off;
-	if (d->n == d->cap) {
-		d->cap = d->cap ? d->cap * 2 : 64;
-		d->e = xrealloc(d->e, d->cap * sizeof(*d->e));
-	}
-	e = &d->e[d->n++];
-	e->name = xstrdup(name);
-	e->plus = st != NULL && (flags & FUSE_FILL_DIR_PLUS);
-	if (st != NULL)
-		e->st = *st;
-	else
-		memset(&e->st, 0, sizeof(e->st));
-	return 0;
-}
-
-static void dir_clear(struct lldir *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->n; i++)
-		free(d->e[i].name);
-	d->n = 0;
-	d->filled = false;
-}
-
-static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
-		       struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	char path[LL_PATH_MAX];
-	struct fuse_file_info f = *fi;
-	struct lldir *d;
-	int rc = node_path(fs, ino, path, sizeof(path));
-
-	f.fh = 0;
-	if (rc == 0)
-		rc = OPS->opendir(path, &f);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		end();
-		return;
-	}
-	d = xcalloc(1, sizeof(*d));
-	d->f.fh = f.fh;
-	d->f.path = xstrdup(path);
-	pthread_mutex_init(&d->lock, NULL);
-	open_flags(fi, &f);
-	fi->fh = (uint64_t)(uintptr_t)d;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		(void)OPS->releasedir(path, &f);
-		pthread_mutex_destroy(&d->lock);
-		free(d->f.path);
-		free(d);
-	}
-	end();
-}
-
-/* Add entries from k on into buf: plain dirents, or with plus the entries
- * the kernel makes dentries of (each one a counted lookup). The size. */
-static size_t dir_answer(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
-			 const char *path, struct lldir *d, size_t k, bool plus,
-			 char *buf, size_t size)
-{
-	uint64_t mark = d->mark;
-	size_t used = 0;
-
-	for (; k < d->n; k++) {
-		struct dent *de = &d->e[k];
-		bool dots = strcmp(de->name, ".") == 0 ||
-			    strcmp(de->name, "..") == 0;
-		size_t need;
-
-		if (!plus) {
-			struct stat st = de->st;
-			uint64_t known =
-				dots ? 0
-				     : inodes_peek(fs->inodes, ino, de->name);
-
-			st.st_ino = known != 0 ? known : LL_UNKNOWN_INO;
-			need = fuse_add_direntry(req, buf + used, size - used,
-						 de->name, &st, (off_t)k + 1);
-		} else {
-			struct fuse_entry_param e;
-			char child[LL_PATH_MAX];
-
-			memset(&e, 0, sizeof(e));
-			e.attr = de->st;
-			need = fuse_add_direntry_plus(req, NULL, 0, de->name,
-						      NULL, 0);
-			if (need > size - used)
-				break;
-			/* "." and "..", and a name without attributes, make
-			 * no dentry: node id 0 (and no lookup counted). */
-			if (de->plus && !dots &&
-			    node_child_path(fs, ino, de->name, child,
-					    sizeof(child)) == 0 &&
-			    inodes_lookup(fs->inodes, ino, de->name, &e.ino) ==
-				    0) {
-				e.attr.st_ino = e.ino;
-				entry_times(fs, child, mark, &e);
-			} else {
-				e.attr.st_ino = LL_UNKNOWN_INO;
-			}
-			need = fuse_add_direntry_plus(req, buf + used,
-						      size - used, de->name, &e,
-						      (off_t)k + 1);
-		}
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	(void)path;
-	return used;
-}
-
-static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
-			   off_t off, struct fuse_file_info *fi, bool plus)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	struct lldir *d = (struct lldir *)(uintptr_t)fi->fh;
-	struct fuse_file_info f = inner(fi);
-	char path[LL_PATH_MAX];
-	char *buf;
-	size_t used;
-	int rc = file_path(fs, ino, fi, path, sizeof(path));
-
-	buf = malloc(size > 0 ? size : 1);
-	if (buf == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		end();
-		return;
-	}
-	pthread_mutex_lock(&d->lock);
-	/* A reader starting over (or seeking past the end) lists again. */
-	if (rc == 0 && (off == 0 || !d->filled || (size_t)off > d->n)) {
-		dir_clear(d);
-		d->mark = cache_mark(fs->cache);
-		rc = OPS->readdir(path, d, dir_fill, 0, &f,
-				  plus ? FUSE_READDIR_PLUS : 0);
-		d->filled = rc == 0;
-		if ((size_t)off > d->n)
-			off = (off_t)d->n;
-	}
-	if (rc < 0) {
-		pthread_mutex_unlock(&d->lock);
-		fuse_reply_err(req, -rc);
+	if (rc == 1) {
+		rc = 0;
 	} else {
-		used = dir_answer(fs, req, ino, path, d, (size_t)off, plus, buf,
-				  size);
-		pthread_mutex_unlock(&d->lock);
-		/* An answer nobody waits for leaks the lookups of its
-		 * entries, as libfuse's path API does: the kernel gets the
-		 * same names again at its next lookup. */
-		fuse_reply_buf(req, buf, used);
+		if (rc == 0)
+			rc = OPS->rename(from, to, flags);
+		if (rc == 0)
+			inodes_rename(fs->inodes, parent, name, newparent,
+				      newname, (flags & RENAME_EXCHANGE) != 0);
 	}
-	free(buf);
-	end();
-}
-
-static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
-{
-	readdir_common(req, ino, size, off, fi, false);
-}
-
-static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
-			   off_t off, struct fuse_file_info *fi)
-{
-	readdir_common(req, ino, size, off, fi, true);
-}
-
-static void ll_releasedir(fuse_req_t req, fuse_ino_t ino,
-			  struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
-	struct lldir *d = (struct lldir *)(uintptr_t)fi->fh;
-	struct fuse_file_info f = inner(fi);
-	char pbuf[LL_PATH_MAX];
-	const char *path = (file_path(fs, ino, fi, pbuf, sizeof(pbuf)), pbuf);
-
-	(void)OPS->releasedir(path, &f);
-	dir_clear(d);
-	free(d->e);
-	pthread_mutex_destroy(&d->lock);
-	free(d->f.path);
-	free(d);
-	fuse_reply_err(req, 0);
-	end();
+	ll_names_end(fs);
+	fuse_reply_err(req, -rc);
+	ll_end();
 }
 
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ll_req r;
-	struct sbfs *fs = begin(req, &r);
+	struct sbfs *fs = ll_begin(req, &r);
 	char path[LL_PATH_MAX];
 	struct statvfs st;
-	int rc = node_path(fs, ino, path, sizeof(path));
+	int rc = ll_node_path(fs, ino, path, sizeof(path));
 
 	memset(&st, 0, sizeof(st));
 	if (rc < 0)
@@ -1002,7 +657,7 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_statfs(req, &st);
-	end();
+	ll_end();
 }
 
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
@@ -1065,8 +720,11 @@ void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
 			fs->se, ino, (what & SBFS_KERNEL_DATA) ? 0 : -1, 0);
 	if (!(what & (SBFS_KERNEL_NAME | SBFS_KERNEL_NEW_NAME)) || *rel == '\0')
 		return;
-	if ((what & SBFS_KERNEL_NEW_NAME) && known)
-		what &= ~SBFS_KERNEL_NAME;
+	/* A name that appeared: a negative entry of it must go; a node the
+	 * kernel knows by it keeps its entry. */
+	if (what & SBFS_KERNEL_NEW_NAME)
+		what = known ? what & ~SBFS_KERNEL_NAME
+			     : what | SBFS_KERNEL_NAME;
 	/* The name (a negative entry too) in its directory, and the
 	 * directory's attributes and the listing the kernel keeps. */
 	path[name - path - 1] = '\0';
@@ -1076,6 +734,82 @@ void sbfs_kernel_changed(struct sbfs *fs, const char *id, const char *rel,
 				fs->se, parent, name, strlen(name));
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, parent, 0, 0);
 	}
+}
+
+/* The node of files/<rel> in sandbox id: its id and its directory's; 0
+ * when the kernel knows none. */
+static uint64_t node_of(struct sbfs *fs, const char *id, const char *rel,
+			uint64_t *parent, const char **name, char *path,
+			size_t size)
+{
+	uint64_t ino;
+
+	snprintf(path, size, "/%s/files%s%s", id, *rel ? "/" : "", rel);
+	*name = strrchr(path, '/') + 1;
+	if (*rel == '\0' || inodes_find(fs->inodes, path, &ino, parent) < 0)
+		return 0;
+	return ino;
+}
+
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel)
+{
+	char path[LL_PATH_MAX];
+	const char *name;
+	uint64_t parent, ino;
+
+	if (node_of(fs, id, rel, &parent, &name, path, sizeof(path)) == 0)
+		return 0;
+	return inodes_open_fino(fs->inodes, parent, name, &ino);
+}
+
+void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
+		      const struct proto_attr *a)
+{
+	struct sbfs *fs = ud;
+	char path[LL_PATH_MAX];
+	const char *name;
+	uint64_t parent, ino;
+
+	ino = node_of(fs, id, rel, &parent, &name, path, sizeof(path));
+	if (ino != 0)
+		inodes_set_fino(fs->inodes, ino, a->ino);
+}
+
+void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel)
+{
+	char path[LL_PATH_MAX];
+	const char *name;
+	uint64_t parent, ino;
+
+	ino = node_of(fs, id, rel, &parent, &name, path, sizeof(path));
+	if (ino == 0)
+		return;
+	inodes_vanish(fs->inodes, parent, name);
+	/* Its pages too: a read served from them would be half of the old
+	 * file and then the stale error. */
+	if (fs->se != NULL)
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
+void sbfs_nodes_move(struct sbfs *fs, const char *id, const char *from,
+		     const char *to)
+{
+	char fpath[LL_PATH_MAX], tpath[LL_PATH_MAX], tdir[LL_PATH_MAX];
+	const char *fname, *tname;
+	uint64_t fparent, tparent, unused;
+
+	if (node_of(fs, id, from, &fparent, &fname, fpath, sizeof(fpath)) == 0)
+		return;
+	snprintf(tpath, sizeof(tpath), "/%s/files%s%s", id, *to ? "/" : "", to);
+	tname = strrchr(tpath, '/') + 1;
+	snprintf(tdir, sizeof(tdir), "%.*s", (int)(tname - tpath - 1), tpath);
+	/* The kernel does not know the new directory: the node goes with
+	 * its old name (its open files go stale, as for a removal). */
+	if (inodes_find(fs->inodes, tdir, &tparent, &unused) < 0) {
+		inodes_vanish(fs->inodes, fparent, fname);
+		return;
+	}
+	inodes_rename(fs->inodes, fparent, fname, tparent, tname, false);
 }
 
 void sbfs_kernel_forget(struct sbfs *fs, const char *id, const char *rel)

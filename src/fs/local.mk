@@ -7,9 +7,13 @@ libsbfs_fs_a_SOURCES = \
 	%reldir%/fs_i.h
 ## files/ through protocol v1 only (strict agents) and native sessions.
 libsbfs_fs_a_SOURCES += \
-	%reldir%/fs_files_v1.c %reldir%/fs_files_v1_i.h
+	%reldir%/fs_files_v1.c %reldir%/fs_files_v1_i.h \
+	%reldir%/fs_files_v1_text.c \
+	%reldir%/fs_files_v1_cmd.c %reldir%/fs_files_v1_cmd.h \
+	%reldir%/fs_files_v1_open.c %reldir%/fs_files_v1_open.h
 libsbfs_fs_a_SOURCES += \
-	%reldir%/ll.c %reldir%/inodes.c %reldir%/inodes.h \
+	%reldir%/ll.c %reldir%/ll_files.c %reldir%/ll_i.h \
+	%reldir%/inodes.c %reldir%/inodes.h \
 	%reldir%/fs.c %reldir%/fs.h %reldir%/events.c \
 	%reldir%/opts.c %reldir%/tune.c \
 	%reldir%/sandbox.c \
@@ -17,10 +21,13 @@ libsbfs_fs_a_SOURCES += \
 	%reldir%/prefetch.c %reldir%/prefetch.h \
 	%reldir%/readahead.c %reldir%/readahead.h \
 	%reldir%/wnodes.c %reldir%/wnodes.h \
-	%reldir%/fs_files.c
+	%reldir%/fs_files.c %reldir%/fs_files_i.h \
+	%reldir%/fs_files_read.c %reldir%/fs_files_write.c \
+	%reldir%/fs_files_list.c
 ## exec, jobs/ (the records and output store apart, FUSE-free), info, ctl.
 libsbfs_fs_a_SOURCES += \
-	%reldir%/fs_jobs.c %reldir%/fs_jobs_i.h \
+	%reldir%/fs_jobs.c %reldir%/fs_jobs_i.h %reldir%/fs_jobs_run.h \
+	%reldir%/fs_jobs_poll.c %reldir%/fs_exec.c \
 	%reldir%/fs_jobs_store.c \
 	%reldir%/fs_info.c
 

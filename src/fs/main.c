@@ -62,11 +62,65 @@ static bool mounted_at(const char *path, char *what, size_t size)
 	return found;
 }
 
+/* -d logs everything; SANDBOXFS_LOG_LEVEL=info more than notices. */
+static void set_log_level(bool debug)
+{
+	const char *level = getenv("SANDBOXFS_LOG_LEVEL");
+
+	if (debug)
+		log_set_level(LOG_LEVEL_DEBUG);
+	else if (level != NULL && strcmp(level, "info") == 0)
+		log_set_level(LOG_LEVEL_INFO);
+}
+
+/* mount(8) and df show where the sandboxes come from, as sshfs shows
+ * user@host:path: "-o fsname=SOURCE" among libfuse's arguments. */
+static int add_fsname(struct sbfs *fs, struct fuse_args *args)
+{
+	char src[PATH_MAX + 32], *opt = NULL, *arg;
+	int rc;
+
+	sbfs_source(fs, src, sizeof(src));
+	arg = xasprintf("fsname=%s", src);
+	rc = fuse_opt_add_opt_escaped(&opt, arg);
+	free(arg);
+	if (rc == 0) {
+		arg = xasprintf("-o%s", opt);
+		rc = fuse_opt_add_arg(args, arg);
+		free(arg);
+	}
+	free(opt);
+	return rc;
+}
+
+/* Serve the mounted session until it is unmounted or a signal ends it:
+ * libfuse's loop's result. */
+static int serve(struct fuse_session *se, const struct fuse_cmdline_opts *cmd)
+{
+	struct fuse_loop_config *loop;
+	int rc;
+
+	if (cmd->singlethread)
+		return fuse_session_loop(se);
+	loop = fuse_loop_cfg_create();
+	fuse_loop_cfg_set_clone_fd(loop, (unsigned)cmd->clone_fd);
+	/* Blocked readers of running jobs hold threads: allow many. */
+	fuse_loop_cfg_set_max_threads(
+		loop, cmd->max_threads > 10 && cmd->max_threads <= 100000
+			      ? cmd->max_threads
+			      : 64);
+	/* libfuse's "unset" (UINT_MAX) would only draw a warning. */
+	if (cmd->max_idle_threads != UINT_MAX)
+		fuse_loop_cfg_set_idle_threads(loop, cmd->max_idle_threads);
+	rc = fuse_session_loop_mt(se, loop);
+	fuse_loop_cfg_destroy(loop);
+	return rc;
+}
+
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
 	struct fuse_cmdline_opts cmd;
-	struct fuse_loop_config *loop = NULL;
 	struct sbfs_opts o;
 	struct sbfs *fs = NULL;
 	struct provider *prov = NULL;
@@ -101,11 +155,7 @@ int main(int argc, char *argv[])
 	}
 	o.foreground = cmd.foreground != 0;
 	o.debug = cmd.debug != 0;
-	if (o.debug)
-		log_set_level(LOG_LEVEL_DEBUG);
-	else if (getenv("SANDBOXFS_LOG_LEVEL") != NULL &&
-		 strcmp(getenv("SANDBOXFS_LOG_LEVEL"), "info") == 0)
-		log_set_level(LOG_LEVEL_INFO);
+	set_log_level(o.debug);
 	/* A second mount over the first would hide it, and fusermount3
 	 * refuses it for users with a bare "Permission denied". */
 	if (mounted_at(cmd.mountpoint, what, sizeof(what))) {
@@ -113,6 +163,17 @@ int main(int argc, char *argv[])
 			"sandboxfs: %s is already a mount point (%s): unmount "
 			"it first (fusermount3 -u %s)\n",
 			cmd.mountpoint, what, cmd.mountpoint);
+		goto out;
+	}
+	/* libfuse (and fusermount3) open /dev/fuse as the user: say why a
+	 * user's mount cannot work here, rather than libfuse's bare
+	 * "Permission denied". */
+	if (geteuid() != 0 && access("/dev/fuse", R_OK | W_OK) != 0) {
+		fprintf(stderr,
+			"sandboxfs: /dev/fuse: %s: a user's mount needs it "
+			"readable and writable (Debian's default mode is 0666; "
+			"as root: chmod 0666 /dev/fuse)\n",
+			strerror(errno));
 		goto out;
 	}
 	if (o.log_file != NULL) {
@@ -134,25 +195,8 @@ int main(int argc, char *argv[])
 			log_error("%s", err.reason);
 		goto out;
 	}
-	/* mount(8) and df show where the sandboxes come from, as sshfs shows
-	 * user@host:path. */
-	if (!o.has_fsname) {
-		char src[PATH_MAX + 32], *opt = NULL, *arg;
-		int arc;
-
-		sbfs_source(fs, src, sizeof(src));
-		arg = xasprintf("fsname=%s", src);
-		arc = fuse_opt_add_opt_escaped(&opt, arg);
-		free(arg);
-		if (arc == 0) {
-			arg = xasprintf("-o%s", opt);
-			arc = fuse_opt_add_arg(&args, arg);
-			free(arg);
-		}
-		free(opt);
-		if (arc < 0)
-			goto out;
-	}
+	if (!o.has_fsname && add_fsname(fs, &args) < 0)
+		goto out;
 	se = sbfs_session_new(fs, &args);
 	if (se == NULL) {
 		/* libfuse said why (an option it does not know, most
@@ -169,29 +213,11 @@ int main(int argc, char *argv[])
 		log_use_syslog(true);
 	if (fuse_set_signal_handlers(se) != 0)
 		goto unmount;
-	if (cmd.singlethread) {
-		rc = fuse_session_loop(se);
-	} else {
-		loop = fuse_loop_cfg_create();
-		fuse_loop_cfg_set_clone_fd(loop, (unsigned)cmd.clone_fd);
-		/* Blocked readers of running jobs hold threads: allow many. */
-		fuse_loop_cfg_set_max_threads(
-			loop, cmd.max_threads > 10 && cmd.max_threads <= 100000
-				      ? cmd.max_threads
-				      : 64);
-		/* libfuse's "unset" (UINT_MAX) would only draw a warning. */
-		if (cmd.max_idle_threads != UINT_MAX)
-			fuse_loop_cfg_set_idle_threads(loop,
-						       cmd.max_idle_threads);
-		rc = fuse_session_loop_mt(se, loop);
-	}
-	status = rc == 0 ? 0 : 1;
+	status = serve(se, &cmd) == 0 ? 0 : 1;
 	fuse_remove_signal_handlers(se);
 unmount:
 	fuse_session_unmount(se);
 out:
-	if (loop != NULL)
-		fuse_loop_cfg_destroy(loop);
 	if (se != NULL)
 		fuse_session_destroy(se);
 	sbfs_free(fs);

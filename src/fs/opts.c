@@ -295,10 +295,60 @@ void sbfs_usage(const char *prog)
 	       prog);
 }
 
+/* -o NAME=SECONDS of at least one second: *s holds the default and
+ * receives the value. */
+static int whole_seconds(const char *name, const char *text, long *s)
+{
+	double d = (double)*s;
+
+	if (seconds(name, text, &d, true) < 0)
+		return -1;
+	if (d < 1) {
+		fprintf(stderr, "sandboxfs: -o %s must be at least 1 second\n",
+			name);
+		return -1;
+	}
+	*s = (long)d;
+	return 0;
+}
+
+/* -o NAME=SECONDS into milliseconds: *ms holds the default. */
+static int millis(const char *name, const char *text, long *ms)
+{
+	double d = (double)*ms / 1000.0;
+
+	if (seconds(name, text, &d, false) < 0)
+		return -1;
+	*ms = (long)(d * 1000.0);
+	return 0;
+}
+
+/* The options that are times, checked (a message says what is wrong). */
+static int take_times(const struct raw *r, struct sbfs_opts *o)
+{
+	if (whole_seconds("timeout", r->timeout, &o->timeout_s) < 0 ||
+	    whole_seconds("connect_timeout", r->connect_timeout,
+			  &o->connect_timeout_s) < 0 ||
+	    seconds("attr_timeout", r->attr_timeout, &o->attr_timeout, false) <
+		    0 ||
+	    seconds("entry_timeout", r->entry_timeout, &o->entry_timeout,
+		    false) < 0 ||
+	    seconds("negative_timeout", r->negative_timeout,
+		    &o->negative_timeout, false) < 0 ||
+	    seconds("cache_timeout", r->cache_timeout, &o->cache_timeout,
+		    false) < 0 ||
+	    whole_seconds("job_timeout", r->job_timeout, &o->job_timeout_s) <
+		    0 ||
+	    millis("list_cache", r->list_cache, &o->list_cache_ms) < 0 ||
+	    millis("write_window", r->write_window, &o->write_window_ms) < 0)
+		return -1;
+	o->prov.connect_timeout_ms = o->connect_timeout_s * 1000;
+	return 0;
+}
+
 int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 {
 	struct raw r;
-	double d;
 	int rc = -1;
 
 	memset(o, 0, sizeof(*o));
@@ -328,52 +378,10 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 	}
 	o->noautoresume = r.noautoresume != 0;
 	o->ro = r.ro != 0;
-	d = (double)o->timeout_s;
-	if (seconds("timeout", r.timeout, &d, true) < 0)
-		goto bad;
-	if (d < 1) {
-		fprintf(stderr, "sandboxfs: -o timeout must be at least 1 "
-				"second\n");
-		goto bad;
-	}
-	o->timeout_s = (long)d;
-	d = (double)o->connect_timeout_s;
-	if (seconds("connect_timeout", r.connect_timeout, &d, true) < 0)
-		goto bad;
-	if (d < 1) {
-		fprintf(stderr, "sandboxfs: -o connect_timeout must be at "
-				"least 1 second\n");
-		goto bad;
-	}
-	o->connect_timeout_s = (long)d;
-	o->prov.connect_timeout_ms = o->connect_timeout_s * 1000;
-	if (seconds("attr_timeout", r.attr_timeout, &o->attr_timeout, false) <
-		    0 ||
-	    seconds("entry_timeout", r.entry_timeout, &o->entry_timeout,
-		    false) < 0 ||
-	    seconds("negative_timeout", r.negative_timeout,
-		    &o->negative_timeout, false) < 0 ||
-	    seconds("cache_timeout", r.cache_timeout, &o->cache_timeout,
-		    false) < 0)
-		goto bad;
 	o->noevents = r.noevents != 0;
-	d = (double)o->job_timeout_s;
-	if (seconds("job_timeout", r.job_timeout, &d, true) < 0)
+	o->shared_exec = r.shared_exec != 0;
+	if (take_times(&r, o) < 0)
 		goto bad;
-	if (d < 1) {
-		fprintf(stderr, "sandboxfs: -o job_timeout must be at least 1 "
-				"second\n");
-		goto bad;
-	}
-	o->job_timeout_s = (long)d;
-	d = (double)o->list_cache_ms / 1000.0;
-	if (seconds("list_cache", r.list_cache, &d, false) < 0)
-		goto bad;
-	o->list_cache_ms = (long)(d * 1000.0);
-	d = (double)o->write_window_ms / 1000.0;
-	if (seconds("write_window", r.write_window, &d, false) < 0)
-		goto bad;
-	o->write_window_ms = (long)(d * 1000.0);
 	if (r.symlinks == NULL || strcmp(r.symlinks, "transform") == 0) {
 		o->raw_symlinks = false;
 	} else if (strcmp(r.symlinks, "raw") == 0) {
@@ -384,7 +392,6 @@ int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 			r.symlinks);
 		goto bad;
 	}
-	o->shared_exec = r.shared_exec != 0;
 	if (r.npositional == 0) {
 		fprintf(stderr, "sandboxfs: no mountpoint given (see "
 				"sandboxfs --help)\n");

@@ -5,8 +5,8 @@
  * State, under one mutex:
  *  - a direct-mapped table of recently opened directories, each SEEN (one
  *    file opened), FETCHING (a worker is asking the agent) or DONE;
- *  - the bodies that arrived, in a chained hash by (sandbox, path), with a
- *    FIFO for eviction past PREFETCH_MAX_BYTES or PREFETCH_MAX_FILES;
+ *  - the bodies that arrived, in a hash table by (sandbox, path)
+ *    (common/hmap.h), with a FIFO for eviction past PREFETCH_MAX_BYTES or PREFETCH_MAX_FILES;
  *  - a queue of directories to fetch, for PREFETCH_WORKERS threads.
  */
 #include "config.h"
@@ -21,6 +21,7 @@
 
 #include "client/agent_client.h"
 #include "common/clock.h"
+#include "common/hmap.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
@@ -29,7 +30,6 @@
 #include "fs/prefetch.h"
 
 #define DIR_SLOTS 256
-#define BODY_BUCKETS 4096
 #define PREFETCH_WORKERS 2
 #define QUEUE_MAX 64
 #define SUBDIRS_AHEAD 8 /* of a walked directory, fetched next */
@@ -51,7 +51,7 @@ struct body {
 	char *data;
 	size_t len;
 	char etag[PROTO_ETAG_MAX];
-	struct body *hnext; /* bucket chain */
+	struct hmap_node node; /* in pf->bodies, by key */
 	struct body *older, *newer; /* FIFO */
 };
 
@@ -71,7 +71,7 @@ struct prefetch {
 	pthread_t threads[PREFETCH_WORKERS];
 	unsigned nthreads; /* workers started */
 	struct dir_rec dirs[DIR_SLOTS];
-	struct body *buckets[BODY_BUCKETS];
+	struct hmap bodies;
 	struct body *oldest, *newest;
 	size_t held_bytes, held_files;
 	struct job *q_head, *q_tail;
@@ -80,35 +80,10 @@ struct prefetch {
 	bool stopping;
 };
 
-static uint64_t fnv(const char *p, size_t n, uint64_t h)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= (unsigned char)p[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
 static uint64_t key_hash(const char *sbx, const char *rel)
 {
-	uint64_t h = 14695981039346656037ULL;
-
-	h = fnv(sbx, strlen(sbx) + 1, h);
-	return fnv(rel, strlen(rel), h);
-}
-
-/* The directory part of rel ("" for the root) into buf. */
-static void parent_of(const char *rel, char *buf, size_t size)
-{
-	const char *slash = strrchr(rel, '/');
-	size_t n = slash ? (size_t)(slash - rel) : 0;
-
-	if (n >= size)
-		n = size - 1;
-	memcpy(buf, rel, n);
-	buf[n] = '\0';
+	return hmap_hash_str(rel,
+			     hmap_hash_bytes(sbx, strlen(sbx) + 1, HMAP_SEED));
 }
 
 static long long window_ms(const struct sbfs *fs)
@@ -129,25 +104,25 @@ static char *make_key(const char *sbx, const char *rel, size_t *len)
 	return k;
 }
 
-static struct body **find_slot(struct prefetch *pf, const char *key,
-			       size_t keylen)
+static struct body *body_find(struct prefetch *pf, const char *key,
+			      size_t keylen)
 {
-	struct body **pp =
-		&pf->buckets[fnv(key, keylen, 14695981039346656037ULL) %
-			     BODY_BUCKETS];
+	uint64_t h = hmap_hash_bytes(key, keylen, HMAP_SEED);
+	struct hmap_node *n;
 
-	for (; *pp != NULL; pp = &(*pp)->hnext)
-		if ((*pp)->keylen == keylen &&
-		    memcmp((*pp)->key, key, keylen) == 0)
-			break;
-	return pp;
+	for (n = hmap_first(&pf->bodies, h); n != NULL; n = hmap_next(n, h)) {
+		struct body *b = hmap_entry(n, struct body, node);
+
+		if (b->keylen == keylen && memcmp(b->key, key, keylen) == 0)
+			return b;
+	}
+	return NULL;
 }
 
-/* Unlink b (found at *pp) from both lists and free it. */
-static void body_remove(struct prefetch *pf, struct body **pp, struct body *b,
-			bool keep_data)
+/* Unlink b from the table and the FIFO and free it. */
+static void body_remove(struct prefetch *pf, struct body *b, bool keep_data)
 {
-	*pp = b->hnext;
+	hmap_remove(&pf->bodies, &b->node);
 	if (b->older != NULL)
 		b->older->newer = b->newer;
 	else
@@ -166,21 +141,19 @@ static void body_remove(struct prefetch *pf, struct body **pp, struct body *b,
 
 static void evict_oldest(struct prefetch *pf)
 {
-	struct body *b = pf->oldest;
-
-	body_remove(pf, find_slot(pf, b->key, b->keylen), b, false);
+	body_remove(pf, pf->oldest, false);
 }
 
 static void body_put(struct prefetch *pf, const char *sbx, const char *rel,
 		     const void *data, size_t len, const char *etag)
 {
-	struct body *b, **pp;
+	struct body *b;
 	size_t keylen;
 	char *key = make_key(sbx, rel, &keylen);
 
-	pp = find_slot(pf, key, keylen);
-	if (*pp != NULL)
-		body_remove(pf, pp, *pp, false);
+	b = body_find(pf, key, keylen);
+	if (b != NULL)
+		body_remove(pf, b, false);
 	while (pf->oldest != NULL &&
 	       (pf->held_bytes + len > PREFETCH_MAX_BYTES ||
 		pf->held_files + 1 > PREFETCH_MAX_FILES))
@@ -192,9 +165,8 @@ static void body_put(struct prefetch *pf, const char *sbx, const char *rel,
 	memcpy(b->data, data, len);
 	b->len = len;
 	snprintf(b->etag, sizeof(b->etag), "%s", etag);
-	pp = find_slot(pf, key, keylen);
-	b->hnext = *pp;
-	*pp = b;
+	hmap_insert(&pf->bodies, &b->node,
+		    hmap_hash_bytes(key, keylen, HMAP_SEED));
 	b->older = pf->newest;
 	if (pf->newest != NULL)
 		pf->newest->newer = b;
@@ -219,8 +191,7 @@ static int fetched_one(void *ud, const char *name, const struct proto_attr *a,
 {
 	struct fetch *f = ud;
 	struct prefetch *pf = f->fs->pf;
-	char *rel = *f->dir == '\0' ? xstrdup(name)
-				    : xasprintf("%s/%s", f->dir, name);
+	char *rel = path_join(f->dir, name);
 	char etag[PROTO_ETAG_MAX];
 
 	/* The answer's attributes are the freshest the mount has (unless
@@ -345,8 +316,7 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 		return;
 	pthread_mutex_lock(&pf->lock);
 	for (i = 0; i < sd.n; i++) {
-		char *sub = *dir == '\0' ? xstrdup(sd.names[i])
-					 : xasprintf("%s/%s", dir, sd.names[i]);
+		char *sub = path_join(dir, sd.names[i]);
 		struct dir_rec *d = dir_slot(pf, sbx, sub);
 
 		if (!dir_busy(d, sbx, sub, now, win))
@@ -430,8 +400,9 @@ int prefetch_new(struct prefetch **out)
 	struct prefetch *pf = xcalloc(1, sizeof(*pf));
 
 	pthread_mutex_init(&pf->lock, NULL);
-	pthread_cond_init(&pf->done, NULL);
+	clock_cond_init(&pf->done);
 	pthread_cond_init(&pf->work, NULL);
+	hmap_init(&pf->bodies, 256);
 	*out = pf;
 	return 0;
 }
@@ -463,7 +434,7 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 
 	if (win <= 0)
 		return;
-	parent_of(rel, dir, sizeof(dir));
+	path_parent(rel, dir, sizeof(dir));
 	pthread_mutex_lock(&pf->lock);
 	start_workers(pf);
 	d = dir_slot(pf, sbx, dir);
@@ -486,7 +457,7 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 {
 	char dir[PATH_MAX_BYTES + 1], now_tag[PROTO_ETAG_MAX];
 	struct proto_attr a;
-	struct body *b, **pp;
+	struct body *b;
 	struct timespec until;
 	struct prefetch *pf = fs->pf;
 	struct dir_rec *d;
@@ -500,26 +471,25 @@ bool prefetch_take(struct sbfs *fs, const char *sbx, const char *rel,
 	if (cache_get(fs->cache, sbx, rel, &a, NULL) &&
 	    a.size > PREFETCH_FILE_MAX)
 		return false;
-	parent_of(rel, dir, sizeof(dir));
+	path_parent(rel, dir, sizeof(dir));
 	key = make_key(sbx, rel, &keylen);
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += fs->o.timeout_s > 0 ? fs->o.timeout_s : 60;
+	clock_deadline_in(&until,
+			  (fs->o.timeout_s > 0 ? fs->o.timeout_s : 60) * 1000);
 	pthread_mutex_lock(&pf->lock);
 	d = dir_slot(pf, sbx, dir);
 	/* The file's body may be on its way: waiting costs less than
 	 * asking for it again. */
 	while (dir_is(d, sbx, dir) && d->state == DIR_FETCHING &&
-	       *find_slot(pf, key, keylen) == NULL) {
+	       body_find(pf, key, keylen) == NULL) {
 		if (pthread_cond_timedwait(&pf->done, &pf->lock, &until) != 0)
 			break;
 	}
-	pp = find_slot(pf, key, keylen);
-	b = *pp;
+	b = body_find(pf, key, keylen);
 	if (b != NULL) {
 		*data = b->data;
 		*len = b->len;
 		snprintf(etag, PROTO_ETAG_MAX, "%s", b->etag);
-		body_remove(pf, pp, b, true);
+		body_remove(pf, b, true);
 		ok = true;
 	}
 	pthread_mutex_unlock(&pf->lock);
@@ -547,8 +517,7 @@ void prefetch_drop_sandbox(struct sbfs *fs, const char *sbx)
 	for (b = pf->oldest; b != NULL; b = next) {
 		next = b->newer;
 		if (b->keylen >= n && memcmp(b->key, sbx, n) == 0)
-			body_remove(pf, find_slot(pf, b->key, b->keylen), b,
-				    false);
+			body_remove(pf, b, false);
 	}
 	pthread_mutex_unlock(&pf->lock);
 }
@@ -577,6 +546,7 @@ void prefetch_free(struct prefetch *pf)
 		pthread_join(pf->threads[i], NULL);
 	while (pf->oldest != NULL)
 		evict_oldest(pf);
+	hmap_cleanup(&pf->bodies);
 	for (i = 0; i < DIR_SLOTS; i++) {
 		free(pf->dirs[i].sbx);
 		free(pf->dirs[i].dir);

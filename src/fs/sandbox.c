@@ -79,7 +79,11 @@ int sbfs_new(const struct sbfs_opts *o, struct provider *prov,
 	}
 	fs->inodes = inodes_new();
 	pthread_mutex_init(&fs->hide_lock, NULL);
+	pthread_mutex_init(&fs->names_lock, NULL);
+	clock_cond_init(&fs->names_idle);
 	rc = cache_new(o->attr_timeout, &fs->cache);
+	if (rc == 0)
+		cache_on_put(fs->cache, sbfs_nodes_learn, fs);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "the attribute cache could not be made");
@@ -115,8 +119,11 @@ void sbfs_free(struct sbfs *fs)
 	transport_free(fs->t);
 	provider_free(fs->prov);
 	cache_free(fs->cache);
-	if (fs->inodes != NULL)
+	if (fs->inodes != NULL) {
 		pthread_mutex_destroy(&fs->hide_lock);
+		pthread_mutex_destroy(&fs->names_lock);
+		pthread_cond_destroy(&fs->names_idle);
+	}
 	inodes_free(fs->inodes);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->spool_dir);

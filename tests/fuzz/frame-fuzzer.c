@@ -40,6 +40,17 @@ static bool str_same(const char *a, const char *b)
 	       (a != NULL && b != NULL && strcmp(a, b) == 0);
 }
 
+/* The first n strings of a and b are the same. */
+static bool strv_same(char *const *a, char *const *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return true;
+}
+
 static bool frame_same(const struct proto_frame *a, const struct proto_frame *b)
 {
 	if (a->type != b->type)
@@ -180,7 +191,6 @@ static void fuzz_requests(const uint8_t *data, size_t size)
 	struct proto_exec_req r, s;
 	struct proto_job_poll_req pr, ps;
 	struct buf b = BUF_INIT(0);
-	size_t i;
 
 	if (proto_job_id_decode((const char *)data, size, id) == 0 &&
 	    strlen(id) > PROTO_JOB_ID_MAX)
@@ -210,12 +220,10 @@ static void fuzz_requests(const uint8_t *data, size_t size)
 		    r.timeout_ms != s.timeout_ms || !str_same(r.cwd, s.cwd) ||
 		    r.flow != s.flow)
 			FAIL("a command request changed on the way round");
-		for (i = 0; i < r.argc; i++)
-			if (strcmp(r.argv[i], s.argv[i]) != 0)
-				FAIL("an argument changed on the way round");
-		for (i = 0; i < r.envc; i++)
-			if (strcmp(r.env[i], s.env[i]) != 0)
-				FAIL("an env entry changed on the way round");
+		if (!strv_same(r.argv, s.argv, r.argc))
+			FAIL("an argument changed on the way round");
+		if (!strv_same(r.env, s.env, r.envc))
+			FAIL("an env entry changed on the way round");
 		proto_exec_req_cleanup(&s);
 	}
 	proto_exec_req_cleanup(&r);
@@ -255,13 +263,13 @@ static void fuzz_job_list(const uint8_t *data, size_t size)
 		     (!str_same(x->err_code, y->err_code) ||
 		      !str_same(x->err_message, y->err_message))))
 			FAIL("a listing entry changed on the way round");
-		for (k = 0; k < x->argc; k++)
-			if (strcmp(x->argv[k], y->argv[k]) != 0)
-				FAIL("a listed argument changed");
-		for (k = 0; k < x->envc; k++)
-			if (strcmp(x->env[k], y->env[k]) != 0 ||
-			    strchr(y->env[k], '=') != NULL)
-				FAIL("a listed env name changed");
+		if (!strv_same(x->argv, y->argv, x->argc))
+			FAIL("a listed argument changed");
+		if (!strv_same(x->env, y->env, x->envc))
+			FAIL("a listed env name changed");
+		for (k = 0; k < y->envc; k++)
+			if (strchr(y->env[k], '=') != NULL)
+				FAIL("a listed env name holds '='");
 	}
 	proto_job_list_cleanup(&l);
 	proto_job_list_cleanup(&m);

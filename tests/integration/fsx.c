@@ -39,6 +39,43 @@
  * SEMANTICS.md) are left out of the listings of a run; --verify-only does
  * not leave them out (after an unmount, none may be left).
  *
+ * Changes made inside the sandbox (--outside DIR: MOUNTDIR as the
+ * sandbox's root holds it on the host, STATE/sandboxes/<sb>/root/...).
+ * --outside-pct percent of the steps (default 15) are then made in DIR,
+ * natively, and in the mirror, between the mount's steps, as a job or
+ * another client makes them: pwrite and append through a descriptor of
+ * their own, truncate, create (exclusive, or rewriting in place like a
+ * shell's `>`), replace (a file written aside and renamed over the name,
+ * as editors and compilers do), rename over any name, unlink, chmod and
+ * utimes, of files open through the mount too; what is made there gets
+ * DIR's owner, so that the mount can still write it. Before such a change,
+ * an open of the name through the mount sends what the mount gathered for
+ * it. The mount promises to show the change within the time its event
+ * takes (SEMANTICS.md, "Consistency"), so after each one the tester looks,
+ * again and again for up to --settle-ms (default 2000), at what the change
+ * touched: first the bytes and then the sizes through the descriptors
+ * opened before it (the interesting case: POSIX has another process's
+ * write seen by the next read), then the names' stat (with the mode or
+ * mtime the change set), their directories' listings and the contents
+ * through a new descriptor, until all agree with the mirror. Still
+ * differing then is a difference ("a change made in the sandbox did not
+ * show through the mount", with the last look). Only these looks are
+ * retried: every other step is compared exactly, as always. The run ends
+ * with how long the changes took to show (median, p95 and max, each up to
+ * the end of the first look that agreed). On a mount without events
+ * (-o noevents) with long timeouts, changes stay hidden and the run fails:
+ * tests/integration/t-fsx.sh checks that too.
+ *
+ * A descriptor whose file was renamed or removed in DIR is lost: in the
+ * mirror it keeps its file, as POSIX says, but the mount names open files
+ * by path and can at best fail for it. A call through a lost descriptor
+ * that fails on the mount is not made in the mirror (both sides then did
+ * nothing); one that succeeds must agree with the mirror like any other,
+ * so a lost descriptor that reaches the file that has its old name now is
+ * a difference. --outside-close-open closes the files open under a name
+ * before a rename, replacement or unlink in DIR takes it away, so that no
+ * descriptor is lost.
+ *
  * Replaying. Each step draws from its own generator (the seed, the worker
  * and the step number), so a run is the same for the same seed and
  * options: worker K of --seed S runs the sequence of worker 0 of
@@ -52,10 +89,11 @@
  * --steps command line. -v prints every operation.
  *
  * The tester itself is checked by running it on two native directories
- * (MOUNTDIR a second native directory): both sides must agree for every
- * seed. tests/integration/t-fsx.sh does that with its own seed first, then
- * a short run on a real mount, a large-file round, and --verify-only of
- * the sandbox's backing root and of the mount after a remount.
+ * (MOUNTDIR a second native directory; with --outside, DIR is MOUNTDIR
+ * itself): both sides must agree for every seed. tests/integration/t-fsx.sh
+ * does that with its own seed first, then a short run on a real mount, a
+ * large-file round, --verify-only of the sandbox's backing root and of the
+ * mount after a remount, and a round with --outside.
  * scripts/fsx-long is the long run: rounds of several workers with a cold
  * remount and --verify-only between rounds (scripts/fsx-long -h).
  *
@@ -109,6 +147,11 @@
 #define SIZE_CAP (1024 * MiB)
 #define MNT 0
 #define MIR 1
+/* The mount's directory seen in the sandbox's root (--outside). */
+#define OUT 2
+/* The name an outside replacement writes first, in the target's
+ * directory. */
+#define OUT_TMP ".fsx-outside-tmp"
 
 static const char *const names[NNAMES] = {"f0",	   "f1",    "f2",
 					  "d0/f3", "d0/f4", "d1/f5"};
@@ -133,6 +176,17 @@ enum kind {
 	K_UNLINK,
 	K_CREATE,
 	K_LSEEK,
+	/* Changes made inside the sandbox (--outside), not through the
+	 * mount. */
+	K_OUT_WRITE,
+	K_OUT_APPEND,
+	K_OUT_TRUNCATE,
+	K_OUT_CREATE,
+	K_OUT_REPLACE,
+	K_OUT_RENAME,
+	K_OUT_UNLINK,
+	K_OUT_CHMOD,
+	K_OUT_UTIMES,
 	NDRAWN,
 	/* Not drawn: parts of other steps. */
 	K_OPEN = NDRAWN,
@@ -162,16 +216,39 @@ static const struct {
 	[K_UNLINK] = {"unlink", 3},
 	[K_CREATE] = {"create", 4},
 	[K_LSEEK] = {"lseek", 3},
+	[K_OUT_WRITE] = {"out_write", 5},
+	[K_OUT_APPEND] = {"out_append", 3},
+	[K_OUT_TRUNCATE] = {"out_truncate", 3},
+	[K_OUT_CREATE] = {"out_create", 3},
+	[K_OUT_REPLACE] = {"out_replace", 2},
+	[K_OUT_RENAME] = {"out_rename", 3},
+	[K_OUT_UNLINK] = {"out_unlink", 2},
+	[K_OUT_CHMOD] = {"out_chmod", 2},
+	[K_OUT_UTIMES] = {"out_utimes", 2},
 	[K_OPEN] = {"open", 0},
 	[K_CHECK] = {"check", 0},
 	[K_SETUP] = {"setup", 0},
 };
 
-enum cat { C_RESULT, C_BYTES, C_SIZE, C_POS, C_STAT, C_LIST, C_TIMEOUT };
+enum cat {
+	C_RESULT,
+	C_BYTES,
+	C_SIZE,
+	C_POS,
+	C_STAT,
+	C_LIST,
+	C_TIMEOUT,
+	C_STALE
+};
 static const char *const cat_text[] = {
-	"the results differ",	    "the bytes differ", "the sizes differ",
-	"the positions differ",	    "the stats differ", "the listings differ",
+	"the results differ",
+	"the bytes differ",
+	"the sizes differ",
+	"the positions differ",
+	"the stats differ",
+	"the listings differ",
 	"no answer from the mount",
+	"a change made in the sandbox did not show through the mount",
 };
 
 static struct {
@@ -189,7 +266,16 @@ static struct {
 	unsigned minimize;
 	bool verify_only;
 	bool verbose;
-	const char *root[2];
+	/* --outside: the percent of steps made there, how long a change
+	 * may take to show, whether renames and unlinks there leave open
+	 * files alone, and who owns what is made there. */
+	unsigned outside_pct;
+	unsigned settle_ms;
+	bool close_open;
+	uid_t out_uid;
+	gid_t out_gid;
+	/* MOUNTDIR, MIRRORDIR, and the --outside directory (or NULL). */
+	const char *root[3];
 	const char *argv0;
 } o = {
 	.ops = 1000,
@@ -198,6 +284,8 @@ static struct {
 	.large_pct = 2,
 	.check_every = 50,
 	.op_timeout = 60,
+	.outside_pct = 15,
+	.settle_ms = 2000,
 };
 
 /* ---- the random numbers --------------------------------------------------- */
@@ -379,10 +467,13 @@ static uint64_t rlen(struct rng *r, uint64_t size)
 
 /* ---- the workers' state --------------------------------------------------- */
 
-/* One descriptor of each side, opened with the same flags. */
+/* One descriptor of each side, opened with the same flags. A lost one's
+ * file was renamed or removed inside the sandbox after the open (its
+ * mirror descriptor still has it). */
 struct xfd {
 	int fd[2];
 	int flags;
+	bool lost;
 };
 
 /* An open file: its descriptors, and its name (-1 when it has none). An
@@ -409,7 +500,7 @@ struct worker {
 	int idx;
 	uint64_t seed;
 	pthread_t th;
-	char dir[2][PATH_MAX];
+	char dir[3][PATH_MAX];
 	struct obj obj[NOBJ];
 	int name_obj[NNAMES];
 	unsigned next_id;
@@ -439,6 +530,13 @@ struct worker {
 	uint64_t fail_step;
 	uint64_t count[NKINDS];
 	uint64_t errors[NKINDS];
+	/* The call begun last failed on the mount through a lost
+	 * descriptor, and was not made in the mirror. */
+	bool lost_skipped;
+	uint64_t lost_calls;
+	/* How long each outside change took to show (microseconds). */
+	uint32_t *shown;
+	size_t nshown, capshown;
 };
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -465,6 +563,19 @@ static long long now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static bool is_outside(enum kind kind)
+{
+	return kind >= K_OUT_WRITE && kind <= K_OUT_UTIMES;
 }
 
 static void set(struct res *res, long long r)
@@ -514,18 +625,19 @@ static const char *flag_text(int flags, char *out, size_t n)
 	return out;
 }
 
-/* "i3:f2 fd1[rw]", or "i3:(unlinked d0/f3) fd0[ro]". */
+/* "i3:f2 fd1[rw]", or "i3:(gone, was d0/f3) fd0[ro,lost]". */
 static const char *fd_text(const struct obj *ob, int k, char *out, size_t n)
 {
+	const char *lost = ob->f[k].lost ? ",lost" : "";
 	char fl[48];
 
 	if (ob->name >= 0)
-		snprintf(out, n, "i%u:%s fd%d[%s]", ob->id, names[ob->name], k,
-			 flag_text(ob->f[k].flags, fl, sizeof(fl)));
+		snprintf(out, n, "i%u:%s fd%d[%s%s]", ob->id, names[ob->name],
+			 k, flag_text(ob->f[k].flags, fl, sizeof(fl)), lost);
 	else
-		snprintf(out, n, "i%u:(gone, was %s) fd%d[%s]", ob->id,
+		snprintf(out, n, "i%u:(gone, was %s) fd%d[%s%s]", ob->id,
 			 names[ob->was], k,
-			 flag_text(ob->f[k].flags, fl, sizeof(fl)));
+			 flag_text(ob->f[k].flags, fl, sizeof(fl)), lost);
 	return out;
 }
 
@@ -589,6 +701,14 @@ static void sb_args(struct sbuf *sb, uint64_t seed, unsigned workers,
 		sb_add(sb, " --check-every %u", o.check_every);
 	if (o.skip_arg != NULL)
 		sb_add(sb, " --skip %s", o.skip_arg);
+	if (o.root[OUT] != NULL) {
+		sb_add(sb, " --outside '%s' --outside-pct %u", o.root[OUT],
+		       o.outside_pct);
+		if (o.settle_ms != 2000)
+			sb_add(sb, " --settle-ms %u", o.settle_ms);
+		if (o.close_open)
+			sb_add(sb, " --outside-close-open");
+	}
 	if (steps != NULL)
 		sb_add(sb, " --steps %s", steps);
 	sb_add(sb, " '%s' '%s'\n", o.root[MNT], o.root[MIR]);
@@ -700,13 +820,16 @@ __attribute__((format(printf, 3, 4))) static void begin_op(struct worker *w,
 	va_end(ap);
 	w->kind = kind;
 	w->count[kind]++;
+	w->lost_skipped = false;
 	atomic_store(&w->phase, "the operation");
 	atomic_store(&w->busy_since, now_ms());
 }
 
-/* Compare the results of the operation begun last; log it. */
+/* Compare the results of the operation begun last; log it. An outside
+ * step's first side is the sandbox's directory, not the mount. */
 static bool end_op(struct worker *w, const struct res res[2])
 {
+	const char *side = is_outside(w->kind) ? "sandbox" : "mount";
 	char a[96], b[96];
 
 	atomic_store(&w->phase, "the checks after the operation");
@@ -714,13 +837,39 @@ static bool end_op(struct worker *w, const struct res res[2])
 	fmt_res(&res[MIR], b, sizeof(b));
 	if (res[MIR].r < 0 || res[MIR].bus)
 		w->errors[w->kind]++;
+	if (w->lost_skipped) {
+		record(w, "%s = mount %s (lost: not made in the mirror)",
+		       w->desc, a);
+		return true;
+	}
 	if (same(res)) {
 		record(w, "%s = %s", w->desc, b);
 		return true;
 	}
-	record(w, "%s = mount %s, mirror %s", w->desc, a, b);
-	differ(w, C_RESULT, "  mount:  %s\n  mirror: %s\n", a, b);
+	record(w, "%s = %s %s, mirror %s", w->desc, side, a, b);
+	differ(w, C_RESULT, "  %s:%s %s\n  mirror: %s\n", side,
+	       is_outside(w->kind) ? "" : " ", a, b);
 	return false;
+}
+
+/*
+ * A call through a lost descriptor (its file renamed or removed inside
+ * the sandbox) that failed on the mount is not made in the mirror, so
+ * that both sides stay alike: the mount names open files by path, and
+ * the most it can do for such a descriptor is fail (fsx.c's header). S is
+ * the side about to be called; true (with the mount's result copied) when
+ * the mirror's call is left out.
+ */
+static bool lost_skip(struct worker *w, const struct xfd *x,
+		      const struct xfd *y, int s, struct res res[2])
+{
+	if (s != MIR || !((x != NULL && x->lost) || (y != NULL && y->lost)) ||
+	    !(res[MNT].r < 0 || res[MNT].bus))
+		return false;
+	res[MIR] = res[MNT];
+	w->lost_skipped = true;
+	w->lost_calls++;
+	return true;
 }
 
 static void hex(struct sbuf *sb, const unsigned char *p, size_t n)
@@ -731,18 +880,15 @@ static void hex(struct sbuf *sb, const unsigned char *p, size_t n)
 		sb_add(sb, "%s%02x", i ? " " : "", p[i]);
 }
 
-/* The bytes A (the mount's) and B (the mirror's) of N bytes read at file
- * offset BASE must be the same. */
-static bool same_bytes(struct worker *w, const unsigned char *a,
+/* What differs between the bytes A (the mount's) and B (the mirror's) of
+ * N bytes read at file offset BASE, which are not the same. */
+static void bytes_text(struct sbuf *sb, const unsigned char *a,
 		       const unsigned char *b, size_t n, uint64_t base,
 		       const char *what)
 {
-	struct sbuf sb = {0};
 	size_t i, last, ndiff = 0, show;
 	bool zeros = true;
 
-	if (memcmp(a, b, n) == 0)
-		return true;
 	for (i = 0; a[i] == b[i]; i++)
 		;
 	for (last = n - 1; a[last] == b[last]; last--)
@@ -752,18 +898,31 @@ static bool same_bytes(struct worker *w, const unsigned char *a,
 		zeros = zeros && a[j] == 0;
 	}
 	show = min_u(HEX_SHOW, n - i);
-	sb_add(&sb,
+	sb_add(sb,
 	       "  %s: %zu bytes at offset %" PRIu64
 	       "; the first difference at offset %" PRIu64
 	       " (byte %zu), the last at %" PRIu64 ", %zu bytes differ\n",
 	       what, n, base, base + i, i, base + last, ndiff);
-	sb_add(&sb, "  mount  @%" PRIu64 ": ", base + i);
-	hex(&sb, a + i, show);
-	sb_add(&sb, "\n  mirror @%" PRIu64 ": ", base + i);
-	hex(&sb, b + i, show);
-	sb_add(&sb, "\n");
+	sb_add(sb, "  mount  @%" PRIu64 ": ", base + i);
+	hex(sb, a + i, show);
+	sb_add(sb, "\n  mirror @%" PRIu64 ": ", base + i);
+	hex(sb, b + i, show);
+	sb_add(sb, "\n");
 	if (zeros)
-		sb_add(&sb, "  (the mount's differing bytes are all zero)\n");
+		sb_add(sb, "  (the mount's differing bytes are all zero)\n");
+}
+
+/* The bytes A (the mount's) and B (the mirror's) of N bytes read at file
+ * offset BASE must be the same. */
+static bool same_bytes(struct worker *w, const unsigned char *a,
+		       const unsigned char *b, size_t n, uint64_t base,
+		       const char *what)
+{
+	struct sbuf sb = {0};
+
+	if (memcmp(a, b, n) == 0)
+		return true;
+	bytes_text(&sb, a, b, n, base, what);
 	differ(w, C_BYTES, "%s", sb.p ? sb.p : "");
 	free(sb.p);
 	return false;
@@ -848,7 +1007,8 @@ static bool check_obj(struct worker *w, const struct obj *ob)
 		if (ob->f[k].fd[MIR] < 0)
 			continue;
 		atomic_store(&w->phase, "fstat after the operation");
-		for (s = 0; s < 2; s++)
+		for (s = 0; s < 2 && !lost_skip(w, &ob->f[k], NULL, s, res);
+		     s++)
 			set(&res[s], fstat(ob->f[k].fd[s], &st) < 0
 					     ? -1
 					     : (long long)st.st_size);
@@ -861,7 +1021,8 @@ static bool check_obj(struct worker *w, const struct obj *ob)
 			       fd_text(ob, k, t, sizeof(t)), a, b);
 			return false;
 		}
-		for (s = 0; s < 2; s++)
+		for (s = 0; s < 2 && !lost_skip(w, &ob->f[k], NULL, s, res);
+		     s++)
 			set(&res[s], lseek(ob->f[k].fd[s], 0, SEEK_CUR));
 		if (!same(res)) {
 			fmt_res(&res[MNT], a, sizeof(a));
@@ -946,6 +1107,13 @@ static bool xclose(struct worker *w, struct obj *ob, int k)
 		set(&res[s], close(ob->f[k].fd[s]));
 		ob->f[k].fd[s] = -1;
 	}
+	/* Both are closed whatever the mount answered. */
+	if (ob->f[k].lost && (res[MNT].r < 0 || res[MNT].bus)) {
+		res[MIR] = res[MNT];
+		w->lost_skipped = true;
+		w->lost_calls++;
+	}
+	ob->f[k].lost = false;
 	if (nfds(ob) == 0)
 		free_obj(w, ob);
 	ok = end_op(w, res);
@@ -1040,6 +1208,7 @@ static bool open_name(struct worker *w, struct rng *r, int n, int flags,
 	ob->f[k].fd[MNT] = fd[MNT];
 	ob->f[k].fd[MIR] = fd[MIR];
 	ob->f[k].flags = flags;
+	ob->f[k].lost = false;
 	if (kp != NULL)
 		*kp = k;
 	return post(w, ob, ob, n, n);
@@ -1127,7 +1296,7 @@ static bool op_read(struct worker *w, struct rng *r, enum kind kind)
 		 "%s %s %s=%" PRIu64 " len=%" PRIu64 " (size %" PRIu64 ")",
 		 kinds[kind].name, fd_text(ob, k, t, sizeof(t)),
 		 kind == K_PREAD ? "off" : "pos", off, len, size);
-	for (s = 0; s < 2; s++) {
+	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++) {
 		if (kind == K_PREAD)
 			set(&res[s], pread(x->fd[s], w->b[s], len, (off_t)off));
 		else
@@ -1135,8 +1304,9 @@ static bool op_read(struct worker *w, struct rng *r, enum kind kind)
 	}
 	if (!end_op(w, res))
 		return false;
-	if (res[MIR].r > 0 && !same_bytes(w, w->b[MNT], w->b[MIR],
-					  (size_t)res[MIR].r, off, "read"))
+	if (!w->lost_skipped && res[MIR].r > 0 &&
+	    !same_bytes(w, w->b[MNT], w->b[MIR], (size_t)res[MIR].r, off,
+			"read"))
 		return false;
 	return post(w, ob, ob, ob->name, ob->name);
 }
@@ -1186,7 +1356,7 @@ static bool op_write(struct worker *w, struct rng *r, enum kind kind)
 		 "%s %s %s=%" PRIu64 " len=%" PRIu64 " (size %" PRIu64 ")",
 		 kinds[kind].name, fd_text(ob, k, t, sizeof(t)),
 		 kind == K_PWRITE ? "off" : "pos", off, len, size);
-	for (s = 0; s < 2; s++) {
+	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++) {
 		if (kind == K_PWRITE)
 			set(&res[s],
 			    pwrite(x->fd[s], w->data, len, (off_t)off));
@@ -1240,7 +1410,7 @@ static bool op_ftruncate(struct worker *w, struct rng *r)
 	begin_op(w, K_FTRUNCATE,
 		 "ftruncate %s len=%" PRIu64 " (size %" PRIu64 ")",
 		 fd_text(ob, k, t, sizeof(t)), len, size);
-	for (s = 0; s < 2; s++)
+	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
 		set(&res[s], ftruncate(x->fd[s], (off_t)len));
 	if (!end_op(w, res))
 		return false;
@@ -1375,7 +1545,7 @@ static bool op_lseek(struct worker *w, struct rng *r)
 	begin_op(w, K_LSEEK, "lseek %s %lld %s (size %" PRIu64 ")",
 		 fd_text(ob, k, t, sizeof(t)), off, whence_text[whence],
 		 mir_size(x));
-	for (s = 0; s < 2; s++)
+	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
 		set(&res[s], lseek(x->fd[s], off, whence));
 	if (!end_op(w, res))
 		return false;
@@ -1397,7 +1567,7 @@ static bool op_fsync(struct worker *w, struct rng *r)
 	data = pct(r, 30);
 	begin_op(w, K_FSYNC, "%s %s", data ? "fdatasync" : "fsync",
 		 fd_text(ob, k, t, sizeof(t)));
-	for (s = 0; s < 2; s++)
+	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
 		set(&res[s], data ? fdatasync(x->fd[s]) : fsync(x->fd[s]));
 	if (!end_op(w, res))
 		return false;
@@ -1484,12 +1654,12 @@ static bool op_mmap(struct worker *w, struct rng *r, enum kind kind)
 		 "%s %s off=%" PRIu64 " len=%" PRIu64 " (size %" PRIu64 ")",
 		 kinds[kind].name, fd_text(ob, k, t, sizeof(t)), off, len,
 		 size);
-	for (s = 0; s < 2; s++)
+	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
 		map_io(x->fd[s], wr, (off_t)moff, off - moff + len, off - moff,
 		       len, wr ? w->data : w->b[s], &res[s]);
 	if (!end_op(w, res))
 		return false;
-	if (!wr && res[MIR].r > 0 &&
+	if (!wr && !w->lost_skipped && res[MIR].r > 0 &&
 	    !same_bytes(w, w->b[MNT], w->b[MIR], len, off, "mapped bytes"))
 		return false;
 	return post(w, ob, ob, ob->name, ob->name);
@@ -1542,7 +1712,7 @@ static bool op_copy(struct worker *w, struct rng *r)
 		 fd_text(oa, ka, t, sizeof(t)), use_pos ? "pos" : "off", off_in,
 		 fd_text(ob, kb, u, sizeof(u)), use_pos ? "pos" : "off",
 		 off_out, len, mir_size(xa), mir_size(xb));
-	for (s = 0; s < 2; s++) {
+	for (s = 0; s < 2 && !lost_skip(w, xa, xb, s, res); s++) {
 		oi = (loff_t)off_in;
 		oo = (loff_t)off_out;
 		set(&res[s],
@@ -1811,6 +1981,657 @@ out:
 	return ok;
 }
 
+/* ---- changes made inside the sandbox (--outside) --------------------------- */
+
+/* An outside change: its kind and what it was drawn to do. */
+struct outop {
+	enum kind kind;
+	int a, b;
+	uint64_t off, len;
+	mode_t mode;
+	bool trunc;
+	struct timespec times[2];
+};
+
+/* What an outside change touched: what the wait for it looks at. */
+struct touched {
+	int name[2];
+	int nname;
+	bool dirs; /* the listings of the names' directories */
+	bool mode; /* the permission bits of the names */
+	bool mtime; /* their modification times */
+	bool contents; /* their contents through a fresh descriptor */
+	uint64_t off, len; /* the range written (len 0: none) */
+};
+
+/* Permission bits for an outside chmod or create: the owner can always
+ * read and write (the mount refuses to open for writing a file nobody may
+ * write, which root's mirror would open). */
+static mode_t draw_mode(struct rng *r)
+{
+	return (mode_t)(0600 | rnd(r, 0200));
+}
+
+/* A file made outside is the directory owner's, as the sandbox's own
+ * files are, so that the mount can still write it. */
+static int own(int s, int fd)
+{
+	if (s != OUT || (o.out_uid == geteuid() && o.out_gid == getegid()))
+		return 0;
+	return fchown(fd, o.out_uid, o.out_gid);
+}
+
+/* Write all N bytes of the data buffer to fd. */
+static long long write_all(int fd, const unsigned char *p, uint64_t n)
+{
+	uint64_t done = 0;
+	ssize_t k;
+
+	while (done < n) {
+		k = write(fd, p + done, n - done);
+		if (k < 0)
+			return -1;
+		if (k == 0) {
+			errno = EIO;
+			return -1;
+		}
+		done += (uint64_t)k;
+	}
+	return (long long)done;
+}
+
+/* A file made outside: exclusively, else (op->trunc) rewritten in place
+ * like a shell's `>`. At P, the bytes of the data buffer. */
+static void out_make(struct worker *w, int s, const struct outop *op,
+		     const char *p, bool trunc, struct res *res)
+{
+	bool made = true;
+	int fd;
+
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && trunc) {
+		made = false;
+		fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		set(res, -1);
+		res->stage = "open";
+		return;
+	}
+	if (made && own(s, fd) < 0) {
+		set(res, -1);
+		res->stage = "fchown";
+	} else if (made && fchmod(fd, op->mode) < 0) {
+		set(res, -1);
+		res->stage = "fchmod";
+	} else {
+		set(res, write_all(fd, w->data, op->len));
+		if (res->r < 0)
+			res->stage = "write";
+	}
+	if (close(fd) < 0 && res->r >= 0) {
+		set(res, -1);
+		res->stage = "close";
+	}
+}
+
+/* The change OP made on side S (OUT: the sandbox's directory, natively;
+ * MIR: the mirror). */
+static void out_do(struct worker *w, int s, const struct outop *op,
+		   struct res *res)
+{
+	char p[PATH_MAX], q[PATH_MAX], tmp[64];
+	const char *slash;
+	int fd;
+
+	path_of(w, s, names[op->a], p, sizeof(p));
+	path_of(w, s, names[op->b], q, sizeof(q));
+	set(res, 0);
+	switch (op->kind) {
+	case K_OUT_WRITE:
+	case K_OUT_APPEND:
+		fd = open(p, O_WRONLY | O_CLOEXEC |
+				     (op->kind == K_OUT_APPEND ? O_APPEND : 0));
+		if (fd < 0) {
+			set(res, -1);
+			res->stage = "open";
+			break;
+		}
+		if (op->kind == K_OUT_APPEND)
+			set(res, write_all(fd, w->data, op->len));
+		else
+			set(res, pwrite(fd, w->data, op->len, (off_t)op->off));
+		if (res->r < 0)
+			res->stage = "write";
+		if (close(fd) < 0 && res->r >= 0) {
+			set(res, -1);
+			res->stage = "close";
+		}
+		break;
+	case K_OUT_TRUNCATE:
+		set(res, truncate(p, (off_t)op->len));
+		break;
+	case K_OUT_CREATE:
+		out_make(w, s, op, p, op->trunc, res);
+		break;
+	case K_OUT_REPLACE:
+		/* Written aside, then renamed over the name: how editors,
+		 * compilers and package managers replace a file. */
+		slash = strrchr(names[op->a], '/');
+		snprintf(tmp, sizeof(tmp), "%.*s%s",
+			 slash ? (int)(slash - names[op->a] + 1) : 0,
+			 names[op->a], OUT_TMP);
+		path_of(w, s, tmp, q, sizeof(q));
+		unlink(q);
+		out_make(w, s, op, q, false, res);
+		if (res->r >= 0 && rename(q, p) < 0) {
+			set(res, -1);
+			res->stage = "rename";
+		}
+		if (res->r < 0)
+			unlink(q);
+		break;
+	case K_OUT_RENAME:
+		set(res, rename(p, q));
+		break;
+	case K_OUT_UNLINK:
+		set(res, unlink(p));
+		break;
+	case K_OUT_CHMOD:
+		set(res, chmod(p, op->mode));
+		break;
+	case K_OUT_UTIMES:
+		set(res, utimensat(AT_FDCWD, p, op->times, 0));
+		break;
+	default:
+		break;
+	}
+}
+
+/* Every descriptor of OB is lost on the mount's side: its file was
+ * renamed or removed inside the sandbox. */
+static void lose(struct obj *ob)
+{
+	int k;
+
+	for (k = 0; ob != NULL && k < POOL; k++)
+		if (ob->f[k].fd[MIR] >= 0)
+			ob->f[k].lost = true;
+}
+
+/* Close every descriptor of OB (NULL: none), through xclose. */
+static bool close_obj(struct worker *w, struct obj *ob)
+{
+	int k;
+
+	for (k = 0; ob != NULL && ob->used && k < POOL; k++)
+		if (ob->f[k].fd[MIR] >= 0 && !xclose(w, ob, k))
+			return false;
+	return true;
+}
+
+/* What the mount gathered for the name N, and a create it deferred,
+ * reach the sandbox before a change is made there: otherwise their
+ * upload, later, would race with it. An open of the name sends them
+ * (SEMANTICS.md, close-to-open), without the disk flush an fsync would
+ * cost the sandbox. */
+static bool flush_name(struct worker *w, int n)
+{
+	struct obj *ob = name_obj(w, n);
+	struct res res[2];
+	char p[PATH_MAX];
+	int fd, s;
+
+	if (ob == NULL)
+		return true;
+	begin_op(w, K_OPEN,
+		 "open and close %s (before a change in the "
+		 "sandbox)",
+		 names[n]);
+	for (s = 0; s < 2; s++) {
+		path_of(w, s, names[n], p, sizeof(p));
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+		set(&res[s], fd);
+		if (fd >= 0) {
+			set(&res[s], close(fd));
+			if (res[s].r < 0)
+				res[s].stage = "close";
+		}
+	}
+	return end_op(w, res);
+}
+
+/* pread of LEN bytes at OFF through the two descriptors FD; false with
+ * what differs in WHY. */
+static bool probe_read(struct worker *w, const int fd[2], uint64_t off,
+		       uint64_t len, const char *what, struct sbuf *why)
+{
+	struct res res[2];
+	char a[96], b[96];
+	int s;
+
+	len = min_u(len, CHUNK);
+	for (s = 0; s < 2; s++)
+		set(&res[s], pread(fd[s], w->b[s], len, (off_t)off));
+	if (!same(res)) {
+		fmt_res(&res[MNT], a, sizeof(a));
+		fmt_res(&res[MIR], b, sizeof(b));
+		sb_add(why,
+		       "  pread %s off=%" PRIu64 " len=%" PRIu64
+		       "\n  mount:  %s\n  mirror: %s\n",
+		       what, off, len, a, b);
+		return false;
+	}
+	if (res[MIR].r > 0 &&
+	    memcmp(w->b[MNT], w->b[MIR], (size_t)res[MIR].r) != 0) {
+		bytes_text(why, w->b[MNT], w->b[MIR], (size_t)res[MIR].r, off,
+			   what);
+		return false;
+	}
+	return true;
+}
+
+/* The bytes of a file through the descriptors FD (sizes known alike):
+ * whole up to CHUNK, else the range written and the last page. */
+static bool probe_bytes(struct worker *w, const int fd[2], uint64_t size,
+			const struct touched *t, const char *what,
+			struct sbuf *why)
+{
+	if (size < CHUNK)
+		return probe_read(w, fd, 0, size + 1, what, why);
+	if (t->len > 0 && !probe_read(w, fd, t->off, t->len, what, why))
+		return false;
+	return probe_read(w, fd, size - min_u(size, g_page), g_page + 1, what,
+			  why);
+}
+
+/* The size of a file through the descriptors FD; false with what differs
+ * in WHY. */
+static bool probe_size(const int fd[2], const char *what, uint64_t *size,
+		       struct sbuf *why)
+{
+	struct res res[2];
+	struct stat st;
+	char a[96], b[96];
+	int s;
+
+	for (s = 0; s < 2; s++)
+		set(&res[s],
+		    fstat(fd[s], &st) < 0 ? -1 : (long long)st.st_size);
+	if (!same(res)) {
+		fmt_res(&res[MNT], a, sizeof(a));
+		fmt_res(&res[MIR], b, sizeof(b));
+		sb_add(why, "  fstat %s: size\n  mount:  %s\n  mirror: %s\n",
+		       what, a, b);
+		return false;
+	}
+	*size = res[MIR].r < 0 ? 0 : (uint64_t)res[MIR].r;
+	return true;
+}
+
+/* The descriptors of OB opened before the change (not lost): their
+ * bytes, then their sizes. The bytes come first: an fstat could make the
+ * kernel drop pages that a missed invalidation left. */
+static bool probe_obj(struct worker *w, const struct obj *ob,
+		      const struct touched *t, struct sbuf *why)
+{
+	char what[160];
+	uint64_t size;
+	int k;
+
+	for (k = 0; ob != NULL && k < POOL; k++) {
+		const struct xfd *x = &ob->f[k];
+
+		if (x->fd[MIR] < 0 || x->lost)
+			continue;
+		fd_text(ob, k, what, sizeof(what));
+		size = mir_size(x);
+		if ((x->flags & O_ACCMODE) != O_WRONLY &&
+		    !probe_bytes(w, x->fd, size, t, what, why))
+			return false;
+		if (!probe_size(x->fd, what, &size, why))
+			return false;
+	}
+	return true;
+}
+
+/* stat of the name N: errno, type, size, and the mode or mtime when the
+ * change set them. */
+static bool probe_name(struct worker *w, int n, const struct touched *t,
+		       struct sbuf *why)
+{
+	struct stat st[2];
+	struct res res[2];
+	char p[PATH_MAX], a[96], b[96];
+	int s;
+
+	for (s = 0; s < 2; s++) {
+		path_of(w, s, names[n], p, sizeof(p));
+		set(&res[s], stat(p, &st[s]));
+	}
+	if (!same(res)) {
+		fmt_res(&res[MNT], a, sizeof(a));
+		fmt_res(&res[MIR], b, sizeof(b));
+		sb_add(why, "  stat %s\n  mount:  %s\n  mirror: %s\n", names[n],
+		       a, b);
+		return false;
+	}
+	if (res[MIR].r < 0)
+		return true;
+	if ((st[MNT].st_mode & S_IFMT) != (st[MIR].st_mode & S_IFMT) ||
+	    st[MNT].st_size != st[MIR].st_size ||
+	    (t->mode &&
+	     (st[MNT].st_mode & 07777) != (st[MIR].st_mode & 07777)) ||
+	    (t->mtime &&
+	     (st[MNT].st_mtim.tv_sec != st[MIR].st_mtim.tv_sec ||
+	      st[MNT].st_mtim.tv_nsec != st[MIR].st_mtim.tv_nsec))) {
+		sb_add(why,
+		       "  stat %s\n"
+		       "  mount:  %s, size %lld, mode %04o, mtime %lld.%09ld\n"
+		       "  mirror: %s, size %lld, mode %04o, mtime %lld.%09ld\n",
+		       names[n], type_text(st[MNT].st_mode),
+		       (long long)st[MNT].st_size,
+		       (unsigned)(st[MNT].st_mode & 07777),
+		       (long long)st[MNT].st_mtim.tv_sec,
+		       st[MNT].st_mtim.tv_nsec, type_text(st[MIR].st_mode),
+		       (long long)st[MIR].st_size,
+		       (unsigned)(st[MIR].st_mode & 07777),
+		       (long long)st[MIR].st_mtim.tv_sec,
+		       st[MIR].st_mtim.tv_nsec);
+		return false;
+	}
+	return true;
+}
+
+/* The names and types in the directory of the name N. */
+static bool probe_dir(struct worker *w, int n, struct sbuf *why)
+{
+	struct list l[2] = {{0}, {0}};
+	const char *slash = strrchr(names[n], '/');
+	char rel[64], a[PATH_MAX + 64], b[PATH_MAX + 64];
+	size_t i;
+	bool ok = false;
+	int s;
+
+	snprintf(rel, sizeof(rel), "%.*s", slash ? (int)(slash - names[n]) : 0,
+		 names[n]);
+	for (s = 0; s < 2; s++) {
+		/* That directory alone: no deeper. */
+		list_dir(w->dir[s], rel, DEPTH_MAX, true, &l[s]);
+		qsort(l[s].v, l[s].n, sizeof(struct ent), ent_cmp);
+	}
+	if (l[MNT].err != l[MIR].err) {
+		sb_add(why, "  listing %s\n  mount:  %s\n  mirror: %s\n",
+		       *rel ? rel : ".",
+		       l[MNT].err ? errname(l[MNT].err) : "ok",
+		       l[MIR].err ? errname(l[MIR].err) : "ok");
+		goto out;
+	}
+	for (i = 0; i < l[MNT].n || i < l[MIR].n; i++) {
+		if (i < l[MNT].n && i < l[MIR].n &&
+		    strcmp(l[MNT].v[i].path, l[MIR].v[i].path) == 0 &&
+		    l[MNT].v[i].type == l[MIR].v[i].type)
+			continue;
+		if (i < l[MNT].n)
+			ent_text(&l[MNT].v[i], a, sizeof(a));
+		if (i < l[MIR].n)
+			ent_text(&l[MIR].v[i], b, sizeof(b));
+		sb_add(why, "  listing %s\n  mount:  %s\n  mirror: %s\n",
+		       *rel ? rel : ".", i < l[MNT].n ? a : "(nothing there)",
+		       i < l[MIR].n ? b : "(nothing there)");
+		goto out;
+	}
+	ok = true;
+out:
+	list_free(&l[MNT]);
+	list_free(&l[MIR]);
+	return ok;
+}
+
+/* The contents of the name N through a new descriptor (close-to-open). */
+static bool probe_fresh(struct worker *w, int n, const struct touched *t,
+			struct sbuf *why)
+{
+	char p[PATH_MAX], a[96], b[96], what[80];
+	struct res res[2];
+	uint64_t size;
+	int fd[2], s;
+	bool ok = false;
+
+	for (s = 0; s < 2; s++) {
+		path_of(w, s, names[n], p, sizeof(p));
+		fd[s] = open(p, O_RDONLY | O_CLOEXEC);
+		set(&res[s], fd[s] < 0 ? -1 : 0);
+	}
+	snprintf(what, sizeof(what), "%s opened afresh", names[n]);
+	if (!same(res)) {
+		fmt_res(&res[MNT], a, sizeof(a));
+		fmt_res(&res[MIR], b, sizeof(b));
+		sb_add(why, "  open %s\n  mount:  %s\n  mirror: %s\n", what, a,
+		       b);
+	} else {
+		ok = fd[MIR] < 0 || (probe_size(fd, what, &size, why) &&
+				     probe_bytes(w, fd, size, t, what, why));
+	}
+	for (s = 0; s < 2; s++)
+		if (fd[s] >= 0)
+			close(fd[s]);
+	return ok;
+}
+
+/* One look at what the change touched, through the mount and in the
+ * mirror. The descriptors opened before it come first, a new one last:
+ * an open that does not keep the kernel's pages drops them for every
+ * descriptor of the file. */
+static bool probe(struct worker *w, const struct touched *t, struct sbuf *why)
+{
+	int i;
+
+	for (i = 0; i < t->nname; i++)
+		if (!probe_obj(w, name_obj(w, t->name[i]), t, why))
+			return false;
+	for (i = 0; i < t->nname; i++)
+		if (!probe_name(w, t->name[i], t, why))
+			return false;
+	for (i = 0; t->dirs && i < t->nname; i++)
+		if (!probe_dir(w, t->name[i], why))
+			return false;
+	for (i = 0; t->contents && i < t->nname; i++)
+		if (!probe_fresh(w, t->name[i], t, why))
+			return false;
+	return true;
+}
+
+/* Wait, at most --settle-ms, until the mount shows the change made at
+ * T0 (microseconds); how long it took is kept for the figures. Not
+ * showing it by then is a difference. */
+static bool settle(struct worker *w, const struct touched *t, long long t0)
+{
+	struct sbuf why = {0};
+	long long took;
+	uint32_t *v;
+	unsigned tries = 0;
+	bool ok;
+
+	atomic_store(&w->phase, "the wait for the change to show through "
+				"the mount");
+	for (;;) {
+		/* Each look is bounded by --op-timeout, not the wait. */
+		atomic_store(&w->busy_since, now_ms());
+		free(why.p);
+		memset(&why, 0, sizeof(why));
+		tries++;
+		ok = probe(w, t, &why);
+		took = now_us() - t0;
+		if (ok || took >= (long long)o.settle_ms * 1000)
+			break;
+		usleep(1000);
+	}
+	if (!ok) {
+		record(w, "%s: not shown through the mount within %u ms",
+		       w->desc, o.settle_ms);
+		differ(w, C_STALE,
+		       "  not shown through the mount within %u ms "
+		       "(--settle-ms; %u looks); the last look:\n%s",
+		       o.settle_ms, tries, why.p ? why.p : "");
+		free(why.p);
+		return false;
+	}
+	free(why.p);
+	if (w->nshown == w->capshown) {
+		size_t cap = w->capshown ? w->capshown * 2 : 256;
+
+		v = realloc(w->shown, cap * sizeof(*v));
+		if (v != NULL) {
+			w->shown = v;
+			w->capshown = cap;
+		}
+	}
+	if (w->nshown < w->capshown)
+		w->shown[w->nshown++] =
+			(uint32_t)min_u((uint64_t)took, UINT32_MAX);
+	record(w, "%s: shown through the mount after %.1f ms", w->desc,
+	       (double)took / 1000);
+	return true;
+}
+
+/* A random time: seconds between 2001 and 2033, any nanoseconds. */
+static struct timespec draw_time(struct rng *r)
+{
+	struct timespec ts;
+
+	ts.tv_sec = (time_t)(1000000000 + rnd(r, 1000000000));
+	ts.tv_nsec = (long)rnd(r, 1000000000);
+	return ts;
+}
+
+/* A change made inside the sandbox (its directory seen from the host,
+ * natively) and in the mirror, then a wait until the mount shows it. */
+static bool op_outside(struct worker *w, struct rng *r, enum kind kind)
+{
+	struct outop op = {.kind = kind};
+	struct touched t = {.nname = 1};
+	struct obj *moved, *gone;
+	struct res res[2];
+	char p[PATH_MAX], desc[96] = "";
+	uint64_t size = 0;
+	struct stat st;
+	long long t0;
+
+	op.a = op.b = (int)rnd(r, NNAMES);
+	path_of(w, MIR, names[op.a], p, sizeof(p));
+	if (stat(p, &st) == 0)
+		size = (uint64_t)st.st_size;
+	t.name[0] = op.a;
+	switch (kind) {
+	case K_OUT_WRITE:
+		op.off = roff(r, size);
+		op.len = op.off >= o.max_size
+				 ? 0
+				 : min_u(rsize(r), o.max_size - op.off);
+		snprintf(desc, sizeof(desc),
+			 " off=%" PRIu64 " len=%" PRIu64 " (size %" PRIu64 ")",
+			 op.off, op.len, size);
+		t.off = op.off;
+		t.len = op.len;
+		t.contents = true;
+		break;
+	case K_OUT_APPEND:
+		op.len = size >= o.max_size
+				 ? 0
+				 : min_u(rsize(r), o.max_size - size);
+		snprintf(desc, sizeof(desc),
+			 " len=%" PRIu64 " (size %" PRIu64 ")", op.len, size);
+		t.off = size;
+		t.len = op.len;
+		t.contents = true;
+		break;
+	case K_OUT_TRUNCATE:
+		op.len = rlen(r, size);
+		snprintf(desc, sizeof(desc),
+			 " len=%" PRIu64 " (size %" PRIu64 ")", op.len, size);
+		t.off = min_u(op.len, size);
+		t.len = (op.len > size ? op.len - size : size - op.len) + 1;
+		t.contents = true;
+		break;
+	case K_OUT_CREATE:
+	case K_OUT_REPLACE:
+		op.trunc = kind == K_OUT_CREATE && pct(r, 40);
+		op.mode = draw_mode(r);
+		op.len = pct(r, 10) ? 0 : rsize(r);
+		snprintf(desc, sizeof(desc), "%s mode=%04o len=%" PRIu64,
+			 op.trunc ? " (or rewrite)" : "", (unsigned)op.mode,
+			 op.len);
+		t.off = 0;
+		t.len = op.len;
+		t.dirs = t.mode = t.contents = true;
+		break;
+	case K_OUT_RENAME:
+		op.b = (op.a + 1 + (int)rnd(r, NNAMES - 1)) % NNAMES;
+		snprintf(desc, sizeof(desc), " -> %s", names[op.b]);
+		t.name[1] = op.b;
+		t.nname = 2;
+		t.dirs = t.contents = true;
+		break;
+	case K_OUT_UNLINK:
+		t.dirs = true;
+		break;
+	case K_OUT_CHMOD:
+		op.mode = draw_mode(r);
+		snprintf(desc, sizeof(desc), " %04o", (unsigned)op.mode);
+		t.mode = true;
+		break;
+	case K_OUT_UTIMES:
+		op.times[0] = draw_time(r);
+		op.times[1] = draw_time(r);
+		snprintf(desc, sizeof(desc), " mtime=%lld.%09ld",
+			 (long long)op.times[1].tv_sec, op.times[1].tv_nsec);
+		t.mtime = true;
+		break;
+	default:
+		return true;
+	}
+	if (op.len > 0)
+		fill(r, w->data, op.len);
+	/* What the change takes a name from. */
+	moved = kind == K_OUT_RENAME ? name_obj(w, op.a) : NULL;
+	gone = kind == K_OUT_RENAME ? name_obj(w, op.b)
+	       : kind == K_OUT_UNLINK || kind == K_OUT_REPLACE
+		       ? name_obj(w, op.a)
+		       : NULL;
+	if (o.close_open && (!close_obj(w, moved) || !close_obj(w, gone)))
+		return false;
+	if (o.close_open)
+		moved = gone = NULL;
+	/* (Room is made by closing a nameless file: MOVED and GONE stay.) */
+	if (gone != NULL && !orphan_room(w))
+		return false;
+	if (!flush_name(w, op.a) || (op.b != op.a && !flush_name(w, op.b)))
+		return false;
+	begin_op(w, kind, "outside: %s %s%s", kinds[kind].name + 4, names[op.a],
+		 desc);
+	out_do(w, OUT, &op, &res[MNT]);
+	out_do(w, MIR, &op, &res[MIR]);
+	t0 = now_us();
+	if (!end_op(w, res))
+		return false;
+	if (res[MIR].r < 0)
+		return true;
+	/* In the mirror, open descriptors follow their files; on the
+	 * mount, they are lost. */
+	if (gone != NULL) {
+		lose(gone);
+		unname(w, kind == K_OUT_RENAME ? op.b : op.a);
+	}
+	if (moved != NULL) {
+		lose(moved);
+		moved->name = moved->was = op.b;
+		w->name_obj[op.b] = w->name_obj[op.a];
+		w->name_obj[op.a] = -1;
+	}
+	return settle(w, &t, t0);
+}
+
 /* ---- a worker's run ------------------------------------------------------- */
 
 static void close_all(struct worker *w)
@@ -1896,20 +2717,37 @@ static bool one_step(struct worker *w, struct rng *r, enum kind kind)
 		return op_create(w, r);
 	case K_LSEEK:
 		return op_lseek(w, r);
+	case K_OUT_WRITE:
+	case K_OUT_APPEND:
+	case K_OUT_TRUNCATE:
+	case K_OUT_CREATE:
+	case K_OUT_REPLACE:
+	case K_OUT_RENAME:
+	case K_OUT_UNLINK:
+	case K_OUT_CHMOD:
+	case K_OUT_UTIMES:
+		return op_outside(w, r, kind);
 	default:
 		return true;
 	}
 }
 
+/* A step's kind: with --outside, --outside-pct percent of them are
+ * changes made in the sandbox. Without it the draws are those of a
+ * tester that had no outside steps, so older seeds replay the same. */
 static enum kind draw_kind(struct rng *r)
 {
-	unsigned total = 0, i;
+	unsigned total = 0, i, first = 0, end = K_OUT_WRITE;
 	uint64_t x;
 
-	for (i = 0; i < NDRAWN; i++)
+	if (o.root[OUT] != NULL && pct(r, o.outside_pct)) {
+		first = K_OUT_WRITE;
+		end = NDRAWN;
+	}
+	for (i = first; i < end; i++)
 		total += kinds[i].weight;
 	x = rnd(r, total);
-	for (i = 0; i < NDRAWN; i++) {
+	for (i = first; i < end; i++) {
 		if (x < kinds[i].weight)
 			return (enum kind)i;
 		x -= kinds[i].weight;
@@ -1990,14 +2828,17 @@ static struct worker *worker_new(int idx, uint64_t seed, const char *sub)
 	w->bsize = (size_t)o.max_size + 2 * g_page;
 	if (w->bsize < CHUNK)
 		w->bsize = CHUNK;
-	for (s = 0; s < 2; s++) {
+	for (s = 0; s < 3; s++) {
+		if (o.root[s] == NULL)
+			continue;
 		if (sub != NULL)
 			snprintf(w->dir[s], sizeof(w->dir[s]), "%s/%s",
 				 o.root[s], sub);
 		else
 			snprintf(w->dir[s], sizeof(w->dir[s]), "%s", o.root[s]);
-		w->b[s] = malloc(w->bsize);
 	}
+	for (s = 0; s < 2; s++)
+		w->b[s] = malloc(w->bsize);
 	w->data = malloc(w->bsize);
 	if (w->b[0] == NULL || w->b[1] == NULL || w->data == NULL) {
 		free(w->b[0]);
@@ -2016,6 +2857,7 @@ static void worker_free(struct worker *w)
 	free(w->b[0]);
 	free(w->b[1]);
 	free(w->data);
+	free(w->shown);
 	free(w);
 }
 
@@ -2118,8 +2960,10 @@ static bool mini_try(struct mini *m, const uint32_t *v, size_t n)
 	for (i = 0; i < n; i++)
 		m->mask[v[i]] = 1;
 	snprintf(sub, sizeof(sub), "m%d.%u", w->idx, m->runs++);
-	for (s = 0; s < 2; s++)
-		snprintf(w->dir[s], sizeof(w->dir[s]), "%s/%s", o.root[s], sub);
+	for (s = 0; s < 3; s++)
+		if (o.root[s] != NULL)
+			snprintf(w->dir[s], sizeof(w->dir[s]), "%s/%s",
+				 o.root[s], sub);
 	w->mask = m->mask;
 	w->nops = m->last + 1;
 	run(w);
@@ -2225,6 +3069,9 @@ static void minimize(const struct worker *f)
 		 f->idx);
 	snprintf(w->dir[MIR], sizeof(w->dir[MIR]), "%s/m%d.final", o.root[MIR],
 		 f->idx);
+	if (o.root[OUT] != NULL)
+		snprintf(w->dir[OUT], sizeof(w->dir[OUT]), "%s/m%d.final",
+			 o.root[OUT], f->idx);
 	w->idx = 0;
 	w->mask = m.mask;
 	w->nops = m.last + 1;
@@ -2239,6 +3086,99 @@ out:
 	free(v);
 	free(c);
 	worker_free(w);
+}
+
+/* ---- what --outside needs ------------------------------------------------ */
+
+/* --outside must name MOUNTDIR as the sandbox's root holds it: a file
+ * made through the mount must be there. Its owner's are the files made
+ * there. 0, or 2 (said why). */
+static int check_outside(void)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+	struct stat st;
+	int fd, rc = 2;
+
+	if (stat(o.root[OUT], &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "fsx: --outside %s is not a directory\n",
+			o.root[OUT]);
+		return 2;
+	}
+	o.out_uid = st.st_uid;
+	o.out_gid = st.st_gid;
+	if (geteuid() != 0 && st.st_uid != geteuid()) {
+		fprintf(stderr,
+			"fsx: --outside %s is uid %u's: files made there "
+			"could not be given to it (run as root)\n",
+			o.root[OUT], (unsigned)st.st_uid);
+		return 2;
+	}
+	snprintf(a, sizeof(a), "%s/.fsx-outside-check.%d", o.root[MNT],
+		 (int)getpid());
+	snprintf(b, sizeof(b), "%s/.fsx-outside-check.%d", o.root[OUT],
+		 (int)getpid());
+	fd = open(a, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "fsx: cannot make %s: %s\n", a,
+			strerror(errno));
+		return 2;
+	}
+	/* The close sends a create the mount deferred (SEMANTICS.md). */
+	if (close(fd) == 0 && stat(b, &st) == 0)
+		rc = 0;
+	else
+		fprintf(stderr,
+			"fsx: --outside %s does not hold what %s holds: it "
+			"must be that directory as the sandbox's root has it "
+			"on the host\n",
+			o.root[OUT], o.root[MNT]);
+	unlink(a);
+	return rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* How long the changes made outside took to show through the mount, over
+ * every worker. */
+static void print_shown(struct worker *const *ws, unsigned n)
+{
+	size_t total = 0, i, k;
+	uint32_t *v;
+	uint64_t lost = 0;
+
+	for (i = 0; i < n; i++) {
+		total += ws[i]->nshown;
+		lost += ws[i]->lost_calls;
+	}
+	if (total == 0) {
+		printf("fsx: no change made in the sandbox took effect\n");
+		return;
+	}
+	v = malloc(total * sizeof(*v));
+	if (v == NULL)
+		return;
+	for (i = 0, k = 0; i < n; i++) {
+		memcpy(v + k, ws[i]->shown, ws[i]->nshown * sizeof(*v));
+		k += ws[i]->nshown;
+	}
+	qsort(v, total, sizeof(*v), cmp_u32);
+	printf("fsx: %zu changes made in the sandbox showed through the mount "
+	       "after: median %.1f ms, p95 %.1f ms, max %.1f ms "
+	       "(--settle-ms %u)\n",
+	       total, v[total / 2] / 1000.0,
+	       v[(total * 95 + 99) / 100 - 1] / 1000.0, v[total - 1] / 1000.0,
+	       o.settle_ms);
+	if (lost > 0)
+		printf("fsx: %" PRIu64 " calls through descriptors whose file "
+		       "was renamed or removed in the sandbox failed on the "
+		       "mount, and were left out of the mirror\n",
+		       lost);
+	free(v);
 }
 
 /* ---- options -------------------------------------------------------------- */
@@ -2273,12 +3213,26 @@ static void usage(FILE *f)
 		"that shows it\n"
 		"                     (default at most 300 runs)\n"
 		"  --verify-only      only compare the two trees, whole\n"
+		"  --outside DIR      MOUNTDIR as the sandbox's root holds it "
+		"on the host\n"
+		"                     (STATE/sandboxes/<sb>/root/...): "
+		"changes are also made\n"
+		"                     there, between the mount's steps\n"
+		"  --outside-pct N    percent of the steps made in DIR "
+		"(default 15)\n"
+		"  --settle-ms MS     how long a change made in DIR may take "
+		"to show through\n"
+		"                     the mount (default 2000)\n"
+		"  --outside-close-open  before a rename, replacement or "
+		"unlink in DIR, close\n"
+		"                     the files open under the names it takes "
+		"away\n"
 		"  -v, --verbose      print every operation\n"
 		"kinds for --skip:",
 		WORKERS_MAX);
 	for (i = 0; i < NDRAWN; i++)
 		fprintf(f, " %s", kinds[i].name);
-	fprintf(f, " (mmap: both mmap kinds)\n"
+	fprintf(f, " (mmap: both mmap kinds; outside: every out_ kind)\n"
 		   "exit: 0 agreed, 1 a difference, 2 a usage or setup "
 		   "error\n");
 }
@@ -2319,6 +3273,11 @@ static bool parse_skip(const char *arg)
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (strcmp(tok, "mmap") == 0) {
 			o.skip |= 1U << K_MMAP_READ | 1U << K_MMAP_WRITE;
+			continue;
+		}
+		if (strcmp(tok, "outside") == 0) {
+			for (i = K_OUT_WRITE; i <= K_OUT_UTIMES; i++)
+				o.skip |= 1U << i;
 			continue;
 		}
 		for (i = 0; i < NDRAWN; i++)
@@ -2379,6 +3338,10 @@ enum {
 	OPT_STEPS,
 	OPT_MINIMIZE,
 	OPT_VERIFY_ONLY,
+	OPT_OUTSIDE,
+	OPT_OUTSIDE_PCT,
+	OPT_SETTLE_MS,
+	OPT_CLOSE_OPEN,
 };
 
 static int parse(int argc, char *argv[])
@@ -2395,6 +3358,10 @@ static int parse(int argc, char *argv[])
 		{"steps", required_argument, NULL, OPT_STEPS},
 		{"minimize", optional_argument, NULL, OPT_MINIMIZE},
 		{"verify-only", no_argument, NULL, OPT_VERIFY_ONLY},
+		{"outside", required_argument, NULL, OPT_OUTSIDE},
+		{"outside-pct", required_argument, NULL, OPT_OUTSIDE_PCT},
+		{"settle-ms", required_argument, NULL, OPT_SETTLE_MS},
+		{"outside-close-open", no_argument, NULL, OPT_CLOSE_OPEN},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -2462,6 +3429,23 @@ static int parse(int argc, char *argv[])
 			break;
 		case OPT_VERIFY_ONLY:
 			o.verify_only = true;
+			break;
+		case OPT_OUTSIDE:
+			o.root[OUT] = optarg;
+			break;
+		case OPT_OUTSIDE_PCT:
+			if (!parse_u64(optarg, &v, false) || v > 100)
+				goto bad;
+			o.outside_pct = (unsigned)v;
+			break;
+		case OPT_SETTLE_MS:
+			if (!parse_u64(optarg, &v, false) || v < 1 ||
+			    v > 600000)
+				goto bad;
+			o.settle_ms = (unsigned)v;
+			break;
+		case OPT_CLOSE_OPEN:
+			o.close_open = true;
 			break;
 		case 'v':
 			o.verbose = true;
@@ -2559,11 +3543,20 @@ int main(int argc, char *argv[])
 		return status;
 	}
 
+	if (o.root[OUT] != NULL && check_outside() != 0)
+		return 2;
 	printf("fsx: seed %" PRIu64 " (worker K: seed %" PRIu64
 	       "+K), %u worker(s) x %" PRIu64 " ops, sizes up to %" PRIu64
 	       ", large %u%%%s%s\n",
 	       o.seed, o.seed, o.workers, o.ops, o.max_size, o.large_pct,
 	       o.skip_arg ? ", skipping " : "", o.skip_arg ? o.skip_arg : "");
+	if (o.root[OUT] != NULL)
+		printf("fsx: %u%% of the steps change %s in the sandbox (%s), "
+		       "shown through the mount within %u ms%s\n",
+		       o.outside_pct, o.root[MNT], o.root[OUT], o.settle_ms,
+		       o.close_open ? "; files are closed before they lose "
+				      "their names there"
+				    : "");
 	for (i = 0; i < o.workers; i++) {
 		snprintf(sub, sizeof(sub), "w%u", i);
 		ws[i] = worker_new((int)i, o.seed + i, sub);
@@ -2589,6 +3582,8 @@ int main(int argc, char *argv[])
 		else if (ws[i]->failed && status == 0)
 			status = 1;
 	}
+	if (o.root[OUT] != NULL)
+		print_shown(ws, o.workers);
 	if (status == 0) {
 		/* Every worker's tree at once, and whatever else is there. */
 		ws[0]->idx = -1;
@@ -2610,6 +3605,8 @@ int main(int argc, char *argv[])
 		for (k = 0; k < NKINDS; k++) {
 			uint64_t n = 0, e = 0;
 
+			if (o.root[OUT] == NULL && is_outside((enum kind)k))
+				continue;
 			for (i = 0; i < o.workers; i++) {
 				n += ws[i]->count[k];
 				e += ws[i]->errors[k];

@@ -170,6 +170,31 @@ wait_gone() {
 	return 0
 }
 
+# reap PID SECONDS WHAT: wait for the test's child PID to end within
+# SECONDS, else fail WHAT and kill it; returns the child's exit status.
+reap() {
+	if ! wait_gone "$1" "$2"; then
+		fail "$3"
+		kill -KILL "$1"
+	fi
+	wait "$1"
+}
+
+# bounds_apply: whether the mount's memory bounds mean anything here (not
+# under valgrind, not with AddressSanitizer, whose quarantine keeps freed
+# blocks); says so when they do not.
+bounds_apply() {
+	if [ "${SANDBOXFS_VALGRIND:-0}" = 1 ]; then
+		note "under valgrind: the bound is not checked"
+		return 1
+	fi
+	if ldd "$SBFS_MOUNT" 2>/dev/null | grep -q libasan; then
+		note "built with AddressSanitizer: the bound is not checked"
+		return 1
+	fi
+	return 0
+}
+
 is_mounted() {
 	awk -v m="${1:-$MNT}" '$5 == m { found = 1 } END { exit !found }' \
 		/proc/self/mountinfo
@@ -407,6 +432,65 @@ sbx_job() {
 	JOB_EXIT=$(with_timeout 30 cat "$MNT/$1/jobs/$JOB/exit" 2>/dev/null) ||
 		JOB_EXIT=$(with_timeout 10 cat "$MNT/$1/jobs/$JOB/status")
 	return 0
+}
+
+# one_sandbox [NAME [CREATE-OPTIONS...]]: FUSE is needed; sandbox NAME (a
+# by default) is created and started. B is its root on disk, S its
+# directory in the mount and F its files/ there. The mount is the test's
+# (mount_fs), so that it may prepare the sandbox first.
+# shellcheck disable=SC2120 # tests pass arguments
+one_sandbox() {
+	need_fuse
+	_sb=${1:-a}
+	[ $# -gt 0 ] && shift
+	sbx_create "$_sb" "$@"
+	sbx_start "$_sb"
+	# shellcheck disable=SC2034 # B and F are the tests'
+	B=$(sbx_root "$_sb")
+	S=$MNT/$_sb
+	# shellcheck disable=SC2034
+	F=$S/files
+}
+
+# w CMD...: CMD on the mount, killed after 60 s (scaled under valgrind).
+w() {
+	with_timeout 60 "$@"
+}
+
+# job_start SCRIPT: start SCRIPT as a job of $S the way a program does
+# (one descriptor of exec: write the script, read the id back); the id in
+# job.
+job_start() {
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	job=$(w sh -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && read -r id <&3 && echo "$id"' \
+		sh "$S/exec" "$1") || fail "start '$1'"
+	[ -n "$job" ] || die "no job id for '$1'"
+}
+
+# replacer FILE COUNT [PAD]: in the background, replace FILE COUNT times
+# the way editors save (write .atomic.tmp in its directory, rename it
+# over FILE); version N reads "version N" (and " PAD" when given). The
+# writer's pid in writer.
+replacer() {
+	_tmp=$(dirname "$1")/.atomic.tmp
+	(
+		_i=1
+		while [ "$_i" -le "$2" ]; do
+			printf 'version %d%s\n' "$_i" "${3:+ $3}" >"$_tmp" &&
+				mv "$_tmp" "$1" || exit 1
+			_i=$((_i + 1))
+		done
+	) &
+	writer=$!
+}
+
+# job_request NAME JSON: start the JSON request (doc/protocol-v1.md 3.6)
+# as a job of sandbox NAME through the mount; its id in job.
+job_request() {
+	printf '%s\n' "$2" >"$TMP/req"
+	with_timeout 20 dd if="$TMP/req" of="$MNT/$1/exec" conv=notrunc \
+		status=none || fail "start the job $2"
+	job=$(with_timeout 10 readlink "$MNT/$1/jobs/latest")
 }
 
 # agent_wrapper ARGS...: sandboxctl and the mount start, from now on, the

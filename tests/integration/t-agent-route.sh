@@ -70,11 +70,30 @@ sbx_create t
 TR=$(sbx_root t)
 echo hello >"$TR/hello"
 chmod 0644 "$TR/hello"
-bg "$SBFS_AGENT" --root "$TR" --port 0 --port-file "$TMP/t.port" \
-	--token-file "$STATE/sandboxes/t/boot/token" --confine none
-apid=$BG_PID
-wait_for 10 test -s "$TMP/t.port" || die "the hand-started agent did not listen"
-port=$(cat "$TMP/t.port")
+# A port outside the kernel's ephemeral range: once the agent is dead, no
+# connection made meanwhile (by this test or another) can be holding it
+# as its local port, and the other user binds it at once.
+read -r eph_low eph_high </proc/sys/net/ipv4/ip_local_port_range
+band_low=10000
+band=$((eph_low - band_low))
+if [ "$band" -lt 1000 ]; then
+	band_low=$((eph_high + 1))
+	band=$((65536 - band_low))
+fi
+[ "$band" -gt 0 ] || skip "no port outside the ephemeral range $eph_low-$eph_high"
+tries=0
+while :; do
+	tries=$((tries + 1))
+	[ "$tries" -le 20 ] || die "no free port outside the ephemeral range for the agent"
+	port=$((band_low + $(od -An -N2 -tu2 /dev/urandom) % band))
+	rm -f "$TMP/t.port"
+	bg "$SBFS_AGENT" --root "$TR" --port "$port" --port-file "$TMP/t.port" \
+		--token-file "$STATE/sandboxes/t/boot/token" --confine none
+	apid=$BG_PID
+	wait_for 10 sh -c "test -s '$TMP/t.port' || ! kill -0 $apid 2>/dev/null"
+	[ -s "$TMP/t.port" ] && break
+done
+assert_eq "$port" "$(cat "$TMP/t.port")" "the port the agent listens on"
 write_record t "http://127.0.0.1:$port/"
 assert_content "$MNT/t/files/hello" hello "a read through a TCP route"
 kill -KILL "$apid"

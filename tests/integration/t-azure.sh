@@ -66,10 +66,6 @@ fake_ctl label odd carrier-pigeon-v9
 # option (it never serves an operation inside a sandbox).
 mount_fs "provider=azure,azure_config=$FD/azure.conf,azure_record_cache=5"
 
-w() {
-	with_timeout 60 "$@"
-}
-
 # ---- the list --------------------------------------------------------------------------------
 assert_eq "alpha beta nat odd" "$(w ls "$MNT" | tr '\n' ' ' | sed 's/ $//')" "ls"
 

@@ -3,7 +3,8 @@
 #
 # t-bench-smoke: the benchmark's small variant (bench/smoke) runs through:
 # two sandboxes (extension and strict v1), an sshd and sshfs on loopback,
-# the delay proxy, and every workload gives a number for every target,
+# the delay proxy, the visibility probe (a mount with and one without
+# change events), and every workload gives a number for every target,
 # with every answer of sandboxfs and native checked against the native
 # directory's (a wrong one fails this test). Then bench/run --self-test
 # spoils every answer of sandboxfs on purpose and must catch each of them.
@@ -21,8 +22,10 @@ for _c in sshfs ssh ssh-keygen rsync /usr/sbin/sshd; do
 	command -v "$_c" >/dev/null 2>&1 ||
 		die "$_c is not installed: scripts/install-deps --bench installs it"
 done
-[ -x "$SBFS_BUILDDIR/bench/delay-proxy" ] ||
-	die "$SBFS_BUILDDIR/bench/delay-proxy is not built"
+for _p in delay-proxy vis-probe; do
+	[ -x "$SBFS_BUILDDIR/bench/$_p" ] ||
+		die "$SBFS_BUILDDIR/bench/$_p is not built"
+done
 
 # bench/run uses the build under test (SBFS_BUILDDIR), never one of its own.
 with_timeout 1500 sh "$SBFS_SRCDIR/bench/smoke" \

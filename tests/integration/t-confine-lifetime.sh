@@ -38,11 +38,7 @@ gone "$m1" "its job"
 
 # ---- a job killed at its timeout --------------------------------------------------------------
 m2="sleep 992.$$"
-printf '{"command":["sh","-c","setsid %s </dev/null >/dev/null 2>&1 & exec sleep 300"],"timeoutMs":3000}\n' \
-	"$m2" >"$TMP/req"
-with_timeout 20 dd if="$TMP/req" of="$MNT/a/exec" conv=notrunc status=none ||
-	fail "start the job with a timeout"
-job=$(with_timeout 10 readlink "$MNT/a/jobs/latest")
+job_request a "$(printf '{"command":["sh","-c","setsid %s </dev/null >/dev/null 2>&1 & exec sleep 300"],"timeoutMs":3000}' "$m2")"
 wait_for 10 running "$m2" || fail "the timed job's child did not start"
 with_timeout 30 cat "$MNT/a/jobs/$job/stdout" >/dev/null
 status=$(with_timeout 20 cat "$MNT/a/jobs/$job/status")

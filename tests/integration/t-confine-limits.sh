@@ -37,11 +37,7 @@ tasks() {
 m="sleep 61.$$"
 # (A shell that cannot fork gives up: the loop runs in a subshell of its
 # own, and what it started stays while the job runs.)
-printf '{"command":["sh","-c","(for i in $(seq 200); do %s & done) & exec sleep 30"],"timeoutMs":20000}\n' \
-	"$m" >"$TMP/req"
-with_timeout 20 dd if="$TMP/req" of="$MNT/s/exec" conv=notrunc status=none ||
-	fail "start the job of 200 sleepers"
-job=$(with_timeout 10 readlink "$MNT/s/jobs/latest")
+job_request s "$(printf '{"command":["sh","-c","(for i in $(seq 200); do %s & done) & exec sleep 30"],"timeoutMs":20000}' "$m")"
 sleep 3
 # shellcheck disable=SC2009 # the exact command line
 started=$(ps -eo args | grep -cx "$m")
@@ -60,10 +56,7 @@ wait_for 10 sh -c "! ps -eo args | grep -qx '$m'" || {
 }
 # A fork bomb, once the bound is known to hold.
 if [ "$started" -lt 64 ]; then
-	printf '%s\n' '{"command":["sh","-c","b() { b | b & }; b; exec sleep 100"],"timeoutMs":5000}' >"$TMP/req"
-	with_timeout 20 dd if="$TMP/req" of="$MNT/s/exec" conv=notrunc status=none ||
-		fail "start the fork bomb"
-	job=$(with_timeout 10 readlink "$MNT/s/jobs/latest")
+	job_request s '{"command":["sh","-c","b() { b | b & }; b; exec sleep 100"],"timeoutMs":5000}'
 	sleep 2
 	if [ "$(id -u)" -eq 0 ]; then
 		n=$(tasks)

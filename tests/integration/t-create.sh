@@ -14,21 +14,12 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 # The listing a create consults is as fresh as attr_timeout: long enough
 # here for a slow machine (valgrind) to get from one step to the next. So
 # is the gathering window, so that "nothing before the close" holds
 # however slow the machine is.
 mount_fs attr_timeout=60,entry_timeout=60,write_window=60
-
-w() {
-	with_timeout 60 "$@"
-}
 
 # A directory made through the mount: its (empty) listing is known.
 w mkdir "$F/d" || die "mkdir through the mount"

@@ -151,11 +151,7 @@ interrupt() {
 	wait_for 20 sh -c "pgrep -x sleep -a | grep -q ' $3\$'" ||
 		fail "the job 'sleep $3' did not start"
 	kill -"$1" "$ip"
-	if ! wait_gone "$ip" 20; then
-		fail "sandboxctl did not exit within 20 s of SIG$1"
-		kill -KILL "$ip"
-	fi
-	wait "$ip"
+	reap "$ip" 20 "sandboxctl did not exit within 20 s of SIG$1"
 	assert_eq "$2" "$?" "exit status after SIG$1"
 	wait_for 10 sh -c "! pgrep -x sleep -a | grep -q ' $3\$'" ||
 		fail "'sleep $3' still runs in the sandbox after SIG$1"
@@ -175,11 +171,7 @@ kill -STOP "$apid"
 kill -INT "$ip"
 sleep 1
 kill -INT "$ip"
-if ! wait_gone "$ip" 10; then
-	fail "a second SIGINT did not make sandboxctl exit within 10 s"
-	kill -KILL "$ip"
-fi
-wait "$ip"
+reap "$ip" 10 "a second SIGINT did not make sandboxctl exit within 10 s"
 assert_eq 130 "$?" "exit status after a second SIGINT"
 kill -CONT "$apid"
 # Its cancel still goes out once the agent answers again.
@@ -234,11 +226,7 @@ sbx_stop old
 ip=$!
 wait_for 20 sh -c "pgrep -x sleep -a | grep -q ' 1004\$'" || fail "the job 'sleep 1004' did not start"
 kill -KILL "$(sbx_agent_pid sb)"
-if ! wait_gone "$ip" 20; then
-	fail "sandboxctl did not notice its agent's death within 20 s"
-	kill -KILL "$ip"
-fi
-wait "$ip"
+reap "$ip" 20 "sandboxctl did not notice its agent's death within 20 s"
 assert_eq 122 "$?" "exit status when the agent dies mid-job"
 grep -q 'agent.*gone' "$ERR" || fail "the reason for a dead agent: '$(cat "$ERR")'"
 
@@ -275,11 +263,7 @@ env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" create cut --from "$TM
 cp=$!
 wait_for 30 test -e "$STATE/sandboxes/cut/root/big" || fail "the copy of the big file did not start"
 kill -INT "$cp"
-if ! wait_gone "$cp" 30; then
-	fail "an interrupted create did not end within 30 s"
-	kill -KILL "$cp"
-fi
-wait "$cp"
+reap "$cp" 30 "an interrupted create did not end within 30 s"
 assert_eq 130 "$?" "exit status of an interrupted create"
 grep -q 'cut: interrupted' "$ERR" || fail "the interrupted create's message: '$(cat "$ERR")'"
 ctl ls | grep -q '^cut ' && fail "an interrupted create is listed: $(ctl ls)"

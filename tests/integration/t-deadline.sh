@@ -12,13 +12,9 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
 TRICKLE=$SBFS_BUILDDIR/tests/integration/trickle
 [ -x "$TRICKLE" ] || hard_error "$TRICKLE is not built"
-
-sbx_create a
-sbx_start a
-F=$MNT/a/files
+one_sandbox
 TIMEOUT=6
 # Every operation asks the agent: no cache, with change events or without.
 mount_fs "timeout=$TIMEOUT,attr_timeout=0,entry_timeout=0,negative_timeout=0,cache_timeout=0"

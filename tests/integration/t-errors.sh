@@ -14,14 +14,9 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
 # The agent's request log tells how often it was asked.
 agent_wrapper --log-level debug
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 ALOG=$(sbx_agent_log a)
 # Caches off: each stat below reaches the mount.
 mount_fs -d attr_timeout=0,entry_timeout=0,negative_timeout=0

@@ -14,17 +14,7 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
-S=$MNT/a
-
-w() {
-	with_timeout 60 "$@"
-}
+one_sandbox
 
 # within SECONDS CMD...: CMD succeeds within SECONDS.
 within() {

@@ -4,7 +4,8 @@
 # t-example-sync: examples/sandbox-sync against a real mount: the local
 # tree arrives in files/DIR (and files removed locally are removed there),
 # the command runs in DIR, its output is printed and its exit code is the
-# script's; usage and errors.
+# script's; usage and errors; --watch brings back what changes in DIR
+# inside the sandbox, as its events tell, and stops cleanly on SIGTERM.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -30,7 +31,7 @@ printf 'x\n' >"$TMP/proj/src/old.c"
 # ---- usage and errors -------------------------------------------------------------------
 with_timeout 10 sh "$EX" >/dev/null 2>"$TMP/err"
 assert_eq 2 "$?" "exit status without arguments"
-grep -q '^usage: sandbox-sync SRC MOUNT SANDBOX DIR' "$TMP/err" || fail "no usage line"
+grep -q '^usage: sandbox-sync \[--watch\] SRC MOUNT SANDBOX DIR' "$TMP/err" || fail "no usage line"
 with_timeout 10 sh "$EX" "$TMP/proj" "$MNT" nosuch work >/dev/null 2>"$TMP/err"
 assert_eq 2 "$?" "exit status for a missing sandbox"
 grep -q 'no such sandbox' "$TMP/err" || fail "error for a missing sandbox: $(cat "$TMP/err")"
@@ -61,5 +62,27 @@ assert_content "$TMP/out" new.c "a job runs in DIR"
 assert_eq "$(printf 'cd %swork%s && ls src; exit 0' "'" "'")" \
 	"$(with_timeout 30 sed -n 's/.*"-c", *"\(.*\)"\].*/\1/p' "$MNT/box/jobs/latest/cmd")" \
 	"the command line the job ran"
+
+# ---- --watch ------------------------------------------------------------------------------
+# (not under with_timeout: the signal is the script's own)
+sh "$EX" --watch "$TMP/proj" "$MNT" box work \
+	'printf "made by the job\n" >out.txt' >"$TMP/watch.out" 2>"$TMP/watch.err" &
+watcher=$!
+wait_for 30 test -e "$TMP/proj/out.txt" || fail "--watch: the job's output did not come back"
+assert_content "$TMP/proj/out.txt" "made by the job" "--watch: the job's output"
+# A change made inside the sandbox afterwards (as another job would).
+printf 'later\n' >"$B/work/later.txt"
+wait_for 10 test -e "$TMP/proj/later.txt" || fail "--watch: a later change did not come back"
+assert_content "$TMP/proj/later.txt" "later" "--watch: a later change"
+grep -q '"path":"/work/later.txt"' "$TMP/watch.out" ||
+	fail "--watch: the change was not printed: $(cat "$TMP/watch.out")"
+# Outside DIR: not followed.
+printf 'elsewhere\n' >"$B/elsewhere.txt"
+sleep 1
+[ -e "$TMP/proj/elsewhere.txt" ] && fail "--watch: a file outside DIR came back"
+grep -q elsewhere "$TMP/watch.out" && fail "--watch: a change outside DIR was printed"
+kill -TERM "$watcher"
+wait "$watcher"
+assert_eq 0 "$?" "--watch: the exit status after SIGTERM"
 
 finish

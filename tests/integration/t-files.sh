@@ -10,17 +10,8 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs
-
-w() {
-	with_timeout 60 "$@"
-}
 
 # The sandbox's user (who owns its root) is shown as the mounting user.
 SBX_IDS="$(stat -c '%u %g' "$B")"
@@ -125,15 +116,7 @@ assert_errno "No such file or directory" mv "$F/nothing" "$F/x"
 # over it.
 printf 'version 0 %s\n' "$(head -c 3000 /dev/zero | tr '\0' x)" >"$TMP/v"
 w cp "$TMP/v" "$F/atomic"
-(
-	i=1
-	while [ "$i" -le 40 ]; do
-		printf 'version %d %s\n' "$i" "$(head -c 3000 /dev/zero | tr '\0' x)" \
-			>"$F/.atomic.tmp" && mv "$F/.atomic.tmp" "$F/atomic" || exit 1
-		i=$((i + 1))
-	done
-) &
-writer=$!
+replacer "$F/atomic" 40 "$(head -c 3000 /dev/zero | tr '\0' x)"
 bad=0
 reads=0
 end=$(($(date +%s) + 60 * SLOW))

@@ -84,4 +84,49 @@ run_fsx "the backing root after the unmount" --verify-only \
 mount_fs
 run_fsx "the mount after a remount" --verify-only "$F" "$M"
 
+# ---- changes made inside the sandbox ------------------------------------------
+# A fifth of the steps are made in the sandbox's root on the host (fsx
+# --outside), between the mount's steps, as a job or another client makes
+# them: writes, appends, truncates, replacements, renames, unlinks, chmod
+# and utimes, of files open through the mount too. The mount follows the
+# sandbox's change events and keeps its caches for minutes, so each change
+# must show through the mount within fsx's --settle-ms (2 s; events take
+# milliseconds), through the descriptors opened before it as well; every
+# other step is compared exactly. The same seed on a mount without events
+# and with a 60 s attr_timeout must see a change stay hidden: that the
+# round can fail is what makes its passing mean something.
+# Files open through the mount may lose their names in the sandbox: a
+# descriptor then follows its file when it was renamed, and fails (ESTALE)
+# when the name went or now names another file; fsx accepts the failure
+# (a call that succeeds must still agree).
+OUTSIDE="--seed 3 --ops 1000 --workers 2 --max-size 1M --outside-pct 20"
+# The tester first checks itself: on native directories (the outside
+# directory is MOUNTDIR itself) both sides must agree.
+mkdir "$TMP/self" "$TMP/self/a" "$TMP/self/b" || hard_error "mkdir in $TMP"
+# shellcheck disable=SC2086 # word lists
+run_fsx "the self-check, $OUTSIDE" $OUTSIDE --outside "$TMP/self/a" \
+	"$TMP/self/a" "$TMP/self/b" ||
+	die "fsx --outside disagrees with itself on native directories: a bug of the tester"
+rm -rf "$TMP/self"
+with_timeout 30 mkdir "$F/outside" "$F/outside-noevents" ||
+	die "mkdir through the mount"
+mkdir "$M/outside" "$M/outside-noevents" || hard_error "mkdir $M"
+# shellcheck disable=SC2086
+run_fsx "changes made in the sandbox ($OUTSIDE)" $OUTSIDE \
+	--outside "$(sbx_root a)/fsx/outside" "$F/outside" "$M/outside"
+umount_fs
+
+mount_fs noevents,attr_timeout=60
+# shellcheck disable=SC2086
+with_timeout 300 "$FSX" --op-timeout 60 $OUTSIDE \
+	--outside "$(sbx_root a)/fsx/outside-noevents" \
+	"$F/outside-noevents" "$M/outside-noevents" >"$TMP/fsx.out" 2>&1
+_fsx_rc=$?
+sed 's/^/# /' "$TMP/fsx.out"
+if [ "$_fsx_rc" -ne 1 ] ||
+	! grep -q "a change made in the sandbox did not show through the mount" \
+		"$TMP/fsx.out"; then
+	fail "without events and with attr_timeout=60, fsx --outside (exit $_fsx_rc) did not report a change that stayed hidden"
+fi
+
 finish

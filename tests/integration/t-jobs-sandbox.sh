@@ -14,26 +14,9 @@
 # shellcheck disable=SC2016 # job command lines are expanded in the sandbox
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-S=$MNT/a
+one_sandbox
 mkdir "$B/sub" && chown --reference="$B" "$B/sub"
 mount_fs
-
-w() {
-	with_timeout 60 "$@"
-}
-
-# start CMDTEXT: start a job; its id in $job.
-start() {
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	job=$(w sh -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && read -r id <&3 && echo "$id"' \
-		sh "$S/exec" "$1") || fail "start '$1'"
-	[ -n "$job" ] || die "no job id for '$1'"
-}
 
 njobs() {
 	w ls "$S/jobs" | grep -cv '^latest$'
@@ -87,7 +70,7 @@ assert_content "$S/jobs/latest/stdout" "quick 30" "the last quick job"
 assert_eq $((n1 + 30)) "$(njobs)" "jobs after 30 quick ones"
 
 # ---- a stopped agent ---------------------------------------------------------------------
-start 'i=0; while :; do echo "tick $i"; i=$((i+1)); sleep 0.5; done'
+job_start 'i=0; while :; do echo "tick $i"; i=$((i+1)); sleep 0.5; done'
 wait_for 10 grep -q 'tick 1' "$S/jobs/$job/stdout" || fail "the ticking job does not tick"
 pid=$(sbx_agent_pid a)
 [ -n "$pid" ] || die "no agent pid"
@@ -128,9 +111,9 @@ assert_content "$S/jobs/$job/status" cancelled "status after the cancel"
 
 # ---- jobs outlive the mount --------------------------------------------------------------
 marker="sleep 67.$$"
-start "echo before-umount; $marker; echo after"
+job_start "echo before-umount; $marker; echo after"
 kept=$job
-start 'echo finished-before; exit 4'
+job_start 'echo finished-before; exit 4'
 done4=$job
 assert_content "$S/jobs/$done4/exit" 4 "exit of the finished job"
 wait_for 10 grep -q before-umount "$S/jobs/$kept/stdout" || fail "the long job did not start"

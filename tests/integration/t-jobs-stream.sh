@@ -10,27 +10,11 @@
 # shellcheck disable=SC2016 # job command lines are expanded in the sandbox
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-S=$MNT/a
+one_sandbox
 mount_fs
 
-w() {
-	with_timeout 60 "$@"
-}
-
-# start CMDTEXT: start a job; its id in $job.
-start() {
-	# shellcheck disable=SC2016 # expanded by the inner shell
-	job=$(w sh -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && read -r id <&3 && echo "$id"' \
-		sh "$S/exec" "$1") || fail "start '$1'"
-	[ -n "$job" ] || fail "no job id for '$1'"
-}
-
 # ---- cat streams ---------------------------------------------------------------------
-start 'for i in 1 2 3 4; do echo "line $i"; sleep 1; done'
+job_start 'for i in 1 2 3 4; do echo "line $i"; sleep 1; done'
 t0=$(now_ms)
 with_timeout 30 cat "$S/jobs/$job/stdout" >"$TMP/stream" &
 catpid=$!
@@ -46,7 +30,7 @@ assert_eq "$(printf 'line 1\nline 2\nline 3\nline 4')" "$(cat "$TMP/stream")" "t
 assert_content "$S/jobs/$job/status" "exited 0" "status after the stream"
 
 # ---- tail -f follows -------------------------------------------------------------------
-start 'i=1; while [ $i -le 8 ]; do echo "tick $i"; i=$((i+1)); sleep 0.5; done'
+job_start 'i=1; while [ $i -le 8 ]; do echo "tick $i"; i=$((i+1)); sleep 0.5; done'
 t0=$(now_ms)
 # The job takes 4 s; tail's timeout leaves several seconds for a busy
 # machine.
@@ -57,7 +41,7 @@ assert_eq "$(printf 'tick 1\ntick 2\ntick 3')" "$(cat "$TMP/tail")" "tail -f | h
 w cat "$S/jobs/$job/exit" >/dev/null
 
 # ---- exit blocks until the end ------------------------------------------------------------
-start 'sleep 2; exit 5'
+job_start 'sleep 2; exit 5'
 t0=$(now_ms)
 code=$(w cat "$S/jobs/$job/exit")
 t1=$(now_ms)
@@ -65,7 +49,7 @@ assert_eq 5 "$code" "exit of 'sleep 2; exit 5'"
 [ $((t1 - t0)) -ge 1500 ] || fail "reading exit returned after $((t1 - t0)) ms, before the job ended"
 assert_content "$S/jobs/$job/status" "exited 5" "status"
 # Two readers wait together.
-start 'sleep 1; exit 7'
+job_start 'sleep 1; exit 7'
 w cat "$S/jobs/$job/exit" >"$TMP/e1" &
 p1=$!
 w cat "$S/jobs/$job/exit" >"$TMP/e2" &
@@ -77,7 +61,7 @@ assert_content "$TMP/e2" 7 "second waiter"
 # ---- cancel -------------------------------------------------------------------------------
 # A process that can be recognised from outside.
 marker="sleep 61.$$"
-start "echo started; $marker; echo not-cancelled"
+job_start "echo started; $marker; echo not-cancelled"
 wait_for 10 grep -q started "$S/jobs/$job/stdout" 2>/dev/null ||
 	fail "the job to cancel did not start"
 # shellcheck disable=SC2009,SC2317 # exact argv match; called by wait_for
@@ -94,7 +78,7 @@ wait_for 10 sh -c "! ps -eo args | grep -v grep | grep -qx '$marker'" ||
 assert_errno 'Operation canceled' cat "$S/jobs/$job/exit"
 grep -q not-cancelled "$S/jobs/$job/stdout" && fail "the cancelled job went on"
 # A cancel of an ended job changes nothing.
-start 'exit 4'
+job_start 'exit 4'
 w cat "$S/jobs/$job/exit" >/dev/null
 w sh -c "echo cancel >'$S/jobs/$job/ctl'" 2>/dev/null
 assert_content "$S/jobs/$job/status" "exited 4" "status after a late cancel"
@@ -103,7 +87,7 @@ assert_errno 'Invalid argument' sh -c "echo bogus | dd of='$S/jobs/$job/ctl' sta
 # ---- a waiter that gives up ----------------------------------------------------------------
 # Interrupted (as by ^C) while blocked in a read of exit: the read ends,
 # and neither the job nor the mount is hurt.
-start 'sleep 3; echo done'
+job_start 'sleep 3; echo done'
 timeout -s INT 1 cat "$S/jobs/$job/exit" >/dev/null 2>&1
 assert_content "$S/jobs/$job/exit" 0 "exit after an interrupted waiter"
 assert_content "$S/jobs/$job/stdout" "done" "output after an interrupted waiter"

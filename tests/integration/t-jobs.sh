@@ -15,17 +15,8 @@
 # shellcheck disable=SC2016 # job command lines are expanded in the sandbox
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-S=$MNT/a
+one_sandbox
 mount_fs
-
-w() {
-	with_timeout 60 "$@"
-}
 
 # run CMDTEXT: start a job with one write of CMDTEXT and a newline.
 run() {

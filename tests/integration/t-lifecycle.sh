@@ -10,12 +10,7 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 TIMEOUT=3
 CONNECT=2
 mount_fs "timeout=$TIMEOUT,connect_timeout=$CONNECT,attr_timeout=0,entry_timeout=0,negative_timeout=0"

@@ -181,4 +181,31 @@ else
 	fstab_check "mount.fuse3 local:STATE" fuse.sandboxfs
 fi
 
+# ---- a user's mount ---------------------------------------------------------
+# A user mounts through fusermount3, which opens /dev/fuse as the user:
+# where the device is the user's to open, the mount works; where it is
+# not (a container may make it root's alone), sandboxfs says so and why.
+# fusermount3 wants the user in the password database: nobody is.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
+	U=$(id -u nobody 2>/dev/null); then
+	chmod 0711 "$TMP"
+	ud=$TMP/user
+	mkdir -m 0700 "$ud" && mkdir "$ud/mnt" "$ud/state" && chown -R "$U:$U" "$ud"
+	as_u() {
+		with_timeout 30 setpriv --reuid="$U" --regid="$U" --clear-groups "$@"
+	}
+	if as_u sh -c ': <>/dev/fuse' 2>/dev/null; then
+		as_u "$SBFS_MOUNT" -o "state_dir=$ud/state" "$ud/mnt" >"$TMP/out" 2>&1 ||
+			fail "a user's mount: $(cat "$TMP/out")"
+		is_mounted "$ud/mnt" || fail "a user's mount is not there"
+		as_u fusermount3 -u "$ud/mnt" || fail "a user's unmount"
+	else
+		as_u "$SBFS_MOUNT" -o "state_dir=$ud/state" "$ud/mnt" >"$TMP/out" 2>&1 &&
+			fail "a user's mount without /dev/fuse succeeded"
+		grep -q "^sandboxfs: /dev/fuse: Permission denied: a user's mount needs it readable and writable" "$TMP/out" ||
+			fail "a user's mount without /dev/fuse: $(cat "$TMP/out")"
+		note "/dev/fuse is root's alone here: the refusal was checked"
+	fi
+fi
+
 finish

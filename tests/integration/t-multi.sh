@@ -17,10 +17,6 @@ sbx_start one
 sbx_start two
 mount_fs list_cache=0
 
-w() {
-	with_timeout 60 "$@"
-}
-
 assert_eq "one two" "$(w ls "$MNT" | tr '\n' ' ' | sed 's/ $//')" "ls MOUNT"
 printf 'I am one\n' | w tee "$MNT/one/files/who" >/dev/null || fail "write one/who"
 printf 'I am two\n' | w tee "$MNT/two/files/who" >/dev/null || fail "write two/who"

@@ -13,22 +13,20 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs
 
-w() {
-	with_timeout 60 "$@"
+hidden_names() {
+	ls -A "$1" | grep '^\.fuse_hidden' | head -3
 }
-
-# No hidden name left in the sandbox's directory $1.
+no_hidden_now() {
+	[ -z "$(hidden_names "$1")" ]
+}
+# No hidden name left in the sandbox's directory $1 once the last close
+# is served: the kernel sends the release after close(2) has returned.
 no_hidden() {
-	left=$(ls -A "$1" | grep '^\.fuse_hidden' | head -3)
-	[ -z "$left" ] || fail "$2: hidden names left in the sandbox: $left"
+	wait_for 10 no_hidden_now "$1" ||
+		fail "$2: hidden names left in the sandbox: $(hidden_names "$1")"
 }
 
 # 1. Removed while open for reading: the descriptor reads the old bytes.
@@ -77,33 +75,32 @@ assert_content "$F/dir2/f" "inside" "the moved file by its new path"
 assert_errno "No such file or directory" stat "$F/dir1/f"
 
 # 5. Atomic replacement against readers that keep opening the name: every
-# read is a whole version, none fails.
+# read is a whole version, none fails. Two readers, so that one reads a
+# version while the writer swaps the next one in and hides the old one.
 printf 'version 0\n' >"$B/atomic"
-(
-	i=1
-	while [ "$i" -le 100 ]; do
-		printf 'version %d\n' "$i" >"$F/.atomic.tmp" &&
-			mv "$F/.atomic.tmp" "$F/atomic" || exit 1
-		i=$((i + 1))
-	done
-) &
-writer=$!
-bad=0
-reads=0
-while alive "$writer"; do
-	c=$(w cat "$F/atomic" 2>&1)
-	reads=$((reads + 1))
-	case $c in
-	"version "[0-9]*) ;;
-	*)
-		bad=$((bad + 1))
-		note "reader saw: $(echo "$c" | head -c 80)"
-		;;
-	esac
+replacer "$F/atomic" 400
+atomic_reader() {
+	while alive "$writer"; do
+		c=$(w cat "$F/atomic" 2>&1)
+		case $c in
+		"version "[0-9]*) echo ok ;;
+		*) echo "bad: $(echo "$c" | head -c 80)" ;;
+		esac
+	done >"$1"
+}
+atomic_reader "$TMP/reads1" &
+r1=$!
+atomic_reader "$TMP/reads2" &
+r2=$!
+wait "$r1" "$r2"
+reads=$(cat "$TMP/reads1" "$TMP/reads2" | wc -l)
+bad=$(cat "$TMP/reads1" "$TMP/reads2" | grep -c '^bad')
+grep -h '^bad' "$TMP/reads1" "$TMP/reads2" | head -3 | while read -r l; do
+	note "reader saw: $l"
 done
 wait "$writer" || fail "the renaming writer failed"
 assert_eq 0 "$bad" "reads of a name replaced atomically that failed (of $reads)"
-assert_content "$F/atomic" "version 100" "the last version"
+assert_content "$F/atomic" "version 400" "the last version"
 no_hidden "$B" "atomic replacement"
 
 # 6. Many names: the kernel forgets what it looked up (drop_caches), and

@@ -25,10 +25,6 @@ B=$(sbx_root nat)
 F=$MNT/nat/files
 mount_fs
 
-w() {
-	with_timeout 60 "$@"
-}
-
 # ---- info -------------------------------------------------------------------------------
 w cat "$MNT/nat/info" >"$TMP/info" || fail "cat info"
 grep -q '"transport": *"native"' "$TMP/info" || fail "info does not say native: $(cat "$TMP/info")"

@@ -11,14 +11,9 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
 # The agent's request log tells what was asked.
 agent_wrapper --log-level debug
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 ALOG=$(sbx_agent_log a)
 # The walk must fit in attr_timeout (what is read ahead is good for that
 # long); the waits below outlast it.
@@ -29,10 +24,6 @@ mount_fs attr_timeout=$T,entry_timeout=$T,negative_timeout=$T
 # not the query).
 requests() {
 	grep -c "http: GET /sandboxfs/v1/$1" "$ALOG"
-}
-
-w() {
-	with_timeout 60 "$@"
 }
 
 mkdir -p "$B/w/sub"
@@ -58,7 +49,12 @@ for f in "$B"/w/f*; do
 	cat "$f"
 done >"$TMP/walk.direct"
 assert_file_eq "$TMP/walk.direct" "$TMP/walk.mount" "the files read in a walk"
-# w's, and w/sub's ahead of the walker (one level down).
+# w's, and w/sub's ahead of the walker (one level down): that one is
+# asked for once w's answer is in, while the walker reads.
+contents_since() {
+	[ "$(($(requests 'contents ') - contents0))" -ge "$1" ]
+}
+wait_for 10 contents_since 2
 assert_eq 2 "$(($(requests 'contents ') - contents0))" \
 	"GET contents of w and w/sub during the walk"
 assert_eq 0 "$(($(requests 'read ') - reads0))" \

@@ -11,12 +11,7 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 
 TRIES=${SBFS_READS_TRIES:-6}
 BIG=$((200 * 1024 * 1024))

@@ -23,10 +23,6 @@ B=$(sbx_root v1)
 F=$MNT/v1/files
 mount_fs
 
-w() {
-	with_timeout 60 "$@"
-}
-
 # The agent really is strict: no extension in its health answer.
 if command -v curl >/dev/null 2>&1; then
 	h=$(curl -s --max-time 5 --unix-socket "$STATE/sandboxes/v1/boot/agent.sock" \

@@ -13,12 +13,8 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
 [ -x "$SBFS_SYSCALLS" ] || skip "$SBFS_SYSCALLS is not built (make check builds it)"
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
+one_sandbox
 # Without caches: the comparison is of semantics, and attributes may
 # otherwise be attr_timeout old (SEMANTICS.md).
 mount_fs attr_timeout=0,entry_timeout=0,negative_timeout=0

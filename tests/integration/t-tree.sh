@@ -11,13 +11,8 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
 need_cmd tar git
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs
 
 # ---- a source tree ------------------------------------------------------------------

@@ -10,17 +10,8 @@
 
 . "$(dirname "$0")/lib.sh"
 
-need_fuse
-
-sbx_create a
-sbx_start a
-B=$(sbx_root a)
-F=$MNT/a/files
+one_sandbox
 mount_fs timeout=3,connect_timeout=1,write_window=1
-
-w() {
-	with_timeout 60 "$@"
-}
 
 # One process holds the file open and acts on commands from a FIFO: "w"
 # writes the next 256 KiB chunk (chunk k is the letter 64+k repeated),

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fdio: whole reads and writes on a descriptor, however the kernel splits
+ * them (EINTR is retried), and a small file's text. Thread-safe.
+ */
+#ifndef SBFS_COMMON_FDIO_H
+#define SBFS_COMMON_FDIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* All n bytes of p to fd: 0, or -errno (-EIO when the kernel took none). */
+int fdio_write_all(int fd, const void *p, size_t n)
+	__attribute__((warn_unused_result));
+/* All n bytes of p at offset off of fd: 0 or -errno (-EIO as above). */
+int fdio_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
+	__attribute__((warn_unused_result));
+/* Exactly n bytes at offset off of fd into p: 0, -EIO when the file ends
+ * before, or -errno. */
+int fdio_pread_all(int fd, void *p, size_t n, uint64_t off)
+	__attribute__((warn_unused_result));
+/* The first max bytes (at most) of the file at path, NUL-terminated, in
+ * one read (heap; free() it); NULL with errno set on failure. For the
+ * small files of /proc and /sys. */
+char *fdio_read_text(const char *path, size_t max);
+
+#endif

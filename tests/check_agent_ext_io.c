@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Suite agent_ext_io: the file extension's writes that set times or
+ * create the file (PUT write with atime, mtime, create and exclusive) and
+ * GET contents, a directory's small files in one answer, against a real
+ * sandbox-agent, with exact statuses and bodies.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/fsops.h"
+#include "agent/resolve.h"
+#include "common/buf.h"
+#include "common/proto.h"
+#include "common/proto_files.h"
+#include "tests/check_suites.h"
+#include "tests/agent_helpers.h"
+#include "tests/helpers.h"
+
+/* ---- PUT write with times ------------------------------------------------ */
+
+static void lstat_root(const char *rel, struct stat *st)
+{
+	ta_lstat_at(ta_ag.root, rel, st);
+}
+
+static void assert_ts(const struct timespec *ts, long long sec, long nsec)
+{
+	ck_assert_msg(ts->tv_sec == sec && ts->tv_nsec == nsec,
+		      "time %lld.%09ld, wanted %lld.%09ld",
+		      (long long)ts->tv_sec, ts->tv_nsec, sec, nsec);
+}
+
+START_TEST(wire_write_times)
+{
+	struct timespec before, after;
+	struct proto_attr a;
+	struct th_resp r;
+	struct stat st;
+	size_t len;
+	char *text;
+
+	ta_put_file(ta_ag.root, "t", "");
+
+	/* both given: exactly those, after the bytes */
+	ta_ext_write(&ta_ag, "t",
+		     "offset=0&atime=1000000000.000000005"
+		     "&mtime=1500000000.123456789",
+		     "abc", 3, &r);
+	a = ta_expect_attr(ta_ag.root, &r, "t", NULL);
+	ck_assert_uint_eq(a.size, 3);
+	ck_assert_int_eq(a.atime, 1000000000);
+	ck_assert_uint_eq(a.atime_ns, 5);
+	ck_assert_int_eq(a.mtime, 1500000000);
+	ck_assert_uint_eq(a.mtime_ns, 123456789);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, 1000000000, 5);
+	assert_ts(&st.st_mtim, 1500000000, 123456789);
+	text = ta_slurp(ta_ag.root, "t", &len);
+	ck_assert(len == 3 && memcmp(text, "abc", 3) == 0);
+	free(text);
+
+	/* the fields of a timespec as they are: before the epoch too */
+	ta_ext_write(&ta_ag, "t",
+		     "append=1&atime=-1.500000000&mtime=0.000000000", "d", 1,
+		     &r);
+	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "t", NULL).size, 4);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, -1, 500000000);
+	assert_ts(&st.st_mtim, 0, 0);
+
+	/* one given: the other is left alone (atime) or as the write left
+	 * it (mtime) */
+	ta_ext_write(&ta_ag, "t", "offset=0&mtime=1600000000.999999999", "A", 1,
+		     &r);
+	th_resp_cleanup(&r);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, -1, 500000000);
+	assert_ts(&st.st_mtim, 1600000000, 999999999);
+	clock_gettime(CLOCK_REALTIME, &before);
+	ta_ext_write(&ta_ag, "t", "offset=1&atime=1234567890.000000001", "B", 1,
+		     &r);
+	th_resp_cleanup(&r);
+	clock_gettime(CLOCK_REALTIME, &after);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, 1234567890, 1);
+	ck_assert_int_ge(st.st_mtim.tv_sec, before.tv_sec - 1);
+	ck_assert_int_le(st.st_mtim.tv_sec, after.tv_sec + 1);
+
+	/* "omit" is absence */
+	ta_ext_write(&ta_ag, "t", "offset=0&mtime=1000000000.000000000", "a", 1,
+		     &r);
+	th_resp_cleanup(&r);
+	clock_gettime(CLOCK_REALTIME, &before);
+	ta_ext_write(&ta_ag, "t", "offset=0&atime=omit&mtime=omit", "a", 1, &r);
+	th_resp_cleanup(&r);
+	lstat_root("t", &st);
+	assert_ts(&st.st_atim, 1234567890, 1);
+	ck_assert_int_ge(st.st_mtim.tv_sec, before.tv_sec - 1);
+
+	/* "now": the agent's clock, for both */
+	ta_ext_write(&ta_ag, "t",
+		     "offset=0&atime=1.000000000&mtime=1.000000000", "a", 1,
+		     &r);
+	th_resp_cleanup(&r);
+	clock_gettime(CLOCK_REALTIME, &before);
+	ta_ext_write(&ta_ag, "t", "offset=0&atime=now&mtime=now", "a", 1, &r);
+	a = ta_expect_attr(ta_ag.root, &r, "t", NULL);
+	clock_gettime(CLOCK_REALTIME, &after);
+	lstat_root("t", &st);
+	ck_assert_int_ge(st.st_atim.tv_sec, before.tv_sec - 1);
+	ck_assert_int_le(st.st_atim.tv_sec, after.tv_sec + 1);
+	ck_assert_int_ge(st.st_mtim.tv_sec, before.tv_sec - 1);
+	ck_assert_int_le(st.st_mtim.tv_sec, after.tv_sec + 1);
+	ck_assert_int_eq(a.atime, st.st_atim.tv_sec);
+	ck_assert_uint_eq(a.atime_ns, st.st_atim.tv_nsec);
+
+	text = ta_slurp(ta_ag.root, "t", &len);
+	ck_assert(len == 4 && memcmp(text, "aBcd", 4) == 0);
+	free(text);
+
+	/* times need what utimensat needs: on a file the agent's user does
+	 * not own, a given time needs the owner's access, which root's agent
+	 * has (root owns the sandbox: SEMANTICS.md, ownership) */
+	if (geteuid() == 0) {
+		char *p = ta_join(ta_ag.root, "theirs");
+
+		th_write_file(p, "0123", 4);
+		ck_assert(chmod(p, 0644) == 0);
+		ta_ext_write(&ta_ag, "theirs", "offset=0&atime=now&mtime=now",
+			     "a", 1, &r);
+		ck_assert_uint_eq(
+			ta_expect_attr(ta_ag.root, &r, "theirs", NULL).uid, 0);
+		ta_ext_write(&ta_ag, "theirs", "offset=1&mtime=1.000000000",
+			     "b", 1, &r);
+		ck_assert_int_eq(
+			ta_expect_attr(ta_ag.root, &r, "theirs", NULL).mtime,
+			1);
+		text = ta_slurp(ta_ag.root, "theirs", &len);
+		ck_assert(len == 4 && memcmp(text, "ab23", 4) == 0);
+		free(text);
+		free(p);
+	}
+}
+END_TEST
+
+START_TEST(wire_write_times_malformed)
+{
+	static const char *const bad[] = {
+		"",
+		"1",
+		"1.",
+		"1.5",
+		".000000001",
+		"1.00000000",
+		"1.0000000001",
+		"1.00000000x",
+		"1.-00000001",
+		"x.000000000",
+		"1e9.000000000",
+		"99999999999999999999.000000000",
+		"NOW",
+		"now ",
+		"Omit",
+		"later",
+	};
+	struct stat st0, st;
+	struct th_resp r;
+	char how[128];
+	size_t i, len;
+	char *text;
+	int which;
+
+	ta_put_file(ta_ag.root, "t", "keep");
+	lstat_root("t", &st0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		for (which = 0; which < 2; which++) {
+			char *e = ta_qenc(bad[i]);
+
+			snprintf(how, sizeof(how), "offset=0&%s=%s",
+				 which ? "mtime" : "atime", e);
+			free(e);
+			ta_ext_write(&ta_ag, "t", how, "XXXXXXXX", 8, &r);
+			ck_assert_msg(r.status == 400, "%s: %ld", how,
+				      r.status);
+			ta_expect_resp(
+				&r, 400,
+				"REQUEST_INVALID: Request invalid: atime and "
+				"mtime must be SEC.NSEC, now or omit");
+		}
+	}
+	/* one good, one bad: refused as well */
+	ta_ext_write(&ta_ag, "t", "offset=0&atime=now&mtime=soon", "XXXXXXXX",
+		     8, &r);
+	ta_expect_resp(
+		&r, 400,
+		"REQUEST_INVALID: Request invalid: atime and mtime must be "
+		"SEC.NSEC, now or omit");
+	/* nothing was written, nothing moved */
+	text = ta_slurp(ta_ag.root, "t", &len);
+	ck_assert(len == 4 && memcmp(text, "keep", 4) == 0);
+	free(text);
+	lstat_root("t", &st);
+	ck_assert_int_eq(st.st_size, 4);
+	assert_ts(&st.st_mtim, st0.st_mtim.tv_sec, st0.st_mtim.tv_nsec);
+	assert_ts(&st.st_ctim, st0.st_ctim.tv_sec, st0.st_ctim.tv_nsec);
+}
+END_TEST
+
+/* ---- PUT write that creates (version 3) ------------------------------------ */
+
+START_TEST(wire_write_create)
+{
+	struct proto_attr a;
+	struct th_resp r;
+	struct stat st;
+	size_t len;
+	char *text;
+
+	/* absent: made with exactly the mode, bytes and times in one go */
+	ta_ext_write(&ta_ag, "n",
+		     "offset=0&create=640&exclusive=1&mtime=1000000000."
+		     "000000007",
+		     "new", 3, &r);
+	a = ta_expect_attr(ta_ag.root, &r, "n", NULL);
+	ck_assert_uint_eq(a.size, 3);
+	ck_assert_uint_eq(a.perm, 0640);
+	lstat_root("n", &st);
+	ck_assert_uint_eq(st.st_mode & 07777, 0640);
+	assert_ts(&st.st_mtim, 1000000000, 7);
+	text = ta_slurp(ta_ag.root, "n", &len);
+	ck_assert(len == 3 && memcmp(text, "new", 3) == 0);
+	free(text);
+
+	/* exclusive and present: EEXIST, nothing written */
+	ta_ext_write(&ta_ag, "n", "offset=0&create=600&exclusive=1", "XXXX", 4,
+		     &r);
+	ta_expect_resp(&r, 409, "FS_ERROR: EEXIST: File exists: n");
+	text = ta_slurp(ta_ag.root, "n", &len);
+	ck_assert(len == 3 && memcmp(text, "new", 3) == 0);
+	free(text);
+
+	/* not exclusive and present: written as it is, its mode kept */
+	ta_ext_write(&ta_ag, "n", "offset=3&create=600", "er", 2, &r);
+	a = ta_expect_attr(ta_ag.root, &r, "n", NULL);
+	ck_assert_uint_eq(a.size, 5);
+	ck_assert_uint_eq(a.perm, 0640);
+
+	/* an empty body makes an empty file; append creates too */
+	ta_ext_write(&ta_ag, "e", "offset=0&create=644&exclusive=true", "", 0,
+		     &r);
+	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "e", NULL).size, 0);
+	lstat_root("e", &st);
+	ck_assert(S_ISREG(st.st_mode) && st.st_size == 0);
+	ta_ext_write(&ta_ag, "ap", "append=1&create=600", "a", 1, &r);
+	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "ap", NULL).size, 1);
+
+	/* without create nothing is made */
+	ta_ext_write(&ta_ag, "none", "offset=0", "a", 1, &r);
+	ta_expect_resp(&r, 404,
+		       "PATH_NOT_FOUND: No such file in the sandbox: none");
+
+	/* malformed: refused before anything happens */
+	ta_ext_write(&ta_ag, "bad", "offset=0&create=8", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ta_ext_write(&ta_ag, "bad", "offset=0&create=17777", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ta_ext_write(&ta_ag, "bad", "offset=0&create=", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ta_ext_write(&ta_ag, "bad", "offset=0&exclusive=1", "a", 1, &r);
+	ta_expect_resp(&r, 400,
+		       "REQUEST_INVALID: Request invalid: exclusive needs "
+		       "create");
+	ta_ext_write(&ta_ag, "bad", "offset=0&create=644&exclusive=2", "a", 1,
+		     &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	{
+		char *p = ta_join(ta_ag.root, "bad");
+
+		ck_assert(lstat(p, &st) < 0 && errno == ENOENT);
+		free(p);
+	}
+
+	/* the path rules hold: no way out, no symlink followed in between */
+	ta_ext_write(&ta_ag, "../out", "offset=0&create=644", "a", 1, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+}
+END_TEST
+
+/* ---- GET contents (version 4) ------------------------------------------------ */
+
+struct got_file {
+	char name[64];
+	char data[64];
+	size_t len;
+	struct proto_attr a;
+};
+
+/* Decode an answer into files[] (at most max); the count. */
+static size_t decode_contents(const struct th_resp *r, struct got_file *files,
+			      size_t max)
+{
+	size_t pos = 0, n = 0;
+	int rc;
+
+	for (;;) {
+		struct proto_dirent ent;
+		const char *data;
+
+		memset(&ent, 0, sizeof(ent));
+		rc = proto_contents_next(r->body.data, r->body.len, &pos, &ent,
+					 &data);
+		ck_assert_int_ge(rc, 0);
+		if (rc == 0)
+			break;
+		ck_assert_uint_lt(n, max);
+		ck_assert_uint_lt(ent.attr.size, sizeof(files[n].data));
+		snprintf(files[n].name, sizeof(files[n].name), "%s", ent.name);
+		memcpy(files[n].data, data, ent.attr.size);
+		files[n].len = ent.attr.size;
+		files[n].a = ent.attr;
+		free(ent.name);
+		n++;
+	}
+	return n;
+}
+
+static const struct got_file *got_named(const struct got_file *files, size_t n,
+					const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(files[i].name, name) == 0)
+			return &files[i];
+	return NULL;
+}
+
+START_TEST(wire_contents)
+{
+	struct got_file files[16];
+	const struct got_file *g;
+	char etag[PROTO_ETAG_MAX];
+	struct th_resp r;
+	struct stat st;
+	size_t n;
+
+	ta_make_dir(ta_ag.root, "c");
+	ta_make_dir(ta_ag.root, "c/sub");
+	ta_put_file(ta_ag.root, "c/a", "alpha");
+	ta_put_file(ta_ag.root, "c/b", "");
+	ta_put_file(ta_ag.root, "c/big", "0123456789abcdef0123456789");
+	ta_put_file(ta_ag.root, "c/sub/deep", "not this one");
+	{
+		char *p = ta_join(ta_ag.root, "c/link");
+		char *q = ta_join(ta_ag.root, "c/fifo");
+
+		ck_assert(symlink("a", p) == 0);
+		ck_assert(mkfifo(q, 0600) == 0);
+		free(p);
+		free(q);
+	}
+
+	/* regular files only, each whole, with its attributes */
+	ta_ext_get(&ta_ag, "contents", "c", "&maxFile=20", NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_ptr_nonnull(strstr(r.headers.data,
+				     "Content-Type: application/octet-stream"));
+	/* Streamed: each file goes out as it is read. */
+	ck_assert_ptr_nonnull(
+		strcasestr(r.headers.data, "Transfer-Encoding: chunked"));
+	n = decode_contents(&r, files, 16);
+	th_resp_cleanup(&r);
+	ck_assert_uint_eq(n, 2);
+	g = got_named(files, n, "a");
+	ck_assert_ptr_nonnull(g);
+	ck_assert(g->len == 5 && memcmp(g->data, "alpha", 5) == 0);
+	lstat_root("c/a", &st);
+	ck_assert_uint_eq(g->a.ino, st.st_ino);
+	ck_assert_uint_eq(g->a.perm, st.st_mode & 07777);
+	proto_attr_etag(&g->a, etag);
+	ck_assert(etag[0] == '"');
+	g = got_named(files, n, "b");
+	ck_assert(g != NULL && g->len == 0);
+	ck_assert_ptr_null(got_named(files, n, "big"));
+
+	/* the default maxFile takes the big one too */
+	ta_ext_get(&ta_ag, "contents", "c", NULL, NULL, &r);
+	n = decode_contents(&r, files, 16);
+	th_resp_cleanup(&r);
+	ck_assert_uint_eq(n, 3);
+	g = got_named(files, n, "big");
+	ck_assert(g != NULL && g->len == 26);
+
+	/* maxBytes ends the answer at the first file that does not fit */
+	ta_ext_get(&ta_ag, "contents", "c", "&maxBytes=4", NULL, &r);
+	n = decode_contents(&r, files, 16);
+	th_resp_cleanup(&r);
+	ck_assert_uint_le(n, 1);
+	if (n == 1)
+		ck_assert_str_eq(files[0].name, "b");
+
+	/* the root, an empty answer, errors */
+	ta_ext_get(&ta_ag, "contents", "", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	th_resp_cleanup(&r);
+	ta_ext_get(&ta_ag, "contents", "c/sub/deep", NULL, NULL, &r);
+	ta_expect_resp(&r, 409,
+		       "FS_ERROR: ENOTDIR: Not a directory: c/sub/deep");
+	ta_ext_get(&ta_ag, "contents", "nowhere", NULL, NULL, &r);
+	ta_expect_resp(&r, 404,
+		       "PATH_NOT_FOUND: No such file in the sandbox: nowhere");
+	ta_ext_get(&ta_ag, "contents", "../x", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 400);
+	th_resp_cleanup(&r);
+	ta_ext_get(&ta_ag, "contents", "c/link", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 409);
+	th_resp_cleanup(&r);
+	ta_ext_get(&ta_ag, "contents", "c", "&maxFile=1048577", NULL, &r);
+	ta_expect_resp(&r, 400,
+		       "REQUEST_INVALID: Request invalid: maxFile must be at "
+		       "most 1048576");
+	ta_ext_get(&ta_ag, "contents", "c", "&maxBytes=x", NULL, &r);
+	ta_expect_resp(&r, 400,
+		       "REQUEST_INVALID: Request invalid: maxBytes must be "
+		       "at most 16777216");
+}
+END_TEST
+
+Suite *make_agent_ext_io_suite(void)
+{
+	Suite *s = suite_create("agent_ext_io");
+
+	TA_CASE(s, "io", ta_agent_setup, ta_agent_teardown, 120,
+		wire_write_times, wire_write_times_malformed, wire_write_create,
+		wire_contents);
+	return s;
+}
