@@ -30,6 +30,7 @@
 #include "client/local_state.h"
 #include "client/provider_local.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "client/transport.h"
 
@@ -253,12 +254,11 @@ END_TEST
 
 Suite *make_e2e_suite(void)
 {
+	const TTest *tests[] = {restart_is_picked_up_with_one_new_activation,
+				a_command_of_unknown_outcome_is_not_run_twice,
+				NULL};
 	Suite *s = suite_create("e2e");
-	TCase *tc = tcase_create("real agents");
 
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, restart_is_picked_up_with_one_new_activation);
-	tcase_add_test(tc, a_command_of_unknown_outcome_is_not_run_twice);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "real agents", 120, tests);
 	return s;
 }

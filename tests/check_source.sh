@@ -7,7 +7,7 @@
 #    src/agent, src/fs and src/ctl compiled with another layer's flags
 #    must stop the build (tried here for every pair);
 #  - each library's headers only where the layers say: libcurl in
-#    src/client/transport.c, cJSON in src/common/proto*.c, libmicrohttpd
+#    src/client/transport_curl.c, cJSON in src/common/proto*.c, libmicrohttpd
 #    in src/agent/http*.c and http_i.h (the server), FUSE in src/fs/;
 #  - no function that cannot be bounded or is not reentrant (strcpy,
 #    strcat, sprintf, vsprintf, gets, system, popen, tmpnam, mktemp,
@@ -88,7 +88,7 @@ only() {
 	extra=$(comm -23 "$tmp/got" "$tmp/allowed")
 	[ -z "$extra" ] || fail "<$pat> included outside its place: $extra"
 }
-only 'curl/' src/client/transport.c
+only 'curl/' src/client/transport_curl.c
 only 'cjson/' $(cd "$SRC" && ls src/common/proto*.c src/common/proto_i.h)
 only 'microhttpd.h' src/agent/http.c src/agent/http_i.h src/agent/http_access.c \
 	src/agent/http_reply.c src/agent/http_cache.c

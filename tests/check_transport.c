@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The transport core beyond the seed's scenarios (those are in
- * check_transport_seed.c): connection reuse and concurrency, every
- * deadline (connect, response headers, success-body idle), body bounds,
- * redirects, the route policy and credential checks, the label decision,
- * gone sandboxes, typed file-extension refusals, the errno a user sees
- * for each outcome (SEMANTICS.md, errors), and transport_http for providers. A few
- * cases check the stub agent itself, since every other case trusts it.
+ * check_transport_seed.c): connection reuse and concurrency, redirects,
+ * the route policy and credential checks, the label decision, gone
+ * sandboxes, typed file-extension refusals and the errno a user sees for
+ * each outcome (SEMANTICS.md, errors). The deadlines are
+ * check_transport_deadline.c's, transport_http and the stub agent itself
+ * check_transport_http.c's.
  *
  * Everything runs on loopback against stub_agent and stub_provider; no
  * real agent or provider is involved.
@@ -26,18 +26,17 @@
 #include "client/provider.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
-#define SESSION "session"
 /* Deadline for the cases that measure one (small, to keep them quick). */
 #define SHORT_MS 200L
 /* Deadline for the cases that must not hit one. */
 #define LONG_MS 5000L
-
-static const char TEXT[] = "text/plain; charset=utf-8";
 
 static struct transport *new_transport(struct stub_provider *sp,
 				       long response_ms)
@@ -46,82 +45,6 @@ static struct transport *new_transport(struct stub_provider *sp,
 
 	stub_transport_config(&cfg, response_ms, true);
 	return stub_transport_new(sp, &cfg);
-}
-
-static const char *cred(unsigned g)
-{
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
-
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
-}
-
-static bool slot_empty(struct transport *t)
-{
-	char url[256];
-
-	return !transport_test_cached_url(t, SESSION, url, sizeof(url));
-}
-
-static bool slot_is(struct transport *t, const char *want)
-{
-	char url[256];
-
-	return transport_test_cached_url(t, SESSION, url, sizeof(url)) &&
-	       strcmp(url, want) == 0;
-}
-
-static void req_init(struct transport_req *req, const char *method,
-		     const char *path, const char *op, bool idempotent)
-{
-	memset(req, 0, sizeof(*req));
-	req->op = op;
-	/* The cases here send reads (safe to repeat) and commands. */
-	req->cls = idempotent ? TRANSPORT_SAFE : TRANSPORT_COMMAND;
-	req->method = method;
-	req->path = path;
-	req->max_body = 65536;
-}
-
-/* A GET on the session (a read: idempotent). */
-static int get(struct transport *t, const char *path,
-	       struct transport_resp *resp, struct sbx_error *err)
-{
-	struct transport_req req;
-
-	req_init(&req, "GET", path, TRANSPORT_OP_READ, true);
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, SESSION, &req, resp, err);
-}
-
-/* A POST that may run a command (not idempotent). */
-static int exec_post(struct transport *t, const char *path,
-		     struct transport_resp *resp, struct sbx_error *err)
-{
-	static const char body[] = "{\"command\":[\"true\"],\"timeoutMs\":5000,"
-				   "\"cwd\":null,\"env\":{}}";
-	struct transport_req req;
-
-	req_init(&req, "POST", path, TRANSPORT_OP_EXEC, false);
-	req.content_type = "application/json";
-	req.body = body;
-	req.body_len = sizeof(body) - 1;
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, SESSION, &req, resp, err);
 }
 
 /* An agent whose activation succeeds and whose other routes answer
@@ -140,14 +63,14 @@ static enum stub_next pong_handler(struct stub_agent *s,
 
 	(void)s;
 	pthread_mutex_lock(&a->mu);
-	if (is(req, "POST", "/v1/activate"))
+	if (tt_is(req, "POST", "/v1/activate"))
 		a->activations++;
 	else
 		a->pings++;
 	pthread_mutex_unlock(&a->mu);
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	return answered(stub_reply(fd, 200, TEXT, "pong"));
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "pong"));
 }
 
 static unsigned pong_activations(struct pong_agent *a)
@@ -160,62 +83,44 @@ static unsigned pong_activations(struct pong_agent *a)
 	return n;
 }
 
-/* An agent that reads the request and never answers. */
-static enum stub_next silent_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	(void)req;
-	(void)fd;
-	(void)arg;
-	stub_wait(s, STUB_IDLE_MS);
-	return STUB_CLOSE;
-}
-
 /* ---- connection reuse and concurrency ------------------------------------ */
 
 /* Twenty sequential reads on one sandbox share one TCP connection. */
 START_TEST(keep_alive_reuses_one_connection)
 {
 	struct pong_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	int i, rc;
 
-	s = stub_agent_start(pong_handler, &a);
-	t = new_transport(sp, LONG_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	tt_env_start(&e, pong_handler, &a, LONG_MS, TT_CONNECTED);
 	for (i = 0; i < 20; i++) {
-		rc = get(t, "/v1/ping", &resp, &err);
+		rc = tt_get(e.t, "/v1/ping", &resp, &err);
 		ck_assert_msg(rc == 0, "request %d: %d %s", i, rc, err.reason);
 		ck_assert_int_eq(resp.status, 200);
 		ck_assert_uint_eq(resp.body.len, 4);
 		ck_assert_mem_eq(resp.body.data, "pong", 4);
 		transport_resp_cleanup(&resp);
 	}
-	ck_assert_uint_eq(stub_agent_requests(s), 20);
-	ck_assert_uint_eq(stub_agent_accepts(s), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 20);
+	ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
 
 	/* Forgetting the connection makes the next request fetch and
 	 * activate afresh. */
-	transport_forget(t, SESSION);
-	ck_assert(slot_empty(t));
-	stub_provider_set_route(sp, stub_agent_url(s));
-	rc = get(t, "/v1/ping", &resp, &err);
+	transport_forget(e.t, TT_SESSION);
+	ck_assert(tt_slot_empty(e.t));
+	stub_provider_set_route(e.sp, stub_agent_url(e.s));
+	rc = tt_get(e.t, "/v1/ping", &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(pong_activations(&a), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	ck_assert(slot_is(t, stub_agent_url(s)));
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
+	ck_assert(tt_slot_is(e.t, stub_agent_url(e.s)));
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -241,15 +146,15 @@ static enum stub_next tally_handler(struct stub_agent *s,
 	int n = 0;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate")) {
+	if (tt_is(req, "POST", "/v1/activate")) {
 		pthread_mutex_lock(&ta->mu);
 		ta->activations++;
 		pthread_mutex_unlock(&ta->mu);
-		return answered(stub_reply(fd, 204, NULL, NULL));
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	}
-	if (is(req, "GET", "/v1/echo") && q != NULL)
+	if (tt_is(req, "GET", "/v1/echo") && q != NULL)
 		n = sscanf(q + 4, "%u", &id);
-	else if (is(req, "POST", "/v1/echo"))
+	else if (tt_is(req, "POST", "/v1/echo"))
 		n = sscanf(req->body, "{\"id\":%u}", &id);
 	pthread_mutex_lock(&ta->mu);
 	if (n == 1 && id < THREADS * PER_THREAD)
@@ -258,9 +163,9 @@ static enum stub_next tally_handler(struct stub_agent *s,
 		ta->strays++;
 	pthread_mutex_unlock(&ta->mu);
 	if (n != 1)
-		return answered(stub_reply(fd, 400, TEXT, "no id"));
+		return tt_answered(stub_reply(fd, 400, TT_TEXT, "no id"));
 	snprintf(echo, sizeof(echo), "%u", id);
-	return answered(stub_reply(fd, 200, TEXT, echo));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, echo));
 }
 
 struct worker {
@@ -285,18 +190,19 @@ static void *worker_main(void *arg)
 		id = w->index * PER_THREAD + j;
 		if (w->index % 2 == 0) {
 			snprintf(body, sizeof(body), "{\"id\":%u}", id);
-			req_init(&req, "POST", "/v1/echo", TRANSPORT_OP_EXEC,
-				 false);
+			tt_req_init(&req, "POST", "/v1/echo", TRANSPORT_OP_EXEC,
+				    TRANSPORT_COMMAND);
 			req.content_type = "application/json";
 			req.body = body;
 			req.body_len = strlen(body);
 		} else {
 			snprintf(path, sizeof(path), "/v1/echo?id=%u", id);
-			req_init(&req, "GET", path, TRANSPORT_OP_READ, true);
+			tt_req_init(&req, "GET", path, TRANSPORT_OP_READ,
+				    TRANSPORT_SAFE);
 		}
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
-		rc = transport_send(w->t, SESSION, &req, &resp, &err);
+		rc = transport_send(w->t, TT_SESSION, &req, &resp, &err);
 		snprintf(want, sizeof(want), "%u", id);
 		if (rc == 0 && resp.status == 200 && resp.body.data != NULL &&
 		    strcmp(resp.body.data, want) == 0)
@@ -319,19 +225,15 @@ static void *worker_main(void *arg)
 START_TEST(concurrent_requests_share_one_activation_without_replay)
 {
 	struct tally ta = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct worker w[THREADS];
 	pthread_t th[THREADS];
-	struct stub_agent *s;
-	struct transport *t;
 	unsigned i;
 
-	s = stub_agent_start(tally_handler, &ta);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	t = new_transport(sp, LONG_MS);
+	tt_env_start(&e, tally_handler, &ta, LONG_MS, TT_ROUTED);
 	memset(w, 0, sizeof(w));
 	for (i = 0; i < THREADS; i++) {
-		w[i].t = t;
+		w[i].t = e.t;
 		w[i].index = i;
 		ck_assert(pthread_create(&th[i], NULL, worker_main, &w[i]) ==
 			  0);
@@ -348,414 +250,13 @@ START_TEST(concurrent_requests_share_one_activation_without_replay)
 	ck_assert_uint_eq(ta.strays, 0);
 	ck_assert_uint_eq(ta.activations, 1);
 	pthread_mutex_unlock(&ta.mu);
-	ck_assert_uint_eq(stub_agent_requests(s), THREADS * PER_THREAD + 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_JUDGE), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), THREADS * PER_THREAD + 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_JUDGE), 1);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
-}
-END_TEST
-
-/* ---- deadlines ----------------------------------------------------------- */
-
-/*
- * A connect that nobody completes (a loopback listener whose accept queue
- * is full: Linux drops the SYNs) ends at the connect deadline, far before
- * the response deadline, as a retryable unreachable error. Both the first
- * fetch-and-activate and the refresh after a cached route's connect
- * failure are bounded so.
- */
-START_TEST(connect_deadline_bounds_a_swallowed_connect)
-{
-	struct stub_provider *sp;
-	struct stub_blackhole bh;
-	struct transport_config cfg;
-	struct transport_resp resp;
-	struct transport *t;
-	struct sbx_error err;
-	long long t0, elapsed;
-	int cached, rc;
-
-	rc = stub_blackhole_open(&bh);
-	if (rc == -EAGAIN) {
-		/* Some network stacks complete the connect anyway; then no
-		 * loopback address can stand for an unresponsive host. */
-		fprintf(stderr, "connect deadline: skipped, this system "
-				"completes connects to a full accept queue\n");
-		return;
-	}
-	ck_assert_int_eq(rc, 0);
-	for (cached = 0; cached <= 1; cached++) {
-		sp = stub_provider_new();
-		stub_provider_set_route(sp, bh.url);
-		stub_transport_config(&cfg, LONG_MS, true);
-		cfg.connect_timeout_ms = 300;
-		t = stub_transport_new(sp, &cfg);
-		if (cached)
-			transport_test_set_connection(t, SESSION, bh.url,
-						      cred(0));
-		t0 = th_now_ms();
-		rc = exec_post(t, "/v1/exec", &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= 250 && elapsed < 2500,
-			      "cached=%d: %lld ms", cached, elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 "SANDBOX_UNREACHABLE");
-		ck_assert(err.retryable);
-		ck_assert(slot_empty(t));
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-		transport_free(t);
-		stub_provider_free(sp);
-	}
-	stub_blackhole_close(&bh);
-}
-END_TEST
-
-/*
- * An agent that reads the request and never answers: the error comes at
- * the response deadline, SANDBOX_UNREACHABLE (retryable) for a read and
- * SANDBOX_OUTCOME_UNKNOWN (not retryable) for a command; the request is
- * delivered once, the route is dropped and the provider is not asked for
- * a new one.
- */
-START_TEST(response_deadline_is_never_replayed)
-{
-	int command;
-
-	for (command = 0; command <= 1; command++) {
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
-		struct sbx_error err;
-		long long t0, elapsed;
-		int rc;
-
-		s = stub_agent_start(silent_handler, NULL);
-		stub_provider_set_route(sp, stub_agent_url(s));
-		t = new_transport(sp, SHORT_MS);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		t0 = th_now_ms();
-		rc = command ? exec_post(t, "/v1/exec", &resp, &err)
-			     : get(t, "/v1/files?path=a", &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
-				      elapsed < 3 * SHORT_MS,
-			      "%lld ms", elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
-		ck_assert_int_eq(err.retryable, !command);
-		ck_assert_int_eq(sbx_error_errno(&err), -EIO);
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
-		ck_assert_uint_eq(stub_agent_accepts(s), 1);
-		ck_assert(slot_empty(t));
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
-	}
-}
-END_TEST
-
-/* A success whose body stops after a few bytes. */
-static enum stub_next stalled_success_handler(struct stub_agent *s,
-					      const struct stub_req *req,
-					      int fd, void *arg)
-{
-	(void)req;
-	(void)arg;
-	if (stub_reply_head(fd, 200, "application/x-ndjson", 100, NULL) == 0 &&
-	    stub_sendf(fd, "{\"t\":\"stdout\"") == 0)
-		stub_wait(s, STUB_IDLE_MS);
-	return STUB_CLOSE;
-}
-
-static int sink_to_buf(void *arg, const void *data, size_t len)
-{
-	return buf_append(arg, data, len);
-}
-
-/*
- * A 200 whose body stalls ends at the body idle deadline: unreachable
- * (retryable) for a buffered read, outcome unknown for a streamed
- * command; never replayed.
- */
-START_TEST(stalled_success_body_meets_the_idle_deadline)
-{
-	int command;
-
-	for (command = 0; command <= 1; command++) {
-		struct stub_provider *sp = stub_provider_new();
-		struct buf streamed = BUF_INIT(4096);
-		struct transport_req req;
-		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
-		struct sbx_error err;
-		long long t0, elapsed;
-		int rc;
-
-		s = stub_agent_start(stalled_success_handler, NULL);
-		t = new_transport(sp, SHORT_MS);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		if (command) {
-			req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				 false);
-			req.sink = sink_to_buf;
-			req.sink_arg = &streamed;
-		} else {
-			req_init(&req, "GET", "/v1/files?path=a",
-				 TRANSPORT_OP_READ, true);
-		}
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		t0 = th_now_ms();
-		rc = transport_send(t, SESSION, &req, &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
-				      elapsed < 3 * SHORT_MS,
-			      "%lld ms", elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
-		ck_assert_int_eq(err.retryable, !command);
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
-		if (command)
-			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-
-		buf_cleanup(&streamed);
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
-	}
-}
-END_TEST
-
-/* A success body that trickles: one byte every 50 ms, never silent for
- * long. */
-static enum stub_next trickle_handler(struct stub_agent *s,
-				      const struct stub_req *req, int fd,
-				      void *arg)
-{
-	int i;
-
-	(void)req;
-	(void)arg;
-	if (stub_reply_head(fd, 200, TEXT, 100, NULL) != 0)
-		return STUB_CLOSE;
-	for (i = 0; i < 100; i++)
-		if (stub_send(fd, "t", 1) != 0 || !stub_wait(s, 50))
-			break;
-	return STUB_CLOSE;
-}
-
-/*
- * A body that never pauses long enough for the idle deadline still ends
- * at the request's overall deadline_ms, and is not asked for again.
- */
-START_TEST(overall_deadline_bounds_a_trickling_body)
-{
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_req req;
-	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
-	struct sbx_error err;
-	long long t0, elapsed;
-	int rc;
-
-	s = stub_agent_start(trickle_handler, NULL);
-	t = new_transport(sp, SHORT_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
-	req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ, true);
-	req.deadline_ms = 2 * SHORT_MS;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_send(t, SESSION, &req, &resp, &err);
-	elapsed = th_now_ms() - t0;
-	transport_resp_cleanup(&resp);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
-		      "%lld ms", elapsed);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
-
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
-}
-END_TEST
-
-static enum stub_next big_success_handler(struct stub_agent *s,
-					  const struct stub_req *req, int fd,
-					  void *arg)
-{
-	char body[5000];
-
-	(void)s;
-	(void)req;
-	(void)arg;
-	memset(body, 'b', sizeof(body));
-	return answered(stub_reply_n(fd, 200, TEXT, body, sizeof(body)));
-}
-
-static int refusing_sink(void *arg, const void *data, size_t len)
-{
-	(void)arg;
-	(void)data;
-	(void)len;
-	return -ECANCELED;
-}
-
-/*
- * A buffered success body over max_body is -EFBIG, and is not asked for
- * twice; a sink that refuses the bytes ends the transfer with its own
- * errno.
- */
-START_TEST(success_body_bounds)
-{
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_req req;
-	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
-	struct sbx_error err;
-	int rc;
-
-	s = stub_agent_start(big_success_handler, NULL);
-	t = new_transport(sp, LONG_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
-
-	req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ, true);
-	req.max_body = 1000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
-	ck_assert_int_eq(rc, -EFBIG);
-	ck_assert_int_eq(sbx_error_errno(&err), -EFBIG);
-	ck_assert_uint_le(resp.body.len, 1000);
-	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
-
-	/* The same body fits a larger bound. */
-	req.max_body = 5000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_uint_eq(resp.body.len, 5000);
-	transport_resp_cleanup(&resp);
-
-	req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC, false);
-	req.sink = refusing_sink;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
-	ck_assert_int_eq(rc, -ECANCELED);
-	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_requests(s), 3);
-
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
-}
-END_TEST
-
-struct health_agent {
-	pthread_mutex_t mu;
-	const char *answer;
-	unsigned polls;
-};
-
-static enum stub_next health_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	struct health_agent *h = arg;
-	const char *answer;
-
-	(void)s;
-	if (!is(req, "GET", "/v1/health"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	pthread_mutex_lock(&h->mu);
-	h->polls++;
-	answer = h->answer;
-	pthread_mutex_unlock(&h->mu);
-	return answered(stub_reply(fd, 200, "application/json", answer));
-}
-
-/*
- * Readiness is polled every ready_interval_ms and given up at
- * ready_timeout_ms with SANDBOX_UNREACHABLE: here the image command
- * failed, so the agent never counts as ready. The same agent reporting
- * ready passes at once and fills the health answer.
- */
-START_TEST(readiness_wait_gives_up_at_its_deadline)
-{
-	struct health_agent h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_config cfg;
-	struct proto_health health;
-	struct stub_agent *s;
-	struct transport *t;
-	struct sbx_error err;
-	long long t0, elapsed;
-	int rc;
-
-	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
-		   "\"imageCommand\":{\"status\":\"failed\"}}";
-	s = stub_agent_start(health_handler, &h);
-	/* A poll cut off by the deadline may drop the connection: the
-	 * provider can hand the route out again. */
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_transport_config(&cfg, SHORT_MS, true);
-	cfg.ready_timeout_ms = 400;
-	cfg.ready_interval_ms = 50;
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
-
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_wait_ready(t, SESSION, NULL, &err);
-	elapsed = th_now_ms() - t0;
-	ck_assert_int_lt(rc, 0);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_msg(elapsed >= 380 && elapsed < 1500, "%lld ms", elapsed);
-	pthread_mutex_lock(&h.mu);
-	ck_assert_uint_ge(h.polls, 3);
-	ck_assert_uint_le(h.polls, 10);
-	h.answer =
-		"{\"protocolVersion\":1,\"status\":\"ready\","
-		"\"imageCommand\":{\"status\":\"running\"},\"bootId\":\"b1\"}";
-	pthread_mutex_unlock(&h.mu);
-
-	sbx_error_clear(&err);
-	memset(&health, 0, sizeof(health));
-	rc = transport_wait_ready(t, SESSION, &health, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_int_eq(health.protocol_version, 1);
-	ck_assert_str_eq(health.status, "ready");
-	ck_assert_str_eq(health.boot_id, "b1");
-
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -775,17 +276,16 @@ static enum stub_next redirect_handler(struct stub_agent *s,
 	(void)s;
 	(void)req;
 	snprintf(extra, sizeof(extra), "Location: %s\r\n", r->location);
-	return answered(stub_reply_head(fd, 302, NULL, 0, extra));
+	return tt_answered(stub_reply_head(fd, 302, NULL, 0, extra));
 }
 
 /* A 302 to another agent is an error, and the other agent sees nothing. */
 START_TEST(redirects_are_not_followed)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_resp resp;
 	struct stub_agent *a, *b;
 	struct redirect r;
-	struct transport *t;
 	struct sbx_error err;
 	int rc;
 
@@ -793,10 +293,11 @@ START_TEST(redirects_are_not_followed)
 	snprintf(r.location, sizeof(r.location), "%sv1/ping",
 		 stub_agent_url(b));
 	a = stub_agent_start(redirect_handler, &r);
-	t = new_transport(sp, LONG_MS);
-	transport_test_set_connection(t, SESSION, stub_agent_url(a), cred(7));
+	tt_env_start(&e, NULL, NULL, LONG_MS, 0);
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(a),
+				      tt_cred(7));
 
-	rc = get(t, "/v1/ping", &resp, &err);
+	rc = tt_get(e.t, "/v1/ping", &resp, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_int_eq(err.status, 302);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
@@ -804,12 +305,12 @@ START_TEST(redirects_are_not_followed)
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(stub_agent_requests(a), 1);
 	ck_assert_uint_eq(stub_agent_accepts(b), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
 
-	transport_free(t);
+	transport_free(e.t);
 	stub_agent_stop(a);
 	stub_agent_stop(b);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 END_TEST
 
@@ -866,7 +367,7 @@ START_TEST(route_policy_refusal_reads_no_credential)
 		}
 		stub_provider_set_route(sp, route);
 		t = new_transport(sp, LONG_MS);
-		rc = get(t, "/v1/ping", &resp, &err);
+		rc = tt_get(t, "/v1/ping", &resp, &err);
 		transport_resp_cleanup(&resp);
 		assert_transport_invalid(rc, &err);
 		stub_provider_last_checked_route(sp, checked, sizeof(checked));
@@ -875,7 +376,7 @@ START_TEST(route_policy_refusal_reads_no_credential)
 				  0);
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RECORD), 0);
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_JUDGE), 0);
-		ck_assert(slot_empty(t));
+		ck_assert(tt_slot_empty(t));
 		transport_free(t);
 		stub_provider_free(sp);
 	}
@@ -950,7 +451,7 @@ START_TEST(credential_validation)
 		else
 			stub_provider_set_generation(sp, 7);
 		t = new_transport(sp, LONG_MS);
-		rc = get(t, "/v1/ping", &resp, &err);
+		rc = tt_get(t, "/v1/ping", &resp, &err);
 		transport_resp_cleanup(&resp);
 		if (i < nbad) {
 			assert_transport_invalid(rc, &err);
@@ -962,13 +463,13 @@ START_TEST(credential_validation)
 		} else {
 			ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 			ck_assert_uint_eq(pong_activations(&a), 1);
-			ck_assert(slot_is(t, stub_agent_url(s)));
+			ck_assert(tt_slot_is(t, stub_agent_url(s)));
 		}
 		if (i <= nbad) {
 			ck_assert_uint_eq(stub_agent_accepts(s), 0);
 			ck_assert_uint_eq(
 				stub_provider_calls(sp, STUB_CALL_RECORD), 0);
-			ck_assert(slot_empty(t));
+			ck_assert(tt_slot_empty(t));
 		}
 		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
 				  1);
@@ -984,7 +485,7 @@ END_TEST
 static void record_with_label(struct provider_record *r, const char *value)
 {
 	memset(r, 0, sizeof(*r));
-	snprintf(r->id, sizeof(r->id), "%s", SESSION);
+	snprintf(r->id, sizeof(r->id), "%s", TT_SESSION);
 	r->state = PROVIDER_STATE_RUNNING;
 	if (value != NULL) {
 		r->labels = xcalloc(1, sizeof(*r->labels));
@@ -1004,11 +505,10 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 {
 	static const char *const unknown[] = {"unknown", "", "native-file-v2",
 					      "NATIVE-FILE-V1"};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct provider_record r;
 	struct transport_caps caps;
 	enum transport_kind kind;
-	struct transport *t;
 	struct sbx_error err;
 	size_t i;
 	int rc;
@@ -1030,29 +530,28 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 		provider_record_cleanup(&r);
 	}
 
-	stub_provider_set_label(sp, STUB_LABEL_UNKNOWN);
-	stub_provider_set_route(sp, "http://127.0.0.1:9/");
-	t = new_transport(sp, SHORT_MS);
+	tt_env_start(&e, NULL, NULL, SHORT_MS, 0);
+	stub_provider_set_label(e.sp, STUB_LABEL_UNKNOWN);
+	stub_provider_set_route(e.sp, "http://127.0.0.1:9/");
 	sbx_error_clear(&err);
-	rc = transport_session_kind(t, SESSION, TRANSPORT_OP_READ, &kind, NULL,
-				    &err);
+	rc = transport_session_kind(e.t, TT_SESSION, TRANSPORT_OP_READ, &kind,
+				    NULL, &err);
 	assert_transport_invalid(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_session_caps(t, SESSION, &caps, &err);
+	rc = transport_session_caps(e.t, TT_SESSION, &caps, &err);
 	assert_transport_invalid(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_resume(t, SESSION, NULL, &err);
+	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
 	ck_assert_str_eq(err.failure, SBX_FAIL_TRANSPORT_INVALID);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RESUME), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_STOP), 0);
-	ck_assert_uint_ge(stub_provider_calls(sp, STUB_CALL_RECORD), 3);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP), 0);
+	ck_assert_uint_ge(stub_provider_calls(e.sp, STUB_CALL_RECORD), 3);
 
-	transport_free(t);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -1069,32 +568,30 @@ static void assert_gone(int rc, const struct sbx_error *err)
  * and nothing is resumed, stopped, routed or read. */
 START_TEST(gone_sandbox_is_enoent)
 {
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct transport_caps caps;
 	enum transport_kind kind;
-	struct transport *t;
 	struct sbx_error err;
 	int rc;
 
-	stub_provider_set_gone(sp, true);
-	t = new_transport(sp, SHORT_MS);
+	tt_env_start(&e, NULL, NULL, SHORT_MS, 0);
+	stub_provider_set_gone(e.sp, true);
 	sbx_error_clear(&err);
-	rc = transport_session_kind(t, SESSION, TRANSPORT_OP_READ, &kind, NULL,
-				    &err);
+	rc = transport_session_kind(e.t, TT_SESSION, TRANSPORT_OP_READ, &kind,
+				    NULL, &err);
 	assert_gone(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_session_caps(t, SESSION, &caps, &err);
+	rc = transport_session_caps(e.t, TT_SESSION, &caps, &err);
 	assert_gone(rc, &err);
 	sbx_error_clear(&err);
-	rc = transport_resume(t, SESSION, NULL, &err);
+	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	assert_gone(rc, &err);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RESUME), 0);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_STOP), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP), 0);
 
-	transport_free(t);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -1113,7 +610,7 @@ static enum stub_next fs_refusal_handler(struct stub_agent *s,
 
 	(void)s;
 	(void)req;
-	return answered(stub_reply(fd, f->status, TEXT, f->body));
+	return tt_answered(stub_reply(fd, f->status, TT_TEXT, f->body));
 }
 
 /*
@@ -1138,28 +635,22 @@ START_TEST(typed_fs_error_keeps_the_route)
 	size_t i;
 
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct transport_req req;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		int rc;
 
-		s = stub_agent_start(fs_refusal_handler,
-				     (void *)&rows[i].answer);
-		stub_provider_set_route(sp, stub_agent_url(s));
-		t = new_transport(sp, LONG_MS);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		req_init(&req, "POST", "/v1/ext/mkdir", TRANSPORT_OP_FILES,
-			 true);
+		tt_env_start(&e, fs_refusal_handler, (void *)&rows[i].answer,
+			     LONG_MS, TT_ROUTED | TT_CONNECTED);
+		tt_req_init(&req, "POST", "/v1/ext/mkdir", TRANSPORT_OP_FILES,
+			    TRANSPORT_SAFE);
 		req.content_type = "application/json";
 		req.body = "{\"path\":\"a\"}";
 		req.body_len = strlen(req.body);
 		transport_resp_init(&resp);
 		sbx_error_clear(&err);
-		rc = transport_send(t, SESSION, &req, &resp, &err);
+		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(rc == -rows[i].err, "row %zu: %d %s", i, rc,
 			      err.reason);
@@ -1169,14 +660,13 @@ START_TEST(typed_fs_error_keeps_the_route)
 		ck_assert(!err.retryable);
 		ck_assert_int_eq(err.status, rows[i].answer.status);
 		ck_assert_int_eq(sbx_error_errno(&err), -rows[i].err);
-		ck_assert(slot_is(t, stub_agent_url(s)));
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL),
+		ck_assert(tt_slot_is(e.t, stub_agent_url(e.s)));
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
 				  0);
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		ck_assert_uint_eq(
+			stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -1308,287 +798,25 @@ START_TEST(outcome_errno_mapping)
 }
 END_TEST
 
-/* ---- transport_http ------------------------------------------------------ */
-
-struct http_seen {
-	pthread_mutex_t mu;
-	char method[16];
-	char target[2048];
-	char auth[512];
-	char headers[2048];
-	char body[256];
-	char location[128];
-};
-
-static enum stub_next http_handler(struct stub_agent *s,
-				   const struct stub_req *req, int fd,
-				   void *arg)
-{
-	struct http_seen *h = arg;
-	char big[5000], extra[192];
-
-	(void)s;
-	pthread_mutex_lock(&h->mu);
-	snprintf(h->method, sizeof(h->method), "%s", req->method);
-	snprintf(h->target, sizeof(h->target), "%s", req->target);
-	snprintf(h->auth, sizeof(h->auth), "%s", req->auth);
-	snprintf(h->headers, sizeof(h->headers), "%s", req->headers);
-	snprintf(h->body, sizeof(h->body), "%s", req->body);
-	snprintf(extra, sizeof(extra), "Location: %s\r\n", h->location);
-	pthread_mutex_unlock(&h->mu);
-	if (strcmp(req->path, "/plain") == 0)
-		return answered(stub_reply(fd, 200, "application/json",
-					   "{\"hello\":1}"));
-	if (strcmp(req->path, "/redirect") == 0)
-		return answered(stub_reply_head(fd, 302, NULL, 0, extra));
-	if (strcmp(req->path, "/big") == 0) {
-		memset(big, 'b', sizeof(big));
-		return answered(stub_reply_n(fd, 200, TEXT, big, sizeof(big)));
-	}
-	if (strcmp(req->path, "/stall") == 0) {
-		stub_wait(s, STUB_IDLE_MS);
-		return STUB_CLOSE;
-	}
-	return answered(stub_reply(fd, 404, NULL, NULL));
-}
-
-static void http_req(struct transport_http_req *hr, const char *method,
-		     const char *url)
-{
-	memset(hr, 0, sizeof(*hr));
-	hr->method = method;
-	hr->url = url;
-	hr->max_body = 65536;
-	hr->connect_timeout_ms = 2000;
-	hr->timeout_ms = 5000;
-}
-
-/*
- * transport_http, the providers' plain client: a GET with extra headers
- * and a POST with a typed body arrive as sent; a 3xx is returned, not
- * followed (the target sees nothing); a body over max_body is -EFBIG; a
- * refused port and a silent server are errors within their deadlines.
- */
-START_TEST(transport_http_is_bounded_and_follows_nothing)
-{
-	static const char *const headers[] = {"Authorization: Bearer secret",
-					      "X-Test: 1", NULL};
-	struct http_seen h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct transport_http_req hr;
-	struct transport_resp resp;
-	struct stub_agent *s, *other;
-	struct sbx_error err;
-	char url[256], refused[64];
-	long long t0, elapsed;
-	int rc;
-
-	other = stub_agent_start(NULL, NULL);
-	snprintf(h.location, sizeof(h.location), "%splain",
-		 stub_agent_url(other));
-	s = stub_agent_start(http_handler, &h);
-
-	snprintf(url, sizeof(url), "%splain?x=1", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	hr.headers = headers;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_int_eq(resp.status, 200);
-	ck_assert_str_eq(resp.body.data, "{\"hello\":1}");
-	ck_assert_str_eq(resp.content_type, "application/json");
-	transport_resp_cleanup(&resp);
-	pthread_mutex_lock(&h.mu);
-	ck_assert_str_eq(h.method, "GET");
-	ck_assert_str_eq(h.target, "/plain?x=1");
-	ck_assert_str_eq(h.auth, "Bearer secret");
-	ck_assert_ptr_nonnull(strstr(h.headers, "X-Test: 1\r\n"));
-	pthread_mutex_unlock(&h.mu);
-
-	snprintf(url, sizeof(url), "%splain", stub_agent_url(s));
-	http_req(&hr, "POST", url);
-	hr.content_type = "application/json";
-	hr.body = "{\"a\":2}";
-	hr.body_len = 7;
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	transport_resp_cleanup(&resp);
-	pthread_mutex_lock(&h.mu);
-	ck_assert_str_eq(h.method, "POST");
-	ck_assert_str_eq(h.body, "{\"a\":2}");
-	ck_assert_ptr_nonnull(
-		strstr(h.headers, "Content-Type: application/json\r\n"));
-	pthread_mutex_unlock(&h.mu);
-
-	snprintf(url, sizeof(url), "%sredirect", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_int_eq(resp.status, 302);
-	transport_resp_cleanup(&resp);
-	ck_assert_uint_eq(stub_agent_accepts(other), 0);
-
-	snprintf(url, sizeof(url), "%sbig", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	hr.max_body = 1000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_int_eq(rc, -EFBIG);
-	transport_resp_cleanup(&resp);
-	hr.max_body = 5000;
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_uint_eq(resp.body.len, 5000);
-	transport_resp_cleanup(&resp);
-
-	stub_refused_url(refused, sizeof(refused));
-	http_req(&hr, "GET", refused);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_int_ne(err.code, SBX_OK);
-	transport_resp_cleanup(&resp);
-
-	snprintf(url, sizeof(url), "%sstall", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	hr.timeout_ms = 300;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_http(&hr, &resp, &err);
-	elapsed = th_now_ms() - t0;
-	ck_assert_int_lt(rc, 0);
-	ck_assert_int_ne(err.code, SBX_OK);
-	ck_assert_msg(elapsed >= 280 && elapsed < 2000, "%lld ms", elapsed);
-	transport_resp_cleanup(&resp);
-
-	stub_agent_stop(s);
-	stub_agent_stop(other);
-}
-END_TEST
-
-/* ---- the stub agent itself ----------------------------------------------- */
-
-struct stall_probe {
-	bool full; /* what stub_wait returned */
-	unsigned nth;
-};
-
-static enum stub_next stall_probe_handler(struct stub_agent *s,
-					  const struct stub_req *req, int fd,
-					  void *arg)
-{
-	struct stall_probe *p = arg;
-
-	if (strcmp(req->path, "/stall") == 0) {
-		p->full = stub_wait(s, STUB_IDLE_MS);
-		return STUB_CLOSE;
-	}
-	p->nth = req->nth;
-	if (strcmp(req->path, "/last") == 0) {
-		stub_reply(fd, 200, TEXT, "last");
-		return STUB_CLOSE;
-	}
-	return answered(stub_reply(fd, 200, TEXT, "more"));
-}
-
-/*
- * The fixtures the other cases trust: two requests on one connection are
- * one accept and two requests; a stalled handler ends as soon as the stub
- * stops; the refused URL refuses.
- */
-START_TEST(stub_agent_counts_and_stops_promptly)
-{
-	static const char two[] = "GET /first HTTP/1.1\r\nHost: x\r\n\r\n"
-				  "POST /last HTTP/1.1\r\nHost: x\r\n"
-				  "Content-Length: 3\r\n\r\nabc";
-	static const char stall[] = "GET /stall HTTP/1.1\r\nHost: x\r\n\r\n";
-	struct stall_probe p = {.full = true};
-	struct buf out = BUF_INIT(65536);
-	struct stub_agent *s;
-	char refused[64];
-	unsigned port;
-	long long t0;
-
-	s = stub_agent_start(stall_probe_handler, &p);
-	ck_assert_int_gt(
-		th_raw(stub_agent_port(s), two, sizeof(two) - 1, &out, 2000),
-		0);
-	ck_assert_ptr_nonnull(strstr(out.data, "HTTP/1.1 200 OK\r\n"));
-	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\nmore"));
-	ck_assert_ptr_nonnull(strstr(out.data, "\r\n\r\nlast"));
-	ck_assert_uint_eq(stub_agent_accepts(s), 1);
-	ck_assert_uint_eq(stub_agent_requests(s), 2);
-
-	buf_reset(&out);
-	ck_assert_int_eq(
-		th_raw(stub_agent_port(s), stall, sizeof(stall) - 1, &out, 100),
-		0);
-	ck_assert(stub_agent_wait_requests(s, 3, 2000));
-	t0 = th_now_ms();
-	stub_agent_stop(s);
-	ck_assert_int_lt(th_now_ms() - t0, 1000);
-	ck_assert(!p.full);
-	ck_assert_uint_eq(p.nth, 2);
-
-	stub_refused_url(refused, sizeof(refused));
-	ck_assert_int_eq(sscanf(refused, "http://127.0.0.1:%u/", &port), 1);
-	ck_assert_int_eq(th_raw(port, stall, sizeof(stall) - 1, &out, 500), -1);
-	buf_cleanup(&out);
-}
-END_TEST
-
 Suite *make_transport_suite(void)
 {
+	const TTest *t_pool[] = {
+		keep_alive_reuses_one_connection,
+		concurrent_requests_share_one_activation_without_replay, NULL};
+	const TTest *t_policy[] = {
+		redirects_are_not_followed,
+		route_policy_refusal_reads_no_credential,
+		credential_validation,
+		unknown_label_fails_closed_before_any_route_or_credential,
+		gone_sandbox_is_enoent,
+		typed_fs_error_keeps_the_route,
+		NULL};
+	const TTest *t_errno[] = {refusal_errno_mapping, outcome_errno_mapping,
+				  NULL};
 	Suite *s = suite_create("transport");
-	TCase *tc;
 
-	tc = tcase_create("pool");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, keep_alive_reuses_one_connection);
-	tcase_add_test(tc,
-		       concurrent_requests_share_one_activation_without_replay);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("deadlines");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, connect_deadline_bounds_a_swallowed_connect);
-	tcase_add_test(tc, response_deadline_is_never_replayed);
-	tcase_add_test(tc, stalled_success_body_meets_the_idle_deadline);
-	tcase_add_test(tc, overall_deadline_bounds_a_trickling_body);
-	tcase_add_test(tc, success_body_bounds);
-	tcase_add_test(tc, readiness_wait_gives_up_at_its_deadline);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("policy");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, redirects_are_not_followed);
-	tcase_add_test(tc, route_policy_refusal_reads_no_credential);
-	tcase_add_test(tc, credential_validation);
-	tcase_add_test(
-		tc, unknown_label_fails_closed_before_any_route_or_credential);
-	tcase_add_test(tc, gone_sandbox_is_enoent);
-	tcase_add_test(tc, typed_fs_error_keeps_the_route);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("errno");
-	tcase_add_test(tc, refusal_errno_mapping);
-	tcase_add_test(tc, outcome_errno_mapping);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("http");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, transport_http_is_bounded_and_follows_nothing);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("stub");
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, stub_agent_counts_and_stops_promptly);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "pool", 60, t_pool);
+	tcase_table(s, "policy", 30, t_policy);
+	tcase_table(s, "errno", 0, t_errno);
 	return s;
 }

@@ -6,7 +6,10 @@
  * for it (an exchange, the wait for a connection another request is
  * refreshing), except a request that says it outlives it; the readiness
  * deadline bounds the activation too, and a readiness probe drops only the
- * connection that carried its answer (rules 7).
+ * connection that carried its answer (rules 7). Also the connect deadline,
+ * the response deadline of a silent agent, the idle deadline inside a
+ * success body, a success body's bounds and the readiness wait's own
+ * deadline.
  *
  * Everything runs on loopback against stub_agent and stub_provider.
  */
@@ -22,66 +25,45 @@
 #include "common/buf.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
-#define SESSION "session"
+/* Deadline for the cases that measure one (small, to keep them quick). */
+#define SHORT_MS 200L
+/* Deadline for the cases that must not hit one. */
+#define LONG_MS 5000L
 
-static const char TEXT[] = "text/plain; charset=utf-8";
-
-static const char *cred(unsigned g)
+/* A command whose output goes into streamed, or a buffered read of
+ * read_path, on e's session: its rc, and how long it took in *elapsed. */
+static int timed_send(struct tt_env *e, bool command, const char *read_path,
+		      struct buf *streamed, long long *elapsed,
+		      struct sbx_error *err)
 {
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
+	struct transport_req req;
+	struct transport_resp resp;
+	long long t0;
+	int rc;
 
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
-}
-
-static void req_init(struct transport_req *req, const char *method,
-		     const char *path, const char *op, enum transport_class cls)
-{
-	memset(req, 0, sizeof(*req));
-	req->op = op;
-	req->cls = cls;
-	req->method = method;
-	req->path = path;
-	req->max_body = 65536;
-}
-
-static int sink_to_buf(void *arg, const void *data, size_t len)
-{
-	return buf_append(arg, data, len);
-}
-
-/* A success answer whose five body bytes come one a second. */
-static enum stub_next trickle_handler(struct stub_agent *s,
-				      const struct stub_req *req, int fd,
-				      void *arg)
-{
-	int i;
-
-	(void)req;
-	(void)arg;
-	if (stub_reply_head(fd, 200, TEXT, 5, NULL) != 0)
-		return STUB_CLOSE;
-	for (i = 0; i < 5; i++)
-		if (stub_send(fd, "t", 1) != 0 || !stub_wait(s, 1000))
-			break;
-	return STUB_CLOSE;
+	if (command) {
+		tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+			    TRANSPORT_COMMAND);
+		req.sink = tt_sink_to_buf;
+		req.sink_arg = streamed;
+	} else {
+		tt_req_init(&req, "GET", read_path, TRANSPORT_OP_READ,
+			    TRANSPORT_SAFE);
+	}
+	transport_resp_init(&resp);
+	sbx_error_clear(err);
+	t0 = th_now_ms();
+	rc = transport_send(e->t, TT_SESSION, &req, &resp, err);
+	*elapsed = th_now_ms() - t0;
+	transport_resp_cleanup(&resp);
+	return rc;
 }
 
 /*
@@ -92,69 +74,36 @@ static enum stub_next trickle_handler(struct stub_agent *s,
  */
 START_TEST(trickling_answer_fails_at_the_response_deadline)
 {
+	/* Five body bytes, one a second. */
+	static struct tt_trickle trickle = {5, 1000};
 	int command;
 
 	for (command = 0; command <= 1; command++) {
-		struct stub_provider *sp = stub_provider_new();
+		struct tt_env e;
 		struct buf streamed = BUF_INIT(4096);
-		struct transport_config cfg;
-		struct transport_req req;
-		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
-		long long t0, elapsed;
+		long long elapsed;
 		int rc;
 
-		s = stub_agent_start(trickle_handler, NULL);
-		stub_transport_config(&cfg, 1500, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		if (command) {
-			req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
-				 TRANSPORT_COMMAND);
-			req.sink = sink_to_buf;
-			req.sink_arg = &streamed;
-		} else {
-			req_init(&req, "GET", "/v1/files?path=slow",
-				 TRANSPORT_OP_READ, TRANSPORT_SAFE);
-		}
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		t0 = th_now_ms();
-		rc = transport_send(t, SESSION, &req, &resp, &err);
-		elapsed = th_now_ms() - t0;
-		transport_resp_cleanup(&resp);
+		tt_env_start(&e, tt_trickle_handler, &trickle, 1500,
+			     TT_CONNECTED);
+		rc = timed_send(&e, command, "/v1/files?path=slow", &streamed,
+				&elapsed, &err);
 		ck_assert_msg(rc < 0, "the trickle was waited for to its end");
 		ck_assert_msg(elapsed >= 1400 && elapsed < 3500, "%lld ms",
 			      elapsed);
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 command ? "SANDBOX_OUTCOME_UNKNOWN"
 					 : "SANDBOX_UNREACHABLE");
-		ck_assert_uint_eq(stub_agent_requests(s), 1);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 		if (command)
 			ck_assert_uint_lt(streamed.len, 5);
 
 		buf_cleanup(&streamed);
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
-
-/* Reads the request and never answers. */
-static enum stub_next silent_handler(struct stub_agent *s,
-				     const struct stub_req *req, int fd,
-				     void *arg)
-{
-	(void)req;
-	(void)fd;
-	(void)arg;
-	stub_wait(s, STUB_IDLE_MS);
-	return STUB_CLOSE;
-}
 
 static int timed_get(struct transport *t, const char *path, long deadline_ms,
 		     bool outlives_op, long long *elapsed,
@@ -165,13 +114,13 @@ static int timed_get(struct transport *t, const char *path, long deadline_ms,
 	long long t0;
 	int rc;
 
-	req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
 	req.deadline_ms = deadline_ms;
 	req.outlives_op = outlives_op;
 	transport_resp_init(&resp);
 	sbx_error_clear(err);
 	t0 = th_now_ms();
-	rc = transport_send(t, SESSION, &req, &resp, err);
+	rc = transport_send(t, TT_SESSION, &req, &resp, err);
 	*elapsed = th_now_ms() - t0;
 	transport_resp_cleanup(&resp);
 	return rc;
@@ -186,39 +135,34 @@ static int timed_get(struct transport *t, const char *path, long deadline_ms,
  */
 START_TEST(operation_deadline_bounds_each_exchange)
 {
-	struct stub_provider *sp = stub_provider_new();
-	struct stub_agent *s;
-	struct transport *t;
-	struct transport_config cfg;
+	struct tt_env e;
 	struct sbx_error err;
 	long long elapsed;
 	int rc;
 
-	s = stub_agent_start(silent_handler, NULL);
-	stub_transport_config(&cfg, 5000, true);
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
+	tt_env_start(&e, tt_silent_handler, NULL, 5000, TT_CONNECTED);
 
 	ck_assert_int_eq(transport_op_deadline(), 0);
 	transport_op_clear_timed_out();
 	transport_op_set_deadline(transport_now_ms() + 400);
-	rc = timed_get(t, "/v1/files?path=a", 0, false, &elapsed, &err);
+	rc = timed_get(e.t, "/v1/files?path=a", 0, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 350 && elapsed < 2000, "%lld ms", elapsed);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
 	ck_assert(transport_op_timed_out());
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
 	/* Past the deadline: refused before anything is sent. */
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
-	rc = timed_get(t, "/v1/files?path=b", 0, false, &elapsed, &err);
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(e.s),
+				      tt_cred(7));
+	rc = timed_get(e.t, "/v1/files?path=b", 0, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed < 200, "%lld ms", elapsed);
-	ck_assert_uint_eq(stub_agent_requests(s), 1);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
 	/* A request that outlives the operation has its own deadline. */
 	transport_op_set_deadline(transport_now_ms() + 300);
-	rc = timed_get(t, "/v1/files?path=c", 1200, true, &elapsed, &err);
+	rc = timed_get(e.t, "/v1/files?path=c", 1200, true, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 1100 && elapsed < 3000, "%lld ms", elapsed);
 
@@ -227,14 +171,13 @@ START_TEST(operation_deadline_bounds_each_exchange)
 	transport_op_set_deadline(0);
 	transport_op_clear_timed_out();
 	ck_assert(!transport_op_timed_out());
-	transport_test_set_connection(t, SESSION, stub_agent_url(s), cred(7));
-	rc = timed_get(t, "/v1/files?path=d", 600, false, &elapsed, &err);
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(e.s),
+				      tt_cred(7));
+	rc = timed_get(e.t, "/v1/files?path=d", 600, false, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 550 && elapsed < 2500, "%lld ms", elapsed);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -257,20 +200,20 @@ static enum stub_next slow_activation_handler(struct stub_agent *s,
 
 	pthread_mutex_lock(&a->mu);
 	ms = a->activate_ms;
-	if (is(req, "POST", "/v1/activate"))
+	if (tt_is(req, "POST", "/v1/activate"))
 		a->activations++;
 	else
 		a->others++;
 	pthread_mutex_unlock(&a->mu);
-	if (is(req, "POST", "/v1/activate")) {
+	if (tt_is(req, "POST", "/v1/activate")) {
 		if (!stub_wait(s, ms))
 			return STUB_CLOSE;
-		return answered(stub_reply(fd, 204, NULL, NULL));
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	}
-	if (is(req, "GET", "/v1/health"))
-		return answered(
+	if (tt_is(req, "GET", "/v1/health"))
+		return tt_answered(
 			stub_reply(fd, 200, "application/json", a->health));
-	return answered(stub_reply(fd, 200, TEXT, "pong"));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "pong"));
 }
 
 struct bg_get {
@@ -286,10 +229,10 @@ static void *bg_get_main(void *arg)
 	struct transport_resp resp;
 	struct sbx_error err;
 
-	req_init(&req, "GET", "/v1/ping", TRANSPORT_OP_READ, TRANSPORT_SAFE);
+	tt_req_init(&req, "GET", "/v1/ping", TRANSPORT_OP_READ, TRANSPORT_SAFE);
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	g->rc = transport_send(g->t, SESSION, &req, &resp, &err);
+	g->rc = transport_send(g->t, TT_SESSION, &req, &resp, &err);
 	snprintf(g->reason, sizeof(g->reason), "%s", err.reason);
 	transport_resp_cleanup(&resp);
 	return NULL;
@@ -373,7 +316,7 @@ START_TEST(readiness_deadline_bounds_the_activation)
 
 	sbx_error_clear(&err);
 	t0 = th_now_ms();
-	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
 	elapsed = th_now_ms() - t0;
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
@@ -388,7 +331,7 @@ START_TEST(readiness_deadline_bounds_the_activation)
 	transport_free(t);
 	t = stub_transport_new(sp, &cfg);
 	sbx_error_clear(&err);
-	rc = transport_wait_ready(t, SESSION, NULL, &err);
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 
 	transport_free(t);
@@ -404,7 +347,8 @@ struct two_boots {
 	pthread_mutex_t mu;
 	struct transport *t;
 	struct stub_agent *second;
-	unsigned first_polls, second_polls;
+	unsigned first_polls;
+	struct tt_health ready; /* the second boot */
 };
 
 static const char AWAITING[] =
@@ -420,29 +364,14 @@ static enum stub_next first_boot_handler(struct stub_agent *s,
 	struct two_boots *b = arg;
 
 	(void)s;
-	if (!is(req, "GET", "/v1/health"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
+	if (!tt_is(req, "GET", "/v1/health"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
 	pthread_mutex_lock(&b->mu);
 	b->first_polls++;
 	pthread_mutex_unlock(&b->mu);
-	transport_test_set_connection(b->t, SESSION, stub_agent_url(b->second),
-				      cred(8));
-	return answered(stub_reply(fd, 200, "application/json", AWAITING));
-}
-
-static enum stub_next second_boot_handler(struct stub_agent *s,
-					  const struct stub_req *req, int fd,
-					  void *arg)
-{
-	struct two_boots *b = arg;
-
-	(void)s;
-	if (!is(req, "GET", "/v1/health"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	pthread_mutex_lock(&b->mu);
-	b->second_polls++;
-	pthread_mutex_unlock(&b->mu);
-	return answered(stub_reply(fd, 200, "application/json", READY));
+	transport_test_set_connection(b->t, TT_SESSION,
+				      stub_agent_url(b->second), tt_cred(8));
+	return tt_answered(stub_reply(fd, 200, "application/json", AWAITING));
 }
 
 /*
@@ -453,7 +382,9 @@ static enum stub_next second_boot_handler(struct stub_agent *s,
  */
 START_TEST(readiness_probe_drops_only_its_own_connection)
 {
-	struct two_boots b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct two_boots b = {
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.ready = {.mu = PTHREAD_MUTEX_INITIALIZER, .answer = READY}};
 	struct stub_provider *sp = stub_provider_new();
 	struct transport_config cfg;
 	struct stub_agent *first;
@@ -461,23 +392,25 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 	char url[256];
 	int rc;
 
-	b.second = stub_agent_start(second_boot_handler, &b);
+	b.second = stub_agent_start(tt_health_handler, &b.ready);
 	first = stub_agent_start(first_boot_handler, &b);
 	stub_provider_never(sp, STUB_CALL_ROUTE);
 	stub_transport_config(&cfg, 5000, true);
 	b.t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(b.t, SESSION, stub_agent_url(first),
-				      cred(7));
+	transport_test_set_connection(b.t, TT_SESSION, stub_agent_url(first),
+				      tt_cred(7));
 
 	sbx_error_clear(&err);
-	rc = transport_wait_ready(b.t, SESSION, NULL, &err);
+	rc = transport_wait_ready(b.t, TT_SESSION, NULL, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	pthread_mutex_lock(&b.mu);
 	ck_assert_uint_eq(b.first_polls, 1);
-	ck_assert_uint_eq(b.second_polls, 1);
 	pthread_mutex_unlock(&b.mu);
+	pthread_mutex_lock(&b.ready.mu);
+	ck_assert_uint_eq(b.ready.polls, 1);
+	pthread_mutex_unlock(&b.ready.mu);
 	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
-	ck_assert(transport_test_cached_url(b.t, SESSION, url, sizeof(url)));
+	ck_assert(transport_test_cached_url(b.t, TT_SESSION, url, sizeof(url)));
 	ck_assert_str_eq(url, stub_agent_url(b.second));
 
 	transport_free(b.t);
@@ -487,17 +420,344 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 }
 END_TEST
 
+/* ---- connect, response, idle and readiness deadlines --------------------- */
+
+/*
+ * A connect that nobody completes (a loopback listener whose accept queue
+ * is full: Linux drops the SYNs) ends at the connect deadline, far before
+ * the response deadline, as a retryable unreachable error. Both the first
+ * fetch-and-activate and the refresh after a cached route's connect
+ * failure are bounded so.
+ */
+START_TEST(connect_deadline_bounds_a_swallowed_connect)
+{
+	struct stub_provider *sp;
+	struct stub_blackhole bh;
+	struct transport_config cfg;
+	struct transport_resp resp;
+	struct transport *t;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int cached, rc;
+
+	rc = stub_blackhole_open(&bh);
+	if (rc == -EAGAIN) {
+		/* Some network stacks complete the connect anyway; then no
+		 * loopback address can stand for an unresponsive host. */
+		fprintf(stderr, "connect deadline: skipped, this system "
+				"completes connects to a full accept queue\n");
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	for (cached = 0; cached <= 1; cached++) {
+		sp = stub_provider_new();
+		stub_provider_set_route(sp, bh.url);
+		stub_transport_config(&cfg, LONG_MS, true);
+		cfg.connect_timeout_ms = 300;
+		t = stub_transport_new(sp, &cfg);
+		if (cached)
+			transport_test_set_connection(t, TT_SESSION, bh.url,
+						      tt_cred(0));
+		t0 = th_now_ms();
+		rc = tt_exec_post(t, "/v1/exec", &resp, &err);
+		elapsed = th_now_ms() - t0;
+		transport_resp_cleanup(&resp);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_msg(elapsed >= 250 && elapsed < 2500,
+			      "cached=%d: %lld ms", cached, elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 "SANDBOX_UNREACHABLE");
+		ck_assert(err.retryable);
+		ck_assert(tt_slot_empty(t));
+		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
+		transport_free(t);
+		stub_provider_free(sp);
+	}
+	stub_blackhole_close(&bh);
+}
+END_TEST
+
+/*
+ * An agent that reads the request and never answers: the error comes at
+ * the response deadline, SANDBOX_UNREACHABLE (retryable) for a read and
+ * SANDBOX_OUTCOME_UNKNOWN (not retryable) for a command; the request is
+ * delivered once, the route is dropped and the provider is not asked for
+ * a new one.
+ */
+START_TEST(response_deadline_is_never_replayed)
+{
+	int command;
+
+	for (command = 0; command <= 1; command++) {
+		struct tt_env e;
+		struct transport_resp resp;
+		struct sbx_error err;
+		long long t0, elapsed;
+		int rc;
+
+		tt_env_start(&e, tt_silent_handler, NULL, SHORT_MS,
+			     TT_ROUTED | TT_CONNECTED);
+		t0 = th_now_ms();
+		rc = command ? tt_exec_post(e.t, "/v1/exec", &resp, &err)
+			     : tt_get(e.t, "/v1/files?path=a", &resp, &err);
+		elapsed = th_now_ms() - t0;
+		transport_resp_cleanup(&resp);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
+				      elapsed < 3 * SHORT_MS,
+			      "%lld ms", elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 command ? "SANDBOX_OUTCOME_UNKNOWN"
+					 : "SANDBOX_UNREACHABLE");
+		ck_assert_int_eq(err.retryable, !command);
+		ck_assert_int_eq(sbx_error_errno(&err), -EIO);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
+		ck_assert(tt_slot_empty(e.t));
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
+
+		tt_env_stop(&e);
+	}
+}
+END_TEST
+
+/* A success whose body stops after a few bytes. */
+static enum stub_next stalled_success_handler(struct stub_agent *s,
+					      const struct stub_req *req,
+					      int fd, void *arg)
+{
+	(void)req;
+	(void)arg;
+	if (stub_reply_head(fd, 200, "application/x-ndjson", 100, NULL) == 0 &&
+	    stub_sendf(fd, "{\"t\":\"stdout\"") == 0)
+		stub_wait(s, STUB_IDLE_MS);
+	return STUB_CLOSE;
+}
+
+/*
+ * A 200 whose body stalls ends at the body idle deadline: unreachable
+ * (retryable) for a buffered read, outcome unknown for a streamed
+ * command; never replayed.
+ */
+START_TEST(stalled_success_body_meets_the_idle_deadline)
+{
+	int command;
+
+	for (command = 0; command <= 1; command++) {
+		struct tt_env e;
+		struct buf streamed = BUF_INIT(4096);
+		struct sbx_error err;
+		long long elapsed;
+		int rc;
+
+		tt_env_start(&e, stalled_success_handler, NULL, SHORT_MS,
+			     TT_CONNECTED);
+		rc = timed_send(&e, command, "/v1/files?path=a", &streamed,
+				&elapsed, &err);
+		ck_assert_int_lt(rc, 0);
+		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
+				      elapsed < 3 * SHORT_MS,
+			      "%lld ms", elapsed);
+		ck_assert_str_eq(sbx_code_name(err.code),
+				 command ? "SANDBOX_OUTCOME_UNKNOWN"
+					 : "SANDBOX_UNREACHABLE");
+		ck_assert_int_eq(err.retryable, !command);
+		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		if (command)
+			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  0);
+
+		buf_cleanup(&streamed);
+		tt_env_stop(&e);
+	}
+}
+END_TEST
+
+/*
+ * A body that never pauses long enough for the idle deadline still ends
+ * at the request's overall deadline_ms, and is not asked for again.
+ */
+START_TEST(overall_deadline_bounds_a_trickling_body)
+{
+	/* One byte every 50 ms: never silent for long. */
+	struct tt_trickle trickle = {100, 50};
+	struct tt_env e;
+	struct transport_req req;
+	struct transport_resp resp;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int rc;
+
+	tt_env_start(&e, tt_trickle_handler, &trickle, SHORT_MS, TT_CONNECTED);
+	tt_req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ,
+		    TRANSPORT_SAFE);
+	req.deadline_ms = 2 * SHORT_MS;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	elapsed = th_now_ms() - t0;
+	transport_resp_cleanup(&resp);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
+		      "%lld ms", elapsed);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+
+	tt_env_stop(&e);
+}
+END_TEST
+
+static enum stub_next big_success_handler(struct stub_agent *s,
+					  const struct stub_req *req, int fd,
+					  void *arg)
+{
+	char body[5000];
+
+	(void)s;
+	(void)req;
+	(void)arg;
+	memset(body, 'b', sizeof(body));
+	return tt_answered(stub_reply_n(fd, 200, TT_TEXT, body, sizeof(body)));
+}
+
+static int refusing_sink(void *arg, const void *data, size_t len)
+{
+	(void)arg;
+	(void)data;
+	(void)len;
+	return -ECANCELED;
+}
+
+/*
+ * A buffered success body over max_body is -EFBIG, and is not asked for
+ * twice; a sink that refuses the bytes ends the transfer with its own
+ * errno.
+ */
+START_TEST(success_body_bounds)
+{
+	struct tt_env e;
+	struct transport_req req;
+	struct transport_resp resp;
+	struct sbx_error err;
+	int rc;
+
+	tt_env_start(&e, big_success_handler, NULL, LONG_MS, TT_CONNECTED);
+
+	tt_req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ,
+		    TRANSPORT_SAFE);
+	req.max_body = 1000;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	ck_assert_int_eq(rc, -EFBIG);
+	ck_assert_int_eq(sbx_error_errno(&err), -EFBIG);
+	ck_assert_uint_le(resp.body.len, 1000);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+
+	/* The same body fits a larger bound. */
+	req.max_body = 5000;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_uint_eq(resp.body.len, 5000);
+	transport_resp_cleanup(&resp);
+
+	tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
+		    TRANSPORT_COMMAND);
+	req.sink = refusing_sink;
+	transport_resp_init(&resp);
+	sbx_error_clear(&err);
+	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	ck_assert_int_eq(rc, -ECANCELED);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(stub_agent_requests(e.s), 3);
+
+	tt_env_stop(&e);
+}
+END_TEST
+
+/*
+ * Readiness is polled every ready_interval_ms and given up at
+ * ready_timeout_ms with SANDBOX_UNREACHABLE: here the image command
+ * failed, so the agent never counts as ready. The same agent reporting
+ * ready passes at once and fills the health answer.
+ */
+START_TEST(readiness_wait_gives_up_at_its_deadline)
+{
+	struct tt_health h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct stub_provider *sp = stub_provider_new();
+	struct transport_config cfg;
+	struct proto_health health;
+	struct stub_agent *s;
+	struct transport *t;
+	struct sbx_error err;
+	long long t0, elapsed;
+	int rc;
+
+	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
+		   "\"imageCommand\":{\"status\":\"failed\"}}";
+	s = stub_agent_start(tt_health_handler, &h);
+	/* A poll cut off by the deadline may drop the connection: the
+	 * provider can hand the route out again. */
+	stub_provider_set_route(sp, stub_agent_url(s));
+	stub_transport_config(&cfg, SHORT_MS, true);
+	cfg.ready_timeout_ms = 400;
+	cfg.ready_interval_ms = 50;
+	t = stub_transport_new(sp, &cfg);
+	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
+				      tt_cred(7));
+
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
+	elapsed = th_now_ms() - t0;
+	ck_assert_int_lt(rc, 0);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert_msg(elapsed >= 380 && elapsed < 1500, "%lld ms", elapsed);
+	pthread_mutex_lock(&h.mu);
+	ck_assert_uint_ge(h.polls, 3);
+	ck_assert_uint_le(h.polls, 10);
+	h.answer =
+		"{\"protocolVersion\":1,\"status\":\"ready\","
+		"\"imageCommand\":{\"status\":\"running\"},\"bootId\":\"b1\"}";
+	pthread_mutex_unlock(&h.mu);
+
+	sbx_error_clear(&err);
+	memset(&health, 0, sizeof(health));
+	rc = transport_wait_ready(t, TT_SESSION, &health, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_int_eq(health.protocol_version, 1);
+	ck_assert_str_eq(health.status, "ready");
+	ck_assert_str_eq(health.boot_id, "b1");
+
+	transport_free(t);
+	stub_agent_stop(s);
+	stub_provider_free(sp);
+}
+END_TEST
+
 Suite *make_transport_deadline_suite(void)
 {
+	const TTest *tests[] = {
+		trickling_answer_fails_at_the_response_deadline,
+		operation_deadline_bounds_each_exchange,
+		operation_deadline_bounds_the_wait_for_a_refresh,
+		readiness_deadline_bounds_the_activation,
+		readiness_probe_drops_only_its_own_connection,
+		connect_deadline_bounds_a_swallowed_connect,
+		response_deadline_is_never_replayed,
+		stalled_success_body_meets_the_idle_deadline,
+		overall_deadline_bounds_a_trickling_body,
+		success_body_bounds,
+		readiness_wait_gives_up_at_its_deadline,
+		NULL};
 	Suite *s = suite_create("transport_deadline");
-	TCase *tc = tcase_create("deadlines");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, trickling_answer_fails_at_the_response_deadline);
-	tcase_add_test(tc, operation_deadline_bounds_each_exchange);
-	tcase_add_test(tc, operation_deadline_bounds_the_wait_for_a_refresh);
-	tcase_add_test(tc, readiness_deadline_bounds_the_activation);
-	tcase_add_test(tc, readiness_probe_drops_only_its_own_connection);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "deadlines", 60, tests);
 	return s;
 }

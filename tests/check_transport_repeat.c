@@ -32,60 +32,14 @@
 #include "common/proto.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
 #include "tests/stub_provider.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
-#define SESSION "session"
 #define MAX_IDS 16
-
-static const char TEXT[] = "text/plain; charset=utf-8";
-
-static const char *cred(unsigned g)
-{
-	static __thread char text[4][45];
-	static __thread unsigned next;
-	char *out = text[next++ % 4];
-
-	stub_provider_credential_for(g, out);
-	return out;
-}
-
-static bool is(const struct stub_req *req, const char *method, const char *path)
-{
-	return strcmp(req->method, method) == 0 && strcmp(req->path, path) == 0;
-}
-
-static enum stub_next answered(int rc)
-{
-	return rc == 0 ? STUB_KEEP_OPEN : STUB_CLOSE;
-}
-
-/* The value of header name in a request's raw header block, into out. */
-static bool header_value(const struct stub_req *req, const char *name,
-			 char *out, size_t size)
-{
-	const char *p = req->headers;
-	size_t n = strlen(name);
-
-	while (p != NULL && *p != '\0') {
-		const char *eol = strstr(p, "\r\n");
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-
-		if (len > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-			const char *v = p + n + 1;
-
-			while (*v == ' ')
-				v++;
-			snprintf(out, size, "%.*s",
-				 (int)(len - (size_t)(v - p)), v);
-			return true;
-		}
-		p = eol ? eol + 2 : NULL;
-	}
-	return false;
-}
 
 /*
  * The test agent. Requests name an id ("?id=N"); every delivery of one is
@@ -117,9 +71,9 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 	unsigned id = 0;
 
 	(void)s;
-	if (is(req, "POST", "/v1/activate"))
-		return answered(stub_reply(fd, 204, NULL, NULL));
-	if (is(req, "GET", "/v1/health")) {
+	if (tt_is(req, "POST", "/v1/activate"))
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	if (tt_is(req, "GET", "/v1/health")) {
 		char json[256];
 
 		snprintf(json, sizeof(json),
@@ -136,9 +90,8 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 		return d->health_closes ? STUB_CLOSE : STUB_KEEP_OPEN;
 	}
 	if (q == NULL || sscanf(q + 3, "%u", &id) != 1 || id >= MAX_IDS)
-		return answered(stub_reply(fd, 200, TEXT, "warm"));
-	has_key =
-		header_value(req, PROTO_HDR_IDEMPOTENCY_KEY, key, sizeof(key));
+		return tt_answered(stub_reply(fd, 200, TT_TEXT, "warm"));
+	has_key = tt_header(req, PROTO_HDR_IDEMPOTENCY_KEY, key, sizeof(key));
 	pthread_mutex_lock(&d->mu);
 	d->deliveries[id]++;
 	if (has_key) {
@@ -156,16 +109,17 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 	if (drop)
 		return STUB_CLOSE;
 	if (replay && d->keyed_answer != NULL)
-		return answered(stub_reply(fd, 409, TEXT, d->keyed_answer));
+		return tt_answered(
+			stub_reply(fd, 409, TT_TEXT, d->keyed_answer));
 	snprintf(body, sizeof(body), "done %u", id);
 	if (replay) {
-		if (stub_reply_head(fd, 200, TEXT, (long long)strlen(body),
+		if (stub_reply_head(fd, 200, TT_TEXT, (long long)strlen(body),
 				    PROTO_HDR_REPLAYED ": true\r\n") != 0 ||
 		    stub_send(fd, body, strlen(body)) != 0)
 			return STUB_CLOSE;
 		return STUB_KEEP_OPEN;
 	}
-	return answered(stub_reply(fd, 200, TEXT, body));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, body));
 }
 
 static unsigned count_of(struct dropper *d, const unsigned *field)
@@ -181,30 +135,16 @@ static unsigned count_of(struct dropper *d, const unsigned *field)
 static int send_id(struct transport *t, enum transport_class cls, unsigned id,
 		   struct transport_resp *resp, struct sbx_error *err)
 {
-	static const char body[] =
-		"{\"command\":[\"true\"],\"timeoutMs\":5000}";
-	struct transport_req req;
 	char path[64];
 
-	memset(&req, 0, sizeof(req));
 	snprintf(path, sizeof(path), "/v1/thing?id=%u", id);
-	req.cls = cls;
-	req.path = path;
-	req.max_body = 4096;
-	if (cls == TRANSPORT_SAFE) {
-		req.op = TRANSPORT_OP_READ;
-		req.method = "GET";
-	} else {
-		req.op = cls == TRANSPORT_COMMAND ? TRANSPORT_OP_EXEC
-						  : TRANSPORT_OP_FILES;
-		req.method = "POST";
-		req.content_type = "application/json";
-		req.body = body;
-		req.body_len = sizeof(body) - 1;
-	}
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, SESSION, &req, resp, err);
+	if (cls == TRANSPORT_SAFE)
+		return tt_get(t, path, resp, err);
+	return tt_send(t, "POST", path,
+		       cls == TRANSPORT_COMMAND ? TRANSPORT_OP_EXEC
+						: TRANSPORT_OP_FILES,
+		       cls, "{\"command\":[\"true\"],\"timeoutMs\":5000}", resp,
+		       err);
 }
 
 /* Health through the transport: the connection learns whether the agent
@@ -224,7 +164,7 @@ static void health(struct transport *t)
 	req.max_body = 4096;
 	transport_resp_init(&resp);
 	sbx_error_clear(&err);
-	rc = transport_send(t, SESSION, &req, &resp, &err);
+	rc = transport_send(t, TT_SESSION, &req, &resp, &err);
 	ck_assert_msg(rc == 0, "health: %d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 }
@@ -253,24 +193,17 @@ START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
 		enum transport_class cls = classes[i];
 		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .drop_first = true};
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_config cfg;
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		unsigned accepts;
 		int rc;
 
-		s = stub_agent_start(dropper_handler, &d);
-		stub_transport_config(&cfg, 5000, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		health(t);
-		accepts = stub_agent_accepts(s);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		health(e.t);
+		accepts = stub_agent_accepts(e.s);
 		ck_assert_uint_eq(accepts, 1);
-		rc = send_id(t, cls, 1, &resp, &err);
+		rc = send_id(e.t, cls, 1, &resp, &err);
 		if (cls == TRANSPORT_SAFE) {
 			ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
 				      err.reason);
@@ -286,13 +219,11 @@ START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
 			ck_assert_uint_eq(count_of(&d, &d.deliveries[1]), 1);
 			ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 0);
 			/* Not the kept-alive connection: a fresh one. */
-			ck_assert_uint_eq(stub_agent_accepts(s), accepts + 1);
+			ck_assert_uint_eq(stub_agent_accepts(e.s), accepts + 1);
 		}
 		transport_resp_cleanup(&resp);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -313,33 +244,26 @@ START_TEST(keyed_requests_survive_a_silent_resend)
 		enum transport_class cls = classes[i];
 		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .cache = true};
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_config cfg;
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		int rc;
 
-		s = stub_agent_start(dropper_handler, &d);
-		stub_transport_config(&cfg, 5000, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		health(t);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		health(e.t);
 
 		/* Undisturbed: keyed, on the same connection. */
-		rc = send_id(t, cls, 1, &resp, &err);
+		rc = send_id(e.t, cls, 1, &resp, &err);
 		ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 		transport_resp_cleanup(&resp);
 		ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 1);
-		ck_assert_uint_eq(stub_agent_accepts(s), 1);
+		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
 
 		/* The first delivery dropped on the kept-alive connection. */
 		pthread_mutex_lock(&d.mu);
 		d.drop_first = true;
 		pthread_mutex_unlock(&d.mu);
-		rc = send_id(t, cls, 2, &resp, &err);
+		rc = send_id(e.t, cls, 2, &resp, &err);
 		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
 			      err.reason);
 		ck_assert_str_eq(resp.body.data, "done 2");
@@ -349,9 +273,7 @@ START_TEST(keyed_requests_survive_a_silent_resend)
 		ck_assert_uint_eq(count_of(&d, &d.keyed[2]), 2);
 		ck_assert_uint_eq(count_of(&d, &d.runs[2]), 1);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -376,23 +298,16 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 				    .cache = true,
 				    .drop_first = true,
 				    .health_closes = true};
-		struct stub_provider *sp = stub_provider_new();
-		struct transport_config cfg;
+		struct tt_env e;
 		struct transport_resp resp;
-		struct stub_agent *s;
-		struct transport *t;
 		struct sbx_error err;
 		char url[256];
 		int rc;
 
-		s = stub_agent_start(dropper_handler, &d);
-		stub_provider_never(sp, STUB_CALL_ROUTE);
-		stub_transport_config(&cfg, 5000, true);
-		t = stub_transport_new(sp, &cfg);
-		transport_test_set_connection(t, SESSION, stub_agent_url(s),
-					      cred(7));
-		health(t);
-		rc = send_id(t, cls, 3, &resp, &err);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		stub_provider_never(e.sp, STUB_CALL_ROUTE);
+		health(e.t);
+		rc = send_id(e.t, cls, 3, &resp, &err);
 		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
 			      err.reason);
 		ck_assert_str_eq(resp.body.data, "done 3");
@@ -402,12 +317,12 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 		ck_assert_uint_eq(count_of(&d, &d.runs[3]), 1);
 
 		/* The agent cannot tell: still unknown, route kept. */
-		health(t);
+		health(e.t);
 		pthread_mutex_lock(&d.mu);
 		d.keyed_answer = PROTO_ERR_IN_PROGRESS
 			": the first request with this key is still running";
 		pthread_mutex_unlock(&d.mu);
-		rc = send_id(t, cls, 4, &resp, &err);
+		rc = send_id(e.t, cls, 4, &resp, &err);
 		ck_assert_int_lt(rc, 0);
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 cls == TRANSPORT_COMMAND
@@ -417,13 +332,11 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 			strstr(err.reason, PROTO_ERR_IN_PROGRESS));
 		transport_resp_cleanup(&resp);
 		ck_assert_uint_eq(count_of(&d, &d.runs[4]), 1);
-		ck_assert(transport_test_cached_url(t, SESSION, url,
+		ck_assert(transport_test_cached_url(e.t, TT_SESSION, url,
 						    sizeof(url)));
-		ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+		ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
-		transport_free(t);
-		stub_agent_stop(s);
-		stub_provider_free(sp);
+		tt_env_stop(&e);
 	}
 }
 END_TEST
@@ -497,54 +410,37 @@ static void plain_stop(struct plain_server *p)
 START_TEST(tls_handshake_failure_refreshes_and_replays)
 {
 	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
+	struct tt_env e;
 	struct plain_server plain;
-	struct transport_config cfg;
 	struct transport_resp resp;
-	struct stub_agent *s;
-	struct transport *t;
 	struct sbx_error err;
 	char stale[64];
 	int rc;
 
 	plain_start(&plain);
-	s = stub_agent_start(dropper_handler, &d);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_transport_config(&cfg, 5000, true);
-	t = stub_transport_new(sp, &cfg);
+	tt_env_start(&e, dropper_handler, &d, 5000, TT_ROUTED);
 	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.port);
-	transport_test_set_connection(t, SESSION, stale, cred(7));
+	transport_test_set_connection(e.t, TT_SESSION, stale, tt_cred(7));
 
-	rc = send_id(t, TRANSPORT_COMMAND, 5, &resp, &err);
+	rc = send_id(e.t, TRANSPORT_COMMAND, 5, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 5");
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(count_of(&d, &d.deliveries[5]), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
+	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
 	pthread_mutex_lock(&plain.mu);
 	ck_assert_uint_ge(plain.accepts, 1);
 	pthread_mutex_unlock(&plain.mu);
 
-	transport_free(t);
-	stub_agent_stop(s);
+	transport_free(e.t);
+	stub_agent_stop(e.s);
 	plain_stop(&plain);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 END_TEST
 
 /* ---- transport_http --------------------------------------------------------- */
-
-static void http_req(struct transport_http_req *hr, const char *method,
-		     const char *url)
-{
-	memset(hr, 0, sizeof(*hr));
-	hr->method = method;
-	hr->url = url;
-	hr->max_body = 65536;
-	hr->connect_timeout_ms = 2000;
-	hr->timeout_ms = 5000;
-}
 
 /*
  * A provider's calls follow the same rule: after a GET kept a connection
@@ -565,29 +461,21 @@ START_TEST(transport_http_never_sends_a_post_twice)
 
 	s = stub_agent_start(dropper_handler, &d);
 	snprintf(url, sizeof(url), "%swarm", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 
 	snprintf(url, sizeof(url), "%sthing?id=6", stub_agent_url(s));
-	http_req(&hr, "POST", url);
-	hr.content_type = "application/json";
-	hr.body = "{}";
-	hr.body_len = 2;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "POST", url, "{}");
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_int_lt(rc, 0);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(count_of(&d, &d.deliveries[6]), 1);
 
 	snprintf(url, sizeof(url), "%sthing?id=7", stub_agent_url(s));
-	http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	/* Whether the GET found a kept-alive connection depends on the
 	 * shared pool; either way it succeeds, delivered once or twice. */
 	if (rc < 0)
@@ -618,7 +506,7 @@ static enum stub_next proxy_handler(struct stub_agent *s,
 	p->requests++;
 	snprintf(p->target, sizeof(p->target), "%s", req->target);
 	pthread_mutex_unlock(&p->mu);
-	return answered(stub_reply(fd, 200, TEXT, "via proxy"));
+	return tt_answered(stub_reply(fd, 200, TT_TEXT, "via proxy"));
 }
 
 /*
@@ -630,12 +518,10 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 {
 	struct proxy_seen p = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_config cfg;
+	struct tt_env e;
 	struct transport_http_req hr;
 	struct transport_resp resp;
 	struct stub_agent *proxy, *agent;
-	struct transport *t;
 	struct sbx_error err;
 	char env[128], url[256];
 	int rc;
@@ -649,10 +535,8 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	unsetenv("NO_PROXY");
 
 	snprintf(url, sizeof(url), "%sthing?id=9", stub_agent_url(agent));
-	http_req(&hr, "GET", url);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	tt_http_req(&hr, "GET", url, NULL);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "via proxy");
 	transport_resp_cleanup(&resp);
@@ -664,9 +548,7 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 
 	/* NO_PROXY names the host: reached directly. */
 	setenv("no_proxy", "127.0.0.1", 1);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_http(&hr, &resp, &err);
+	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 9");
 	transport_resp_cleanup(&resp);
@@ -676,11 +558,10 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	unsetenv("no_proxy");
 
 	/* The agent is reached directly. */
-	stub_transport_config(&cfg, 5000, true);
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, SESSION, stub_agent_url(agent),
-				      cred(7));
-	rc = send_id(t, TRANSPORT_SAFE, 8, &resp, &err);
+	tt_env_start(&e, NULL, NULL, 5000, 0);
+	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(agent),
+				      tt_cred(7));
+	rc = send_id(e.t, TRANSPORT_SAFE, 8, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_str_eq(resp.body.data, "done 8");
 	transport_resp_cleanup(&resp);
@@ -689,26 +570,25 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 	pthread_mutex_unlock(&p.mu);
 
 	unsetenv("http_proxy");
-	transport_free(t);
+	transport_free(e.t);
 	stub_agent_stop(agent);
 	stub_agent_stop(proxy);
-	stub_provider_free(sp);
+	stub_provider_free(e.sp);
 }
 END_TEST
 
 Suite *make_transport_repeat_suite(void)
 {
+	const TTest *tests[] = {
+		without_a_reply_cache_nothing_unsafe_is_sent_twice,
+		keyed_requests_survive_a_silent_resend,
+		the_transport_asks_again_under_the_same_key,
+		tls_handshake_failure_refreshes_and_replays,
+		transport_http_never_sends_a_post_twice,
+		provider_requests_use_the_environment_proxy_agents_never,
+		NULL};
 	Suite *s = suite_create("transport_repeat");
-	TCase *tc = tcase_create("repeats");
 
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, without_a_reply_cache_nothing_unsafe_is_sent_twice);
-	tcase_add_test(tc, keyed_requests_survive_a_silent_resend);
-	tcase_add_test(tc, the_transport_asks_again_under_the_same_key);
-	tcase_add_test(tc, tls_handshake_failure_refreshes_and_replays);
-	tcase_add_test(tc, transport_http_never_sends_a_post_twice);
-	tcase_add_test(
-		tc, provider_requests_use_the_environment_proxy_agents_never);
-	suite_add_tcase(s, tc);
+	tcase_table(s, "repeats", 60, tests);
 	return s;
 }

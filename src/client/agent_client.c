@@ -3,7 +3,10 @@
  * agent_client: typed agent operations over transport_send. Each function
  * builds the request with the proto module, names the operation and its
  * class (doc/transport-rules.md 8: safe to repeat, a change, a command)
- * for the transport, and decodes the answer.
+ * for the transport, and decodes the answer. The requests whose answer is
+ * buffered are one table (struct call) and one path (call()); the
+ * streamed ones (exec, contents, read_range) and the raw write have
+ * their own.
  */
 #include "config.h"
 
@@ -58,87 +61,310 @@ static void local_failure(struct sbx_error *err, const char *op, int rc)
 	err->err = -rc;
 }
 
-/* Send a request whose answer is buffered (small JSON or nothing). cls
- * says whether it may reach the agent twice (doc/transport-rules.md 8). */
-static int simple_tagged(struct transport *t, const char *id, const char *op,
-			 enum transport_class cls, const char *method,
-			 const char *path, const struct buf *body,
-			 size_t max_answer, bool tag_client,
-			 struct transport_resp *resp, struct sbx_error *err)
+static void outcome_unknown(struct sbx_error *err, const char *op,
+			    const char *why)
 {
+	sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
+		      "Sandbox operation '%s' did not report its outcome and "
+		      "may have taken effect: %s",
+		      op, why);
+}
+
+/* An answer that cannot be decoded, but asking again may bring one that
+ * can (a poll, events): retryable. */
+static int undecodable(struct sbx_error *err, const char *op, int rc)
+{
+	sbx_error_set(err, SBX_UNREACHABLE, NULL,
+		      "%s: the answer could not be decoded (%s)", op,
+		      strerror(-rc));
+	return -EIO;
+}
+
+/* ---- the buffered requests ----------------------------------------------- */
+
+/* A 2xx answer on its way to what the caller asked for. */
+struct answer {
+	const struct transport_resp *resp;
+	const char *data; /* its body */
+	size_t len;
+	void *out; /* the caller's */
+	const char *op;
+	struct sbx_error *err;
+};
+
+/* What a 2xx answer becomes in a->out: 0, or a negative errno with err
+ * filled. */
+typedef int answer_fn(struct answer *a);
+
+/* A decoder's result: what it failed with is an answer this client cannot
+ * use. */
+static int decoded(struct answer *a, int rc)
+{
+	if (rc < 0)
+		bad_answer(a->err, a->op, rc);
+	return rc;
+}
+
+/* One kind of request whose answer is buffered (small JSON or nothing). */
+struct call {
+	const char *op; /* TRANSPORT_OP_*: errors and logs */
+	enum transport_class cls; /* doc/transport-rules.md 8 */
+	const char *method;
+	size_t max_answer;
+	bool tag_client; /* a change of the files: names this client */
+	answer_fn *answer; /* NULL: the answer is not read */
+};
+
+/*
+ * Send c to sandbox id: to path (with its query), with body as JSON (NULL:
+ * none), and hand a 2xx answer to c->answer with out (NULL: not read).
+ * built < 0 says building the path or body failed: nothing is sent.
+ */
+static int call(struct transport *t, const char *id, const struct call *c,
+		int built, const char *path, const struct buf *body, void *out,
+		struct sbx_error *err)
+{
+	struct transport_resp resp;
 	struct transport_req req = {
-		.op = op,
-		.cls = cls,
-		.method = method,
+		.op = c->op,
+		.cls = c->cls,
+		.method = c->method,
 		.path = path,
 		.content_type = body != NULL ? "application/json" : NULL,
 		.body = body != NULL ? body->data : NULL,
 		.body_len = body != NULL ? body->len : 0,
-		.max_body = max_answer,
-		.tag_client = tag_client,
+		.max_body = c->max_answer,
+		.tag_client = c->tag_client,
 	};
+	struct answer a = {&resp, NULL, 0, out, c->op, err};
+	int rc;
 
-	return transport_send(t, id, &req, resp, err);
+	if (built < 0) {
+		local_failure(err, c->op, built);
+		return built;
+	}
+	transport_resp_init(&resp);
+	rc = transport_send(t, id, &req, &resp, err);
+	if (rc == 0 && c->answer != NULL && out != NULL) {
+		a.data = resp.body.data;
+		a.len = resp.body.len;
+		rc = c->answer(&a);
+	}
+	transport_resp_cleanup(&resp);
+	return rc;
 }
 
-static int simple(struct transport *t, const char *id, const char *op,
-		  enum transport_class cls, const char *method,
-		  const char *path, const struct buf *body, size_t max_answer,
-		  struct transport_resp *resp, struct sbx_error *err)
+/* GET of an extension route about path: "<route>?path=<escaped>" and
+ * what extra adds to the query (encoded already; may be NULL). */
+static int ext_get(struct transport *t, const char *id, const struct call *c,
+		   const char *route, const char *path, const char *extra,
+		   void *out, struct sbx_error *err)
 {
-	return simple_tagged(t, id, op, cls, method, path, body, max_answer,
-			     false, resp, err);
+	struct buf q = BUF_INIT(0);
+	int rc = path_query(&q, route, path, extra);
+
+	rc = call(t, id, c, rc, q.data, NULL, out, err);
+	buf_cleanup(&q);
+	return rc;
 }
+
+static int health_answer(struct answer *a)
+{
+	return decoded(a, proto_health_decode(a->data, a->len, a->out));
+}
+
+/* A v1 file read into a caller's buffer. */
+struct file_out {
+	struct buf *buf;
+	const char *path;
+};
+
+static int file_answer(struct answer *a)
+{
+	struct file_out *f = a->out;
+	int rc = proto_file_contents_decode(a->data, a->len, f->buf);
+
+	if (rc != -EFBIG)
+		return decoded(a, rc);
+	return sbx_error_fail(
+		a->err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED, EFBIG,
+		"%s: '%s' is larger than the buffer allows", a->op, f->path);
+}
+
+static int job_id_answer(struct answer *a)
+{
+	if (proto_job_id_decode(a->data, a->len, a->out) == 0)
+		return 0;
+	outcome_unknown(a->err, a->op, "the answer carried no readable jobId");
+	return -EIO;
+}
+
+/* ac_job_poll_each's frames, handed on one at a time. */
+struct poll_each {
+	ac_frame_fn *fn;
+	void *arg;
+	int rc; /* what fn returned, when it stopped us */
+	struct proto_job_poll *out;
+};
+
+static int poll_each_frame(void *arg, const struct proto_frame *f)
+{
+	struct poll_each *pe = arg;
+	int rc = pe->fn(pe->arg, f);
+
+	if (rc < 0)
+		pe->rc = rc;
+	return rc;
+}
+
+static int poll_each_answer(struct answer *a)
+{
+	struct poll_each *pe = a->out;
+	int rc = proto_job_poll_decode_each(a->data, a->len, poll_each_frame,
+					    pe, pe->out);
+
+	if (rc < 0 && pe->rc != 0)
+		return pe->rc; /* the caller's fn stopped: err stays clear */
+	return rc < 0 ? undecodable(a->err, a->op, rc) : 0;
+}
+
+static int job_list_answer(struct answer *a)
+{
+	return decoded(a, proto_job_list_decode(a->data, a->len, a->out));
+}
+
+/* Attributes, and the target of a symbolic link when target is set. */
+struct attr_out {
+	struct proto_attr *attr;
+	char **target;
+};
+
+static int attr_answer(struct answer *a)
+{
+	struct attr_out *o = a->out;
+
+	return decoded(a,
+		       proto_attr_decode(a->data, a->len, o->attr, o->target));
+}
+
+/* A metadata operation's attributes: none in a 204 or an empty body. */
+static int op_attr_answer(struct answer *a)
+{
+	struct attr_out *o = a->out;
+
+	if (a->resp->status == 204 || a->len == 0) {
+		memset(o->attr, 0, sizeof(*o->attr));
+		return 0;
+	}
+	return attr_answer(a);
+}
+
+static int list_answer(struct answer *a)
+{
+	return decoded(a, proto_list_decode(a->data, a->len, a->out));
+}
+
+static int tree_answer(struct answer *a)
+{
+	return decoded(a, proto_tree_decode(a->data, a->len, a->out));
+}
+
+static int target_answer(struct answer *a)
+{
+	return decoded(a, proto_target_decode(a->data, a->len, a->out));
+}
+
+static int statfs_answer(struct answer *a)
+{
+	return decoded(a, proto_statfs_decode(a->data, a->len, a->out));
+}
+
+/* Change events since a point of one boot (ac_events). */
+struct events_out {
+	const char *boot_id;
+	uint64_t since;
+	struct proto_events *out;
+};
+
+static int events_answer(struct answer *a)
+{
+	struct events_out *eo = a->out;
+	struct proto_events ev;
+	int rc;
+
+	rc = proto_events_decode(a->data, a->len, &ev);
+	if (rc < 0)
+		return undecodable(a->err, a->op, rc);
+	/* Another boot's seqs do not follow since: whatever happened
+	 * between the boots is unknown. */
+	if (eo->since != AC_EVENTS_NOW && eo->boot_id != NULL &&
+	    *eo->boot_id != '\0' && strcmp(eo->boot_id, ev.boot_id) != 0) {
+		struct proto_events dropped = ev;
+
+		ev.ev = NULL;
+		ev.n = 0;
+		ev.lost = true;
+		proto_events_cleanup(&dropped);
+	}
+	*eo->out = ev;
+	return 0;
+}
+
+/* The buffered requests, one line each: name, class, method, the most an
+ * answer may hold, whether it names this client, and what its answer
+ * becomes. */
+/* clang-format off */
+static const struct call
+	c_health = {TRANSPORT_OP_HEALTH, TRANSPORT_SAFE, "GET",
+		SMALL_ANSWER, false, health_answer},
+	/* base64 of 32 MiB plus the JSON around it */
+	c_read_file = {TRANSPORT_OP_READ, TRANSPORT_SAFE, "GET",
+		PROTO_HTTP_BODY_LIMIT, false, file_answer},
+	c_write_file = {TRANSPORT_OP_WRITE, TRANSPORT_CHANGE, "PUT",
+		SMALL_ANSWER, false, NULL},
+	c_mkdir_p = {TRANSPORT_OP_WRITE, TRANSPORT_CHANGE, "POST",
+		SMALL_ANSWER, false, NULL},
+	c_job_start = {TRANSPORT_OP_JOB_START, TRANSPORT_COMMAND, "POST",
+		SMALL_ANSWER, false, job_id_answer},
+	c_job_poll_each = {TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE, "POST",
+		POLL_ANSWER, false, poll_each_answer},
+	c_job_list = {AC_OP_JOB_LIST, TRANSPORT_SAFE, "GET",
+		PROTO_JOB_LIST_MAX_BYTES, false, job_list_answer},
+	c_job_cancel = {TRANSPORT_OP_JOB_CANCEL, TRANSPORT_CHANGE, "POST",
+		SMALL_ANSWER, false, NULL},
+	c_stat = {TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
+		SMALL_ANSWER, false, attr_answer},
+	c_list = {TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
+		LIST_ANSWER, false, list_answer},
+	c_tree = {TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
+		PROTO_EXT_TREE_MAX_BYTES, false, tree_answer},
+	/* the extension's metadata changes name this client */
+	c_ext_op = {TRANSPORT_OP_FILES, TRANSPORT_CHANGE, "POST",
+		SMALL_ANSWER, true, op_attr_answer},
+	c_readlink = {TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
+		SMALL_ANSWER, false, target_answer},
+	c_statfs = {TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
+		SMALL_ANSWER, false, statfs_answer},
+	c_events = {AC_OP_EVENTS, TRANSPORT_SAFE, "GET",
+		PROTO_EXT_EVENTS_MAX_BYTES, false, events_answer};
+/* clang-format on */
 
 /* ---- v1 ---------------------------------------------------------------- */
 
 int ac_health(struct transport *t, const char *id, struct proto_health *h,
 	      struct sbx_error *err)
 {
-	struct transport_resp resp;
-	int rc;
-
-	transport_resp_init(&resp);
-	rc = simple(t, id, TRANSPORT_OP_HEALTH, TRANSPORT_SAFE, "GET",
-		    "/v1/health?version=1", NULL, SMALL_ANSWER, &resp, err);
-	if (rc == 0) {
-		rc = proto_health_decode(resp.body.data, resp.body.len, h);
-		if (rc < 0)
-			bad_answer(err, TRANSPORT_OP_HEALTH, rc);
-	}
-	transport_resp_cleanup(&resp);
-	return rc;
+	return call(t, id, &c_health, 0, "/v1/health?version=1", NULL, h, err);
 }
 
 int ac_read_file(struct transport *t, const char *id, const char *path,
 		 struct buf *out, struct sbx_error *err)
 {
-	struct transport_resp resp;
+	struct file_out f = {out, path};
 	struct buf q = BUF_INIT(0);
-	int rc;
+	int rc = path_query(&q, "/v1/files", path, NULL);
 
-	transport_resp_init(&resp);
-	rc = path_query(&q, "/v1/files", path, NULL);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_READ, rc);
-		goto out;
-	}
-	/* base64 of 32 MiB plus the JSON around it */
-	rc = simple(t, id, TRANSPORT_OP_READ, TRANSPORT_SAFE, "GET", q.data,
-		    NULL, PROTO_HTTP_BODY_LIMIT, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_file_contents_decode(resp.body.data, resp.body.len, out);
-	if (rc == -EFBIG) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "%s: '%s' is larger than the buffer allows",
-			      TRANSPORT_OP_READ, path);
-		err->err = EFBIG;
-	} else if (rc < 0) {
-		bad_answer(err, TRANSPORT_OP_READ, rc);
-	}
-out:
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_read_file, rc, q.data, NULL, &f, err);
 	buf_cleanup(&q);
 	return rc;
 }
@@ -146,30 +372,18 @@ out:
 int ac_write_file(struct transport *t, const char *id, const char *path,
 		  const void *data, size_t len, struct sbx_error *err)
 {
-	struct transport_resp resp;
 	struct buf body = BUF_INIT(PROTO_HTTP_BODY_LIMIT);
 	int rc;
 
-	transport_resp_init(&resp);
-	if (len > PROTO_MAX_TRANSFER_BYTES) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "%s: %zu bytes exceeds the %lu byte transfer "
-			      "limit",
-			      TRANSPORT_OP_WRITE, len,
-			      (unsigned long)PROTO_MAX_TRANSFER_BYTES);
-		err->err = EFBIG;
-		rc = -EFBIG;
-		goto out;
-	}
+	if (len > PROTO_MAX_TRANSFER_BYTES)
+		return sbx_error_fail(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED, EFBIG,
+				      "%s: %zu bytes exceeds the %lu byte "
+				      "transfer limit",
+				      TRANSPORT_OP_WRITE, len,
+				      (unsigned long)PROTO_MAX_TRANSFER_BYTES);
 	rc = proto_file_write_encode(path, data, len, &body);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_WRITE, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_WRITE, TRANSPORT_CHANGE, "PUT",
-		    "/v1/files", &body, SMALL_ANSWER, &resp, err);
-out:
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_write_file, rc, "/v1/files", &body, NULL, err);
 	buf_cleanup(&body);
 	return rc;
 }
@@ -177,20 +391,10 @@ out:
 int ac_mkdir_p(struct transport *t, const char *id, const char *path,
 	       struct sbx_error *err)
 {
-	struct transport_resp resp;
 	struct buf body = BUF_INIT(0);
-	int rc;
+	int rc = proto_path_encode(path, &body);
 
-	transport_resp_init(&resp);
-	rc = proto_path_encode(path, &body);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_WRITE, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_WRITE, TRANSPORT_CHANGE, "POST",
-		    "/v1/mkdir", &body, SMALL_ANSWER, &resp, err);
-out:
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_mkdir_p, rc, "/v1/mkdir", &body, NULL, err);
 	buf_cleanup(&body);
 	return rc;
 }
@@ -259,15 +463,6 @@ static int exec_sink(void *arg, const void *data, size_t len)
 		}
 	}
 	return 0;
-}
-
-static void outcome_unknown(struct sbx_error *err, const char *op,
-			    const char *why)
-{
-	sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
-		      "Sandbox operation '%s' did not report its outcome and "
-		      "may have taken effect: %s",
-		      op, why);
 }
 
 int ac_exec(struct transport *t, const char *id,
@@ -358,92 +553,12 @@ int ac_job_start(struct transport *t, const char *id,
 		 const struct proto_exec_req *ereq,
 		 char job_id[PROTO_JOB_ID_MAX + 1], struct sbx_error *err)
 {
-	struct transport_resp resp;
 	struct buf body = BUF_INIT(PROTO_EXEC_MAX_BODY);
-	int rc;
+	int rc = proto_exec_req_encode(ereq, &body);
 
-	transport_resp_init(&resp);
-	rc = proto_exec_req_encode(ereq, &body);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_JOB_START, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_START, TRANSPORT_COMMAND, "POST",
-		    "/v1/jobs/start", &body, SMALL_ANSWER, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_job_id_decode(resp.body.data, resp.body.len, job_id);
-	if (rc < 0) {
-		outcome_unknown(err, TRANSPORT_OP_JOB_START,
-				"the answer carried no readable jobId");
-		rc = -EIO;
-	}
-out:
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_job_start, rc, "/v1/jobs/start", &body, job_id,
+		  err);
 	buf_cleanup(&body);
-	return rc;
-}
-
-/* The poll's body and its answer, buffered. */
-static int job_poll_send(struct transport *t, const char *id,
-			 const struct proto_job_poll_req *preq,
-			 struct transport_resp *resp, struct sbx_error *err)
-{
-	struct buf body = BUF_INIT(0);
-	int rc;
-
-	rc = proto_job_poll_req_encode(preq, &body);
-	if (rc < 0)
-		local_failure(err, TRANSPORT_OP_JOB_POLL, rc);
-	else
-		rc = simple(t, id, TRANSPORT_OP_JOB_POLL, TRANSPORT_SAFE,
-			    "POST", "/v1/jobs/poll", &body, POLL_ANSWER, resp,
-			    err);
-	buf_cleanup(&body);
-	return rc;
-}
-
-static void poll_undecodable(struct sbx_error *err)
-{
-	/* A poll body that cannot be read is retryable. */
-	sbx_error_set(err, SBX_UNREACHABLE, NULL,
-		      "%s: the answer could not be decoded",
-		      TRANSPORT_OP_JOB_POLL);
-}
-
-int ac_job_poll(struct transport *t, const char *id,
-		const struct proto_job_poll_req *preq,
-		struct proto_job_poll *out, struct sbx_error *err)
-{
-	struct transport_resp resp;
-	int rc;
-
-	transport_resp_init(&resp);
-	rc = job_poll_send(t, id, preq, &resp, err);
-	if (rc == 0) {
-		rc = proto_job_poll_decode(resp.body.data, resp.body.len, out);
-		if (rc < 0) {
-			poll_undecodable(err);
-			rc = -EIO;
-		}
-	}
-	transport_resp_cleanup(&resp);
-	return rc;
-}
-
-struct poll_each {
-	ac_frame_fn *fn;
-	void *arg;
-	int rc; /* what fn returned, when it stopped us */
-};
-
-static int poll_each_frame(void *arg, const struct proto_frame *f)
-{
-	struct poll_each *pe = arg;
-	int rc = pe->fn(pe->arg, f);
-
-	if (rc < 0)
-		pe->rc = rc;
 	return rc;
 }
 
@@ -452,62 +567,30 @@ int ac_job_poll_each(struct transport *t, const char *id,
 		     void *arg, struct proto_job_poll *out,
 		     struct sbx_error *err)
 {
-	struct poll_each pe = {fn, arg, 0};
-	struct transport_resp resp;
-	int rc;
+	struct poll_each pe = {fn, arg, 0, out};
+	struct buf body = BUF_INIT(0);
+	int rc = proto_job_poll_req_encode(preq, &body);
 
-	transport_resp_init(&resp);
-	rc = job_poll_send(t, id, preq, &resp, err);
-	if (rc == 0) {
-		rc = proto_job_poll_decode_each(resp.body.data, resp.body.len,
-						poll_each_frame, &pe, out);
-		if (rc < 0 && pe.rc != 0) {
-			rc = pe.rc;
-		} else if (rc < 0) {
-			poll_undecodable(err);
-			rc = -EIO;
-		}
-	}
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_job_poll_each, rc, "/v1/jobs/poll", &body, &pe,
+		  err);
+	buf_cleanup(&body);
 	return rc;
 }
 
 int ac_job_list(struct transport *t, const char *id, struct proto_job_list *out,
 		struct sbx_error *err)
 {
-	struct transport_resp resp;
-	int rc;
-
-	transport_resp_init(&resp);
-	rc = simple(t, id, AC_OP_JOB_LIST, TRANSPORT_SAFE, "GET",
-		    EXT_PREFIX "jobs", NULL, PROTO_JOB_LIST_MAX_BYTES, &resp,
-		    err);
-	if (rc == 0) {
-		rc = proto_job_list_decode(resp.body.data, resp.body.len, out);
-		if (rc < 0)
-			bad_answer(err, AC_OP_JOB_LIST, rc);
-	}
-	transport_resp_cleanup(&resp);
-	return rc;
+	return call(t, id, &c_job_list, 0, EXT_PREFIX "jobs", NULL, out, err);
 }
 
 int ac_job_cancel(struct transport *t, const char *id, const char *job_id,
 		  struct sbx_error *err)
 {
-	struct transport_resp resp;
 	struct buf body = BUF_INIT(0);
-	int rc;
+	int rc = proto_job_id_encode(job_id, &body);
 
-	transport_resp_init(&resp);
-	rc = proto_job_id_encode(job_id, &body);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_JOB_CANCEL, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_JOB_CANCEL, TRANSPORT_CHANGE, "POST",
-		    "/v1/jobs/cancel", &body, SMALL_ANSWER, &resp, err);
-out:
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_job_cancel, rc, "/v1/jobs/cancel", &body, NULL,
+		  err);
 	buf_cleanup(&body);
 	return rc;
 }
@@ -517,59 +600,25 @@ out:
 int ac_stat(struct transport *t, const char *id, const char *path,
 	    struct proto_attr *attr, char **target, struct sbx_error *err)
 {
-	struct transport_resp resp;
-	struct buf q = BUF_INIT(0);
-	int rc;
+	struct attr_out a = {attr, target};
 
-	transport_resp_init(&resp);
-	rc = path_query(&q, EXT_PREFIX "stat", path, NULL);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_FILES, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
-		    NULL, SMALL_ANSWER, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, target);
-	if (rc < 0)
-		bad_answer(err, TRANSPORT_OP_FILES, rc);
-out:
-	transport_resp_cleanup(&resp);
-	buf_cleanup(&q);
-	return rc;
+	return ext_get(t, id, &c_stat, EXT_PREFIX "stat", path, NULL, &a, err);
 }
 
 int ac_list(struct transport *t, const char *id, const char *path,
 	    const char *cursor, unsigned limit, struct proto_list *out,
 	    struct sbx_error *err)
 {
-	struct transport_resp resp;
 	struct buf q = BUF_INIT(0);
-	int rc;
+	int rc = path_query(&q, EXT_PREFIX "list", path, NULL);
 
-	transport_resp_init(&resp);
-	rc = path_query(&q, EXT_PREFIX "list", path, NULL);
 	if (rc == 0 && limit > 0)
 		rc = buf_printf(&q, "&limit=%u", limit);
-	if (rc == 0 && cursor != NULL) {
+	if (rc == 0 && cursor != NULL)
 		rc = buf_append_str(&q, "&cursor=");
-		if (rc == 0)
-			rc = buf_append_escaped(&q, cursor, "/");
-	}
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_FILES, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
-		    NULL, LIST_ANSWER, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_list_decode(resp.body.data, resp.body.len, out);
-	if (rc < 0)
-		bad_answer(err, TRANSPORT_OP_FILES, rc);
-out:
-	transport_resp_cleanup(&resp);
+	if (rc == 0 && cursor != NULL)
+		rc = buf_append_escaped(&q, cursor, "/");
+	rc = call(t, id, &c_list, rc, q.data, NULL, out, err);
 	buf_cleanup(&q);
 	return rc;
 }
@@ -577,29 +626,11 @@ out:
 int ac_tree(struct transport *t, const char *id, const char *path,
 	    unsigned max_entries, struct proto_tree *out, struct sbx_error *err)
 {
-	struct transport_resp resp;
-	struct buf q = BUF_INIT(0);
-	int rc;
+	char extra[32];
 
-	transport_resp_init(&resp);
-	rc = path_query(&q, EXT_PREFIX "tree", path, NULL);
-	if (rc == 0 && max_entries > 0)
-		rc = buf_printf(&q, "&maxEntries=%u", max_entries);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_FILES, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
-		    NULL, PROTO_EXT_TREE_MAX_BYTES, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_tree_decode(resp.body.data, resp.body.len, out);
-	if (rc < 0)
-		bad_answer(err, TRANSPORT_OP_FILES, rc);
-out:
-	transport_resp_cleanup(&resp);
-	buf_cleanup(&q);
-	return rc;
+	snprintf(extra, sizeof(extra), "&maxEntries=%u", max_entries);
+	return ext_get(t, id, &c_tree, EXT_PREFIX "tree", path,
+		       max_entries > 0 ? extra : NULL, out, err);
 }
 
 /* Records of a contents answer, handed on as each one is whole. */
@@ -845,11 +876,12 @@ int ac_write_range(struct transport *t, const char *id, const char *path,
 	}
 	req.path = q.data;
 	rc = transport_send(t, id, &req, &resp, err);
-	if (rc < 0 || attr == NULL)
-		goto out;
-	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, NULL);
-	if (rc < 0)
-		bad_answer(err, TRANSPORT_OP_WRITE, rc);
+	if (rc == 0 && attr != NULL) {
+		rc = proto_attr_decode(resp.body.data, resp.body.len, attr,
+				       NULL);
+		if (rc < 0)
+			bad_answer(err, TRANSPORT_OP_WRITE, rc);
+	}
 out:
 	transport_resp_cleanup(&resp);
 	buf_cleanup(&q);
@@ -860,31 +892,15 @@ int ac_ext_op(struct transport *t, const char *id, const char *op,
 	      const struct proto_ext_req *ereq, struct proto_attr *attr,
 	      struct sbx_error *err)
 {
-	struct transport_resp resp;
+	struct attr_out a = {attr, NULL};
 	struct buf body = BUF_INIT(0);
 	char path[64];
 	int rc;
 
-	transport_resp_init(&resp);
 	snprintf(path, sizeof(path), EXT_PREFIX "%s", op);
 	rc = proto_ext_req_encode(op, ereq, &body);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_FILES, rc);
-		goto out;
-	}
-	rc = simple_tagged(t, id, TRANSPORT_OP_FILES, TRANSPORT_CHANGE, "POST",
-			   path, &body, SMALL_ANSWER, true, &resp, err);
-	if (rc < 0 || attr == NULL)
-		goto out;
-	if (resp.status == 204 || resp.body.len == 0) {
-		memset(attr, 0, sizeof(*attr));
-		goto out;
-	}
-	rc = proto_attr_decode(resp.body.data, resp.body.len, attr, NULL);
-	if (rc < 0)
-		bad_answer(err, TRANSPORT_OP_FILES, rc);
-out:
-	transport_resp_cleanup(&resp);
+	rc = call(t, id, &c_ext_op, rc, path, &body, attr != NULL ? &a : NULL,
+		  err);
 	buf_cleanup(&body);
 	return rc;
 }
@@ -892,45 +908,14 @@ out:
 int ac_readlink(struct transport *t, const char *id, const char *path,
 		char **target, struct sbx_error *err)
 {
-	struct transport_resp resp;
-	struct buf q = BUF_INIT(0);
-	int rc;
-
-	transport_resp_init(&resp);
-	rc = path_query(&q, EXT_PREFIX "readlink", path, NULL);
-	if (rc < 0) {
-		local_failure(err, TRANSPORT_OP_FILES, rc);
-		goto out;
-	}
-	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET", q.data,
-		    NULL, SMALL_ANSWER, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_target_decode(resp.body.data, resp.body.len, target);
-	if (rc < 0)
-		bad_answer(err, TRANSPORT_OP_FILES, rc);
-out:
-	transport_resp_cleanup(&resp);
-	buf_cleanup(&q);
-	return rc;
+	return ext_get(t, id, &c_readlink, EXT_PREFIX "readlink", path, NULL,
+		       target, err);
 }
 
 int ac_statfs(struct transport *t, const char *id, struct proto_statfs *out,
 	      struct sbx_error *err)
 {
-	struct transport_resp resp;
-	int rc;
-
-	transport_resp_init(&resp);
-	rc = simple(t, id, TRANSPORT_OP_FILES, TRANSPORT_SAFE, "GET",
-		    EXT_PREFIX "statfs", NULL, SMALL_ANSWER, &resp, err);
-	if (rc == 0) {
-		rc = proto_statfs_decode(resp.body.data, resp.body.len, out);
-		if (rc < 0)
-			bad_answer(err, TRANSPORT_OP_FILES, rc);
-	}
-	transport_resp_cleanup(&resp);
-	return rc;
+	return call(t, id, &c_statfs, 0, EXT_PREFIX "statfs", NULL, out, err);
 }
 
 /* ---- change events --------------------------------------------------------- */
@@ -941,10 +926,8 @@ int ac_events(struct transport *t, const char *id, const char *boot_id,
 {
 	long deadline = transport_response_timeout_ms(t);
 	long margin = deadline / 4 > 1000 ? deadline / 4 : 1000;
-	struct transport_resp resp;
-	struct proto_events ev;
+	struct events_out eo = {boot_id, since, out};
 	char path[96];
-	int rc;
 
 	/* The answer's headers come when the wait ends: it must end well
 	 * inside the response deadline. */
@@ -961,36 +944,5 @@ int ac_events(struct transport *t, const char *id, const char *boot_id,
 		snprintf(path, sizeof(path),
 			 EXT_PREFIX "events?since=%" PRIu64 "&waitMs=%ld",
 			 since, wait_ms);
-	transport_resp_init(&resp);
-	rc = simple(t, id, AC_OP_EVENTS, TRANSPORT_SAFE, "GET", path, NULL,
-		    PROTO_EXT_EVENTS_MAX_BYTES, &resp, err);
-	if (rc < 0)
-		goto out;
-	rc = proto_events_decode(resp.body.data, resp.body.len, &ev);
-	if (rc < 0) {
-		sbx_error_set(err, SBX_UNREACHABLE, NULL,
-			      "%s: the answer could not be decoded (%s)",
-			      AC_OP_EVENTS, strerror(-rc));
-		rc = -EIO;
-		goto out;
-	}
-	/* Another boot's seqs do not follow since: whatever happened
-	 * between the boots is unknown. */
-	if (since != AC_EVENTS_NOW && boot_id != NULL && *boot_id != '\0' &&
-	    strcmp(boot_id, ev.boot_id) != 0) {
-		size_t i;
-
-		for (i = 0; i < ev.n; i++) {
-			free(ev.ev[i].path);
-			free(ev.ev[i].to);
-		}
-		free(ev.ev);
-		ev.ev = NULL;
-		ev.n = 0;
-		ev.lost = true;
-	}
-	*out = ev;
-out:
-	transport_resp_cleanup(&resp);
-	return rc;
+	return call(t, id, &c_events, 0, path, NULL, &eo, err);
 }

@@ -88,20 +88,16 @@ int ac_job_start(struct transport *t, const char *id,
 		 const struct proto_exec_req *req,
 		 char job_id[PROTO_JOB_ID_MAX + 1], struct sbx_error *err)
 	__attribute__((warn_unused_result));
-/* POST /v1/jobs/poll. wait_ms > 0 asks an extension agent to hold the
- * answer (long-poll); it must stay well below the response deadline,
- * which bounds the whole exchange. */
-int ac_job_poll(struct transport *t, const char *id,
-		const struct proto_job_poll_req *req,
-		struct proto_job_poll *out, struct sbx_error *err)
-	__attribute__((warn_unused_result));
 /*
- * The same, with the answer's frames handed to fn one at a time, in
- * order, as they are decoded (proto_job_poll_decode_each): no more than
- * one frame is held decoded. *out (no frames) is filled when every frame
- * was taken. fn returning < 0 stops: that value is returned and err is
- * left clear (SBX_OK). An answer that cannot be decoded is retryable
- * (SBX_UNREACHABLE); the frames before the fault were delivered.
+ * POST /v1/jobs/poll, with the answer's frames handed to fn one at a
+ * time, in order, as they are decoded (proto_job_poll_decode_each): no
+ * more than one frame is held decoded. wait_ms > 0 asks an extension agent
+ * to hold the answer (long-poll); it must stay well below the response
+ * deadline, which bounds the whole exchange. *out (no frames) is filled
+ * when every frame was taken. fn returning < 0 stops: that value is
+ * returned and err is left clear (SBX_OK). An answer that cannot be
+ * decoded is retryable (SBX_UNREACHABLE); the frames before the fault
+ * were delivered.
  */
 int ac_job_poll_each(struct transport *t, const char *id,
 		     const struct proto_job_poll_req *req, ac_frame_fn *fn,

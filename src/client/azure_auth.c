@@ -29,6 +29,7 @@
 
 #include "common/clock.h"
 #include "client/azure_auth.h"
+#include "client/azure_auth_i.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/proto_azure.h"
@@ -38,42 +39,13 @@
 
 extern char **environ;
 
-#define FAIL_REFUSED "azureAuthRefused"
 #define MI_API_VERSION "2019-08-01"
 #define IMDS_API_VERSION "2018-02-01"
 #define IMDS_CONNECT_MS 1000L
-#define CLI_STDERR_MAX 4096
 #define JWT_BEARER "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
-struct azure_auth {
-	pthread_mutex_t lock;
-	char *scope;
-	char *resource; /* the scope without "/.default", for identities */
-	char **env; /* the environment snapshot (az runs with it) */
-	char *tenant;
-	char *client_id;
-	char *client_secret;
-	char *authority;
-	char *federated_file;
-	char *identity_endpoint;
-	char *identity_header;
-	char *imds;
-	char *ca_file;
-	char **resolve;
-	long connect_ms;
-	long timeout_ms;
-	long cli_ms;
-	enum azure_auth_source kept; /* the source that worked */
-	bool imds_unavailable;
-	/* The cached token. */
-	char *token;
-	int64_t expires_on;
-	int64_t retry_after; /* a failed refresh: none before this */
-	unsigned gen;
-	unsigned fetches;
-};
-
-const char *azure_auth_source_name(enum azure_auth_source s)
+/* "client secret", "workload identity", ... ("none"). */
+static const char *source_name(enum azure_auth_source s)
 {
 	switch (s) {
 	case AZURE_AUTH_CLIENT_SECRET:
@@ -92,14 +64,14 @@ const char *azure_auth_source_name(enum azure_auth_source s)
 	return "none";
 }
 
-static int64_t now_s(void)
+int64_t azure_auth_now_s(void)
 {
 	return (int64_t)time(NULL);
 }
 
 /* ---- the environment -------------------------------------------------- */
 
-static const char *env_get(char *const *env, const char *name)
+const char *azure_auth_env(char *const *env, const char *name)
 {
 	size_t n = strlen(name), i;
 
@@ -194,14 +166,16 @@ int azure_auth_new(const struct azure_auth_config *cfg, struct azure_auth **out,
 	a->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
 	a->cli_ms = cfg->cli_timeout_ms > 0 ? cfg->cli_timeout_ms : 60000;
 
-	a->tenant = dup_or_null(env_get(a->env, "AZURE_TENANT_ID"));
-	a->client_id = dup_or_null(env_get(a->env, "AZURE_CLIENT_ID"));
-	a->client_secret = dup_or_null(env_get(a->env, "AZURE_CLIENT_SECRET"));
-	a->federated_file =
-		dup_or_null(env_get(a->env, "AZURE_FEDERATED_TOKEN_FILE"));
-	a->identity_header = dup_or_null(env_get(a->env, "IDENTITY_HEADER"));
+	a->tenant = dup_or_null(azure_auth_env(a->env, "AZURE_TENANT_ID"));
+	a->client_id = dup_or_null(azure_auth_env(a->env, "AZURE_CLIENT_ID"));
+	a->client_secret =
+		dup_or_null(azure_auth_env(a->env, "AZURE_CLIENT_SECRET"));
+	a->federated_file = dup_or_null(
+		azure_auth_env(a->env, "AZURE_FEDERATED_TOKEN_FILE"));
+	a->identity_header =
+		dup_or_null(azure_auth_env(a->env, "IDENTITY_HEADER"));
 
-	authority = env_get(a->env, "AZURE_AUTHORITY_HOST");
+	authority = azure_auth_env(a->env, "AZURE_AUTHORITY_HOST");
 	a->authority = endpoint_url(
 		authority ? authority : AZURE_AUTH_AUTHORITY, true);
 	if (a->authority == NULL) {
@@ -210,7 +184,7 @@ int azure_auth_new(const struct azure_auth_config *cfg, struct azure_auth **out,
 			      "without user, query or fragment");
 		goto bad;
 	}
-	identity = env_get(a->env, "IDENTITY_ENDPOINT");
+	identity = azure_auth_env(a->env, "IDENTITY_ENDPOINT");
 	if (identity != NULL) {
 		/* The endpoint may carry its own query in some hosts; only
 		 * the scheme and the absence of a user matter here. */
@@ -224,7 +198,7 @@ int azure_auth_new(const struct azure_auth_config *cfg, struct azure_auth **out,
 		}
 		a->identity_endpoint = xstrdup(identity);
 	}
-	imds = env_get(a->env, "AZURE_POD_IDENTITY_AUTHORITY_HOST");
+	imds = azure_auth_env(a->env, "AZURE_POD_IDENTITY_AUTHORITY_HOST");
 	a->imds = endpoint_url(imds ? imds : AZURE_AUTH_IMDS, false);
 	if (a->imds == NULL) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
@@ -320,7 +294,7 @@ static int take_answer(struct azure_auth *a, enum azure_auth_source src,
 		       const struct transport_resp *resp,
 		       struct proto_azure_token *tok, struct sbx_error *err)
 {
-	const char *name = azure_auth_source_name(src);
+	const char *name = source_name(src);
 	char code[96], msg[320];
 	const char *why = "";
 	int rc;
@@ -334,7 +308,7 @@ static int take_answer(struct azure_auth *a, enum azure_auth_source src,
 			return -EIO;
 		}
 		rc = proto_azure_token_decode(resp->body.data, resp->body.len,
-					      now_s(), tok, &why);
+					      azure_auth_now_s(), tok, &why);
 		if (rc < 0) {
 			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
 				      "azure: the %s token answer is "
@@ -363,7 +337,7 @@ static int take_answer(struct azure_auth *a, enum azure_auth_source src,
 			      msg[0] ? ": " : "", msg);
 		return -EIO;
 	}
-	sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+	sbx_error_set(err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED,
 		      "azure: the %s credential was refused: HTTP %ld%s%s%s%s",
 		      name, resp->status, code[0] ? " " : "", code,
 		      msg[0] ? ": " : "", msg);
@@ -379,10 +353,49 @@ static void http_failed(struct sbx_error *err, enum azure_auth_source src,
 	snprintf(reason, sizeof(reason), "%s", why->reason);
 	sbx_error_set(err, SBX_UNREACHABLE, NULL,
 		      "azure: the %s token endpoint could not be reached: %s",
-		      azure_auth_source_name(src), reason);
+		      source_name(src), reason);
 }
 
 /* ---- the sources ------------------------------------------------------- */
+
+/*
+ * Send req to src's token endpoint (connect_ms to connect) and take its
+ * answer. *unavailable (may be NULL: the metadata service only) is set
+ * when the endpoint could not be reached or has no identity for us.
+ */
+static int token_exchange(struct azure_auth *a, enum azure_auth_source src,
+			  struct transport_http_req *req, long connect_ms,
+			  struct proto_azure_token *tok, bool *unavailable,
+			  struct sbx_error *err)
+{
+	struct transport_resp resp;
+	struct sbx_error herr;
+	int rc;
+
+	req->max_body = AZURE_AUTH_MAX_ANSWER;
+	req->ca_file = a->ca_file;
+	req->resolve = (const char *const *)a->resolve;
+	req->connect_timeout_ms = connect_ms;
+	req->timeout_ms = a->timeout_ms;
+	transport_resp_init(&resp);
+	sbx_error_clear(&herr);
+	rc = transport_http(req, &resp, &herr);
+	if (rc < 0) {
+		if (unavailable != NULL)
+			*unavailable = true;
+		http_failed(err, src, &herr);
+		rc = -EIO;
+	} else {
+		if (unavailable != NULL &&
+		    (resp.status == 400 || resp.status == 404))
+			*unavailable = true;
+		rc = take_answer(a, src, &resp, tok, err);
+	}
+	if (resp.body.data != NULL)
+		token_wipe(resp.body.data, resp.body.len);
+	transport_resp_cleanup(&resp);
+	return rc;
+}
 
 static int post_token(struct azure_auth *a, enum azure_auth_source src,
 		      struct buf *form, struct proto_azure_token *tok,
@@ -390,8 +403,6 @@ static int post_token(struct azure_auth *a, enum azure_auth_source src,
 {
 	static const char *const headers[] = {"Accept: application/json", NULL};
 	struct transport_http_req req;
-	struct transport_resp resp;
-	struct sbx_error herr;
 	char *url;
 	int rc;
 
@@ -403,24 +414,7 @@ static int post_token(struct azure_auth *a, enum azure_auth_source src,
 	req.content_type = "application/x-www-form-urlencoded";
 	req.body = form->data;
 	req.body_len = form->len;
-	req.max_body = AZURE_AUTH_MAX_ANSWER;
-	req.ca_file = a->ca_file;
-	req.resolve = (const char *const *)a->resolve;
-	req.connect_timeout_ms = a->connect_ms;
-	req.timeout_ms = a->timeout_ms;
-	transport_resp_init(&resp);
-	sbx_error_clear(&herr);
-	a->fetches++;
-	rc = transport_http(&req, &resp, &herr);
-	if (rc < 0) {
-		http_failed(err, src, &herr);
-		rc = -EIO;
-	} else {
-		rc = take_answer(a, src, &resp, tok, err);
-	}
-	if (resp.body.data != NULL)
-		token_wipe(resp.body.data, resp.body.len);
-	transport_resp_cleanup(&resp);
+	rc = token_exchange(a, src, &req, a->connect_ms, tok, NULL, err);
 	free(url);
 	return rc;
 }
@@ -461,7 +455,7 @@ static int read_assertion(const char *path, char **out, struct sbx_error *err)
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = -errno;
-		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+		sbx_error_set(err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED,
 			      "azure: the workload identity token file %s "
 			      "cannot be read: %s",
 			      path, strerror(-rc));
@@ -483,7 +477,7 @@ static int read_assertion(const char *path, char **out, struct sbx_error *err)
 	if (rc == 0 && (b.len == 0 || memchr(b.data, '\0', b.len) != NULL))
 		rc = -EINVAL;
 	if (rc < 0) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
+		sbx_error_set(err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED,
 			      "azure: the workload identity token file %s is "
 			      "%s",
 			      path,
@@ -543,8 +537,6 @@ static int managed_identity(struct azure_auth *a, enum azure_auth_source src,
 			    struct sbx_error *err)
 {
 	struct transport_http_req req;
-	struct transport_resp resp;
-	struct sbx_error herr;
 	struct buf url = BUF_INIT(0);
 	const char *headers[3] = {"Accept: application/json", NULL, NULL};
 	char *secret_header = NULL;
@@ -581,234 +573,13 @@ static int managed_identity(struct azure_auth *a, enum azure_auth_source src,
 	req.method = "GET";
 	req.url = url.data;
 	req.headers = headers;
-	req.max_body = AZURE_AUTH_MAX_ANSWER;
-	req.ca_file = a->ca_file;
-	req.resolve = (const char *const *)a->resolve;
-	req.connect_timeout_ms = imds ? IMDS_CONNECT_MS : a->connect_ms;
-	req.timeout_ms = a->timeout_ms;
-	transport_resp_init(&resp);
-	sbx_error_clear(&herr);
-	a->fetches++;
-	rc = transport_http(&req, &resp, &herr);
-	if (rc < 0) {
-		/* Not on Azure (or no metadata service): next source. */
-		*unavailable = imds;
-		http_failed(err, src, &herr);
-		rc = -EIO;
-	} else {
-		if (imds && (resp.status == 400 || resp.status == 404))
-			*unavailable = true;
-		rc = take_answer(a, src, &resp, tok, err);
-	}
-	if (resp.body.data != NULL)
-		token_wipe(resp.body.data, resp.body.len);
-	transport_resp_cleanup(&resp);
+	/* Not on Azure (or no metadata service): the chain goes on. */
+	rc = token_exchange(a, src, &req,
+			    imds ? IMDS_CONNECT_MS : a->connect_ms, tok,
+			    imds ? unavailable : NULL, err);
 out:
 	token_free(secret_header);
 	buf_cleanup(&url);
-	return rc;
-}
-
-/* ---- the Azure CLI ------------------------------------------------------- */
-
-/* az on the snapshot's PATH (heap path), or NULL. */
-static char *find_az(struct azure_auth *a)
-{
-	const char *path = env_get(a->env, "PATH");
-	const char *p;
-
-	if (path == NULL)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (p = path; *p != '\0';) {
-		size_t n = strcspn(p, ":");
-		char *cand;
-
-		if (n > 0 && p[0] == '/') {
-			cand = xasprintf("%.*s/az", (int)n, p);
-			if (access(cand, X_OK) == 0)
-				return cand;
-			free(cand);
-		}
-		p += n;
-		if (*p == ':')
-			p++;
-	}
-	return NULL;
-}
-
-/* Both pipes into bounded buffers until EOF or the deadline. */
-static int drain_child(int outfd, int errfd, struct buf *out, struct buf *eb,
-		       long long deadline)
-{
-	struct pollfd pfd[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-	int open_fds = 2, rc = 0;
-
-	while (open_fds > 0) {
-		long long left = deadline - clock_mono_ms();
-		int i, n;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		for (i = 0; i < 2 && n > 0; i++) {
-			struct buf *b = i == 0 ? out : eb;
-			char chunk[4096];
-			ssize_t got;
-
-			if (pfd[i].fd < 0 || pfd[i].revents == 0)
-				continue;
-			got = read(pfd[i].fd, chunk, sizeof(chunk));
-			if (got <= 0) {
-				pfd[i].fd = -1;
-				open_fds--;
-				continue;
-			}
-			/* Past the bound, the answer is not one. */
-			if ((b->len + (size_t)got > b->max ||
-			     buf_append(b, chunk, (size_t)got) < 0) &&
-			    i == 0)
-				rc = -EFBIG;
-			token_wipe(chunk, sizeof(chunk));
-		}
-	}
-	return rc;
-}
-
-/* The first line of az's complaint, printable and bounded. */
-static void first_line(const struct buf *b, char *out, size_t size)
-{
-	size_t i, o = 0;
-
-	for (i = 0; i < b->len && o + 1 < size; i++) {
-		unsigned char c = (unsigned char)b->data[i];
-
-		if (c == '\n' && o > 0)
-			break;
-		if (c == '\n' || c == '\r')
-			continue;
-		out[o++] = c >= 0x20 && c != 0x7f ? (char)c : '?';
-	}
-	out[o] = '\0';
-}
-
-static int azure_cli(struct azure_auth *a, struct proto_azure_token *tok,
-		     bool *unavailable, struct sbx_error *err)
-{
-	const char *argv[10];
-	struct buf out = BUF_INIT(AZURE_AUTH_MAX_ANSWER);
-	struct buf eb = BUF_INIT(CLI_STDERR_MAX);
-	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-	long long deadline = clock_mono_ms() + a->cli_ms;
-	char line[256];
-	const char *why = "";
-	char *az;
-	size_t argc = 0;
-	int rc, status = 0;
-	pid_t pid;
-
-	*unavailable = false;
-	az = find_az(a);
-	if (az == NULL) {
-		*unavailable = true;
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "azure: the Azure CLI (az) is not on PATH");
-		err->err = ENOKEY;
-		return -ENOKEY;
-	}
-	argv[argc++] = az;
-	argv[argc++] = "account";
-	argv[argc++] = "get-access-token";
-	argv[argc++] = "--scope";
-	argv[argc++] = a->scope;
-	if (a->tenant != NULL) {
-		argv[argc++] = "--tenant";
-		argv[argc++] = a->tenant;
-	}
-	argv[argc++] = "--output";
-	argv[argc++] = "json";
-	argv[argc] = NULL;
-	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-		rc = -errno;
-		sbx_error_set(err, SBX_UNREACHABLE, NULL,
-			      "azure: cannot run the Azure CLI: %s",
-			      strerror(-rc));
-		goto out;
-	}
-	a->fetches++;
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
-		sbx_error_set(err, SBX_UNREACHABLE, NULL,
-			      "azure: cannot run the Azure CLI: %s",
-			      strerror(-rc));
-		goto out;
-	}
-	if (pid == 0) {
-		/* Only async-signal-safe calls until exec. */
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-
-		setpgid(0, 0);
-		if (devnull < 0 || dup2(devnull, 0) < 0 ||
-		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
-			_exit(127);
-#ifdef HAVE_CLOSE_RANGE
-		close_range(3, ~0U, 0);
-#endif
-		execve(az, (char *const *)argv, a->env);
-		_exit(127);
-	}
-	close(outp[1]);
-	close(errp[1]);
-	outp[1] = errp[1] = -1;
-	rc = drain_child(outp[0], errp[0], &out, &eb, deadline);
-	if (rc == -ETIMEDOUT)
-		kill(-pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (rc == -ETIMEDOUT) {
-		sbx_error_set(err, SBX_UNREACHABLE, NULL,
-			      "azure: the Azure CLI did not answer within "
-			      "%ld ms",
-			      a->cli_ms);
-		rc = -EIO;
-		goto out;
-	}
-	if (rc < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		first_line(&eb, line, sizeof(line));
-		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
-			      "azure: the Azure CLI gave no token (%s): %s",
-			      rc == -EFBIG	  ? "its answer is too large"
-			      : WIFEXITED(status) ? "it failed"
-						  : "it was killed",
-			      line[0] ? line : "no message");
-		err->err = EACCES;
-		rc = -EACCES;
-		goto out;
-	}
-	rc = proto_azure_token_decode(out.data, out.len, now_s(), tok, &why);
-	if (rc < 0) {
-		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
-			      "azure: the Azure CLI's token answer is "
-			      "malformed: %s",
-			      why);
-		rc = -EIO;
-	}
-out:
-	if (outp[0] >= 0)
-		close(outp[0]);
-	if (outp[1] >= 0)
-		close(outp[1]);
-	if (errp[0] >= 0)
-		close(errp[0]);
-	if (errp[1] >= 0)
-		close(errp[1]);
-	if (out.data != NULL)
-		token_wipe(out.data, out.len);
-	buf_cleanup(&out);
-	buf_cleanup(&eb);
-	free(az);
 	return rc;
 }
 
@@ -841,7 +612,7 @@ static int fetch_from(struct azure_auth *a, enum azure_auth_source src,
 	case AZURE_AUTH_IMDS_IDENTITY:
 		return managed_identity(a, src, tok, unavailable, err);
 	case AZURE_AUTH_CLI:
-		return azure_cli(a, tok, unavailable, err);
+		return azure_auth_cli(a, tok, unavailable, err);
 	case AZURE_AUTH_NONE:
 		break;
 	}
@@ -886,26 +657,15 @@ static int fetch(struct azure_auth *a, struct proto_azure_token *tok,
 	return rc;
 }
 
-/* Lock a, waiting no longer than the calling thread's operation deadline
- * (another thread may be fetching a token). */
+/* Another thread may be fetching a token: wait no longer than the
+ * operation deadline. */
 static int lock_until_deadline(struct azure_auth *a, struct sbx_error *err)
 {
-	long long d = transport_op_deadline();
-	struct timespec ts;
-
-	if (d == 0) {
-		pthread_mutex_lock(&a->lock);
+	if (transport_op_lock(&a->lock) == 0)
 		return 0;
-	}
-	ts.tv_sec = (time_t)(d / 1000);
-	ts.tv_nsec = (long)(d % 1000) * 1000000L;
-	if (pthread_mutex_clocklock(&a->lock, CLOCK_MONOTONIC, &ts) == 0)
-		return 0;
-	sbx_error_set(err, SBX_UNREACHABLE, NULL,
-		      "azure: the operation's deadline passed while another "
-		      "request fetched an access token");
-	err->err = EIO;
-	return -EIO;
+	return sbx_error_fail(err, SBX_UNREACHABLE, NULL, EIO,
+			      "azure: the operation's deadline passed while "
+			      "another request fetched an access token");
 }
 
 int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
@@ -919,7 +679,7 @@ int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
 	rc = lock_until_deadline(a, err);
 	if (rc < 0)
 		return rc;
-	now = now_s();
+	now = azure_auth_now_s();
 	/* A token inside its last AZURE_AUTH_MARGIN_S is refreshed; while
 	 * a refresh fails, the token serves until it really expires, and
 	 * the next refresh waits AZURE_AUTH_RETRY_S (as the Azure SDKs do),
@@ -961,8 +721,8 @@ int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
 		a->kept = used;
 		log_debug("azure: got an access token from the %s source, "
 			  "valid for %lld s",
-			  azure_auth_source_name(used),
-			  (long long)(a->expires_on - now_s()));
+			  source_name(used),
+			  (long long)(a->expires_on - azure_auth_now_s()));
 	}
 use:
 	*header = xasprintf("Authorization: Bearer %s", a->token);
@@ -982,24 +742,4 @@ void azure_auth_invalidate(struct azure_auth *a, unsigned gen)
 		a->token = NULL;
 	}
 	pthread_mutex_unlock(&a->lock);
-}
-
-enum azure_auth_source azure_auth_source(struct azure_auth *a)
-{
-	enum azure_auth_source s;
-
-	pthread_mutex_lock(&a->lock);
-	s = a->kept;
-	pthread_mutex_unlock(&a->lock);
-	return s;
-}
-
-unsigned azure_auth_fetches(struct azure_auth *a)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&a->lock);
-	n = a->fetches;
-	pthread_mutex_unlock(&a->lock);
-	return n;
 }

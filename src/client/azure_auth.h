@@ -67,9 +67,6 @@ enum azure_auth_source {
 	AZURE_AUTH_CLI,
 };
 
-/* "client secret", "workload identity", ... ("none"). */
-const char *azure_auth_source_name(enum azure_auth_source s);
-
 struct azure_auth_config {
 	const char *scope; /* NULL: AZURE_AUTH_SCOPE */
 	/* The environment to read the variables above (and PATH for az)
@@ -112,11 +109,5 @@ int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
 /* Drop the cached token if it is still generation gen (a data-plane 401
  * refused it), so the next azure_auth_header fetches a new one. */
 void azure_auth_invalidate(struct azure_auth *a, unsigned gen);
-
-/* The source that gave the last token (AZURE_AUTH_NONE before any). */
-enum azure_auth_source azure_auth_source(struct azure_auth *a);
-/* Token requests made so far (each source's fetches; for tests and
- * diagnostics). */
-unsigned azure_auth_fetches(struct azure_auth *a);
 
 #endif

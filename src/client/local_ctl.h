@@ -78,19 +78,15 @@ struct local_ctl {
 
 /*
  * Fill c: the state directory from state_dir_option (NULL: see
- * local_state_dir_resolve) and the agent binary from local_ctl_agent_path.
- * Timeouts get the defaults above; callers may change them afterwards.
+ * local_state_dir_resolve) and the agent binary: $SANDBOXFS_AGENT when
+ * set, else the sandbox-agent next to the running program
+ * (/proc/self/exe's directory) when it is executable, else the installed
+ * one (sbindir, then bindir). Timeouts get the defaults above; callers may
+ * change them afterwards.
  */
 int local_ctl_init(struct local_ctl *c, const char *state_dir_option,
 		   struct local_err *err) __attribute__((warn_unused_result));
 void local_ctl_cleanup(struct local_ctl *c);
-
-/*
- * The sandbox-agent binary (heap): $SANDBOXFS_AGENT when set, else the
- * sandbox-agent next to the running program (/proc/self/exe's directory)
- * when it is executable, else the installed one (sbindir, then bindir).
- */
-char *local_ctl_agent_path(void);
 
 /* What a create has copied so far: the entries that are not directories,
  * and the bytes of regular files. */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/dirstream.h"
 #include "common/clock.h"
 #include "common/buf.h"
 #include "common/fileio.h"
@@ -195,7 +196,9 @@ static int mkdirs(const char *path, mode_t mode)
 	return rc;
 }
 
-int local_state_chmod_fd(int fd, mode_t mode)
+/* chmod the file an fd (O_PATH included) holds, through /proc/self/fd:
+ * never another file, whatever its name now leads to. */
+static int local_state_chmod_fd(int fd, mode_t mode)
 {
 	char proc[64];
 
@@ -609,20 +612,11 @@ static int rm_contents(struct rm_walk *w, int dfd, int depth)
 	struct dirent *de;
 	struct stat st;
 	DIR *d;
-	int cfd, dup_fd, rc = 0;
+	int cfd, rc = 0;
 
-	dup_fd = dup(dfd);
-	if (dup_fd < 0)
+	d = dirstream_open(dfd);
+	if (d == NULL)
 		return -errno;
-	d = fdopendir(dup_fd);
-	if (d == NULL) {
-		rc = -errno;
-		close(dup_fd);
-		return rc;
-	}
-	/* A dup shares the file offset: a directory read before would
-	 * otherwise look empty. */
-	rewinddir(d);
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0)

@@ -107,11 +107,6 @@ int local_state_secure(const char *state_dir, const char *id,
 		       struct local_err *err)
 	__attribute__((warn_unused_result));
 
-/* chmod the file an fd (O_PATH included) holds, through /proc/self/fd:
- * never another file, whatever its name now leads to. */
-int local_state_chmod_fd(int fd, mode_t mode)
-	__attribute__((warn_unused_result));
-
 /* The sandbox names present, sorted (heap array of heap strings; free with
  * local_state_ids_free). Entries that are not valid names are skipped; a
  * missing STATE/sandboxes is an empty list. */

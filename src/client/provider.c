@@ -9,40 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/proto_record.h"
 #include "client/provider.h"
 #include "client/provider_local.h"
 #ifdef HAVE_PROVIDER_AZURE
 #include "client/provider_azure.h"
 #endif
 
-static const char *const state_names[] = {
-	[PROVIDER_STATE_UNKNOWN] = "Unknown",
-	[PROVIDER_STATE_CREATING] = "Creating",
-	[PROVIDER_STATE_RUNNING] = "Running",
-	[PROVIDER_STATE_STOPPING] = "Stopping",
-	[PROVIDER_STATE_STOPPED] = "Stopped",
-	[PROVIDER_STATE_SUSPENDED] = "Suspended",
-	[PROVIDER_STATE_RESUMING] = "Resuming",
-	[PROVIDER_STATE_DELETING] = "Deleting",
-};
+/* The two enums list the states in the same order. */
+_Static_assert((int)PROVIDER_STATE_DELETING == (int)PROTO_RECORD_DELETING &&
+		       (int)PROVIDER_STATE_RUNNING == (int)PROTO_RECORD_RUNNING,
+	       "provider_state follows proto_record_state");
 
 const char *provider_state_name(enum provider_state s)
 {
-	if ((size_t)s >= sizeof(state_names) / sizeof(state_names[0]))
-		return "Unknown";
-	return state_names[s];
-}
+	const char *name = proto_record_state_name((enum proto_record_state)s);
 
-enum provider_state provider_state_from_name(const char *name)
-{
-	size_t i;
-
-	if (name == NULL)
-		return PROVIDER_STATE_UNKNOWN;
-	for (i = 1; i < sizeof(state_names) / sizeof(state_names[0]); i++)
-		if (strcmp(state_names[i], name) == 0)
-			return (enum provider_state)i;
-	return PROVIDER_STATE_UNKNOWN;
+	return name != NULL ? name : "Unknown";
 }
 
 void provider_record_cleanup(struct provider_record *r)
@@ -69,39 +52,6 @@ const char *provider_record_label(const struct provider_record *r,
 		if (strcmp(r->labels[i].key, key) == 0)
 			return r->labels[i].value;
 	return NULL;
-}
-
-int provider_record_copy(struct provider_record *dst,
-			 const struct provider_record *src)
-{
-	struct provider_record r;
-	size_t i;
-
-	memset(&r, 0, sizeof(r));
-	memcpy(r.id, src->id, sizeof(r.id));
-	r.state = src->state;
-	if (src->nlabels > 0) {
-		r.labels = calloc(src->nlabels, sizeof(*r.labels));
-		if (r.labels == NULL)
-			return -ENOMEM;
-	}
-	for (i = 0; i < src->nlabels; i++) {
-		r.labels[i].key = strdup(src->labels[i].key);
-		r.labels[i].value = strdup(src->labels[i].value);
-		r.nlabels++;
-		if (r.labels[i].key == NULL || r.labels[i].value == NULL)
-			goto nomem;
-	}
-	if (src->route_hint != NULL) {
-		r.route_hint = strdup(src->route_hint);
-		if (r.route_hint == NULL)
-			goto nomem;
-	}
-	*dst = r;
-	return 0;
-nomem:
-	provider_record_cleanup(&r);
-	return -ENOMEM;
 }
 
 void provider_exec_result_cleanup(struct provider_exec_result *r)

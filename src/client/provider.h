@@ -46,7 +46,6 @@ enum provider_state {
 
 /* "Running" ...; "Unknown" for PROVIDER_STATE_UNKNOWN. */
 const char *provider_state_name(enum provider_state s);
-enum provider_state provider_state_from_name(const char *name);
 
 struct provider_label {
 	char *key;
@@ -66,9 +65,6 @@ void provider_record_cleanup(struct provider_record *r);
 /* The value of a label, or NULL. */
 const char *provider_record_label(const struct provider_record *r,
 				  const char *key);
-/* Deep copy; -ENOMEM. */
-int provider_record_copy(struct provider_record *dst,
-			 const struct provider_record *src);
 
 /* Result of a native (legacy) exec: buffered output, as the data plane's
  * executeShellCommand answers. */

@@ -12,382 +12,49 @@
  * record_cache_ms. Two flags: needs_fresh (set by resume() and stop())
  * makes the next record_listed() go out, and judgeable says the entry came
  * from record() itself, not from route()'s read or a list page, so that
- * judge() looks at the record the activation read.
+ * judge() looks at the record the activation read. The data plane, native
+ * sessions and the settings have files of their own (provider_azure_i.h).
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/clock.h"
-#include "client/azure_auth.h"
 #include "common/log.h"
-#include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_azure.h"
 #include "common/token.h"
 #include "common/xalloc.h"
 #include "client/provider_azure.h"
+#include "client/provider_azure_i.h"
 #include "client/transport.h"
 
-extern char **environ;
-
-#define FAIL_REFUSED "azureRefused"
-#define MAX_CONFIG_BYTES (64UL * 1024)
 #define MAX_PINS 64
 #define MAX_CREDENTIAL 4096
 #define ID_CHARS \
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
 
-struct entry {
-	char id[PROVIDER_ID_MAX + 1];
-	struct proto_azure_sandbox sb;
-	long long read_ms;
-	bool needs_fresh;
-	bool judgeable;
-	struct entry *next;
-};
-
-struct azure_priv {
-	struct provider base;
-	char *base_url; /* "https://host[:port]", no trailing '/' */
-	char *group_path; /* "/subscriptions/.../sandboxGroups/G" */
-	char *token_path;
-	char *native_root; /* no trailing '/' (but "/" itself) */
-	char *ca_file;
-	char **resolve; /* NULL-terminated, or NULL */
-	long cache_ms;
-	long connect_ms;
-	struct azure_auth *auth;
-	pthread_mutex_t lock; /* entries, nentries, stats */
-	struct entry *entries;
-	size_t nentries;
-	struct provider_azure_stats stats;
-};
-
-static struct azure_priv *priv_of(struct provider *p)
-{
-	return (struct azure_priv *)p;
-}
-
-static void count(struct azure_priv *ap, unsigned *field)
+void azure_count(struct azure_priv *ap, unsigned *field)
 {
 	pthread_mutex_lock(&ap->lock);
 	(*field)++;
 	pthread_mutex_unlock(&ap->lock);
 }
 
-/* ---- URLs ------------------------------------------------------------- */
-
-static bool ends_with_ci(const char *s, size_t n, const char *suffix)
-{
-	size_t m = strlen(suffix);
-
-	return n > m && strncasecmp(s + n - m, suffix, m) == 0;
-}
-
-/* A DNS name: letters, digits, '-' and '.', no empty label. */
-static bool dns_name(const char *h, size_t n)
-{
-	size_t i;
-
-	if (n == 0 || n > 253 || h[0] == '.' || h[n - 1] == '.')
-		return false;
-	for (i = 0; i < n; i++) {
-		char c = h[i];
-
-		if (c == '.' && h[i + 1] == '.')
-			return false;
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		      (c >= '0' && c <= '9') || c == '-' || c == '.'))
-			return false;
-	}
-	return true;
-}
-
-/*
- * Split "https://host[:port][/]" (nothing else after the authority: no
- * user, IP literal brackets, query or fragment, and a path of "/" or
- * none). The host is host[0..*hostlen).
- */
-static bool https_origin(const char *url, const char **host, size_t *hostlen)
-{
-	const char *a, *end, *colon;
-	size_t i;
-
-	if (url == NULL || strncmp(url, "https://", 8) != 0)
-		return false;
-	for (i = 0; url[i] != '\0'; i++)
-		if ((unsigned char)url[i] <= 0x20 ||
-		    (unsigned char)url[i] >= 0x7f || url[i] == '\\' ||
-		    url[i] == '%')
-			return false;
-	a = url + 8;
-	end = a + strcspn(a, "/?#");
-	if (memchr(a, '@', (size_t)(end - a)) != NULL ||
-	    memchr(a, '[', (size_t)(end - a)) != NULL)
-		return false;
-	colon = memchr(a, ':', (size_t)(end - a));
-	if (colon != NULL) {
-		size_t digits = (size_t)(end - colon - 1);
-		long port;
-
-		if (digits == 0 || digits > 5 ||
-		    strspn(colon + 1, "0123456789") < digits)
-			return false;
-		port = strtol(colon + 1, NULL, 10);
-		if (port < 1 || port > 65535)
-			return false;
-	} else {
-		colon = end;
-	}
-	if (!dns_name(a, (size_t)(colon - a)))
-		return false;
-	/* What follows the authority: nothing, or exactly "/". */
-	if (!(*end == '\0' || (end[0] == '/' && end[1] == '\0')))
-		return false;
-	*host = a;
-	*hostlen = (size_t)(colon - a);
-	return true;
-}
-
-bool provider_azure_route_allowed(const char *url)
-{
-	const char *host;
-	size_t n;
-
-	/* The URL comes from an authenticated provider answer; still refuse
-	 * anything but the Azure proxies before a credential goes there. */
-	if (!https_origin(url, &host, &n))
-		return false;
-	return ends_with_ci(host, n, ".adcproxy.io") ||
-	       ends_with_ci(host, n, ".azurecontainerapps.io");
-}
-
-/* ---- data-plane calls ---------------------------------------------------- */
-
-struct dp_req {
-	const char *what; /* "read sandbox 'x'", for reasons */
-	const char *method;
-	/* The path after the group path ("/sandboxes/x"), or with absolute
-	 * the whole path and query (a nextLink). */
-	const char *path;
-	bool absolute;
-	const char *query; /* more query members, encoded, or NULL */
-	const char *content_type;
-	const void *body;
-	size_t body_len;
-	size_t max_body;
-	bool json; /* a 2xx answer must be application/json */
-	bool may_run; /* a command: an unanswered call may have run */
-	long timeout_ms;
-};
-
-static bool json_type(const char *ctype)
-{
-	return strncasecmp(ctype, "application/json", 16) == 0 &&
-	       (ctype[16] == '\0' || ctype[16] == ';' || ctype[16] == ' ');
-}
-
-/* " (CODE: message)" from a data-plane error body, or a printable
- * snippet of it. */
-static void error_detail(const struct transport_resp *resp, char *out,
-			 size_t size)
-{
-	char code[96], msg[320], snip[160];
-	size_t i, o = 0;
-
-	out[0] = '\0';
-	if (proto_azure_error_decode(resp->body.data, resp->body.len, code,
-				     sizeof(code), msg, sizeof(msg))) {
-		snprintf(out, size, " (%s%s%s)", code,
-			 code[0] && msg[0] ? ": " : "", msg);
-		return;
-	}
-	for (i = 0; i < resp->body.len && o + 1 < sizeof(snip); i++) {
-		unsigned char c = (unsigned char)resp->body.data[i];
-
-		snip[o++] = c >= 0x20 && c < 0x7f ? (char)c : ' ';
-	}
-	snip[o] = '\0';
-	if (o > 0)
-		snprintf(out, size, " (%s)", snip);
-}
-
-/* Overwrite every occurrence of secret in text. */
-static void scrub(char *text, const char *secret)
-{
-	size_t n = strlen(secret);
-	char *hit;
-
-	if (n < 4)
-		return;
-	while ((hit = strstr(text, secret)) != NULL)
-		memset(hit, '*', n);
-}
-
-static char *dp_url(struct azure_priv *ap, const struct dp_req *r)
-{
-	const char *path = r->absolute ? "" : ap->group_path;
-	const char *tail = r->path;
-	const char *sep = strchr(tail, '?') ? "&" : "?";
-
-	return xasprintf("%s%s%s%sapi-version=%s%s%s", ap->base_url, path, tail,
-			 sep, PROTO_AZURE_API_VERSION, r->query ? "&" : "",
-			 r->query ? r->query : "");
-}
-
-/*
- * One data-plane exchange with the bearer, retried once with a fresh
- * token after a 401. Returns 0 for a 2xx answer (resp filled), -ENOENT for
- * a 404 (err says gone; the caller may say more), or another negative
- * errno with err filled.
- */
-static int dp_call(struct azure_priv *ap, const struct dp_req *r,
-		   struct transport_resp *resp, struct sbx_error *err)
-{
-	const char *headers[3] = {NULL, "Accept: application/json", NULL};
-	struct transport_http_req req;
-	struct sbx_error herr;
-	char detail[512];
-	char *url = dp_url(ap, r);
-	char *auth = NULL;
-	unsigned gen = 0;
-	int attempt, rc = 0;
-
-	for (attempt = 0; attempt < 2; attempt++) {
-		token_free(auth);
-		auth = NULL;
-		rc = azure_auth_header(ap->auth, &auth, &gen, err);
-		if (rc < 0)
-			goto out;
-		headers[0] = auth;
-		memset(&req, 0, sizeof(req));
-		req.method = r->method;
-		req.url = url;
-		req.headers = headers;
-		req.content_type = r->content_type;
-		req.body = r->body;
-		req.body_len = r->body_len;
-		req.max_body = r->max_body;
-		req.ca_file = ap->ca_file;
-		req.resolve = (const char *const *)ap->resolve;
-		req.connect_timeout_ms = ap->connect_ms;
-		req.timeout_ms = r->timeout_ms;
-		transport_resp_cleanup(resp);
-		transport_resp_init(resp);
-		sbx_error_clear(&herr);
-		rc = transport_http(&req, resp, &herr);
-		if (rc < 0) {
-			if (r->may_run && rc != -ECONNREFUSED)
-				sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
-					      "azure: %s: the data plane did "
-					      "not answer, the command may "
-					      "have run: %s",
-					      r->what, herr.reason);
-			else if (rc == -EFBIG)
-				sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
-					      "azure: %s: the data plane's "
-					      "answer is larger than %zu bytes",
-					      r->what, r->max_body);
-			else
-				sbx_error_set(err, SBX_UNREACHABLE, NULL,
-					      "azure: %s: the data plane "
-					      "could not be reached: %s",
-					      r->what, herr.reason);
-			err->err = rc == -EFBIG ? EFBIG : EIO;
-			rc = -err->err;
-			goto out;
-		}
-		if (resp->status != 401 || attempt == 1)
-			break;
-		/* The token may have been revoked or rotated: drop it and
-		 * ask once more. */
-		azure_auth_invalidate(ap->auth, gen);
-		count(ap, &ap->stats.retried_401);
-		log_debug("azure: %s: 401 from the data plane; retrying with a "
-			  "new token",
-			  r->what);
-	}
-	if (resp->status >= 200 && resp->status < 300) {
-		if (r->json && !json_type(resp->content_type)) {
-			sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
-				      "azure: %s: the data plane answered with "
-				      "content type '%s', not JSON",
-				      r->what,
-				      resp->content_type[0] ? resp->content_type
-							    : "(none)");
-			rc = -EIO;
-			goto out;
-		}
-		rc = 0;
-		goto out;
-	}
-	error_detail(resp, detail, sizeof(detail));
-	/* A body that echoes the request must not put the token in a log. */
-	scrub(detail, auth + strlen("Authorization: Bearer "));
-	if (resp->status >= 300 && resp->status < 400) {
-		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
-			      "azure: %s: the data plane answered with a "
-			      "redirect (HTTP %ld), which is refused",
-			      r->what, resp->status);
-		rc = -EIO;
-	} else if (resp->status == 404) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_GONE,
-			      "azure: %s: not found%s", r->what, detail);
-		rc = -ENOENT;
-	} else if (resp->status == 401 || resp->status == 403) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, FAIL_REFUSED,
-			      "azure: %s: the data plane refused the "
-			      "credential: HTTP %ld%s",
-			      r->what, resp->status, detail);
-		err->err = EACCES;
-		rc = -EACCES;
-	} else if (resp->status >= 500 || resp->status == 429) {
-		if (r->may_run)
-			sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
-				      "azure: %s: the data plane failed, the "
-				      "command may have run: HTTP %ld%s",
-				      r->what, resp->status, detail);
-		else
-			sbx_error_set(err, SBX_UNREACHABLE, NULL,
-				      "azure: %s: the data plane failed: HTTP "
-				      "%ld%s",
-				      r->what, resp->status, detail);
-		rc = -EIO;
-	} else {
-		sbx_error_set(err, SBX_COMMAND_FAILED, NULL,
-			      "azure: %s: the data plane refused it: HTTP "
-			      "%ld%s",
-			      r->what, resp->status, detail);
-		rc = -EIO;
-	}
-	err->status = resp->status;
-out:
-	token_free(auth);
-	free(url);
-	return rc;
-}
-
 /* ---- records ---------------------------------------------------------- */
 
-static bool id_valid(const char *id)
+bool azure_id_valid(const char *id)
 {
 	size_t n = strlen(id);
 
 	return n > 0 && n <= PROVIDER_ID_MAX && strspn(id, ID_CHARS) == n;
 }
 
-static int bad_id(const char *id, struct sbx_error *err)
+int azure_bad_id(const char *id, struct sbx_error *err)
 {
 	sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 		      "azure: '%.64s' is not a sandbox name", id);
@@ -475,15 +142,11 @@ static int fetch_sandbox(struct azure_priv *ap, const char *id,
 
 	snprintf(what, sizeof(what), "read sandbox '%s'", id);
 	snprintf(path, sizeof(path), "/sandboxes/%s", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "GET";
-	r.path = path;
-	r.max_body = PROVIDER_AZURE_MAX_RECORD;
+	r = azure_dp_req(what, "GET", path, PROVIDER_AZURE_MAX_RECORD,
+			 PROVIDER_AZURE_TIMEOUT_MS);
 	r.json = true;
-	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
 	transport_resp_init(&resp);
-	rc = dp_call(ap, &r, &resp, err);
+	rc = azure_dp_call(ap, &r, &resp, err);
 	if (rc == -ENOENT) {
 		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_GONE,
 			      "azure: sandbox '%s' does not exist", id);
@@ -540,14 +203,14 @@ static void to_record(const struct proto_azure_sandbox *sb,
 static int azure_record(struct provider *p, const char *id,
 			struct provider_record *out, struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct proto_azure_sandbox sb;
 	long long now = clock_mono_ms();
 	int rc;
 
-	if (!id_valid(id))
-		return bad_id(id, err);
-	count(ap, &ap->stats.record_reads);
+	if (!azure_id_valid(id))
+		return azure_bad_id(id, err);
+	azure_count(ap, &ap->stats.record_reads);
 	rc = fetch_sandbox(ap, id, &sb, err);
 	if (rc < 0)
 		return rc;
@@ -563,11 +226,11 @@ static int azure_record_listed(struct provider *p, const char *id,
 			       struct provider_record *out,
 			       struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct entry *e;
 
-	if (!id_valid(id))
-		return bad_id(id, err);
+	if (!azure_id_valid(id))
+		return azure_bad_id(id, err);
 	pthread_mutex_lock(&ap->lock);
 	e = entry_find(ap, id);
 	if (e != NULL && !e->needs_fresh && ap->cache_ms > 0 &&
@@ -601,18 +264,12 @@ static int add_agent_port(struct azure_priv *ap, const char *id,
 	}
 	snprintf(what, sizeof(what), "open the agent port of sandbox '%s'", id);
 	snprintf(path, sizeof(path), "/sandboxes/%s/ports/add", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "POST";
-	r.path = path;
-	r.content_type = "application/json";
-	r.body = body.data;
-	r.body_len = body.len;
-	r.max_body = PROVIDER_AZURE_MAX_RECORD;
-	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	r = azure_dp_req(what, "POST", path, PROVIDER_AZURE_MAX_RECORD,
+			 PROVIDER_AZURE_TIMEOUT_MS);
+	azure_dp_json(&r, &body);
 	transport_resp_init(&resp);
-	count(ap, &ap->stats.ports_added);
-	rc = dp_call(ap, &r, &resp, err);
+	azure_count(ap, &ap->stats.ports_added);
+	rc = azure_dp_call(ap, &r, &resp, err);
 	transport_resp_cleanup(&resp);
 	buf_cleanup(&body);
 	return rc;
@@ -621,15 +278,15 @@ static int add_agent_port(struct azure_priv *ap, const char *id,
 static int azure_route(struct provider *p, const char *id, char **url,
 		       struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	const struct proto_azure_port *port;
 	struct proto_azure_sandbox sb;
 	bool added = false;
 	int rc;
 
-	if (!id_valid(id))
-		return bad_id(id, err);
-	count(ap, &ap->stats.routes);
+	if (!azure_id_valid(id))
+		return azure_bad_id(id, err);
+	azure_count(ap, &ap->stats.routes);
 	for (;;) {
 		long long now = clock_mono_ms();
 
@@ -682,56 +339,24 @@ static bool azure_route_allowed(struct provider *p, const char *url)
 	return provider_azure_route_allowed(url);
 }
 
-/* GET {sandbox}/files?path=P into a buffer of at most max bytes. */
-static int read_file(struct azure_priv *ap, const char *id, const char *path,
-		     size_t max, const char *what, struct transport_resp *resp,
-		     struct sbx_error *err)
-{
-	struct buf query = BUF_INIT(0);
-	struct dp_req r;
-	char dppath[128];
-	int rc;
-
-	rc = buf_append_str(&query, "path=");
-	if (rc == 0)
-		rc = buf_append_escaped(&query, path, "/");
-	if (rc < 0) {
-		sbx_error_set(err, SBX_UNREACHABLE, NULL,
-			      "azure: out of memory");
-		buf_cleanup(&query);
-		return rc;
-	}
-	snprintf(dppath, sizeof(dppath), "/sandboxes/%s/files", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "GET";
-	r.path = dppath;
-	r.query = query.data;
-	r.max_body = max;
-	r.timeout_ms = PROVIDER_AZURE_FILE_TIMEOUT_MS;
-	rc = dp_call(ap, &r, resp, err);
-	buf_cleanup(&query);
-	return rc;
-}
-
 static int azure_credential(struct provider *p, const char *id, char **bytes,
 			    size_t *len, struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct transport_resp resp;
 	char what[128];
 	int rc;
 
-	if (!id_valid(id))
-		return bad_id(id, err);
-	count(ap, &ap->stats.credentials);
+	if (!azure_id_valid(id))
+		return azure_bad_id(id, err);
+	azure_count(ap, &ap->stats.credentials);
 	snprintf(what, sizeof(what),
 		 "read the agent credential of sandbox "
 		 "'%s'",
 		 id);
 	transport_resp_init(&resp);
-	rc = read_file(ap, id, ap->token_path, MAX_CREDENTIAL, what, &resp,
-		       err);
+	rc = azure_read_file(ap, id, ap->token_path, MAX_CREDENTIAL, what,
+			     &resp, err);
 	if (rc == 0) {
 		*len = resp.body.len;
 		*bytes = xmalloc(resp.body.len + 1);
@@ -780,13 +405,13 @@ static int judge_sandbox(const struct proto_azure_sandbox *sb,
 static int azure_judge(struct provider *p, const struct provider_record *rec,
 		       struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct proto_azure_sandbox sb;
 	struct entry *e;
 	int rc;
 
-	if (!id_valid(rec->id))
-		return bad_id(rec->id, err);
+	if (!azure_id_valid(rec->id))
+		return azure_bad_id(rec->id, err);
 	pthread_mutex_lock(&ap->lock);
 	ap->stats.judges++;
 	e = entry_find(ap, rec->id);
@@ -812,25 +437,21 @@ static int azure_judge(struct provider *p, const struct provider_record *rec,
 static int lifecycle(struct provider *p, const char *id, const char *verb,
 		     unsigned *counter, struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct transport_resp resp;
 	struct dp_req r;
 	char what[128], path[128];
 	int rc;
 
-	if (!id_valid(id))
-		return bad_id(id, err);
-	count(ap, counter);
+	if (!azure_id_valid(id))
+		return azure_bad_id(id, err);
+	azure_count(ap, counter);
 	snprintf(what, sizeof(what), "%s sandbox '%s'", verb, id);
 	snprintf(path, sizeof(path), "/sandboxes/%s/%s", id, verb);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "POST";
-	r.path = path;
-	r.max_body = PROVIDER_AZURE_MAX_RECORD;
-	r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
+	r = azure_dp_req(what, "POST", path, PROVIDER_AZURE_MAX_RECORD,
+			 PROVIDER_AZURE_TIMEOUT_MS);
 	transport_resp_init(&resp);
-	rc = dp_call(ap, &r, &resp, err);
+	rc = azure_dp_call(ap, &r, &resp, err);
 	transport_resp_cleanup(&resp);
 	/* Whatever the answer, the next record must come from the data
 	 * plane: the state is changing. */
@@ -845,12 +466,13 @@ static int lifecycle(struct provider *p, const char *id, const char *verb,
 static int azure_resume(struct provider *p, const char *id,
 			struct sbx_error *err)
 {
-	return lifecycle(p, id, "resume", &priv_of(p)->stats.resumes, err);
+	return lifecycle(p, id, "resume", &azure_priv_of(p)->stats.resumes,
+			 err);
 }
 
 static int azure_stop(struct provider *p, const char *id, struct sbx_error *err)
 {
-	return lifecycle(p, id, "stop", &priv_of(p)->stats.stops, err);
+	return lifecycle(p, id, "stop", &azure_priv_of(p)->stats.stops, err);
 }
 
 /* ---- list ---------------------------------------------------------------- */
@@ -906,15 +528,45 @@ static char *next_path(struct azure_priv *ap, const char *link)
 	return buf_take(&b, NULL);
 }
 
+/* A list page's ids into ids[n] (growing to cap), and its records into
+ * the cache (read at now): to show the sandboxes in a listing, not to
+ * judge them. */
+static void take_page(struct azure_priv *ap,
+		      const struct proto_azure_list *page, long long now,
+		      char ***ids, size_t *n, size_t *cap)
+{
+	size_t i;
+
+	pthread_mutex_lock(&ap->lock);
+	for (i = 0; i < page->n; i++) {
+		if (!azure_id_valid(page->ids[i])) {
+			log_debug("azure: list: ignoring sandbox id '%.64s', "
+				  "which is not a name this mount can show",
+				  page->ids[i]);
+			continue;
+		}
+		if (page->decoded[i])
+			entry_store(ap, &page->records[i], now, false);
+		if (*n == PROVIDER_AZURE_MAX_SANDBOXES)
+			continue;
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 64;
+			*ids = xrealloc(*ids, *cap * sizeof(**ids));
+		}
+		(*ids)[(*n)++] = xstrdup(page->ids[i]);
+	}
+	pthread_mutex_unlock(&ap->lock);
+}
+
 static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 		      struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct transport_resp resp;
 	struct proto_azure_list page;
 	char **ids = NULL;
 	char *path = xstrdup("/sandboxes");
-	size_t n = 0, cap = 0, i;
+	size_t n = 0, cap = 0;
 	bool absolute = false;
 	unsigned pages;
 	const char *why = "";
@@ -933,16 +585,13 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 			rc = -EIO;
 			goto out;
 		}
-		memset(&r, 0, sizeof(r));
-		r.what = "list sandboxes";
-		r.method = "GET";
-		r.path = path;
+		r = azure_dp_req("list sandboxes", "GET", path,
+				 16 * PROVIDER_AZURE_MAX_RECORD,
+				 PROVIDER_AZURE_TIMEOUT_MS);
 		r.absolute = absolute;
-		r.max_body = 16 * PROVIDER_AZURE_MAX_RECORD;
 		r.json = true;
-		r.timeout_ms = PROVIDER_AZURE_TIMEOUT_MS;
-		count(ap, &ap->stats.list_pages);
-		rc = dp_call(ap, &r, &resp, err);
+		azure_count(ap, &ap->stats.list_pages);
+		rc = azure_dp_call(ap, &r, &resp, err);
 		if (rc == -ENOENT) {
 			sbx_error_set(err, SBX_COMMAND_FAILED, NULL,
 				      "azure: list sandboxes: the sandbox "
@@ -961,28 +610,7 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 			rc = -EIO;
 			goto out;
 		}
-		pthread_mutex_lock(&ap->lock);
-		for (i = 0; i < page.n; i++) {
-			if (!id_valid(page.ids[i])) {
-				log_debug("azure: list: ignoring sandbox id "
-					  "'%.64s', which is not a name this "
-					  "mount can show",
-					  page.ids[i]);
-				continue;
-			}
-			/* Kept to show the sandbox in the listing, not to
-			 * judge it. */
-			if (page.decoded[i])
-				entry_store(ap, &page.records[i], now, false);
-			if (n == PROVIDER_AZURE_MAX_SANDBOXES)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 64;
-				ids = xrealloc(ids, cap * sizeof(*ids));
-			}
-			ids[n++] = xstrdup(page.ids[i]);
-		}
-		pthread_mutex_unlock(&ap->lock);
+		take_page(ap, &page, now, &ids, &n, &cap);
 		free(path);
 		path = NULL;
 		if (page.next_link != NULL) {
@@ -1012,171 +640,23 @@ out:
 	return rc;
 }
 
-/* ---- native sessions ------------------------------------------------------- */
-
-/* native_root joined with a session path (relative, or absolute meaning
- * relative to the session root, as the agent takes it). */
-static int native_path(struct azure_priv *ap, const char *rel, bool allow_root,
-		       char **out, struct sbx_error *err)
-{
-	char norm[PATH_MAX_BYTES + 1];
-	enum path_verdict v;
-
-	v = path_normalize(rel, strlen(rel), allow_root, norm, sizeof(norm));
-	if (v != PATH_OK) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "Path '%.256s' refused: %s", rel,
-			      path_verdict_reason(v));
-		err->err = EACCES;
-		return -EACCES;
-	}
-	if (norm[0] == '\0')
-		*out = xstrdup(ap->native_root);
-	else if (strcmp(ap->native_root, "/") == 0)
-		*out = xasprintf("/%s", norm);
-	else
-		*out = xasprintf("%s/%s", ap->native_root, norm);
-	return 0;
-}
-
-static int azure_native_read(struct provider *p, const char *id,
-			     const char *path, struct buf *out,
-			     struct sbx_error *err)
-{
-	struct azure_priv *ap = priv_of(p);
-	struct transport_resp resp;
-	size_t max = PROTO_MAX_TRANSFER_BYTES;
-	char *full = NULL;
-	char what[128];
-	int rc;
-
-	if (!id_valid(id))
-		return bad_id(id, err);
-	rc = native_path(ap, path, false, &full, err);
-	if (rc < 0)
-		return rc;
-	if (out->max != 0 && out->max - out->len < max)
-		max = out->max - out->len;
-	count(ap, &ap->stats.native_reads);
-	snprintf(what, sizeof(what), "read a file of sandbox '%s'", id);
-	transport_resp_init(&resp);
-	rc = read_file(ap, id, full, max, what, &resp, err);
-	if (rc == -ENOENT) {
-		sbx_error_set(
-			err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			"%s returned 404 Not Found: " PROTO_ERR_PATH_NOT_FOUND
-			": No such file in the sandbox: %.256s",
-			TRANSPORT_OP_READ, path);
-		err->err = ENOENT;
-	} else if (rc == -EFBIG) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "%s: '%.256s' is over the %zu byte transfer "
-			      "limit",
-			      TRANSPORT_OP_READ, path, max);
-		err->err = EFBIG;
-	} else if (rc == 0) {
-		rc = buf_append(out, resp.body.data ? resp.body.data : "",
-				resp.body.len);
-		if (rc < 0) {
-			sbx_error_set(err, SBX_COMMAND_FAILED,
-				      SBX_FAIL_AGENT_REFUSED,
-				      "%s: '%.256s' does not fit",
-				      TRANSPORT_OP_READ, path);
-			err->err = -rc;
-		}
-	}
-	transport_resp_cleanup(&resp);
-	free(full);
-	return rc;
-}
-
-static int azure_native_exec(struct provider *p, const char *id,
-			     const char *command, const char *cwd,
-			     struct provider_exec_result *res,
-			     struct sbx_error *err)
-{
-	struct azure_priv *ap = priv_of(p);
-	struct transport_resp resp;
-	struct proto_azure_exec ex;
-	struct buf body = BUF_INIT(0);
-	struct dp_req r;
-	char what[128], path[128];
-	const char *why = "";
-	char *dir = NULL;
-	int rc;
-
-	if (!id_valid(id))
-		return bad_id(id, err);
-	rc = native_path(ap, cwd != NULL ? cwd : "", true, &dir, err);
-	if (rc < 0)
-		return rc;
-	rc = proto_azure_exec_req_encode(command, dir, &body);
-	free(dir);
-	if (rc < 0) {
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "azure: the command cannot be encoded");
-		return rc;
-	}
-	count(ap, &ap->stats.native_execs);
-	snprintf(what, sizeof(what), "run a command in sandbox '%s'", id);
-	snprintf(path, sizeof(path), "/sandboxes/%s/executeShellCommand", id);
-	memset(&r, 0, sizeof(r));
-	r.what = what;
-	r.method = "POST";
-	r.path = path;
-	r.content_type = "application/json";
-	r.body = body.data;
-	r.body_len = body.len;
-	r.max_body = PROTO_HTTP_BODY_LIMIT;
-	r.json = true;
-	r.may_run = true;
-	r.timeout_ms = PROVIDER_AZURE_EXEC_TIMEOUT_MS;
-	transport_resp_init(&resp);
-	rc = dp_call(ap, &r, &resp, err);
-	buf_cleanup(&body);
-	if (rc < 0)
-		goto out;
-	proto_azure_exec_init(&ex, res->out.max, res->err.max);
-	rc = proto_azure_exec_decode(resp.body.data, resp.body.len, &ex, &why);
-	if (rc < 0) {
-		sbx_error_set(err, SBX_OUTCOME_UNKNOWN, NULL,
-			      "azure: %s: the data plane's answer is "
-			      "malformed (%s); the command may have run",
-			      what, why);
-		proto_azure_exec_cleanup(&ex);
-		rc = -EIO;
-		goto out;
-	}
-	/* Output past the caller's bounds was dropped, as an agent's output
-	 * cap drops it. */
-	buf_cleanup(&res->out);
-	buf_cleanup(&res->err);
-	res->out = ex.out;
-	res->err = ex.err;
-	res->has_exit = ex.has_exit;
-	res->exit_code = ex.exit_code;
-out:
-	transport_resp_cleanup(&resp);
-	return rc;
-}
-
 /* ---- the transport's options ------------------------------------------------ */
 
 static const char *azure_ca_file(struct provider *p)
 {
-	return priv_of(p)->ca_file;
+	return azure_priv_of(p)->ca_file;
 }
 
 static const char *const *azure_resolve(struct provider *p)
 {
-	return (const char *const *)priv_of(p)->resolve;
+	return (const char *const *)azure_priv_of(p)->resolve;
 }
 
 /* ---- lifetime ------------------------------------------------------------- */
 
 static void azure_free(struct provider *p)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	struct entry *e, *next;
 	size_t i;
 
@@ -1301,7 +781,7 @@ int provider_azure_open(const struct provider_azure_config *cfg,
 		return invalid(err, "azure_region is missing or not a region "
 				    "name");
 	if (cfg->endpoint != NULL &&
-	    !https_origin(cfg->endpoint, &host, &hostlen))
+	    !azure_https_origin(cfg->endpoint, &host, &hostlen))
 		return invalid(err, "azure_endpoint is not https://HOST[:PORT] "
 				    "(without user, path, query or fragment)");
 	if (cfg->token_path != NULL &&
@@ -1374,261 +854,11 @@ fail:
 
 void provider_azure_stats(struct provider *p, struct provider_azure_stats *out)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 
 	pthread_mutex_lock(&ap->lock);
 	*out = ap->stats;
 	pthread_mutex_unlock(&ap->lock);
-}
-
-/* ---- settings ------------------------------------------------------------- */
-
-void provider_azure_settings_cleanup(struct provider_azure_settings *s)
-{
-	if (s == NULL)
-		return;
-	free(s->subscription);
-	free(s->resource_group);
-	free(s->group);
-	free(s->region);
-	free(s->endpoint);
-	free(s->token_path);
-	free(s->native_root);
-	free(s->ca_file);
-	free(s->resolve);
-	memset(s, 0, sizeof(*s));
-	s->record_cache_ms = -1;
-}
-
-static void set(char **field, const char *value)
-{
-	if (value == NULL || *value == '\0')
-		return;
-	free(*field);
-	*field = xstrdup(value);
-}
-
-static int cache_seconds(const char *v, long *ms)
-{
-	char *end = NULL;
-	double d;
-
-	errno = 0;
-	d = strtod(v, &end);
-	if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < 0 ||
-	    d > 3600)
-		return -EINVAL;
-	*ms = (long)(d * 1000.0 + 0.5);
-	return 0;
-}
-
-/* One key of the file or of the options into s. */
-static int set_key(struct provider_azure_settings *s, const char *key,
-		   const char *value)
-{
-	static const struct {
-		const char *key;
-		size_t off;
-	} keys[] = {
-		{"azure_subscription",
-		 offsetof(struct provider_azure_settings, subscription)},
-		{"azure_resource_group",
-		 offsetof(struct provider_azure_settings, resource_group)},
-		{"azure_group",
-		 offsetof(struct provider_azure_settings, group)},
-		{"azure_region",
-		 offsetof(struct provider_azure_settings, region)},
-		{"azure_endpoint",
-		 offsetof(struct provider_azure_settings, endpoint)},
-		{"azure_token_path",
-		 offsetof(struct provider_azure_settings, token_path)},
-		{"azure_native_root",
-		 offsetof(struct provider_azure_settings, native_root)},
-		{"azure_ca_file",
-		 offsetof(struct provider_azure_settings, ca_file)},
-		{"azure_resolve",
-		 offsetof(struct provider_azure_settings, resolve)},
-	};
-	size_t i;
-
-	if (strcmp(key, "azure_record_cache") == 0)
-		return cache_seconds(value, &s->record_cache_ms);
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		if (strcmp(key, keys[i].key) == 0) {
-			set((char **)((char *)s + keys[i].off), value);
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-static char *trim(char *s)
-{
-	char *end;
-
-	while (*s == ' ' || *s == '\t')
-		s++;
-	end = s + strlen(s);
-	while (end > s && strchr(" \t\r\n", end[-1]) != NULL)
-		*--end = '\0';
-	return s;
-}
-
-static int load_file(const char *path, struct provider_azure_settings *s,
-		     struct sbx_error *err)
-{
-	struct buf b = BUF_INIT(MAX_CONFIG_BYTES);
-	char chunk[4096], *line, *next, *eq;
-	unsigned lineno = 0;
-	ssize_t got;
-	int fd, rc = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		rc = -errno;
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "azure: azure_config %s: %s", path,
-			      strerror(-rc));
-		err->err = -rc;
-		return rc;
-	}
-	while ((got = read(fd, chunk, sizeof(chunk))) > 0) {
-		rc = buf_append(&b, chunk, (size_t)got);
-		if (rc < 0)
-			break;
-	}
-	if (got < 0)
-		rc = -errno;
-	close(fd);
-	if (rc < 0) {
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "azure: azure_config %s: %s", path,
-			      rc == -EFBIG ? "larger than 64 KiB"
-					   : strerror(-rc));
-		err->err = EINVAL;
-		buf_cleanup(&b);
-		return -EINVAL;
-	}
-	for (line = b.data; line != NULL && rc == 0; line = next) {
-		char *key, *value;
-
-		lineno++;
-		next = strchr(line, '\n');
-		if (next != NULL)
-			*next++ = '\0';
-		key = trim(line);
-		if (*key == '\0' || *key == '#')
-			continue;
-		eq = strchr(key, '=');
-		if (eq == NULL) {
-			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-				      "azure: %s:%u: not key=value", path,
-				      lineno);
-			rc = -EINVAL;
-			break;
-		}
-		*eq = '\0';
-		key = trim(key);
-		value = trim(eq + 1);
-		rc = set_key(s, key, value);
-		if (rc == -ENOENT)
-			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-				      "azure: %s:%u: unknown key '%.64s'", path,
-				      lineno, key);
-		else if (rc < 0)
-			sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-				      "azure: %s:%u: %s is not a number of "
-				      "seconds (0 to 3600)",
-				      path, lineno, key);
-	}
-	buf_cleanup(&b);
-	if (rc < 0) {
-		err->err = EINVAL;
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static const char *env_value(const char *const *env, const char *name)
-{
-	size_t n = strlen(name), i;
-
-	if (env == NULL)
-		env = (const char *const *)environ;
-	for (i = 0; env[i] != NULL; i++)
-		if (strncmp(env[i], name, n) == 0 && env[i][n] == '=')
-			return env[i] + n + 1;
-	return NULL;
-}
-
-int provider_azure_settings_load(const struct provider_opts *o,
-				 const char *const *env,
-				 struct provider_azure_settings *out,
-				 struct sbx_error *err)
-{
-	struct provider_azure_settings s;
-	char missing[160] = "";
-	int rc;
-
-	memset(&s, 0, sizeof(s));
-	s.record_cache_ms = -1;
-	/* Lowest first: the environment, the file, then the options. */
-	set(&s.subscription, env_value(env, "AZURE_SUBSCRIPTION_ID"));
-	set(&s.resource_group, env_value(env, "AZURE_RESOURCE_GROUP"));
-	set(&s.group, env_value(env, "SANDBOXFS_AZURE_GROUP"));
-	set(&s.region, env_value(env, "SANDBOXFS_AZURE_REGION"));
-	if (o != NULL && o->azure_config != NULL) {
-		rc = load_file(o->azure_config, &s, err);
-		if (rc < 0)
-			goto fail;
-	}
-	if (o != NULL) {
-		set(&s.subscription, o->azure_subscription);
-		set(&s.resource_group, o->azure_resource_group);
-		set(&s.group, o->azure_group);
-		set(&s.region, o->azure_region);
-		set(&s.endpoint, o->azure_endpoint);
-		set(&s.token_path, o->azure_token_path);
-		set(&s.ca_file, o->azure_ca_file);
-		set(&s.resolve, o->azure_resolve);
-		if (o->azure_record_cache != NULL &&
-		    cache_seconds(o->azure_record_cache, &s.record_cache_ms) <
-			    0) {
-			rc = invalid(err, "-o azure_record_cache: not a number "
-					  "of seconds (0 to 3600)");
-			goto fail;
-		}
-	}
-	if (s.subscription == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing),
-			 " azure_subscription");
-	if (s.resource_group == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing),
-			 " azure_resource_group");
-	if (s.group == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing), " azure_group");
-	if (s.region == NULL && s.endpoint == NULL)
-		snprintf(missing + strlen(missing),
-			 sizeof(missing) - strlen(missing), " azure_region");
-	if (missing[0] != '\0') {
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "azure: missing setting(s):%s (give them with "
-			      "-o, in the azure_config file, or as "
-			      "AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, "
-			      "SANDBOXFS_AZURE_GROUP, SANDBOXFS_AZURE_REGION)",
-			      missing);
-		err->err = EINVAL;
-		rc = -EINVAL;
-		goto fail;
-	}
-	*out = s;
-	return 0;
-fail:
-	provider_azure_settings_cleanup(&s);
-	return rc;
 }
 
 /*
@@ -1640,7 +870,7 @@ fail:
  */
 static int preflight(struct provider *p, struct sbx_error *err)
 {
-	struct azure_priv *ap = priv_of(p);
+	struct azure_priv *ap = azure_priv_of(p);
 	char *auth = NULL;
 	unsigned gen = 0;
 	int rc;

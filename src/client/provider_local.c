@@ -9,7 +9,6 @@
 #include <sys/statvfs.h>
 #include <fcntl.h>
 #include <grp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +26,9 @@
 #include "common/proto.h"
 #include "common/token.h"
 #include "common/xalloc.h"
+#include "client/child_output.h"
 #include "client/local_ctl.h"
+#include "client/local_ctl_i.h"
 #include "client/local_state.h"
 #include "client/provider_local.h"
 
@@ -557,43 +558,40 @@ static int copy_plan(const struct proto_record *rec, void *arg)
 	return 0;
 }
 
-/* Drain both pipes into bounded buffers until EOF or the deadline. */
-static int drain(int outfd, int errfd, struct provider_exec_result *res,
-		 long long deadline)
+/* `sandbox-agent --run` for a native exec: confined as the record says
+ * (x, doc/commands.md), the command run by /bin/sh in cwd; argv points
+ * into cf and timeout. */
+static void native_argv(struct local_priv *lp, const struct exec_plan *x,
+			const char *command, const char *cwd,
+			struct local_confine *cf, char *timeout, size_t tsize,
+			const char **argv)
 {
-	struct pollfd pfd[2] = {{outfd, POLLIN, 0}, {errfd, POLLIN, 0}};
-	int open_fds = 2;
+	size_t argc = 0;
 
-	while (open_fds > 0) {
-		long long left = deadline - clock_mono_ms();
-		int i, n;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		n = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		for (i = 0; i < 2 && n > 0; i++) {
-			struct buf *b = i == 0 ? &res->out : &res->err;
-			char chunk[16384];
-			ssize_t got;
-
-			if (pfd[i].fd < 0 || pfd[i].revents == 0)
-				continue;
-			got = read(pfd[i].fd, chunk, sizeof(chunk));
-			if (got <= 0) {
-				pfd[i].fd = -1;
-				open_fds--;
-				continue;
-			}
-			/* Output past the bound is dropped, as the agent's
-			 * output cap drops it. */
-			if (b->len + (size_t)got <=
-			    PROVIDER_LOCAL_EXEC_OUTPUT_MAX)
-				(void)!buf_append(b, chunk, (size_t)got);
-		}
+	argv[argc++] = lp->ctl.agent;
+	argv[argc++] = "--log-level";
+	argv[argc++] = "error";
+	cf->uid = x->uid > 0 ? x->uid : (long)LOCAL_CTL_DEFAULT_ID;
+	cf->gid = x->gid > 0 ? x->gid : (long)LOCAL_CTL_DEFAULT_ID;
+	cf->pids = x->pids;
+	cf->memory = x->memory;
+	cf->tmp_size = x->tmp_size;
+	cf->network = x->network[0] != '\0' ? x->network : NULL;
+	argc = local_confine_args(cf, argv, argc);
+	/* Ours comes first: the agent's deadline is only a backstop. */
+	snprintf(timeout, tsize, "%ld", PROVIDER_LOCAL_EXEC_TIMEOUT_MS + 5000);
+	argv[argc++] = "--run";
+	argv[argc++] = "--run-timeout";
+	argv[argc++] = timeout;
+	if (cwd != NULL && *cwd != '\0') {
+		argv[argc++] = "--run-cwd";
+		argv[argc++] = cwd;
 	}
-	return 0;
+	argv[argc++] = "--";
+	argv[argc++] = "/bin/sh";
+	argv[argc++] = "-c";
+	argv[argc++] = command;
+	argv[argc] = NULL;
 }
 
 /*
@@ -613,9 +611,10 @@ static int local_native_exec(struct provider *p, const char *id,
 	struct exec_plan x;
 	int outp[2] = {-1, -1}, errp[2] = {-1, -1};
 	long long deadline = clock_mono_ms() + PROVIDER_LOCAL_EXEC_TIMEOUT_MS;
-	char user[48], pids[24], mem[24], tmp[24], timeout[24];
-	const char *argv[40];
-	size_t argc = 0;
+	const char *argv[LOCAL_ARGV_MAX];
+	struct local_confine cf;
+	struct child_output co;
+	char timeout[24];
 	char *root;
 	pid_t pid;
 	char *env_root = NULL;
@@ -638,55 +637,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	/* The session root in the environment, not on the command line
 	 * (doc/security.md). */
 	env_root = xasprintf("ALIEN_SANDBOX_ROOT=%s", root);
-	argv[argc++] = lp->ctl.agent;
-	if (geteuid() == 0) {
-		snprintf(user, sizeof(user), "%ld:%ld",
-			 x.uid > 0 ? x.uid : (long)LOCAL_CTL_DEFAULT_ID,
-			 x.gid > 0 ? x.gid : (long)LOCAL_CTL_DEFAULT_ID);
-		argv[argc++] = "--exec-user";
-		argv[argc++] = user;
-	}
-	argv[argc++] = "--confine";
-	argv[argc++] = "bwrap";
-	argv[argc++] = "--log-level";
-	argv[argc++] = "error";
-	if (x.pids > 0) {
-		snprintf(pids, sizeof(pids), "%llu",
-			 (unsigned long long)x.pids);
-		argv[argc++] = "--pids";
-		argv[argc++] = pids;
-	}
-	if (x.memory > 0) {
-		snprintf(mem, sizeof(mem), "%llu",
-			 (unsigned long long)x.memory);
-		argv[argc++] = "--memory";
-		argv[argc++] = mem;
-	}
-	if (x.tmp_size > 0) {
-		snprintf(tmp, sizeof(tmp), "%llu",
-			 (unsigned long long)x.tmp_size);
-		argv[argc++] = "--tmp-size";
-		argv[argc++] = tmp;
-	}
-	if (x.network[0] != '\0') {
-		argv[argc++] = "--network";
-		argv[argc++] = x.network;
-	}
-	/* Ours comes first: the agent's deadline is only a backstop. */
-	snprintf(timeout, sizeof(timeout), "%ld",
-		 PROVIDER_LOCAL_EXEC_TIMEOUT_MS + 5000);
-	argv[argc++] = "--run";
-	argv[argc++] = "--run-timeout";
-	argv[argc++] = timeout;
-	if (cwd != NULL && *cwd != '\0') {
-		argv[argc++] = "--run-cwd";
-		argv[argc++] = cwd;
-	}
-	argv[argc++] = "--";
-	argv[argc++] = "/bin/sh";
-	argv[argc++] = "-c";
-	argv[argc++] = command;
-	argv[argc] = NULL;
+	native_argv(lp, &x, command, cwd, &cf, timeout, sizeof(timeout), argv);
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		rc = -errno;
 		fail(err, rc, "exec", id, NULL);
@@ -700,28 +651,22 @@ static int local_native_exec(struct provider *p, const char *id,
 	}
 	if (pid == 0) {
 		char *const env[] = {env_root, NULL};
-		struct sigaction sa;
-		sigset_t none;
-		int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC), sig;
 
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = SIG_DFL;
-		for (sig = 1; sig < NSIG; sig++)
-			if (sig != SIGKILL && sig != SIGSTOP)
-				sigaction(sig, &sa, NULL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		setpgid(0, 0);
-		if (devnull < 0 || dup2(devnull, 0) < 0 ||
-		    dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
-			_exit(127);
-		execve(argv[0], (char *const *)argv, env);
-		_exit(127);
+		local_signals_default();
+		child_exec(argv, env, outp[1], errp[1], false);
 	}
 	close(outp[1]);
 	close(errp[1]);
 	outp[1] = errp[1] = -1;
-	rc = drain(outp[0], errp[0], res, deadline);
+	/* Output past the bound is dropped, as the agent's output cap drops
+	 * it. */
+	co = (struct child_output){{outp[0], errp[0]},
+				   {&res->out, &res->err},
+				   {PROVIDER_LOCAL_EXEC_OUTPUT_MAX,
+				    PROVIDER_LOCAL_EXEC_OUTPUT_MAX},
+				   {false, false},
+				   false};
+	rc = child_output_drain(&co, deadline);
 	if (rc == -ETIMEDOUT)
 		kill(-pid, SIGKILL);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -741,14 +686,8 @@ static int local_native_exec(struct provider *p, const char *id,
 	res->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 	rc = 0;
 out:
-	if (outp[0] >= 0)
-		close(outp[0]);
-	if (outp[1] >= 0)
-		close(outp[1]);
-	if (errp[0] >= 0)
-		close(errp[0]);
-	if (errp[1] >= 0)
-		close(errp[1]);
+	child_fds_close(outp, 2);
+	child_fds_close(errp, 2);
 	free(env_root);
 	free(root);
 	return rc;
@@ -837,9 +776,4 @@ int provider_local_new(const char *state_dir, struct provider **out,
 	lp->base.priv = lp;
 	*out = &lp->base;
 	return 0;
-}
-
-const char *provider_local_state_dir(const struct provider *p)
-{
-	return ((const struct local_priv *)p)->ctl.state_dir;
 }

@@ -38,7 +38,4 @@ int provider_local_new(const char *state_dir, struct provider **out,
 		       struct sbx_error *err)
 	__attribute__((warn_unused_result));
 
-/* The state directory in use (borrowed). */
-const char *provider_local_state_dir(const struct provider *p);
-
 #endif

@@ -68,18 +68,25 @@ static int default_errno(enum sbx_code code, const char *failure)
 	return EIO;
 }
 
+static void error_vset(struct sbx_error *e, enum sbx_code code,
+		       const char *failure, int errnum, const char *fmt,
+		       va_list ap)
+{
+	e->code = code;
+	e->retryable = code == SBX_UNREACHABLE;
+	snprintf(e->failure, sizeof(e->failure), "%s", failure ? failure : "");
+	vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
+	e->err = errnum > 0 ? errnum : default_errno(code, failure);
+}
+
 void sbx_error_set(struct sbx_error *e, enum sbx_code code, const char *failure,
 		   const char *fmt, ...)
 {
 	va_list ap;
 
-	e->code = code;
-	e->retryable = code == SBX_UNREACHABLE;
-	snprintf(e->failure, sizeof(e->failure), "%s", failure ? failure : "");
 	va_start(ap, fmt);
-	vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
+	error_vset(e, code, failure, 0, fmt, ap);
 	va_end(ap);
-	e->err = default_errno(code, failure);
 }
 
 int sbx_error_fail(struct sbx_error *e, enum sbx_code code, const char *failure,
@@ -87,13 +94,9 @@ int sbx_error_fail(struct sbx_error *e, enum sbx_code code, const char *failure,
 {
 	va_list ap;
 
-	e->code = code;
-	e->retryable = code == SBX_UNREACHABLE;
-	snprintf(e->failure, sizeof(e->failure), "%s", failure ? failure : "");
 	va_start(ap, fmt);
-	vsnprintf(e->reason, sizeof(e->reason), fmt, ap);
+	error_vset(e, code, failure, errnum, fmt, ap);
 	va_end(ap);
-	e->err = errnum > 0 ? errnum : default_errno(code, failure);
 	return -e->err;
 }
 

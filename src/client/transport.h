@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * transport: the shared transport core, and the only user of libcurl.
+ * transport: the shared transport core (its files: transport_i.h; its
+ * curl engine, transport_curl.c, is the only user of libcurl).
  *
  * It talks to every sandbox's agent for every provider, and implements the
  * client rules of doc/transport-rules.md (the seed's Azure agent
@@ -54,6 +55,7 @@
 #error "src/client/ is not seen from this layer (doc/internals/architecture.md)"
 #endif
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,7 +107,6 @@ struct transport;
 int transport_new(struct provider *prov, const struct transport_config *cfg,
 		  struct transport **out) __attribute__((warn_unused_result));
 void transport_free(struct transport *t);
-struct provider *transport_provider(const struct transport *t);
 /* The configured response deadline (a long-poll must stay below it). */
 long transport_response_timeout_ms(const struct transport *t);
 
@@ -270,6 +271,14 @@ bool transport_op_timed_out(void);
  */
 void transport_op_set_cancel(const int *flag);
 void transport_op_clear_timed_out(void);
+
+/*
+ * Lock m, waiting no longer than the calling thread's operation deadline
+ * (for a lock another thread may hold across a request of its own): 0, or
+ * -ETIMEDOUT with m not taken. Without a deadline it waits as long as it
+ * takes.
+ */
+int transport_op_lock(pthread_mutex_t *m) __attribute__((warn_unused_result));
 
 /* ---- lifecycle --------------------------------------------------------- */
 

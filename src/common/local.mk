@@ -23,6 +23,8 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/clock.c %reldir%/clock.h \
 	%reldir%/ids.c %reldir%/ids.h \
 	%reldir%/fileio.c %reldir%/fileio.h \
+	%reldir%/sleep.c %reldir%/sleep.h \
+	%reldir%/dirstream.c %reldir%/dirstream.h \
 	%reldir%/hmap.c %reldir%/hmap.h \
 	%reldir%/hex.c %reldir%/hex.h \
 	%reldir%/unixaddr.c %reldir%/unixaddr.h \

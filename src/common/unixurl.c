@@ -7,9 +7,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/hex.h"
+#include "common/log.h"
 #include "common/unixurl.h"
-#include "common/xalloc.h"
 
 static bool unreserved(char c)
 {
@@ -80,24 +81,12 @@ int unixurl_parse(const char *url, char *path, size_t size)
 
 char *unixurl_format(const char *path)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	size_t pre = sizeof(UNIXURL_SCHEME) - 1, n = 0;
-	const char *p;
-	char *out;
+	struct buf b = BUF_INIT(0);
 
-	out = xmalloc(pre + 3 * strlen(path) + 2);
-	memcpy(out, UNIXURL_SCHEME, pre);
-	n = pre;
-	for (p = path; *p != '\0'; p++) {
-		if (unreserved(*p)) {
-			out[n++] = *p;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[(unsigned char)*p >> 4];
-			out[n++] = hex[(unsigned char)*p & 15];
-		}
-	}
-	out[n++] = '/';
-	out[n] = '\0';
-	return out;
+	/* '/' is not kept: the path is the URL's host part. */
+	if (buf_append_str(&b, UNIXURL_SCHEME) < 0 ||
+	    buf_append_escaped(&b, path, NULL) < 0 ||
+	    buf_append_str(&b, "/") < 0)
+		fatalx("out of memory");
+	return buf_take(&b, NULL);
 }

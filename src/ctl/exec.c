@@ -40,6 +40,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/sleep.h"
 #include "common/xalloc.h"
 #include "ctl/ctl.h"
 #include "client/local_state.h"
@@ -61,14 +62,6 @@
 #define END_GRACE_MS 60000LL
 /* Largest --timeout: milliseconds must stay below 2^53. */
 #define TIMEOUT_MAX_S 9007199254740ULL
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
 
 static void __attribute__((format(printf, 1, 2))) say(const char *fmt, ...)
 {
@@ -630,6 +623,34 @@ static bool agent_gone(struct local_ctl *c, const char *name, char *why,
 	return gone;
 }
 
+/* After a failed poll (err): true, said why, when the job's end can no
+ * longer be learnt; false to poll again. */
+static bool poll_failed(struct job_run *r, const struct sbx_error *err,
+			long long last_ok)
+{
+	const char *name = r->a->name;
+	char why[768];
+
+	if (job_not_found(err)) {
+		say("job %s: the agent no longer knows it (was the sandbox "
+		    "restarted?); its end is not known",
+		    r->job_id);
+		return true;
+	}
+	if (agent_gone(r->c, name, why, sizeof(why))) {
+		say("job %s: sandbox '%s': %s; the job's end is not known",
+		    r->job_id, name, why);
+		return true;
+	}
+	if (!err->retryable || clock_mono_ms() - last_ok >= SILENCE_MS) {
+		say("job %s: %s; the job's end is not known", r->job_id,
+		    err->reason);
+		return true;
+	}
+	log_debug("job %s: poll failed, retrying: %s", r->job_id, err->reason);
+	return false;
+}
+
 static int follow_job(struct job_run *r)
 {
 	const char *name = r->a->name;
@@ -640,7 +661,6 @@ static int follow_job(struct job_run *r)
 	long long started = clock_mono_ms(), last_ok = started, t0;
 	long long end_by = started + (long long)r->a->timeout_ms + END_GRACE_MS;
 	long interval = POLL_MIN_MS, retry = RETRY_MIN_MS, nap;
-	char why[768];
 	int rc, status;
 
 	memset(&fl, 0, sizeof(fl));
@@ -710,25 +730,8 @@ static int follow_job(struct job_run *r)
 			continue;
 		}
 		proto_job_poll_cleanup(&p);
-		if (job_not_found(&err)) {
-			say("job %s: the agent no longer knows it (was the "
-			    "sandbox restarted?); its end is not known",
-			    r->job_id);
+		if (poll_failed(r, &err, last_ok))
 			return CTL_EXEC_LOST;
-		}
-		if (agent_gone(r->c, name, why, sizeof(why))) {
-			say("job %s: sandbox '%s': %s; the job's end is not "
-			    "known",
-			    r->job_id, name, why);
-			return CTL_EXEC_LOST;
-		}
-		if (!err.retryable || clock_mono_ms() - last_ok >= SILENCE_MS) {
-			say("job %s: %s; the job's end is not known", r->job_id,
-			    err.reason);
-			return CTL_EXEC_LOST;
-		}
-		log_debug("job %s: poll failed, retrying: %s", r->job_id,
-			  err.reason);
 		sleep_ms(retry);
 		retry = retry * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry * 2;
 	}

@@ -171,6 +171,24 @@ static uint64_t parse_amount(const char *s, bool size)
 	return v * mul;
 }
 
+/* create's --pids (a number), --memory or --tmp-size (sizes) into o:
+ * 0, or a usage error when it is not one. */
+static int amount_arg(int opt, struct local_create_opts *o)
+{
+	uint64_t *field = opt == 'p'   ? &o->pids
+			  : opt == 'm' ? &o->memory
+				       : &o->tmp_size;
+	const char *name = opt == 'p'	? "pids"
+			   : opt == 'm' ? "memory"
+					: "tmp-size";
+
+	*field = parse_amount(optarg, opt != 'p');
+	if (*field == 0)
+		return usage_error("--%s: '%s' is not a %s", name, optarg,
+				   opt == 'p' ? "number" : "size");
+	return 0;
+}
+
 static int cmd_create(struct local_ctl *c, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -198,25 +216,11 @@ static int cmd_create(struct local_ctl *c, int argc, char **argv)
 			o.from = optarg;
 			break;
 		case 'p':
-			o.pids = parse_amount(optarg, false);
-			if (o.pids == 0)
-				return usage_error("--pids: '%s' is not a "
-						   "number",
-						   optarg);
-			break;
 		case 'm':
-			o.memory = parse_amount(optarg, true);
-			if (o.memory == 0)
-				return usage_error("--memory: '%s' is not a "
-						   "size",
-						   optarg);
-			break;
 		case 't':
-			o.tmp_size = parse_amount(optarg, true);
-			if (o.tmp_size == 0)
-				return usage_error("--tmp-size: '%s' is not a "
-						   "size",
-						   optarg);
+			rc = amount_arg(ch, &o);
+			if (rc != 0)
+				return rc;
 			break;
 		case 'N':
 			if (strcmp(optarg, "user") != 0 &&

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* dirstream: see dirstream.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "common/dirstream.h"
+
+DIR *dirstream_open(int fd)
+{
+	int dup_fd = dup(fd), e;
+	DIR *d;
+
+	if (dup_fd < 0)
+		return NULL;
+	d = fdopendir(dup_fd);
+	if (d == NULL) {
+		e = errno;
+		close(dup_fd);
+		errno = e;
+		return NULL;
+	}
+	/* A dup shares the file offset: a directory read before would
+	 * otherwise look empty. */
+	rewinddir(d);
+	return d;
+}
