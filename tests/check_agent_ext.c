@@ -14,10 +14,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -676,6 +680,82 @@ START_TEST(wire_fifo_read_does_not_hang)
 }
 END_TEST
 
+/* Receive until the peer ends the connection or ms pass: the bytes
+ * received, and *ended. */
+static size_t recv_until_end(int s, long long ms, bool *ended)
+{
+	struct timeval tv = {0, 200 * 1000};
+	long long t0 = th_now_ms();
+	size_t got = 0;
+	char buf[65536];
+	ssize_t n;
+
+	*ended = false;
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (th_now_ms() - t0 < ms) {
+		n = recv(s, buf, sizeof(buf), 0);
+		if (n > 0) {
+			got += (size_t)n;
+		} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+				      errno != EINTR)) {
+			*ended = true;
+			break;
+		}
+	}
+	return got;
+}
+
+/* A file that shrinks while its bytes are being sent: the answer, whose
+ * length was promised, ends short at once instead of waiting for bytes
+ * that will never come (the connection's 60 s idle timeout). */
+START_TEST(wire_read_of_a_shrinking_file_ends)
+{
+	const size_t size = 64U << 20;
+	char *p = ta_join(ta_ag.root, "shrinks");
+	struct sockaddr_in sa;
+	struct th_resp r;
+	char req[512], first[4096];
+	size_t got;
+	bool ended;
+	int fd, s;
+
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	close(fd);
+	ta_own(p);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(s, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)ta_ag.port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	snprintf(req, sizeof(req),
+		 "GET /sandboxfs/v1/read?path=shrinks HTTP/1.1\r\nHost: x\r\n"
+		 "%s\r\nConnection: close\r\n\r\n",
+		 ta_ag.auth);
+	ck_assert_int_eq(send(s, req, strlen(req), 0), (ssize_t)strlen(req));
+	/* The answer is under way (the sockets hold far less than 64 MiB),
+	 * then the file shrinks. */
+	ck_assert_int_gt(recv(s, first, sizeof(first), MSG_WAITALL), 0);
+	ck_assert_int_eq(truncate(p, 4096), 0);
+	got = recv_until_end(s, 10000, &ended);
+	close(s);
+	ck_assert_msg(ended,
+		      "the answer did not end within 10 s of the "
+		      "file shrinking (%zu bytes received)",
+		      got);
+	ck_assert_uint_lt(got + sizeof(first), size);
+	/* The agent goes on serving, the file at its new size. */
+	ta_ext_get(&ta_ag, "read", "shrinks", NULL, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_eq(r.body.len, 4096);
+	th_resp_cleanup(&r);
+	free(p);
+}
+END_TEST
+
 START_TEST(wire_write_and_create)
 {
 	struct proto_attr a;
@@ -1006,8 +1086,8 @@ Suite *make_agent_ext_suite(void)
 	TA_CASE(s, "wire", ta_agent_setup, ta_agent_teardown, 120,
 		wire_stat_and_errors, wire_symlinks, wire_list_20000,
 		wire_list_attrs, wire_read_ranges, wire_fifo_read_does_not_hang,
-		wire_write_and_create, wire_dirs_and_names,
-		wire_times_and_statfs, wire_malformed_bodies,
-		wire_health_and_auth, wire_strict_v1);
+		wire_read_of_a_shrinking_file_ends, wire_write_and_create,
+		wire_dirs_and_names, wire_times_and_statfs,
+		wire_malformed_bodies, wire_health_and_auth, wire_strict_v1);
 	return s;
 }

@@ -149,8 +149,9 @@ int agent_reply_bad_body(struct agent_req *r, int decode_rc);
 	"Expected request with `Content-Type: application/json`"
 #define AGENT_TEXT_TOO_LARGE \
 	"Failed to buffer the request body: length limit exceeded"
-/* Raw bytes from an open file: len bytes at off, sent with sendfile where
- * possible. The fd is taken (closed after sending). extra_headers is a
+/* Raw bytes from an open file: len bytes at off, read as they are sent;
+ * a file that shrinks under the answer ends the connection short (never
+ * a stall). The fd is taken (closed after sending). extra_headers is a
  * NULL-terminated list of name, value pairs (may be NULL). */
 int agent_reply_fd(struct agent_req *r, unsigned status, int fd, off_t off,
 		   uint64_t len, const char *content_type,

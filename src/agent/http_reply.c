@@ -400,6 +400,60 @@ int agent_reply_bad_body(struct agent_req *r, int decode_rc)
 	}
 }
 
+/*
+ * A file's bytes as the body of an answer whose length is already
+ * promised. Read as they are sent rather than with MHD's sendfile: when
+ * the file shrinks under the answer, sendfile finds nothing more and the
+ * library waits for the rest forever; here the connection ends short, so
+ * the client sees an incomplete answer at once.
+ */
+struct fd_body {
+	int fd;
+	uint64_t off, len;
+};
+
+static ssize_t fd_body_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct fd_body *b = cls;
+	ssize_t n;
+
+	if (pos >= b->len)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (max > b->len - pos)
+		max = (size_t)(b->len - pos);
+	do
+		n = pread(b->fd, out, max, (off_t)(b->off + pos));
+	while (n < 0 && errno == EINTR);
+	return n > 0 ? n : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void fd_body_free(void *cls)
+{
+	struct fd_body *b = cls;
+
+	close(b->fd);
+	free(b);
+}
+
+static struct MHD_Response *fd_response(int fd, off_t off, uint64_t len)
+{
+	struct fd_body *b = malloc(sizeof(*b));
+	struct MHD_Response *resp = NULL;
+
+	if (b != NULL) {
+		b->fd = fd;
+		b->off = (uint64_t)off;
+		b->len = len;
+		resp = MHD_create_response_from_callback(
+			len, HTTP_STREAM_BLOCK, fd_body_read, b, fd_body_free);
+	}
+	if (resp == NULL) {
+		free(b);
+		close(fd);
+	}
+	return resp;
+}
+
 int agent_reply_fd(struct agent_req *r, unsigned status, int fd, off_t off,
 		   uint64_t len, const char *content_type,
 		   const char *const *extra_headers)
@@ -416,10 +470,7 @@ int agent_reply_fd(struct agent_req *r, unsigned status, int fd, off_t off,
 		close(fd);
 		resp = http_empty_response();
 	} else {
-		resp = MHD_create_response_from_fd_at_offset64(len, fd,
-							       (uint64_t)off);
-		if (resp == NULL)
-			close(fd);
+		resp = fd_response(fd, off, len);
 	}
 	if (resp == NULL)
 		return -ENOMEM;
