@@ -73,7 +73,12 @@ chmod 0644 "$TR/hello"
 # A port outside the kernel's ephemeral range: once the agent is dead, no
 # connection made meanwhile (by this test or another) can be holding it
 # as its local port, and the other user binds it at once.
-read -r eph_low eph_high </proc/sys/net/ipv4/ip_local_port_range
+# (dash's read takes a byte at a time, and a sysctl file read at an offset
+# says end of file: cat reads it whole.)
+# shellcheck disable=SC2046 # two numbers
+set -- $(cat /proc/sys/net/ipv4/ip_local_port_range)
+eph_low=$1
+eph_high=$2
 band_low=10000
 band=$((eph_low - band_low))
 if [ "$band" -lt 1000 ]; then
