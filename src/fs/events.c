@@ -122,39 +122,64 @@ static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing)
  * A name changed in the sandbox: a file open through the mount by that
  * name must still be the file the name has, or go stale (it must not
  * write into the next file of the name). Asked of the sandbox, so that a
- * change of this mount's own, told late, changes nothing.
+ * change of this mount's own, told late, changes nothing; and asked again
+ * when one of the mount's own ran meanwhile (fs_i.h, sbfs_names_hold).
  */
+#define SETTLE_TRIES 3
+
 static void settle_name(struct sbx *sb, const char *rel)
 {
-	uint64_t fino = sbfs_nodes_open_fino(sb->fs, sb->id, rel), now;
+	struct sbfs *fs = sb->fs;
+	uint64_t fino, now, gen, ino;
 	bool missing;
+	int i;
 
-	if (fino == 0)
-		return;
-	now = fino_now(sb, rel, &missing);
-	if (missing || (now != 0 && now != fino))
-		sbfs_nodes_vanish(sb->fs, sb->id, rel);
+	for (i = 0; i < SETTLE_TRIES; i++) {
+		gen = sbfs_names_quiet(fs);
+		fino = sbfs_nodes_open_fino(fs, sb->id, rel);
+		if (fino == 0)
+			return;
+		now = fino_now(sb, rel, &missing);
+		if (!missing && (now == 0 || now == fino))
+			return;
+		if (sbfs_names_hold(fs, gen)) {
+			ino = sbfs_nodes_vanish(fs, sb->id, rel);
+			sbfs_names_release(fs);
+			sbfs_nodes_vanished(fs, ino);
+			return;
+		}
+	}
 }
 
 /* from was renamed to: an open file of from follows it when it is the
  * file to has now; what to had goes stale when it was another. */
 static void settle_rename(struct sbx *sb, const char *from, const char *to)
 {
-	uint64_t fino = sbfs_nodes_open_fino(sb->fs, sb->id, from), now;
+	struct sbfs *fs = sb->fs;
+	uint64_t fino, now, old, gen, ino;
 	bool missing;
+	int i;
 
-	if (fino != 0) {
+	for (i = 0; i < SETTLE_TRIES; i++) {
+		gen = sbfs_names_quiet(fs);
+		fino = sbfs_nodes_open_fino(fs, sb->id, from);
+		if (fino == 0)
+			break;
 		now = fino_now(sb, to, &missing);
-		if (now == fino) {
-			uint64_t old = sbfs_nodes_open_fino(sb->fs, sb->id, to);
-
-			if (old != 0 && old != now)
-				sbfs_nodes_vanish(sb->fs, sb->id, to);
-			sbfs_nodes_move(sb->fs, sb->id, from, to);
-			sbfs_files_moved(sb, from, to);
-		} else {
+		if (now != fino) {
 			settle_name(sb, from);
+			break;
 		}
+		old = sbfs_nodes_open_fino(fs, sb->id, to);
+		if (!sbfs_names_hold(fs, gen))
+			continue;
+		ino = old != 0 && old != now ? sbfs_nodes_vanish(fs, sb->id, to)
+					     : 0;
+		sbfs_nodes_move(fs, sb->id, from, to);
+		sbfs_files_moved(sb, from, to);
+		sbfs_names_release(fs);
+		sbfs_nodes_vanished(fs, ino);
+		break;
 	}
 	settle_name(sb, to);
 }

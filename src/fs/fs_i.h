@@ -270,9 +270,21 @@ void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
  * name later). sbfs_nodes_move: it is files/<to> now (its open files
  * follow it). The caller has asked the sandbox (a change told late may
  * be this mount's own, already applied).
+ *
+ * What the sandbox answered is true of the node table only if none of
+ * this mount's own name changes ran meanwhile (one may be half done: the
+ * sandbox changed, the table not yet). So: gen = sbfs_names_quiet()
+ * before looking; then sbfs_names_hold(gen), which fails when a change of
+ * the mount's own began since; vanish and move while holding it;
+ * sbfs_names_release(); and sbfs_nodes_vanished(ino) for each node that
+ * sbfs_nodes_vanish returned (its pages go, outside the hold).
  */
+uint64_t sbfs_names_quiet(struct sbfs *fs);
+bool sbfs_names_hold(struct sbfs *fs, uint64_t gen);
+void sbfs_names_release(struct sbfs *fs);
 uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel);
-void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel);
+uint64_t sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel);
+void sbfs_nodes_vanished(struct sbfs *fs, uint64_t ino);
 /* For cache_on_put (ud: the mount): the file of files/<rel> in sandbox id
  * has the attributes a (its inode number in the sandbox). */
 void sbfs_nodes_learn(void *ud, const char *id, const char *rel,

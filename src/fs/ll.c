@@ -775,19 +775,53 @@ void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
 		inodes_set_fino(fs->inodes, ino, a->ino);
 }
 
-void sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel)
+uint64_t sbfs_names_quiet(struct sbfs *fs)
+{
+	struct timespec until;
+	uint64_t gen;
+
+	clock_deadline_in(&until, 1000);
+	pthread_mutex_lock(&fs->names_lock);
+	while (fs->names_busy > 0 &&
+	       pthread_cond_timedwait(&fs->names_idle, &fs->names_lock,
+				      &until) == 0)
+		;
+	gen = fs->names_gen;
+	pthread_mutex_unlock(&fs->names_lock);
+	return gen;
+}
+
+bool sbfs_names_hold(struct sbfs *fs, uint64_t gen)
+{
+	pthread_mutex_lock(&fs->names_lock);
+	if (fs->names_gen == gen && fs->names_busy == 0)
+		return true;
+	pthread_mutex_unlock(&fs->names_lock);
+	return false;
+}
+
+void sbfs_names_release(struct sbfs *fs)
+{
+	pthread_mutex_unlock(&fs->names_lock);
+}
+
+uint64_t sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel)
 {
 	char path[LL_PATH_MAX];
 	const char *name;
 	uint64_t parent, ino;
 
 	ino = node_of(fs, id, rel, &parent, &name, path, sizeof(path));
-	if (ino == 0)
-		return;
-	inodes_vanish(fs->inodes, parent, name);
+	if (ino != 0)
+		inodes_vanish(fs->inodes, parent, name);
+	return ino;
+}
+
+void sbfs_nodes_vanished(struct sbfs *fs, uint64_t ino)
+{
 	/* Its pages too: a read served from them would be half of the old
 	 * file and then the stale error. */
-	if (fs->se != NULL)
+	if (ino != 0 && fs->se != NULL)
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 
