@@ -1,6 +1,7 @@
-## tests: exec and jobs/ of the mount, their FUSE-free parts (command
-## parsing, the output store, status lines, the job table).
-check_sandboxfs_SOURCES += %reldir%/check_fs_jobs.c
+## tests: exec and jobs/ of the mount, their FUSE-free parts: command
+## parsing (check_fs_jobs_cmd.c); status lines, the output store and the
+## job table (check_fs_jobs.c).
+check_sandboxfs_SOURCES += %reldir%/check_fs_jobs_cmd.c %reldir%/check_fs_jobs.c
 ## What the suites of src/fs that need a sandbox share: a mount's state
 ## without FUSE (tests/fs_helpers.[ch]).
 check_sandboxfs_SOURCES += %reldir%/fs_helpers.c %reldir%/fs_helpers.h
