@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Suite proto_exec: the exec and job bodies (doc/protocol-v1.md 3.6) as pure
- * functions: request decoding in both spellings and its validation, the
- * four frame types, the NDJSON splitter, and the job poll bodies, with
- * what the extension adds to them (flowControl, offsets, byte counts,
- * maxBytes, frames decoded one at a time) and its job listing.
+ * Suite proto_exec: the exec bodies (doc/protocol-v1.md 3.6, proto_exec.c)
+ * as pure functions: request decoding in both spellings and its
+ * validation, the four frame types and the NDJSON splitter. The job
+ * bodies are check_proto_jobs.c's.
  */
 #include "config.h"
 
@@ -19,11 +18,7 @@
 #include "common/proto_exec.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
-
-static int decode(const char *json, struct proto_exec_req *r)
-{
-	return proto_exec_req_decode(json, strlen(json), r);
-}
+#include "tests/proto_exec_helpers.h"
 
 /* ---- requests ----------------------------------------------------------- */
 
@@ -31,10 +26,11 @@ START_TEST(req_newest_spelling)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(decode("{\"command\":[\"echo\",\"a; $(false)\"],"
-				"\"timeoutMs\":5000,\"cwd\":null,\"env\":{}}",
-				&r),
-			 0);
+	ck_assert_int_eq(
+		te_req_decode("{\"command\":[\"echo\",\"a; $(false)\"],"
+			      "\"timeoutMs\":5000,\"cwd\":null,\"env\":{}}",
+			      &r),
+		0);
 	ck_assert_uint_eq(r.argc, 2);
 	ck_assert_str_eq(r.argv[0], "echo");
 	ck_assert_str_eq(r.argv[1], "a; $(false)");
@@ -53,11 +49,12 @@ START_TEST(req_legacy_spelling)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(decode("{\"command\":[\"/bin/pwd\"],\"deadlineMs\":7,"
-				"\"workingDirectory\":\"/work\","
-				"\"env\":{\"A\":\"1\",\"B\":\"x=y\"}}",
-				&r),
-			 0);
+	ck_assert_int_eq(
+		te_req_decode("{\"command\":[\"/bin/pwd\"],\"deadlineMs\":7,"
+			      "\"workingDirectory\":\"/work\","
+			      "\"env\":{\"A\":\"1\",\"B\":\"x=y\"}}",
+			      &r),
+		0);
 	ck_assert_uint_eq(r.timeout_ms, 7);
 	ck_assert_str_eq(r.cwd, "/work");
 	ck_assert_uint_eq(r.envc, 2);
@@ -67,20 +64,22 @@ START_TEST(req_legacy_spelling)
 	proto_exec_req_cleanup(&r);
 
 	/* The newer spelling wins when both are present. */
-	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"deadlineMs\":7,"
-				"\"timeoutMs\":9,\"workingDirectory\":\"a\","
-				"\"cwd\":\"b\"}",
-				&r),
-			 0);
+	ck_assert_int_eq(
+		te_req_decode("{\"command\":[\"x\"],\"deadlineMs\":7,"
+			      "\"timeoutMs\":9,\"workingDirectory\":\"a\","
+			      "\"cwd\":\"b\"}",
+			      &r),
+		0);
 	ck_assert_uint_eq(r.timeout_ms, 9);
 	ck_assert_str_eq(r.cwd, "b");
 	proto_exec_req_cleanup(&r);
 
 	/* A null cwd falls back to the other spelling, absent env is {}. */
-	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
-				"\"cwd\":null,\"workingDirectory\":\"w\"}",
-				&r),
-			 0);
+	ck_assert_int_eq(
+		te_req_decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
+			      "\"cwd\":null,\"workingDirectory\":\"w\"}",
+			      &r),
+		0);
 	ck_assert_str_eq(r.cwd, "w");
 	ck_assert_uint_eq(r.envc, 0);
 	proto_exec_req_cleanup(&r);
@@ -91,11 +90,12 @@ START_TEST(req_unknown_fields_ignored)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(decode("{\"v\":1,\"op\":\"exec\",\"command\":[\"x\"],"
-				"\"timeoutMs\":18446744073709551615,"
-				"\"extra\":{\"deep\":[1,{\"cwd\":5}]}}",
-				&r),
-			 0);
+	ck_assert_int_eq(
+		te_req_decode("{\"v\":1,\"op\":\"exec\",\"command\":[\"x\"],"
+			      "\"timeoutMs\":18446744073709551615,"
+			      "\"extra\":{\"deep\":[1,{\"cwd\":5}]}}",
+			      &r),
+		0);
 	ck_assert_uint_eq(r.argc, 1);
 	ck_assert_uint_eq(r.timeout_ms, UINT64_MAX);
 	ck_assert_ptr_null(r.cwd);
@@ -128,9 +128,10 @@ START_TEST(req_shape_errors)
 	size_t i;
 
 	for (i = 0; i < sizeof(shape) / sizeof(shape[0]); i++)
-		ck_assert_msg(decode(shape[i], &r) == -EINVAL, "%s", shape[i]);
+		ck_assert_msg(te_req_decode(shape[i], &r) == -EINVAL, "%s",
+			      shape[i]);
 	for (i = 0; i < sizeof(notjson) / sizeof(notjson[0]); i++)
-		ck_assert_msg(decode(notjson[i], &r) == -EBADMSG, "%s",
+		ck_assert_msg(te_req_decode(notjson[i], &r) == -EBADMSG, "%s",
 			      notjson[i]);
 }
 END_TEST
@@ -140,7 +141,7 @@ static const char *reason_of(const char *json)
 	struct proto_exec_req r;
 	const char *reason;
 
-	ck_assert_msg(decode(json, &r) == 0, "%s", json);
+	ck_assert_msg(te_req_decode(json, &r) == 0, "%s", json);
 	reason = proto_exec_req_validate(&r);
 	proto_exec_req_cleanup(&r);
 	return reason ? reason : "(valid)";
@@ -181,36 +182,36 @@ START_TEST(req_nul_flags)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(decode("{\"command\":[\"a\",\"b\\u0000c\"],"
-				"\"timeoutMs\":1,\"cwd\":\"w\"}",
-				&r),
+	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\",\"b\\u0000c\"],"
+				       "\"timeoutMs\":1,\"cwd\":\"w\"}",
+				       &r),
 			 0);
 	ck_assert_uint_eq(r.flags, PROTO_EXEC_ARG_NUL);
 	ck_assert_str_eq(r.argv[1], "b");
 	proto_exec_req_cleanup(&r);
 
-	ck_assert_int_eq(decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-				"\"workingDirectory\":\"w\\u0000x\"}",
-				&r),
+	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				       "\"workingDirectory\":\"w\\u0000x\"}",
+				       &r),
 			 0);
 	ck_assert_uint_eq(r.flags, PROTO_EXEC_CWD_NUL);
 	proto_exec_req_cleanup(&r);
 
 	/* The NUL is in the spelling that is not used. */
-	ck_assert_int_eq(decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-				"\"workingDirectory\":\"w\\u0000x\","
-				"\"cwd\":\"ok\"}",
-				&r),
+	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				       "\"workingDirectory\":\"w\\u0000x\","
+				       "\"cwd\":\"ok\"}",
+				       &r),
 			 0);
 	ck_assert_uint_eq(r.flags, 0);
 	ck_assert_str_eq(r.cwd, "ok");
 	proto_exec_req_cleanup(&r);
 
 	/* Only the first "env" member counts, as for cJSON lookups. */
-	ck_assert_int_eq(decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-				"\"env\":{\"A\":\"1\"},"
-				"\"env\":{\"B\":\"\\u0000\"}}",
-				&r),
+	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+				       "\"env\":{\"A\":\"1\"},"
+				       "\"env\":{\"B\":\"\\u0000\"}}",
+				       &r),
 			 0);
 	ck_assert_uint_eq(r.flags, 0);
 	proto_exec_req_cleanup(&r);
@@ -222,9 +223,9 @@ START_TEST(req_env_last_key_wins)
 	struct proto_exec_req r;
 
 	ck_assert_int_eq(
-		decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-		       "\"env\":{\"A\":\"1\",\"B\":\"2\",\"A\":\"3\"}}",
-		       &r),
+		te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
+			      "\"env\":{\"A\":\"1\",\"B\":\"2\",\"A\":\"3\"}}",
+			      &r),
 		0);
 	ck_assert_uint_eq(r.envc, 2);
 	ck_assert_str_eq(r.env[0], "A=3");
@@ -284,14 +285,6 @@ END_TEST
 
 /* ---- frames ------------------------------------------------------------- */
 
-static char *encode_frame(const struct proto_frame *f)
-{
-	struct buf b = BUF_INIT(0);
-
-	ck_assert_int_eq(proto_frame_encode(f, &b), 0);
-	return buf_take(&b, NULL);
-}
-
 START_TEST(frame_encode_all_types)
 {
 	struct proto_frame f;
@@ -302,7 +295,7 @@ START_TEST(frame_encode_all_types)
 	f.seq = 0;
 	f.data = (unsigned char *)"hello\n";
 	f.len = 6;
-	s = encode_frame(&f);
+	s = te_frame_encode(&f);
 	ck_assert_str_eq(
 		s, "{\"t\":\"stdout\",\"seq\":0,\"data\":\"aGVsbG8K\"}\n");
 	ck_assert_uint_eq(strlen(s) - 1, proto_frame_output_len(0, 6));
@@ -311,7 +304,7 @@ START_TEST(frame_encode_all_types)
 	f.type = PROTO_FRAME_STDERR;
 	f.seq = 18446744073709551615ULL;
 	f.len = 0;
-	s = encode_frame(&f);
+	s = te_frame_encode(&f);
 	ck_assert_str_eq(s, "{\"t\":\"stderr\",\"seq\":18446744073709551615,"
 			    "\"data\":\"\"}\n");
 	ck_assert_uint_eq(strlen(s) - 1, proto_frame_output_len(f.seq, 0));
@@ -321,7 +314,7 @@ START_TEST(frame_encode_all_types)
 	f.type = PROTO_FRAME_EXIT;
 	f.code = -1;
 	f.truncated = true;
-	s = encode_frame(&f);
+	s = te_frame_encode(&f);
 	ck_assert_str_eq(s,
 			 "{\"t\":\"exit\",\"code\":-1,\"truncated\":true}\n");
 	free(s);
@@ -329,7 +322,7 @@ START_TEST(frame_encode_all_types)
 	f.type = PROTO_FRAME_ERROR;
 	f.err_code = (char *)"timeoutExceeded";
 	f.err_message = (char *)"exceeded its \"300\"ms\ntimeout";
-	s = encode_frame(&f);
+	s = te_frame_encode(&f);
 	ck_assert_str_eq(s, "{\"t\":\"error\",\"code\":\"timeoutExceeded\","
 			    "\"message\":\"exceeded its \\\"300\\\"ms\\n"
 			    "timeout\"}\n");
@@ -337,18 +330,13 @@ START_TEST(frame_encode_all_types)
 }
 END_TEST
 
-static int fdecode(const char *line, struct proto_frame *f)
-{
-	return proto_frame_decode(line, strlen(line), f);
-}
-
 START_TEST(frame_decode_all_types)
 {
 	struct proto_frame f;
 
-	ck_assert_int_eq(fdecode("{\"t\":\"stdout\",\"seq\":7,\"data\":"
-				 "\"aGVsbG8K\",\"extra\":1}",
-				 &f),
+	ck_assert_int_eq(te_frame_decode("{\"t\":\"stdout\",\"seq\":7,\"data\":"
+					 "\"aGVsbG8K\",\"extra\":1}",
+					 &f),
 			 0);
 	ck_assert_int_eq(f.type, PROTO_FRAME_STDOUT);
 	ck_assert_uint_eq(f.seq, 7);
@@ -357,14 +345,16 @@ START_TEST(frame_decode_all_types)
 	proto_frame_cleanup(&f);
 
 	ck_assert_int_eq(
-		fdecode("{\"data\":\"\",\"seq\":0,\"t\":\"stderr\"}", &f), 0);
+		te_frame_decode("{\"data\":\"\",\"seq\":0,\"t\":\"stderr\"}",
+				&f),
+		0);
 	ck_assert_int_eq(f.type, PROTO_FRAME_STDERR);
 	ck_assert_uint_eq(f.len, 0);
 	proto_frame_cleanup(&f);
 
-	ck_assert_int_eq(fdecode("{\"t\":\"exit\",\"code\":137,"
-				 "\"truncated\":true}",
-				 &f),
+	ck_assert_int_eq(te_frame_decode("{\"t\":\"exit\",\"code\":137,"
+					 "\"truncated\":true}",
+					 &f),
 			 0);
 	ck_assert_int_eq(f.type, PROTO_FRAME_EXIT);
 	ck_assert_int_eq(f.code, 137);
@@ -372,15 +362,17 @@ START_TEST(frame_decode_all_types)
 	proto_frame_cleanup(&f);
 
 	/* A missing truncated flag reads as false. */
-	ck_assert_int_eq(fdecode("{\"t\":\"exit\",\"code\":-1}", &f), 0);
+	ck_assert_int_eq(te_frame_decode("{\"t\":\"exit\",\"code\":-1}", &f),
+			 0);
 	ck_assert_int_eq(f.code, -1);
 	ck_assert(!f.truncated);
 	proto_frame_cleanup(&f);
 
-	ck_assert_int_eq(fdecode("{\"t\":\"error\",\"code\":\"spawnFailed\","
-				 "\"message\":\"No such file\"}",
-				 &f),
-			 0);
+	ck_assert_int_eq(
+		te_frame_decode("{\"t\":\"error\",\"code\":\"spawnFailed\","
+				"\"message\":\"No such file\"}",
+				&f),
+		0);
 	ck_assert_int_eq(f.type, PROTO_FRAME_ERROR);
 	ck_assert_str_eq(f.err_code, "spawnFailed");
 	ck_assert_str_eq(f.err_message, "No such file");
@@ -413,7 +405,8 @@ START_TEST(frame_decode_refusals)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(fdecode(bad[i], &f) == -EBADMSG, "%s", bad[i]);
+		ck_assert_msg(te_frame_decode(bad[i], &f) == -EBADMSG, "%s",
+			      bad[i]);
 }
 END_TEST
 
@@ -514,499 +507,6 @@ START_TEST(ndjson_line_over_limit)
 }
 END_TEST
 
-/* ---- job bodies ---------------------------------------------------------- */
-
-START_TEST(job_id_bodies)
-{
-	char id[PROTO_JOB_ID_MAX + 1];
-	struct buf b = BUF_INIT(0);
-	char longer[PROTO_JOB_ID_MAX + 20];
-
-	ck_assert_int_eq(proto_job_id_encode("0b7c", &b), 0);
-	ck_assert_str_eq(b.data, "{\"jobId\":\"0b7c\"}");
-	ck_assert_int_eq(proto_job_id_decode(b.data, b.len, id), 0);
-	ck_assert_str_eq(id, "0b7c");
-	buf_cleanup(&b);
-
-	ck_assert_int_eq(proto_job_id_decode("{}", 2, id), -EINVAL);
-	ck_assert_int_eq(proto_job_id_decode("{\"jobId\":3}", 11, id), -EINVAL);
-	ck_assert_int_eq(proto_job_id_decode("{\"jobId\"", 8, id), -EBADMSG);
-	memset(longer, 'a', sizeof(longer));
-	memcpy(longer, "{\"jobId\":\"", 10);
-	memcpy(longer + sizeof(longer) - 2, "\"}", 2);
-	ck_assert_int_eq(proto_job_id_decode(longer, sizeof(longer), id),
-			 -EFBIG);
-}
-END_TEST
-
-static int pdecode(const char *json, struct proto_job_poll_req *r)
-{
-	return proto_job_poll_req_decode(json, strlen(json), r);
-}
-
-START_TEST(poll_request_bodies)
-{
-	struct proto_job_poll_req r;
-	struct buf b = BUF_INIT(0);
-
-	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":null}", &r), 0);
-	ck_assert_str_eq(r.job_id, "j");
-	ck_assert(!r.has_since);
-	ck_assert_uint_eq(r.wait_ms, 0);
-	ck_assert_int_eq(pdecode("{\"jobId\":\"j\"}", &r), 0);
-	ck_assert(!r.has_since);
-	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":0,"
-				 "\"waitMs\":2500,\"x\":[]}",
-				 &r),
-			 0);
-	ck_assert(r.has_since);
-	ck_assert_uint_eq(r.since_seq, 0);
-	ck_assert_uint_eq(r.wait_ms, 2500);
-	ck_assert_int_eq(pdecode("{\"sinceSeq\":1}", &r), -EINVAL);
-	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":\"1\"}", &r),
-			 -EINVAL);
-	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"sinceSeq\":-1}", &r),
-			 -EINVAL);
-	ck_assert_int_eq(pdecode("{\"jobId\":\"j\",\"waitMs\":true}", &r),
-			 -EINVAL);
-	ck_assert_int_eq(pdecode("{\"jobId\":", &r), -EBADMSG);
-
-	memset(&r, 0, sizeof(r));
-	strcpy(r.job_id, "j1");
-	ck_assert_int_eq(proto_job_poll_req_encode(&r, &b), 0);
-	ck_assert_str_eq(b.data, "{\"jobId\":\"j1\",\"sinceSeq\":null}");
-	buf_reset(&b);
-	r.has_since = true;
-	r.since_seq = 41;
-	r.wait_ms = 5000;
-	ck_assert_int_eq(proto_job_poll_req_encode(&r, &b), 0);
-	ck_assert_str_eq(b.data, "{\"jobId\":\"j1\",\"sinceSeq\":41,"
-				 "\"waitMs\":5000}");
-	buf_cleanup(&b);
-}
-END_TEST
-
-START_TEST(poll_answer_encode_omits_fields)
-{
-	struct proto_frame frames[2];
-	struct proto_job_poll p;
-	struct buf b = BUF_INIT(0), inc = BUF_INIT(0);
-
-	memset(frames, 0, sizeof(frames));
-	frames[0].type = PROTO_FRAME_STDOUT;
-	frames[0].seq = 0;
-	frames[0].data = (unsigned char *)"a\n";
-	frames[0].len = 2;
-	frames[1].type = PROTO_FRAME_STDERR;
-	frames[1].seq = 2;
-	frames[1].data = (unsigned char *)"b\n";
-	frames[1].len = 2;
-
-	memset(&p, 0, sizeof(p));
-	p.running = true;
-	p.frames = frames;
-	p.nframes = 2;
-	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
-	ck_assert_str_eq(b.data,
-			 "{\"running\":true,\"frames\":["
-			 "{\"t\":\"stdout\",\"seq\":0,\"data\":\"YQo=\"},"
-			 "{\"t\":\"stderr\",\"seq\":2,\"data\":\"Ygo=\"}"
-			 "]}");
-	/* Piece by piece gives the same bytes. */
-	ck_assert_int_eq(proto_job_poll_encode_head(true, &inc), 0);
-	ck_assert_int_eq(proto_job_poll_encode_frame(&frames[0], true, &inc),
-			 0);
-	ck_assert_int_eq(proto_job_poll_encode_frame(&frames[1], false, &inc),
-			 0);
-	ck_assert_int_eq(proto_job_poll_encode_tail(&p, &inc), 0);
-	ck_assert_str_eq(inc.data, b.data);
-	buf_reset(&b);
-
-	memset(&p, 0, sizeof(p));
-	p.has_exit = true;
-	p.exit_code = 3;
-	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
-	ck_assert_str_eq(b.data, "{\"running\":false,\"frames\":[],"
-				 "\"exitCode\":3,\"truncated\":false}");
-	buf_reset(&b);
-
-	memset(&p, 0, sizeof(p));
-	p.has_error = true;
-	p.err_code = (char *)"cancelled";
-	p.err_message = (char *)"the job was cancelled";
-	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
-	ck_assert_str_eq(b.data, "{\"running\":false,\"frames\":[],"
-				 "\"error\":{\"code\":\"cancelled\","
-				 "\"message\":\"the job was cancelled\"}}");
-
-	/* Only output frames belong in a poll answer. */
-	frames[0].type = PROTO_FRAME_EXIT;
-	ck_assert_int_eq(proto_job_poll_encode_frame(&frames[0], true, &b),
-			 -EINVAL);
-	buf_cleanup(&b);
-	buf_cleanup(&inc);
-}
-END_TEST
-
-static int adecode(const char *json, struct proto_job_poll *p)
-{
-	return proto_job_poll_decode(json, strlen(json), p);
-}
-
-START_TEST(poll_answer_decode)
-{
-	struct proto_job_poll p;
-
-	ck_assert_int_eq(
-		adecode("{\"running\":true,\"frames\":["
-			"{\"t\":\"stdout\",\"seq\":4,\"data\":\"YQo=\"}"
-			"]}",
-			&p),
-		0);
-	ck_assert(p.running);
-	ck_assert_uint_eq(p.nframes, 1);
-	ck_assert_uint_eq(p.frames[0].seq, 4);
-	ck_assert_mem_eq(p.frames[0].data, "a\n", 2);
-	ck_assert(!p.has_exit);
-	ck_assert(!p.has_error);
-	proto_job_poll_cleanup(&p);
-
-	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":[],"
-				 "\"exitCode\":-1,\"truncated\":true}",
-				 &p),
-			 0);
-	ck_assert(!p.running);
-	ck_assert(p.has_exit);
-	ck_assert_int_eq(p.exit_code, -1);
-	ck_assert(p.truncated);
-	proto_job_poll_cleanup(&p);
-
-	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":[],"
-				 "\"error\":{\"code\":\"timeoutExceeded\","
-				 "\"message\":\"m\"}}",
-				 &p),
-			 0);
-	ck_assert(p.has_error);
-	ck_assert_str_eq(p.err_code, "timeoutExceeded");
-	ck_assert_str_eq(p.err_message, "m");
-	proto_job_poll_cleanup(&p);
-
-	ck_assert_int_eq(adecode("{\"frames\":[]}", &p), -EINVAL);
-	ck_assert_int_eq(adecode("{\"running\":true}", &p), -EINVAL);
-	ck_assert_int_eq(adecode("{\"running\":true,\"frames\":["
-				 "{\"t\":\"exit\",\"code\":0}]}",
-				 &p),
-			 -EINVAL);
-	ck_assert_int_eq(adecode("{\"running\":true,\"frames\":["
-				 "{\"t\":\"nope\"}]}",
-				 &p),
-			 -EINVAL);
-	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":[],"
-				 "\"error\":{\"code\":1,\"message\":\"m\"}}",
-				 &p),
-			 -EINVAL);
-	ck_assert_int_eq(adecode("{\"running\":", &p), -EBADMSG);
-}
-END_TEST
-
-/* ---- the extension's job members ------------------------------------------- */
-
-static int ldecode(const char *json, struct proto_job_list *l)
-{
-	return proto_job_list_decode(json, strlen(json), l);
-}
-
-START_TEST(ext_flow_control_request)
-{
-	static char a0[] = "true";
-	char *argv[] = {a0, NULL};
-	struct proto_exec_req r = {argv, 1, 5000, NULL, NULL, 0, 0, true};
-	struct proto_exec_req back;
-	struct buf b = BUF_INIT(0);
-
-	ck_assert_int_eq(proto_exec_req_encode(&r, &b), 0);
-	ck_assert_str_eq(b.data, "{\"command\":[\"true\"],\"timeoutMs\":5000,"
-				 "\"cwd\":null,\"env\":{},"
-				 "\"flowControl\":true}");
-	ck_assert_int_eq(proto_exec_req_decode(b.data, b.len, &back), 0);
-	ck_assert(back.flow);
-	proto_exec_req_cleanup(&back);
-	/* Only JSON true asks for it, as an agent that does not know the
-	 * member would read it: nothing else is an error. */
-	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
-				"\"flowControl\":1}",
-				&back),
-			 0);
-	ck_assert(!back.flow);
-	proto_exec_req_cleanup(&back);
-	ck_assert_int_eq(decode("{\"command\":[\"x\"],\"timeoutMs\":1}", &back),
-			 0);
-	ck_assert(!back.flow);
-	proto_exec_req_cleanup(&back);
-	buf_cleanup(&b);
-}
-END_TEST
-
-START_TEST(ext_frame_offset)
-{
-	struct proto_frame f, g;
-	struct buf b = BUF_INIT(0);
-
-	memset(&f, 0, sizeof(f));
-	f.type = PROTO_FRAME_STDERR;
-	f.seq = 7;
-	f.data = (unsigned char *)"hi";
-	f.len = 2;
-	f.has_off = true;
-	f.off = 9007199254740991ULL;
-	ck_assert_int_eq(proto_job_poll_encode_frame(&f, true, &b), 0);
-	ck_assert_str_eq(b.data,
-			 "{\"t\":\"stderr\",\"seq\":7,\"data\":\"aGk=\","
-			 "\"off\":9007199254740991}");
-	ck_assert_int_eq(proto_frame_decode(b.data, b.len, &g), 0);
-	ck_assert(g.has_off);
-	ck_assert_uint_eq(g.off, 9007199254740991ULL);
-	proto_frame_cleanup(&g);
-	ck_assert_int_eq(fdecode("{\"t\":\"stdout\",\"seq\":1,"
-				 "\"data\":\"\"}",
-				 &g),
-			 0);
-	ck_assert(!g.has_off);
-	proto_frame_cleanup(&g);
-	ck_assert_int_eq(fdecode("{\"t\":\"stdout\",\"seq\":1,"
-				 "\"data\":\"\",\"off\":-1}",
-				 &g),
-			 -EBADMSG);
-	buf_cleanup(&b);
-}
-END_TEST
-
-START_TEST(ext_poll_members)
-{
-	struct proto_job_poll_req r;
-	struct proto_job_poll p;
-	struct buf b = BUF_INIT(0);
-
-	memset(&r, 0, sizeof(r));
-	strcpy(r.job_id, "j");
-	r.has_since = true;
-	r.since_seq = 3;
-	r.wait_ms = 100;
-	r.max_bytes = 4194304;
-	ck_assert_int_eq(proto_job_poll_req_encode(&r, &b), 0);
-	ck_assert_str_eq(b.data, "{\"jobId\":\"j\",\"sinceSeq\":3,"
-				 "\"waitMs\":100,\"maxBytes\":4194304}");
-	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(proto_job_poll_req_decode(b.data, b.len, &r), 0);
-	ck_assert_uint_eq(r.max_bytes, 4194304);
-	buf_reset(&b);
-
-	memset(&p, 0, sizeof(p));
-	p.has_exit = true;
-	p.has_bytes = true;
-	p.stdout_bytes = 200000000;
-	p.stderr_bytes = 5;
-	ck_assert_int_eq(proto_job_poll_encode(&p, &b), 0);
-	ck_assert_str_eq(b.data, "{\"running\":false,\"frames\":[],"
-				 "\"exitCode\":0,\"truncated\":false,"
-				 "\"stdoutBytes\":200000000,"
-				 "\"stderrBytes\":5}");
-	memset(&p, 0, sizeof(p));
-	ck_assert_int_eq(proto_job_poll_decode(b.data, b.len, &p), 0);
-	ck_assert(p.has_bytes);
-	ck_assert_uint_eq(p.stdout_bytes, 200000000);
-	ck_assert_uint_eq(p.stderr_bytes, 5);
-	proto_job_poll_cleanup(&p);
-	/* both counts or neither */
-	ck_assert_int_eq(adecode("{\"running\":false,\"frames\":"
-				 "[],\"stdoutBytes\":1}",
-				 &p),
-			 -EINVAL);
-	buf_cleanup(&b);
-}
-END_TEST
-
-/* Records what the one-at-a-time decoder hands out. */
-struct seen {
-	int n;
-	int stop_at; /* refuse this one (-1: none) */
-	char text[256];
-};
-
-static int see(void *arg, const struct proto_frame *f)
-{
-	struct seen *s = arg;
-	size_t l = strlen(s->text);
-
-	if (s->n == s->stop_at)
-		return -ENOSPC;
-	snprintf(s->text + l, sizeof(s->text) - l, "%s%llu:%.*s",
-		 s->n ? "," : "", (unsigned long long)f->seq, (int)f->len,
-		 (const char *)f->data);
-	s->n++;
-	return 0;
-}
-
-static int each(const char *json, struct seen *s, struct proto_job_poll *p)
-{
-	return proto_job_poll_decode_each(json, strlen(json), see, s, p);
-}
-
-START_TEST(poll_decode_one_frame_at_a_time)
-{
-	const char *ok = " { \"x\" : {\"frames\":[1]}, \"frames\" : [ "
-			 "{\"t\":\"stdout\",\"seq\":1,\"data\":\"YQ==\"} ,"
-			 "{\"data\":\"Yg==\",\"seq\":2,\"t\":\"stderr\"},"
-			 "{\"t\":\"stdout\",\"seq\":3,\"data\":\"Yw==\","
-			 "\"off\":1}],\"running\":false,\"exitCode\":4 } ";
-	struct seen s = {0, -1, ""};
-	struct proto_job_poll p, untouched;
-
-	/* In order, members in any order, whitespace anywhere, another
-	 * object's frames member ignored. */
-	ck_assert_int_eq(each(ok, &s, &p), 0);
-	ck_assert_str_eq(s.text, "1:a,2:b,3:c");
-	ck_assert(!p.running);
-	ck_assert(p.has_exit);
-	ck_assert_int_eq(p.exit_code, 4);
-	ck_assert_uint_eq(p.nframes, 0);
-	proto_job_poll_cleanup(&p);
-
-	/* The caller stops it: its error, and no ending. */
-	memset(&s, 0, sizeof(s));
-	s.stop_at = 1;
-	memset(&p, 0x5a, sizeof(p));
-	memset(&untouched, 0x5a, sizeof(untouched));
-	ck_assert_int_eq(each(ok, &s, &p), -ENOSPC);
-	ck_assert_str_eq(s.text, "1:a");
-	ck_assert_int_eq(memcmp(&p, &untouched, sizeof(p)), 0);
-
-	/* The rest of the answer is checked before any frame goes. */
-	memset(&s, 0, sizeof(s));
-	s.stop_at = -1;
-	ck_assert_int_eq(
-		each("{\"running\":false,\"frames\":[{\"t\":\"stdout\","
-		     "\"seq\":1,\"data\":\"YQ==\"}],\"exitCode\":"
-		     "\"4\"}",
-		     &s, &p),
-		-EINVAL);
-	ck_assert_int_eq(s.n, 0);
-	/* A bad frame stops there, after the good ones before it. */
-	ck_assert_int_eq(each("{\"running\":true,\"frames\":[{\"t\":\"stdout\","
-			      "\"seq\":1,\"data\":\"YQ==\"},{\"t\":\"exit\","
-			      "\"code\":0}]}",
-			      &s, &p),
-			 -EINVAL);
-	ck_assert_int_eq(s.n, 1);
-	/* Junk between the elements, or an unclosed array. */
-	memset(&s, 0, sizeof(s));
-	s.stop_at = -1;
-	ck_assert_int_eq(each("{\"running\":true,\"frames\":[{\"t\":\"stdout\","
-			      "\"seq\":1,\"data\":\"YQ==\"} x]}",
-			      &s, &p),
-			 -EINVAL);
-	ck_assert_int_eq(each("{\"running\":true,\"frames\":[{\"t\":\"stdout\","
-			      "\"seq\":1,\"data\":\"YQ==\"}",
-			      &s, &p),
-			 -EBADMSG);
-	ck_assert_int_eq(each("{\"running\":true,\"frames\":{}}", &s, &p),
-			 -EINVAL);
-	ck_assert_int_eq(each("[]", &s, &p), -EINVAL);
-	ck_assert_int_eq(each("{\"running\":tru", &s, &p), -EBADMSG);
-}
-END_TEST
-
-START_TEST(job_listing_round_trip)
-{
-	static char a0[] = "make", a1[] = "-j2", e0[] = "CC=gcc",
-		    e1[] = "TOKEN=s3cr3t", cwd[] = "src";
-	char *argv[] = {a0, a1, NULL};
-	char *env[] = {e0, e1, NULL};
-	struct proto_job_info ji[2];
-	struct proto_job_list l;
-	struct buf b = BUF_INIT(0);
-
-	memset(ji, 0, sizeof(ji));
-	strcpy(ji[0].job_id, "0b7c2a44-0000-4000-8000-000000000000");
-	ji[0].argv = argv;
-	ji[0].argc = 2;
-	ji[0].cwd = cwd;
-	ji[0].env = env;
-	ji[0].envc = 2;
-	ji[0].timeout_ms = 60000;
-	ji[0].started_ms = 1700000000123;
-	ji[0].flow = true;
-	strcpy(ji[1].job_id, "j2");
-	ji[1].argv = argv;
-	ji[1].argc = 1;
-	ji[1].timeout_ms = 1;
-	ji[1].started_ms = 1;
-	ji[1].state = PROTO_JOB_FAILED;
-	ji[1].ended_ms = 2;
-	ji[1].err_code = (char *)"timeoutExceeded";
-	ji[1].err_message = (char *)"exceeded its 1ms timeout";
-	ck_assert_int_eq(proto_job_list_encode_head(&b), 0);
-	ck_assert_int_eq(proto_job_list_encode_entry(&ji[0], true, &b), 0);
-	ck_assert_int_eq(proto_job_list_encode_entry(&ji[1], false, &b), 0);
-	ck_assert_int_eq(proto_job_list_encode_tail(true, &b), 0);
-	/* the names of the environment, never a value */
-	ck_assert_str_eq(
-		b.data,
-		"{\"jobs\":[{\"jobId\":\"0b7c2a44-0000-4000-8000-"
-		"000000000000\","
-		"\"command\":[\"make\",\"-j2\"],\"cwd\":\"src\","
-		"\"env\":[\"CC\",\"TOKEN\"],\"timeoutMs\":60000,"
-		"\"startedAtMs\":1700000000123,\"state\":\"running\","
-		"\"flowControl\":true},"
-		"{\"jobId\":\"j2\",\"command\":[\"make\"],\"cwd\":null,"
-		"\"env\":[],\"timeoutMs\":1,\"startedAtMs\":1,"
-		"\"state\":\"failed\",\"flowControl\":false,\"endedAtMs\":2,"
-		"\"error\":{\"code\":\"timeoutExceeded\",\"message\":"
-		"\"exceeded its 1ms timeout\"}}],\"complete\":true}");
-	ck_assert_int_eq(proto_job_list_decode(b.data, b.len, &l), 0);
-	ck_assert(l.complete);
-	ck_assert_uint_eq(l.n, 2);
-	ck_assert_str_eq(l.jobs[0].cwd, "src");
-	ck_assert_uint_eq(l.jobs[0].envc, 2);
-	ck_assert_str_eq(l.jobs[0].env[1], "TOKEN");
-	ck_assert_int_eq(l.jobs[0].started_ms, 1700000000123);
-	ck_assert(l.jobs[0].flow);
-	ck_assert_int_eq(l.jobs[1].state, PROTO_JOB_FAILED);
-	ck_assert_str_eq(l.jobs[1].err_message, "exceeded its 1ms timeout");
-	ck_assert_ptr_null(l.jobs[1].cwd);
-	proto_job_list_cleanup(&l);
-	buf_cleanup(&b);
-
-	/* Refused: a value where a name belongs, an unknown state, no
-	 * id, an exited job without its code. */
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
-			"[\"A=1\"],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"running\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
-			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"paused\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"\",\"command\":[],\"env\":"
-			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"running\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
-			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"exited\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(ldecode("{\"jobs\":[]}", &l), -EINVAL);
-}
-END_TEST
-
 Suite *make_proto_exec_suite(void)
 {
 	const TTest *t_request[] = {
@@ -1021,17 +521,11 @@ Suite *make_proto_exec_suite(void)
 	const TTest *t_ndjson[] = {ndjson_split_across_feeds,
 				   ndjson_many_lines_one_feed,
 				   ndjson_line_over_limit, NULL};
-	const TTest *t_jobs[] = {job_id_bodies, poll_request_bodies,
-				 poll_answer_encode_omits_fields,
-				 poll_answer_decode, NULL};
-	const TTest *t_ext[] = {
-		ext_flow_control_request, ext_frame_offset,
-		ext_poll_members,	  poll_decode_one_frame_at_a_time,
-		job_listing_round_trip,	  NULL};
 	const struct th_case cases[] = {
-		{"request", t_request, NULL}, {"frame", t_frame, NULL},
-		{"ndjson", t_ndjson, NULL},   {"jobs", t_jobs, NULL},
-		{"ext", t_ext, NULL},	      {NULL, NULL, NULL},
+		{"request", t_request, NULL},
+		{"frame", t_frame, NULL},
+		{"ndjson", t_ndjson, NULL},
+		{NULL, NULL, NULL},
 	};
 
 	return th_suite("proto_exec", cases);

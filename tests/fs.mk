@@ -1,13 +1,14 @@
-## tests: exec and jobs/ of the mount, their FUSE-free parts (command
-## parsing, the output store, status lines, the job table).
-check_sandboxfs_SOURCES += %reldir%/check_fs_jobs.c
+## tests: exec and jobs/ of the mount, their FUSE-free parts: command
+## parsing (check_fs_jobs_cmd.c); status lines, the output store and the
+## job table (check_fs_jobs.c).
+check_sandboxfs_SOURCES += %reldir%/check_fs_jobs_cmd.c %reldir%/check_fs_jobs.c
 ## What the suites of src/fs that need a sandbox share: a mount's state
 ## without FUSE (tests/fs_helpers.[ch]).
 check_sandboxfs_SOURCES += %reldir%/fs_helpers.c %reldir%/fs_helpers.h
 ## files/ without the file extension (fs_files_v1.c): the find record
-## parser, the errno table, native quoting, the per-open buffer, and the
-## operations against a strict v1 agent and native sessions.
-check_sandboxfs_SOURCES += %reldir%/check_fs_v1.c
+## parser, the errno table, native quoting and the per-open buffer; then
+## the operations against a strict v1 agent and native sessions.
+check_sandboxfs_SOURCES += %reldir%/check_fs_v1.c %reldir%/check_fs_v1_ops.c
 ## The mount's cache on its own: directory listings, attributes and
 ## content validators (put, lookup, expiry, forgetting, bounds).
 check_sandboxfs_SOURCES += %reldir%/check_fs_cache.c

@@ -15,7 +15,9 @@ check_PROGRAMS += %reldir%/syscalls
 %canon_reldir%_syscalls_CFLAGS = $(AM_CFLAGS)
 ## The random differential tester (fsx.c says how to run and replay it).
 check_PROGRAMS += %reldir%/fsx
-%canon_reldir%_fsx_SOURCES = %reldir%/fsx.c
+%canon_reldir%_fsx_SOURCES = %reldir%/fsx.c %reldir%/fsx_i.h \
+	%reldir%/fsx_options.c %reldir%/fsx_rng.c %reldir%/fsx_check.c \
+	%reldir%/fsx_ops.c %reldir%/fsx_outside.c %reldir%/fsx_minimize.c
 %canon_reldir%_fsx_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 %canon_reldir%_fsx_LDADD = $(PTHREAD_LIBS)
 ## The attacks of the confinement tests (t-confine-*.sh).
