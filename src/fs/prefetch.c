@@ -33,6 +33,7 @@
 #define PREFETCH_WORKERS 2
 #define QUEUE_MAX 64
 #define SUBDIRS_AHEAD 8 /* of a walked directory, fetched next */
+#define LIST_SUBDIRS_PAGE 1024 /* entries asked for to find them */
 
 enum dir_state { DIR_FREE = 0, DIR_SEEN, DIR_FETCHING, DIR_DONE };
 
@@ -297,6 +298,27 @@ static void collect_subdir(void *ud, const char *name, enum proto_ftype type)
 		sd->names[sd->n++] = xstrdup(name);
 }
 
+/* dir's subdirectories from the agent (its first page of entries), when
+ * the mount holds no listing of it: a change event since the walker
+ * listed it made the mount forget it. */
+static int list_subdirs(struct sbfs *fs, const char *sbx, const char *dir,
+			struct subdirs *sd)
+{
+	struct proto_list page;
+	struct sbx_error err;
+	size_t i;
+	int rc;
+
+	memset(&page, 0, sizeof(page));
+	sbx_error_clear(&err);
+	rc = ac_list(fs->t, sbx, dir, NULL, LIST_SUBDIRS_PAGE, &page, &err);
+	for (i = 0; rc == 0 && i < page.n; i++)
+		collect_subdir(sd, page.entries[i].name,
+			       page.entries[i].attr.type);
+	proto_list_cleanup(&page);
+	return rc;
+}
+
 /*
  * A walker that reads a directory's files goes into its subdirectories
  * next: fetch the first few of them ahead, so that their files (and the
@@ -312,7 +334,8 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 	size_t i;
 
 	sd.n = 0;
-	if (!cache_dir_each(fs->cache, sbx, dir, collect_subdir, &sd))
+	if (!cache_dir_each(fs->cache, sbx, dir, collect_subdir, &sd) &&
+	    list_subdirs(fs, sbx, dir, &sd) < 0)
 		return;
 	pthread_mutex_lock(&pf->lock);
 	for (i = 0; i < sd.n; i++) {

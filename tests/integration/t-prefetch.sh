@@ -63,6 +63,34 @@ assert_eq 0 "$(($(requests 'read ') - reads0))" \
 assert_file_eq "$B/w/big" "$F/w/big" "w/big"
 assert_content "$F/w/link" "$(cat "$B/w/f10")" "w/link (a symlink, not prefetched)"
 
+# ---- a walk whose listing an event made the mount forget --------------------
+# A file made in the sandbox after the walker listed w2: its change event
+# makes the mount forget w2's listing (it is applied before the events
+# file shows it). w2/sub is still fetched ahead: the prefetch lists w2.
+mkdir -p "$B/w2/sub"
+for i in 1 2 3 4 5 6; do
+	printf 'w2 file %d\n' "$i" >"$B/w2/f$i"
+done
+printf 'below2\n' >"$B/w2/sub/s"
+chown -hR --reference="$B" "$B/w2"
+sleep $((T + 1))
+# The walker lists w2 (its glob), then the event comes, then it reads.
+walk2=$(w ls -d "$F"/w2/f*) || fail "ls w2"
+exec 7<"$MNT/a/events"
+printf 'late\n' >"$B/w2/late"
+with_timeout 10 grep -m1 -q '"/w2/late"' <&7 ||
+	fail "the event of w2/late did not come"
+exec 7<&-
+contents0=$(requests 'contents ')
+for f in $walk2; do
+	w cat "$f" || fail "cat $f"
+done >"$TMP/walk2.mount"
+cat "$B"/w2/f* >"$TMP/walk2.direct"
+assert_file_eq "$TMP/walk2.direct" "$TMP/walk2.mount" "the files of w2"
+wait_for 10 contents_since 2
+assert_eq 2 "$(($(requests 'contents ') - contents0))" \
+	"GET contents of w2 and w2/sub after w2's listing was forgotten"
+
 # ---- a lone cat fetches no directory ---------------------------------------
 sleep $((T + 1))
 contents0=$(requests 'contents ')
