@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "agent/confine.h"
 #include "agent/proc.h"
+#include "common/sigdefault.h"
 #include "agent/spawn.h"
 #include "common/fdio.h"
 #include "common/log.h"
@@ -723,7 +724,7 @@ __attribute__((noreturn)) static void slirp_child(const struct slirp_plan *p)
 	int netfd, userfd, step, fds[4], tmp[4], i;
 
 	/* The agent ignores SIGPIPE and blocks SIGTERM: not its helper. */
-	proc_signals_default();
+	sig_defaults();
 	/* Out of the agent's process group: a signal to it is not ours. */
 	setsid();
 	if ((p->b->drop && tun_for_user(p->b, p->keep) < 0) ||

@@ -70,21 +70,6 @@ int proc_reap_bounded(pid_t pid, int pidfd, long long deadline)
 	return status;
 }
 
-PROC_CHILD_CODE void proc_signals_default(void)
-{
-	struct sigaction sa;
-	sigset_t none;
-	int sig;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
 PROC_CHILD_CODE void proc_cloexec_from(int lowfd, int maxfd)
 {
 	int fd;

@@ -37,9 +37,6 @@ void proc_pidfd_kill(int pidfd);
  * status as waitpid gives it, or -1 (also for a pid <= 0: nothing). */
 int proc_reap_bounded(pid_t pid, int pidfd, long long deadline);
 
-/* Every signal disposition back to the default, nothing blocked: what a
- * new program is owed. */
-PROC_CHILD_CODE void proc_signals_default(void);
 /* Mark every descriptor from lowfd on close-on-exec (below maxfd when the
  * kernel cannot do it in one call). */
 PROC_CHILD_CODE void proc_cloexec_from(int lowfd, int maxfd);

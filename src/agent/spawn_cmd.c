@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent/proc.h"
+#include "common/sigdefault.h"
 #include "agent/spawn_i.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -193,7 +194,7 @@ __attribute__((noreturn)) static void child(const struct plan *p)
 	int step = 0, cwd = -1;
 
 	/* The agent's dispositions and mask are its own business. */
-	proc_signals_default();
+	sig_defaults();
 
 	/* A new session is a new process group that the timeout and the
 	 * cancel kill as one, and it has no controlling terminal. */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/proc.h"
+#include "common/sigdefault.h"
 #include "agent/spawn.h"
 #include "agent/zygote.h"
 #include "agent/zygote_i.h"
@@ -296,7 +297,7 @@ __attribute__((noreturn)) static void start_child(const struct start_plan *p)
 	struct start_report r = {1, 0, 0};
 	int i, n, tmp[6], rep, step = 0;
 
-	proc_signals_default();
+	sig_defaults();
 	/* Out of the way of the agent's process group and terminal. */
 	setsid();
 	rep = fcntl(p->rep_w, F_DUPFD_CLOEXEC, 16);

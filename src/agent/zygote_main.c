@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "agent/proc.h"
+#include "common/sigdefault.h"
 #include "agent/zygote.h"
 #include "agent/zygote_i.h"
 #include "common/clock.h"
@@ -109,7 +110,7 @@ PROC_CHILD_CODE static int command_main(void *arg)
 	char found[PATH_MAX];
 	int stage = ZST_SETUP;
 
-	proc_signals_default();
+	sig_defaults();
 	if (dup2(p->in_fd, 0) < 0 || dup2(p->out_fd, 1) < 0 ||
 	    dup2(p->err_fd, 2) < 0)
 		goto fail;

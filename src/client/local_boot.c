@@ -25,6 +25,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/unixaddr.h"
 #include "common/proto.h"
 #include "common/sleep.h"
 #include "common/token.h"
@@ -86,42 +87,6 @@ static int parse_health(const char *text, size_t len, struct proto_health *out)
 	return 0;
 }
 
-/*
- * The address of a Unix socket: its path, or, when that is too long for
- * sun_path, "/proc/self/fd/N/NAME" through its directory (opened into
- * *dirfd, which the caller closes after connect).
- */
-static int unix_sockaddr(const char *path, struct sockaddr_un *sa, int *dirfd)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int n;
-
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	*dirfd = -1;
-	if (strlen(path) < sizeof(sa->sun_path)) {
-		memcpy(sa->sun_path, path, strlen(path) + 1);
-		return 0;
-	}
-	if (slash == NULL)
-		return -ENAMETOOLONG;
-	dir = slash == path ? xstrdup("/")
-			    : xstrndup(path, (size_t)(slash - path));
-	*dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	free(dir);
-	if (*dirfd < 0)
-		return -errno;
-	n = snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s",
-		     *dirfd, slash + 1);
-	if (n < 0 || (size_t)n >= sizeof(sa->sun_path)) {
-		close(*dirfd);
-		*dirfd = -1;
-		return -ENAMETOOLONG;
-	}
-	return 0;
-}
-
 /* Where a local route's agent listens. */
 struct route_addr {
 	struct sockaddr_storage ss;
@@ -139,7 +104,7 @@ static int route_addr(const char *url, struct route_addr *a)
 	a->dirfd = -1;
 	if (unixurl_parse(url, sock, sizeof(sock)) == 0) {
 		a->len = sizeof(struct sockaddr_un);
-		return unix_sockaddr(sock, (struct sockaddr_un *)&a->ss,
+		return unixaddr_fill(sock, (struct sockaddr_un *)&a->ss,
 				     &a->dirfd);
 	}
 	if (!local_state_route_valid(url, &a->port, &a->six))

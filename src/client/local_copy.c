@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/dirstream.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "client/local_ctl_i.h"
@@ -47,7 +48,7 @@ static int copy_data(struct copy *cx, int in, int out)
 	const size_t chunk = 128 * 1024;
 	size_t since = 0;
 	char *mem = NULL;
-	ssize_t n, w;
+	ssize_t n;
 	int rc = 0;
 
 	/* copy_file_range shares extents where it can; it is not there on
@@ -93,17 +94,9 @@ static int copy_data(struct copy *cx, int in, int out)
 			if (rc < 0)
 				goto out;
 		}
-		for (char *p = mem; n > 0; p += w, n -= w) {
-			w = write(out, p, (size_t)n);
-			if (w < 0 && errno == EINTR) {
-				w = 0;
-				continue;
-			}
-			if (w < 0) {
-				rc = -errno;
-				goto out;
-			}
-		}
+		rc = fdio_write_all(out, mem, (size_t)n);
+		if (rc < 0)
+			goto out;
 	}
 out:
 	free(mem);
@@ -138,10 +131,7 @@ static int copy_dir(struct copy *cx, int sfd, int dfd, int depth)
 	d = dirstream_open(sfd);
 	if (d == NULL)
 		return -errno;
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
+	while (rc == 0 && (de = dirstream_next(d)) != NULL) {
 		snprintf(cx->rel + mark, sizeof(cx->rel) - mark, "%s%s",
 			 mark ? "/" : "", de->d_name);
 		rc = copy_entry(cx, sfd, dfd, de->d_name, depth);

@@ -92,9 +92,6 @@ int local_agent_proc(struct local_ctl *c, const struct proto_record *rec,
 /* local_proc_kill with the reason in err; agent is closed after. */
 int local_stop_agent(struct local_proc *agent, long timeout_ms,
 		     struct local_err *err);
-/* In a child before exec: every signal's disposition the default, none
- * blocked (async-signal-safe). */
-void local_signals_default(void);
 /* Start argv detached (nobody's child; it outlives the caller) in dir,
  * its output appended to logpath after banner: 0 and *pidp, or the
  * exec's -errno. */

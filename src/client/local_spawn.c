@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/sigdefault.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/sleep.h"
@@ -303,21 +304,6 @@ static void close_from(int lowfd, int keep, long maxfd)
 			close((int)fd);
 }
 
-void local_signals_default(void)
-{
-	struct sigaction sa;
-	sigset_t none;
-	int sig;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &sa, NULL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
 /* In the grandchild: nothing but async-signal-safe calls until exec,
  * because the caller may be a threaded program (the mount). */
 static void __attribute__((noreturn))
@@ -326,7 +312,7 @@ agent_child(const char *const *argv, char *const *envp, int dirfd, int logfd,
 {
 	struct spawn_msg m = {SPAWN_ERRNO, 0};
 
-	local_signals_default();
+	sig_defaults();
 	if (dup2(nullfd, STDIN_FILENO) < 0 || dup2(logfd, STDOUT_FILENO) < 0 ||
 	    dup2(logfd, STDERR_FILENO) < 0)
 		goto fail;

@@ -617,10 +617,7 @@ static int rm_contents(struct rm_walk *w, int dfd, int depth)
 	d = dirstream_open(dfd);
 	if (d == NULL)
 		return -errno;
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 ||
-		    strcmp(de->d_name, "..") == 0)
-			continue;
+	while (rc == 0 && (de = dirstream_next(d)) != NULL) {
 		w->found = true;
 		snprintf(w->where, sizeof(w->where), "%s", de->d_name);
 		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {

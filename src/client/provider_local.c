@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/sigdefault.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
@@ -652,7 +653,7 @@ static int local_native_exec(struct provider *p, const char *id,
 	if (pid == 0) {
 		char *const env[] = {env_root, NULL};
 
-		local_signals_default();
+		sig_defaults();
 		child_exec(argv, env, outp[1], errp[1], false);
 	}
 	close(outp[1]);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/dirstream.h"
@@ -25,4 +26,15 @@ DIR *dirstream_open(int fd)
 	 * otherwise look empty. */
 	rewinddir(d);
 	return d;
+}
+
+struct dirent *dirstream_next(DIR *d)
+{
+	struct dirent *de;
+
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
+			break;
+	return de;
 }

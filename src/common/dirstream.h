@@ -12,5 +12,7 @@
  * (fd stays open and the caller's; closedir() the stream). NULL with
  * errno set. */
 DIR *dirstream_open(int fd);
+/* The stream's next entry but "." and "..", or NULL at its end. */
+struct dirent *dirstream_next(DIR *d);
 
 #endif

@@ -3,69 +3,51 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "common/fdio.h"
 #include "common/xalloc.h"
 
-int fdio_write_all(int fd, const void *p, size_t n)
+enum how { BY_WRITE, BY_PWRITE, BY_PREAD };
+
+/* All n bytes at c, however the kernel splits them: written (at off for
+ * BY_PWRITE) or read at off. */
+static int whole(int fd, char *c, size_t n, uint64_t off, enum how how)
 {
-	const char *c = p;
-
 	while (n > 0) {
-		ssize_t w = write(fd, c, n);
+		ssize_t k = how == BY_WRITE    ? write(fd, c, n)
+			    : how == BY_PWRITE ? pwrite(fd, c, n, (off_t)off)
+					       : pread(fd, c, n, (off_t)off);
 
-		if (w < 0 && errno == EINTR)
+		if (k < 0 && errno == EINTR)
 			continue;
-		if (w < 0)
+		if (k < 0)
 			return -errno;
-		if (w == 0)
+		if (k == 0)
 			return -EIO;
-		c += w;
-		n -= (size_t)w;
+		c += k;
+		n -= (size_t)k;
+		off += (uint64_t)k;
 	}
 	return 0;
+}
+
+/* The writers only read from p: the cast serves the one loop. */
+int fdio_write_all(int fd, const void *p, size_t n)
+{
+	return whole(fd, (char *)(uintptr_t)p, n, 0, BY_WRITE);
 }
 
 int fdio_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 {
-	const char *c = p;
-
-	while (n > 0) {
-		ssize_t w = pwrite(fd, c, n, (off_t)off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		if (w == 0)
-			return -EIO;
-		c += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
+	return whole(fd, (char *)(uintptr_t)p, n, off, BY_PWRITE);
 }
 
 int fdio_pread_all(int fd, void *p, size_t n, uint64_t off)
 {
-	char *c = p;
-
-	while (n > 0) {
-		ssize_t r = pread(fd, c, n, (off_t)off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -EIO;
-		c += r;
-		n -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
+	return whole(fd, p, n, off, BY_PREAD);
 }
 
 char *fdio_read_text(const char *path, size_t max)

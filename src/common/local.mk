@@ -29,4 +29,5 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/hex.c %reldir%/hex.h \
 	%reldir%/unixaddr.c %reldir%/unixaddr.h \
 	%reldir%/numarg.c %reldir%/numarg.h \
-	%reldir%/fdio.c %reldir%/fdio.h
+	%reldir%/fdio.c %reldir%/fdio.h \
+	%reldir%/sigdefault.c %reldir%/sigdefault.h

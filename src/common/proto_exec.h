@@ -285,7 +285,6 @@ int proto_job_list_encode_tail(bool complete, struct buf *out)
  * a missing or mistyped member is -EINVAL. */
 int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
 	__attribute__((warn_unused_result));
-void proto_job_info_cleanup(struct proto_job_info *ji);
 void proto_job_list_cleanup(struct proto_job_list *l);
 
 #endif

@@ -467,7 +467,7 @@ int proto_job_list_encode_tail(bool complete, struct buf *out)
 			  complete ? "true" : "false");
 }
 
-void proto_job_info_cleanup(struct proto_job_info *ji)
+static void proto_job_info_cleanup(struct proto_job_info *ji)
 {
 	if (ji == NULL)
 		return;

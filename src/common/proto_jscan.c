@@ -77,7 +77,8 @@ static bool js_string_key(struct jscan *s, char key[JS_KEY_MAX])
 	return nul;
 }
 
-bool js_string(struct jscan *s)
+/* At a '"': step over the string; true when it holds an escaped NUL. */
+static bool js_string(struct jscan *s)
 {
 	return js_string_key(s, NULL);
 }

@@ -33,9 +33,6 @@ struct jscan {
 /* Step over what cJSON skips between tokens. */
 void js_ws(struct jscan *s);
 
-/* At a '"': step over the string; true when it holds an escaped NUL. */
-bool js_string(struct jscan *s);
-
 /* Step over one value (any type) at s, nested at depth. */
 void js_skip(struct jscan *s, unsigned depth);
 

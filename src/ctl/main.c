@@ -21,6 +21,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/numarg.h"
 #include "common/proto_record.h"
 #include "ctl/ctl.h"
 #include "client/local_ctl.h"
@@ -134,43 +135,6 @@ static int print_buf(struct buf *b)
 	return rc;
 }
 
-/* A count, or a byte size with an optional K, M or G (powers of 1024);
- * 0 when it is not one. */
-static uint64_t parse_amount(const char *s, bool size)
-{
-	unsigned long long v, mul = 1;
-	char *end;
-
-	if (s == NULL || *s < '0' || *s > '9')
-		return 0;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0)
-		return 0;
-	if (size && *end != '\0' && end[1] == '\0') {
-		switch (*end) {
-		case 'k':
-		case 'K':
-			mul = 1ULL << 10;
-			break;
-		case 'm':
-		case 'M':
-			mul = 1ULL << 20;
-			break;
-		case 'g':
-		case 'G':
-			mul = 1ULL << 30;
-			break;
-		default:
-			return 0;
-		}
-		end++;
-	}
-	if (*end != '\0' || v > (1ULL << 50) / mul)
-		return 0;
-	return v * mul;
-}
-
 /* create's --pids (a number), --memory or --tmp-size (sizes) into o:
  * 0, or a usage error when it is not one. */
 static int amount_arg(int opt, struct local_create_opts *o)
@@ -181,11 +145,14 @@ static int amount_arg(int opt, struct local_create_opts *o)
 	const char *name = opt == 'p'	? "pids"
 			   : opt == 'm' ? "memory"
 					: "tmp-size";
+	unsigned long long v;
+	int rc = opt == 'p' ? numarg_uint(optarg, 1, 1ULL << 50, &v)
+			    : numarg_size(optarg, 1, 1ULL << 50, &v);
 
-	*field = parse_amount(optarg, opt != 'p');
-	if (*field == 0)
+	if (rc < 0)
 		return usage_error("--%s: '%s' is not a %s", name, optarg,
 				   opt == 'p' ? "number" : "size");
+	*field = v;
 	return 0;
 }
 

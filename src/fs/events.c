@@ -451,7 +451,8 @@ static struct sbx_events *events_of(struct sbx *sb)
 	return ev;
 }
 
-bool sbfs_events_live(struct sbx *sb)
+/* Whether sb's caches are kept long: its events are followed now. */
+static bool sbfs_events_live(struct sbx *sb)
 {
 	struct sbx_events *ev = events_of(sb);
 	bool live = false;

@@ -42,6 +42,5 @@ void sbfs_opts_cleanup(struct sbfs_opts *o);
 /* Best effort, after the mount exists and before it serves: raise the
  * kernel's readahead for this mount to readahead_kb (needs root). */
 void sbfs_tune_mount(const char *mountpoint, unsigned readahead_kb);
-void sbfs_usage(const char *prog);
 
 #endif

@@ -79,7 +79,8 @@ void files_listing_add(struct sbx *sb, const char *rel, enum proto_ftype t)
 	cache_touch(sb->fs->cache, sb->id, parent);
 }
 
-void files_listing_remove(struct sbx *sb, const char *rel)
+/* rel went: out of its parent's cached listing (as files_listing_add). */
+static void files_listing_remove(struct sbx *sb, const char *rel)
 {
 	char parent[PATH_MAX_BYTES + 1];
 	const char *name = path_parent(rel, parent, sizeof(parent));
@@ -88,7 +89,8 @@ void files_listing_remove(struct sbx *sb, const char *rel)
 	cache_touch(sb->fs->cache, sb->id, parent);
 }
 
-void files_listing_forget_parent(struct sbx *sb, const char *rel)
+/* rel is not known any more: its parent's whole listing goes. */
+static void files_listing_forget_parent(struct sbx *sb, const char *rel)
 {
 	char parent[PATH_MAX_BYTES + 1];
 

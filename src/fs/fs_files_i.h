@@ -57,12 +57,9 @@ struct handle *files_fh(struct fuse_file_info *fi);
 int files_fail(struct sbx *sb, const char *op, const char *rel,
 	       const struct sbx_error *err);
 /* Keep the parent's cached listing in step with a change this mount made
- * (a no-op when it has none): rel appeared (with type t), went, or is not
- * known any more (the whole listing goes). The parent's attributes are
- * marked stale each time (its times and links moved). */
+ * (a no-op when it has none): rel appeared, with type t. The parent's
+ * attributes are marked stale (its times and links moved). */
 void files_listing_add(struct sbx *sb, const char *rel, enum proto_ftype t);
-void files_listing_remove(struct sbx *sb, const char *rel);
-void files_listing_forget_parent(struct sbx *sb, const char *rel);
 /* The parent's fresh listing lacks rel: it does not exist (as fresh as
  * any cached attribute), and no request is needed to say so. */
 bool files_listed_absent(struct sbx *sb, const char *rel);

@@ -65,10 +65,6 @@ int fs_files_v1_parse(const char *p, size_t n, size_t *pos, bool short_form,
 		      struct fs_v1_rec *rec)
 	__attribute__((warn_unused_result));
 
-/* The type letter of "%y" as a file type; PROTO_FT_UNKNOWN for letters
- * find uses for nothing Linux has ('D' door, 'U', '?'). */
-enum proto_ftype fs_files_v1_ftype(char c);
-
 /*
  * The errno a command's diagnostics (stderr, len bytes, need not be
  * NUL-terminated) report: the longest strerror() text (of 1..133 here,

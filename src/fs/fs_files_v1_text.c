@@ -19,7 +19,9 @@
 
 /* ---- find -printf records ------------------------------------------------ */
 
-enum proto_ftype fs_files_v1_ftype(char c)
+/* The type letter of "%y" as a file type; PROTO_FT_UNKNOWN for letters
+ * find uses for nothing Linux has ('D' door, 'U', '?'). */
+static enum proto_ftype fs_files_v1_ftype(char c)
 {
 	switch (c) {
 	case 'f':

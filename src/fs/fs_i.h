@@ -226,13 +226,6 @@ void sbfs_synth_stat(const struct sbfs *fs, struct stat *st, bool dir,
 		     mode_t perm, off_t size);
 
 /*
- * Whether a symlink at rel (relative to the session root) whose text is
- * target would lead out of the sandbox when the kernel follows it: an
- * absolute target, or a relative one that climbs above the root.
- */
-bool sbfs_link_escapes(const char *rel, const char *target);
-
-/*
  * The FUSE request this thread serves (ll.c): its mount, its caller's pid
  * (0 when none), and whether the caller gave up waiting (a signal).
  * Outside a request: NULL, 0, false.
@@ -306,8 +299,6 @@ void sbfs_files_moved(struct sbx *sb, const char *from, const char *to);
 void sbfs_events_follow(struct sbx *sb);
 /* Stop following (the mount's end): joins the thread. */
 void sbfs_events_free(struct sbx *sb);
-/* Whether sb's caches are kept long: its events are followed now. */
-bool sbfs_events_live(struct sbx *sb);
 /* Whether sb is live and every event the agent had when this mount last
  * asked (sbfs_events_sync) is applied; waits at most max_ms for it. */
 bool sbfs_events_caught_up(struct sbx *sb, long max_ms);

@@ -48,7 +48,7 @@
 #define KEEP_RETRY_MS 1000L
 
 /* How long the agent may stay silent before its jobs are stale. */
-long fs_jobs_silence_ms(const struct fs_jobs *js)
+static long fs_jobs_silence_ms(const struct fs_jobs *js)
 {
 	long ms = transport_response_timeout_ms(js->fs->t);
 

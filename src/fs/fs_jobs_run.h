@@ -36,9 +36,6 @@ int fs_jobs_fail(struct sbfs *fs, const char *id, const char *op,
 /* The agent answered that it does not know the job. */
 bool fs_job_not_found(const struct sbx_error *e);
 
-/* How long the agent may stay silent before its jobs are stale: the
- * transport's response timeout. */
-long fs_jobs_silence_ms(const struct fs_jobs *js);
 /* Follow j (started here, or adopted and not followed yet) with a poller
  * thread of its own, which holds a reference until it ends. A thread
  * that cannot start leaves the job unknown (logged). */

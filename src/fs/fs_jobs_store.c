@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fdio.h"
 #include "common/clock.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
@@ -69,25 +70,6 @@ out:
 	return rc;
 }
 
-static int pwrite_all(int fd, const char *p, size_t n, uint64_t off)
-{
-	while (n > 0) {
-		ssize_t w = pwrite(fd, p, n, (off_t)off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (w == 0)
-			return -EIO;
-		p += w;
-		n -= (size_t)w;
-		off += (uint64_t)w;
-	}
-	return 0;
-}
-
 static void mem_append(struct fs_store *s, const char *p, size_t n)
 {
 	if (s->mem_len + n > s->mem_cap) {
@@ -132,8 +114,8 @@ int fs_store_append(struct fs_store *s, const void *p, size_t n)
 		}
 		/* Whatever part reached the file is past size, so it is
 		 * never read, and the next try writes it again. */
-		rc = pwrite_all(s->fd, c, n - take,
-				s->size + take - s->mem_max);
+		rc = fdio_pwrite_all(s->fd, c, n - take,
+				     s->size + take - s->mem_max);
 		if (rc < 0)
 			goto fail;
 	}

@@ -153,7 +153,7 @@ void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
 
 /* ---- name changes in flight (ll_i.h) ---------------------------------------- */
 
-void ll_names_begin(struct sbfs *fs)
+static void ll_names_begin(struct sbfs *fs)
 {
 	pthread_mutex_lock(&fs->names_lock);
 	fs->names_busy++;
@@ -161,7 +161,7 @@ void ll_names_begin(struct sbfs *fs)
 	pthread_mutex_unlock(&fs->names_lock);
 }
 
-void ll_names_end(struct sbfs *fs)
+static void ll_names_end(struct sbfs *fs)
 {
 	pthread_mutex_lock(&fs->names_lock);
 	fs->names_busy--;

@@ -152,33 +152,65 @@ void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	ll_end();
 }
 
+/* One I/O of an open file, by its path. */
+enum io_op { IO_READ, IO_WRITE, IO_FLUSH, IO_FSYNC };
+struct io {
+	enum io_op op;
+	char *in; /* read */
+	const char *out; /* write */
+	size_t size;
+	off_t off;
+	int datasync;
+};
+
+/* io on the open file ino: the bytes read or written, 0, or -errno;
+ * asked again under the file's new name when a rename moved it
+ * meanwhile (ll_moved_again). */
+static int file_io(struct sbfs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
+		   const struct io *io)
+{
+	struct fuse_file_info f = ll_inner(fi);
+	char path[LL_PATH_MAX];
+	struct ll_moved m;
+	int rc;
+
+	ll_moved_init(fs, &m);
+	do {
+		rc = ll_file_path(fs, ino, fi, path, sizeof(path));
+		if (rc < 0)
+			continue;
+		switch (io->op) {
+		case IO_READ:
+			rc = OPS->read(path, io->in, io->size, io->off, &f);
+			break;
+		case IO_WRITE:
+			rc = OPS->write(path, io->out, io->size, io->off, &f);
+			break;
+		case IO_FLUSH:
+			rc = OPS->flush(path, &f);
+			break;
+		case IO_FSYNC:
+			rc = OPS->fsync(path, io->datasync, &f);
+			break;
+		}
+	} while (ll_moved_again(fs, &m, rc));
+	return rc;
+}
+
 void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi)
 {
 	struct ll_req r;
 	struct sbfs *fs = ll_begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = ll_inner(fi);
-	char *data = malloc(size > 0 ? size : 1);
-	struct ll_moved m;
-	int rc;
+	struct io io = {IO_READ, malloc(size > 0 ? size : 1), NULL, size, off,
+			0};
+	int rc = io.in != NULL ? file_io(fs, ino, fi, &io) : -ENOMEM;
 
-	if (data == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		ll_end();
-		return;
-	}
-	ll_moved_init(fs, &m);
-	do {
-		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
-		if (rc == 0)
-			rc = OPS->read(buf, data, size, off, &f);
-	} while (ll_moved_again(fs, &m, rc));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_buf(req, data, (size_t)rc);
-	free(data);
+		fuse_reply_buf(req, io.in, (size_t)rc);
+	free(io.in);
 	ll_end();
 }
 
@@ -187,17 +219,9 @@ void ll_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size,
 {
 	struct ll_req r;
 	struct sbfs *fs = ll_begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = ll_inner(fi);
-	struct ll_moved m;
-	int rc;
+	struct io io = {IO_WRITE, NULL, data, size, off, 0};
+	int rc = file_io(fs, ino, fi, &io);
 
-	ll_moved_init(fs, &m);
-	do {
-		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
-		if (rc == 0)
-			rc = OPS->write(buf, data, size, off, &f);
-	} while (ll_moved_again(fs, &m, rc));
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -209,18 +233,9 @@ void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ll_req r;
 	struct sbfs *fs = ll_begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = ll_inner(fi);
-	struct ll_moved m;
-	int rc;
+	struct io io = {IO_FLUSH, NULL, NULL, 0, 0, 0};
 
-	ll_moved_init(fs, &m);
-	do {
-		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
-		if (rc == 0)
-			rc = OPS->flush(buf, &f);
-	} while (ll_moved_again(fs, &m, rc));
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -file_io(fs, ino, fi, &io));
 	ll_end();
 }
 
@@ -246,18 +261,9 @@ void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 {
 	struct ll_req r;
 	struct sbfs *fs = ll_begin(req, &r);
-	char buf[LL_PATH_MAX];
-	struct fuse_file_info f = ll_inner(fi);
-	struct ll_moved m;
-	int rc;
+	struct io io = {IO_FSYNC, NULL, NULL, 0, 0, datasync};
 
-	ll_moved_init(fs, &m);
-	do {
-		rc = ll_file_path(fs, ino, fi, buf, sizeof(buf));
-		if (rc == 0)
-			rc = OPS->fsync(buf, datasync, &f);
-	} while (ll_moved_again(fs, &m, rc));
-	fuse_reply_err(req, -rc);
+	fuse_reply_err(req, -file_io(fs, ino, fi, &io));
 	ll_end();
 }
 

@@ -96,8 +96,6 @@ struct ll_moved {
 	uint64_t gen;
 	int tries;
 };
-void ll_names_begin(struct sbfs *fs);
-void ll_names_end(struct sbfs *fs);
 void ll_moved_init(struct sbfs *fs, struct ll_moved *m);
 bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc);
 

@@ -202,7 +202,7 @@ static int seconds(const char *name, const char *v, double *out, bool integer)
 	return 0;
 }
 
-void sbfs_usage(const char *prog)
+static void sbfs_usage(const char *prog)
 {
 	printf("usage: %s [-f] [-d] [-o OPTION[,OPTION...]] MOUNTPOINT\n"
 	       "\n"

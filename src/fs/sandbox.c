@@ -534,7 +534,12 @@ int sbfs_fail(struct sbfs *fs, const char *id, const char *op, const char *path,
 	return rc;
 }
 
-bool sbfs_link_escapes(const char *rel, const char *target)
+/*
+ * Whether a symlink at rel (relative to the session root) whose text is
+ * target would lead out of the sandbox when the kernel follows it: an
+ * absolute target, or a relative one that climbs above the root.
+ */
+static bool sbfs_link_escapes(const char *rel, const char *target)
 {
 	const char *p;
 	long depth = 0;
