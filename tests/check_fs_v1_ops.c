@@ -144,54 +144,58 @@ static char *agent_parent, *agent_root, *small_parent, *small_root;
 /* Who the agent's commands and file accesses run as. */
 static uid_t exec_uid;
 
-static char *make_root(char **parent, const char *tag)
+/*
+ * Start a strict v1 agent a on a fresh root (*root, in the directory
+ * *parent) named after tag; output_cap, when not NULL, is its
+ * --output-cap.
+ */
+static void strict_start(struct th_agent *a, char **parent, char **root,
+			 const char *tag, const char *output_cap)
 {
-	char *root;
+	const char *args[] = {"--root", NULL, "--strict-v1", NULL, NULL, NULL};
 
+	exec_uid = geteuid() == 0 ? 65534 : geteuid();
 	*parent = th_tmpdir(tag);
 	ck_assert_int_eq(chmod(*parent, 0711), 0);
-	ck_assert(asprintf(&root, "%s/root", *parent) > 0);
-	ck_assert_int_eq(mkdir(root, 0777), 0);
-	ck_assert_int_eq(chmod(root, 0777), 0);
-	return root;
+	ck_assert(asprintf(root, "%s/root", *parent) > 0);
+	ck_assert_int_eq(mkdir(*root, 0777), 0);
+	ck_assert_int_eq(chmod(*root, 0777), 0);
+	args[1] = *root;
+	if (output_cap != NULL) {
+		args[3] = "--output-cap";
+		args[4] = output_cap;
+	}
+	th_agent_start(a, args, false);
+}
+
+static void strict_stop(struct th_agent *a, char *parent, char *root)
+{
+	th_agent_stop(a);
+	th_rmtree(parent);
+	free(parent);
+	free(root);
 }
 
 static void agent_start(void)
 {
-	const char *args[] = {"--root", NULL, "--strict-v1", NULL};
-
-	exec_uid = geteuid() == 0 ? 65534 : geteuid();
-	agent_root = make_root(&agent_parent, "fsv1agent");
-	args[1] = agent_root;
-	th_agent_start(&agent, args, false);
+	strict_start(&agent, &agent_parent, &agent_root, "fsv1agent", NULL);
 }
 
 static void agent_stop(void)
 {
-	th_agent_stop(&agent);
-	th_rmtree(agent_parent);
-	free(agent_parent);
-	free(agent_root);
+	strict_stop(&agent, agent_parent, agent_root);
 }
 
 /* An agent that keeps 2 KiB of a command's output. */
 static void small_start(void)
 {
-	const char *args[] = {"--root",	      NULL,   "--strict-v1",
-			      "--output-cap", "2048", NULL};
-
-	exec_uid = geteuid() == 0 ? 65534 : geteuid();
-	small_root = make_root(&small_parent, "fsv1small");
-	args[1] = small_root;
-	th_agent_start(&small_agent, args, false);
+	strict_start(&small_agent, &small_parent, &small_root, "fsv1small",
+		     "2048");
 }
 
 static void small_stop(void)
 {
-	th_agent_stop(&small_agent);
-	th_rmtree(small_parent);
-	free(small_parent);
-	free(small_root);
+	strict_stop(&small_agent, small_parent, small_root);
 }
 
 static const char *root_now;
