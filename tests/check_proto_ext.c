@@ -396,9 +396,18 @@ START_TEST(list_add_rolls_back)
 }
 END_TEST
 
-static int decode_one_name(const char *name_json)
+static int list_decode(const char *json, size_t len)
 {
 	struct proto_list l;
+	int rc = proto_list_decode(json, len, &l);
+
+	if (rc == 0)
+		proto_list_cleanup(&l);
+	return rc;
+}
+
+static int decode_one_name(const char *name_json)
+{
 	char *j;
 	int rc;
 
@@ -410,20 +419,8 @@ static int decode_one_name(const char *name_json)
 		     "}",
 		     name_json) < 0)
 		ck_abort();
-	rc = proto_list_decode(j, strlen(j), &l);
-	if (rc == 0)
-		proto_list_cleanup(&l);
+	rc = list_decode(j, strlen(j));
 	free(j);
-	return rc;
-}
-
-static int list_decode(const char *json, size_t len)
-{
-	struct proto_list l;
-	int rc = proto_list_decode(json, len, &l);
-
-	if (rc == 0)
-		proto_list_cleanup(&l);
 	return rc;
 }
 
@@ -680,18 +677,25 @@ START_TEST(tree_dir_rolls_back)
 }
 END_TEST
 
+static int tree_decode(const char *json, size_t len)
+{
+	struct proto_tree t;
+	int rc = proto_tree_decode(json, len, &t);
+
+	if (rc == 0)
+		proto_tree_cleanup(&t);
+	return rc;
+}
+
 /* Decode {"dirs":[<dirs>],"complete":true}; 0 or the error. */
 static int decode_tree_dirs(const char *dirs)
 {
-	struct proto_tree t;
 	char *j;
 	int rc;
 
 	if (asprintf(&j, "{\"dirs\":[%s],\"complete\":true}", dirs) < 0)
 		ck_abort();
-	rc = proto_tree_decode(j, strlen(j), &t);
-	if (rc == 0)
-		proto_tree_cleanup(&t);
+	rc = tree_decode(j, strlen(j));
 	free(j);
 	return rc;
 }
@@ -713,16 +717,6 @@ static int decode_tree_one(const char *path_json, const char *name_json)
 		ck_abort();
 	rc = decode_tree_dirs(j);
 	free(j);
-	return rc;
-}
-
-static int tree_decode(const char *json, size_t len)
-{
-	struct proto_tree t;
-	int rc = proto_tree_decode(json, len, &t);
-
-	if (rc == 0)
-		proto_tree_cleanup(&t);
 	return rc;
 }
 
