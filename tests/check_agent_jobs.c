@@ -778,16 +778,8 @@ START_TEST(jobs_listing)
 
 	/* a strict agent has no such route */
 	ta_box_start(&b, strict);
-	{
-		const char *h[] = {b.a.auth, NULL};
-		char url[256];
-
-		snprintf(url, sizeof(url), "%s/sandboxfs/v1/jobs", b.a.base);
-		th_http("GET", url, h, NULL, 0, &r);
-		ck_assert_int_eq(r.status, 404);
-		ck_assert_uint_eq(r.body.len, 0);
-		th_resp_cleanup(&r);
-	}
+	ta_ext_req(&b.a, "GET", "jobs", NULL, NULL, NULL, 0, &r);
+	ta_expect_empty(&r, 404);
 	ta_box_stop(&b);
 }
 END_TEST
