@@ -167,6 +167,13 @@ void ta_assert_resp(const struct th_resp *r, long status, const char *body)
 		      ta_body(r), body);
 }
 
+void ta_expect_empty(struct th_resp *r, long status)
+{
+	ck_assert_int_eq(r->status, status);
+	ck_assert_uint_eq(r->body.len, 0);
+	th_resp_cleanup(r);
+}
+
 void ta_post(const struct th_agent *a, const char *path, const char *json,
 	     struct th_resp *r)
 {

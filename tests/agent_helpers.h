@@ -88,6 +88,8 @@ void ta_mkdir_in(const char *dir, const char *name);
 const char *ta_body(const struct th_resp *r);
 /* Status and body exactly. */
 void ta_assert_resp(const struct th_resp *r, long status, const char *body);
+/* Status and no body at all (not one byte); r is cleaned up. */
+void ta_expect_empty(struct th_resp *r, long status);
 /* POST json to path with the credential. */
 void ta_post(const struct th_agent *a, const char *path, const char *json,
 	     struct th_resp *r);

@@ -612,13 +612,9 @@ START_TEST(wire_strict_v1_and_health)
 
 	th_agent_start(&strict, args, true);
 	events_raw(&strict, "", &r);
-	ck_assert_int_eq(r.status, 404);
-	ck_assert_uint_eq(r.body.len, 0);
-	th_resp_cleanup(&r);
+	ta_expect_empty(&r, 404);
 	events_raw(&strict, "?since=0&waitMs=1000", &r);
-	ck_assert_int_eq(r.status, 404);
-	ck_assert_uint_eq(r.body.len, 0);
-	th_resp_cleanup(&r);
+	ta_expect_empty(&r, 404);
 	snprintf(url, sizeof(url), "%s/v1/health", strict.base);
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_ptr_null(strstr(r.body.data, "events"));
@@ -640,6 +636,20 @@ START_TEST(wire_strict_v1_and_health)
 }
 END_TEST
 
+/* Directories d0 ... d<n-1> in a's root. */
+static void make_dirs(const struct th_agent *a, int n)
+{
+	char name[16], *p;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "d%d", i);
+		p = ta_join(a->root, name);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+		free(p);
+	}
+}
+
 #define LIMIT_WHY                                                      \
 	"the watch limit of 4 directories was reached (sandbox-agent " \
 	"--watch-limit)"
@@ -655,17 +665,9 @@ START_TEST(wire_watch_limit)
 	struct th_resp r;
 	uint64_t zero = 0;
 	char url[256];
-	int i;
 
 	th_agent_start(&lim, args, true);
-	for (i = 0; i < 6; i++) {
-		char name[16], *p;
-
-		snprintf(name, sizeof(name), "d%d", i);
-		p = ta_join(lim.root, name);
-		ck_assert_int_eq(mkdir(p, 0755), 0);
-		free(p);
-	}
+	make_dirs(&lim, 6);
 	snprintf(url, sizeof(url), "%s/v1/health", lim.base);
 	th_http("GET", url, NULL, NULL, 0, &r);
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
@@ -772,20 +774,12 @@ START_TEST(wire_kernel_watch_limit)
 	struct proto_events e;
 	struct th_resp r;
 	char url[256], *after;
-	int i;
 
 	if (!start_limited(&lim, 3)) {
 		free(host);
 		return;
 	}
-	for (i = 0; i < 5; i++) {
-		char name[16], *p;
-
-		snprintf(name, sizeof(name), "d%d", i);
-		p = ta_join(lim.root, name);
-		ck_assert_int_eq(mkdir(p, 0755), 0);
-		free(p);
-	}
+	make_dirs(&lim, 5);
 	get_events(&lim, NULL, 20000, &e);
 	ck_assert(e.lost);
 	ck_assert_str_eq(e.unavailable, KERNEL_LIMIT_WHY);

@@ -511,6 +511,29 @@ START_TEST(wire_list_attrs)
 }
 END_TEST
 
+/* The header name of r is want (NULL: r has none). */
+static void expect_header(const struct th_resp *r, const char *name,
+			  const char *want)
+{
+	char *h = th_resp_header(r, name);
+
+	if (want == NULL)
+		ck_assert_ptr_null(h);
+	else
+		ck_assert_str_eq(h, want);
+	free(h);
+}
+
+/* A read of path with the header range: its status and Content-Range.
+ * The body is the caller's to check, and r to clean up. */
+static void read_range(const char *path, const char *range, long status,
+		       const char *content_range, struct th_resp *r)
+{
+	ta_ext_get(&ta_ag, "read", path, NULL, range, r);
+	ck_assert_int_eq(r->status, status);
+	expect_header(r, "Content-Range", content_range);
+}
+
 START_TEST(wire_read_ranges)
 {
 	char data[10000], hdr[160], etag[PROTO_ETAG_MAX];
@@ -537,64 +560,36 @@ START_TEST(wire_read_ranges)
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_uint_eq(r.body.len, sizeof(data));
 	ck_assert(memcmp(r.body.data, data, sizeof(data)) == 0);
-	h = th_resp_header(&r, "ETag");
-	ck_assert_str_eq(h, etag);
-	free(h);
-	h = th_resp_header(&r, "X-Sandboxfs-Size");
-	ck_assert_str_eq(h, "10000");
-	free(h);
-	h = th_resp_header(&r, "Content-Type");
-	ck_assert_str_eq(h, "application/octet-stream");
-	free(h);
+	expect_header(&r, "ETag", etag);
+	expect_header(&r, "X-Sandboxfs-Size", "10000");
+	expect_header(&r, "Content-Type", "application/octet-stream");
 	h = th_resp_header(&r, "Last-Modified");
 	ck_assert_ptr_nonnull(h);
 	ck_assert_ptr_nonnull(strstr(h, " GMT"));
 	free(h);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_ptr_null(h);
+	expect_header(&r, "Content-Range", NULL);
 	th_resp_cleanup(&r);
 
 	/* ranges: a-b, a-, -n, past the end clipped */
-	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=10-19", &r);
-	ck_assert_int_eq(r.status, 206);
+	read_range("data", "Range: bytes=10-19", 206, "bytes 10-19/10000", &r);
 	ck_assert_uint_eq(r.body.len, 10);
 	ck_assert(memcmp(r.body.data, data + 10, 10) == 0);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_str_eq(h, "bytes 10-19/10000");
-	free(h);
-	h = th_resp_header(&r, "X-Sandboxfs-Size");
-	ck_assert_str_eq(h, "10000");
-	free(h);
+	expect_header(&r, "X-Sandboxfs-Size", "10000");
 	th_resp_cleanup(&r);
-	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=9990-", &r);
-	ck_assert_int_eq(r.status, 206);
-	ck_assert_uint_eq(r.body.len, 10);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_str_eq(h, "bytes 9990-9999/10000");
-	free(h);
-	th_resp_cleanup(&r);
-	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=-5", &r);
-	ck_assert_int_eq(r.status, 206);
-	ck_assert(r.body.len == 5 && memcmp(r.body.data, data + 9995, 5) == 0);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_str_eq(h, "bytes 9995-9999/10000");
-	free(h);
-	th_resp_cleanup(&r);
-	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=9998-99999999",
+	read_range("data", "Range: bytes=9990-", 206, "bytes 9990-9999/10000",
 		   &r);
-	ck_assert_int_eq(r.status, 206);
+	ck_assert_uint_eq(r.body.len, 10);
+	th_resp_cleanup(&r);
+	read_range("data", "Range: bytes=-5", 206, "bytes 9995-9999/10000", &r);
+	ck_assert(r.body.len == 5 && memcmp(r.body.data, data + 9995, 5) == 0);
+	th_resp_cleanup(&r);
+	read_range("data", "Range: bytes=9998-99999999", 206,
+		   "bytes 9998-9999/10000", &r);
 	ck_assert_uint_eq(r.body.len, 2);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_str_eq(h, "bytes 9998-9999/10000");
-	free(h);
 	th_resp_cleanup(&r);
 
 	/* unsatisfiable, and not one range */
-	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=10000-", &r);
-	ck_assert_int_eq(r.status, 416);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_str_eq(h, "bytes */10000");
-	free(h);
+	read_range("data", "Range: bytes=10000-", 416, "bytes */10000", &r);
 	th_resp_cleanup(&r);
 	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=1-2,5-6", &r);
 	ta_expect_resp(&r, 400,
@@ -627,9 +622,7 @@ START_TEST(wire_read_ranges)
 	ck_assert_str_ne(etag, old_etag);
 	ta_ext_get(&ta_ag, "read", "data", NULL, "Range: bytes=-2", &r);
 	ck_assert_int_eq(r.status, 206);
-	h = th_resp_header(&r, "ETag");
-	ck_assert_str_eq(h, etag);
-	free(h);
+	expect_header(&r, "ETag", etag);
 	ck_assert(r.body.len == 2 && memcmp(r.body.data, "!!", 2) == 0);
 	th_resp_cleanup(&r);
 	snprintf(hdr, sizeof(hdr), "If-Match: %s", old_etag);
@@ -649,11 +642,7 @@ START_TEST(wire_read_ranges)
 	ta_put_file(ta_ag.root, "empty", "");
 	ta_ext_get(&ta_ag, "read", "empty", NULL, NULL, &r);
 	ta_expect_resp(&r, 200, "");
-	ta_ext_get(&ta_ag, "read", "empty", NULL, "Range: bytes=0-", &r);
-	ck_assert_int_eq(r.status, 416);
-	h = th_resp_header(&r, "Content-Range");
-	ck_assert_str_eq(h, "bytes */0");
-	free(h);
+	read_range("empty", "Range: bytes=0-", 416, "bytes */0", &r);
 	th_resp_cleanup(&r);
 }
 END_TEST
@@ -1016,13 +1005,9 @@ START_TEST(wire_health_and_auth)
 	struct th_resp r;
 	char url[256];
 
-	snprintf(url, sizeof(url), "%s/v1/health", ta_ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ta_health(&ta_ag, &h);
 	ck_assert_int_eq(h.ext_files, PROTO_EXT_FILES_VERSION);
 	ck_assert_uint_gt(h.ext_max_write, 0);
-	th_resp_cleanup(&r);
 
 	/* the extension needs the credential like v1 */
 	snprintf(url, sizeof(url), "%s/sandboxfs/v1/stat?path=", ta_ag.base);

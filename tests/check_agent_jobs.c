@@ -778,16 +778,8 @@ START_TEST(jobs_listing)
 
 	/* a strict agent has no such route */
 	ta_box_start(&b, strict);
-	{
-		const char *h[] = {b.a.auth, NULL};
-		char url[256];
-
-		snprintf(url, sizeof(url), "%s/sandboxfs/v1/jobs", b.a.base);
-		th_http("GET", url, h, NULL, 0, &r);
-		ck_assert_int_eq(r.status, 404);
-		ck_assert_uint_eq(r.body.len, 0);
-		th_resp_cleanup(&r);
-	}
+	ta_ext_req(&b.a, "GET", "jobs", NULL, NULL, NULL, 0, &r);
+	ta_expect_empty(&r, 404);
 	ta_box_stop(&b);
 }
 END_TEST
@@ -844,12 +836,43 @@ START_TEST(jobs_running_limit)
 }
 END_TEST
 
+/* A poll of job id on b answers status. */
+static void poll_status(struct ta_box *b, const char *id, long status)
+{
+	struct th_resp r;
+	char json[128];
+
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	ta_post(&b->a, "/v1/jobs/poll", json, &r);
+	ck_assert_int_eq(r.status, status);
+	th_resp_cleanup(&r);
+}
+
+/* Job id on b is forgotten (a poll answers 404) within tries polls 20 ms
+ * apart. */
+static void forgotten_within(struct ta_box *b, const char *id, int tries)
+{
+	struct th_resp r;
+	char json[128];
+	int i;
+
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	for (i = 0; i < tries; i++) {
+		ta_post(&b->a, "/v1/jobs/poll", json, &r);
+		if (r.status == 404)
+			break;
+		th_resp_cleanup(&r);
+		usleep(20000);
+	}
+	ck_assert_int_eq(r.status, 404);
+	th_resp_cleanup(&r);
+}
+
 START_TEST(jobs_retention)
 {
 	const char *count[] = {"--job-retention-count", "2", NULL};
 	const char *age[] = {"--job-retention", "1", NULL};
-	char ids[3][64], json[256];
-	struct th_resp r;
+	char ids[3][64];
 	struct ta_box b;
 	int i;
 
@@ -876,39 +899,16 @@ START_TEST(jobs_retention)
 		usleep(100000);
 	}
 	/* The oldest of three finished jobs went; the last two stay. */
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
-	for (i = 0; i < 100; i++) {
-		ta_post(&b.a, "/v1/jobs/poll", json, &r);
-		if (r.status == 404)
-			break;
-		th_resp_cleanup(&r);
-		usleep(20000);
-	}
-	ck_assert_int_eq(r.status, 404);
-	th_resp_cleanup(&r);
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[2]);
-	ta_post(&b.a, "/v1/jobs/poll", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	th_resp_cleanup(&r);
+	forgotten_within(&b, ids[0], 100);
+	poll_status(&b, ids[2], 200);
 	ta_box_stop(&b);
 
 	/* Past the retention time a finished job is forgotten. */
 	ta_box_start(&b, age);
 	ta_job_start(&b.a, "{\"command\":[\"true\"],\"timeoutMs\":10000}",
 		     ids[0]);
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
-	ta_post(&b.a, "/v1/jobs/poll", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	th_resp_cleanup(&r);
-	for (i = 0; i < 150; i++) {
-		ta_post(&b.a, "/v1/jobs/poll", json, &r);
-		if (r.status == 404)
-			break;
-		th_resp_cleanup(&r);
-		usleep(20000);
-	}
-	ck_assert_int_eq(r.status, 404);
-	th_resp_cleanup(&r);
+	poll_status(&b, ids[0], 200);
+	forgotten_within(&b, ids[0], 150);
 	ta_box_stop(&b);
 }
 END_TEST

@@ -180,6 +180,25 @@ static void *exec_main(void *arg)
 	return NULL;
 }
 
+/* Two deliveries c1 and c2 of json under key to b: c1 is posted from the
+ * thread returned, which has had 300 ms to start it; c2 is the caller's
+ * to post. */
+static pthread_t first_of_two(struct exec_call *c1, struct exec_call *c2,
+			      struct ta_box *b, const char *key,
+			      const char *json)
+{
+	pthread_t t;
+
+	memset(c1, 0, sizeof(*c1));
+	memset(c2, 0, sizeof(*c2));
+	c1->b = c2->b = b;
+	c1->key = c2->key = key;
+	c1->json = c2->json = json;
+	ck_assert_int_eq(pthread_create(&t, NULL, exec_main, c1), 0);
+	usleep(300 * 1000);
+	return t;
+}
+
 static unsigned lines_in(const char *path)
 {
 	size_t len = 0, i;
@@ -216,13 +235,7 @@ START_TEST(a_repeat_during_the_first_run_waits_for_it)
 	struct ta_box b;
 
 	box_start(&b, NULL, NULL);
-	memset(&c1, 0, sizeof(c1));
-	memset(&c2, 0, sizeof(c2));
-	c1.b = c2.b = &b;
-	c1.key = c2.key = "exec-1";
-	c1.json = c2.json = json;
-	ck_assert_int_eq(pthread_create(&t1, NULL, exec_main, &c1), 0);
-	usleep(300 * 1000);
+	t1 = first_of_two(&c1, &c2, &b, "exec-1", json);
 	ck_assert_int_eq(pthread_create(&t2, NULL, exec_main, &c2), 0);
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
@@ -257,13 +270,7 @@ START_TEST(a_repeat_waits_no_longer_than_its_bound)
 	struct ta_box b;
 
 	box_start(&b, "wait=500", NULL);
-	memset(&c1, 0, sizeof(c1));
-	memset(&c2, 0, sizeof(c2));
-	c1.b = c2.b = &b;
-	c1.key = c2.key = "exec-2";
-	c1.json = c2.json = json;
-	ck_assert_int_eq(pthread_create(&t1, NULL, exec_main, &c1), 0);
-	usleep(300 * 1000);
+	t1 = first_of_two(&c1, &c2, &b, "exec-2", json);
 	exec_main(&c2);
 	ck_assert_int_eq(c2.r.status, 409);
 	ck_assert(body_starts(&c2.r, PROTO_ERR_IN_PROGRESS ": "));

@@ -189,6 +189,33 @@ static unsigned tunnel_connects(struct tunnel *t, char *targets, size_t size)
  * set (as the Azure SDKs do), and directly for the names NO_PROXY lists;
  * an agent behind Azure's own proxy is never reached through it.
  */
+/* A real agent a whose root holds hello.txt with text, given to the
+ * commands' user. */
+static void agent_with_hello(struct th_agent *a, const char *text)
+{
+	char *path;
+
+	th_agent_start(a, NULL, false);
+	path = xasprintf("%s/hello.txt", a->root);
+	th_write_file(path, text, strlen(text));
+	free(path);
+	th_give_to_exec_user(a->root);
+}
+
+/*
+ * The same, served as sandbox ID by e's fake over TLS (its URL in url
+ * when url is not NULL), with a provider over the fake in e->prov.
+ */
+static void agent_behind_fake(struct az_env *e, struct th_agent *a,
+			      const char *text, char *url, size_t url_size)
+{
+	agent_with_hello(a, text);
+	azure_fake_add(e->fake, ID);
+	azure_fake_set_agent(e->fake, ID, a->port, true, url, url_size);
+	azure_fake_map_file(e->fake, ID, AZURE_FAKE_TOKEN_PATH, a->token_file);
+	az_env_provider(e, -1);
+}
+
 START_TEST(the_data_plane_and_entra_honour_https_proxy)
 {
 	struct tunnel tun;
@@ -197,22 +224,14 @@ START_TEST(the_data_plane_and_entra_honour_https_proxy)
 	struct sbx_error err;
 	struct transport *t;
 	struct az_env e;
-	char env[64], targets[1024], *path;
+	char env[64], targets[1024];
 	unsigned before;
 
 	az_env_start(&e);
 	tunnel_start(&tun);
 	snprintf(env, sizeof(env), "http://127.0.0.1:%u", tun.port);
 	setenv("HTTPS_PROXY", env, 1);
-	th_agent_start(&a, NULL, false);
-	path = xasprintf("%s/hello.txt", a.root);
-	th_write_file(path, "through no proxy\n", 17);
-	free(path);
-	th_give_to_exec_user(a.root);
-	azure_fake_add(e.fake, ID);
-	azure_fake_set_agent(e.fake, ID, a.port, true, NULL, 0);
-	azure_fake_map_file(e.fake, ID, AZURE_FAKE_TOKEN_PATH, a.token_file);
-	az_env_provider(&e, -1);
+	agent_behind_fake(&e, &a, "through no proxy\n", NULL, 0);
 	az_read_record(e.prov, ID);
 	ck_assert_uint_ge(tunnel_connects(&tun, targets, sizeof(targets)), 1);
 	ck_assert_msg(strstr(targets, "login.microsoftonline.com") != NULL &&
@@ -258,18 +277,10 @@ START_TEST(a_real_agent_behind_the_proxy)
 	struct sbx_error err;
 	struct transport *t;
 	struct az_env e;
-	char url[256], host[256], *path;
+	char url[256], host[256];
 
 	az_env_start(&e);
-	th_agent_start(&a, NULL, false);
-	path = xasprintf("%s/hello.txt", a.root);
-	th_write_file(path, "hello over TLS\n", 15);
-	free(path);
-	th_give_to_exec_user(a.root);
-	azure_fake_add(e.fake, ID);
-	azure_fake_set_agent(e.fake, ID, a.port, true, url, sizeof(url));
-	azure_fake_map_file(e.fake, ID, AZURE_FAKE_TOKEN_PATH, a.token_file);
-	az_env_provider(&e, -1);
+	agent_behind_fake(&e, &a, "hello over TLS\n", url, sizeof(url));
 	t = az_agent_transport(e.prov);
 
 	sbx_error_clear(&err);
@@ -287,11 +298,7 @@ START_TEST(a_real_agent_behind_the_proxy)
 
 	/* A new boot: new credential and port behind the same URL. The
 	 * refused request is refreshed, activated and replayed. */
-	th_agent_start(&b, NULL, false);
-	path = xasprintf("%s/hello.txt", b.root);
-	th_write_file(path, "the second boot\n", 16);
-	free(path);
-	th_give_to_exec_user(b.root);
+	agent_with_hello(&b, "the second boot\n");
 	th_agent_stop(&a);
 	azure_fake_set_agent(e.fake, ID, b.port, true, NULL, 0);
 	azure_fake_map_file(e.fake, ID, AZURE_FAKE_TOKEN_PATH, b.token_file);

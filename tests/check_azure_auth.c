@@ -256,8 +256,6 @@ START_TEST(managed_identity_endpoint_gives_the_token)
 	struct stub_agent *s;
 	struct sbx_error err;
 	struct az_env e;
-	char **ids = NULL;
-	size_t n = 0;
 
 	az_env_start(&e);
 	azure_fake_accept_token(e.fake, "mi.token.1");
@@ -269,10 +267,7 @@ START_TEST(managed_identity_endpoint_gives_the_token)
 	envp[2] = "PATH=/nonexistent";
 	envp[3] = NULL;
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	sbx_error_clear(&err);
-	ck_assert_msg(e.prov->ops->list(e.prov, &ids, &n, &err) == 0, "%s",
-		      err.reason);
-	az_ids_free(ids, n);
+	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
 	pthread_mutex_lock(&id.mu);
 	ck_assert_uint_eq(id.calls, 1);
 	ck_assert(id.header_ok);
@@ -327,8 +322,7 @@ START_TEST(imds_then_the_cli)
 	struct stub_agent *s;
 	struct sbx_error err;
 	struct az_env e;
-	char **ids = NULL, *bin;
-	size_t n = 0;
+	char *bin;
 
 	az_env_start(&e);
 	azure_fake_accept_token(e.fake, "imds.token.1");
@@ -345,10 +339,7 @@ START_TEST(imds_then_the_cli)
 	envp[2] = path;
 	envp[3] = NULL;
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	sbx_error_clear(&err);
-	ck_assert_msg(e.prov->ops->list(e.prov, &ids, &n, &err) == 0, "%s",
-		      err.reason);
-	az_ids_free(ids, n);
+	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
 	pthread_mutex_lock(&id.mu);
 	ck_assert_uint_eq(id.calls, 1);
 	ck_assert_str_eq(id.target,
@@ -363,9 +354,7 @@ START_TEST(imds_then_the_cli)
 	envp[1] = path;
 	envp[2] = NULL;
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_msg(e.prov->ops->list(e.prov, &ids, &n, &err) == 0, "%s",
-		      err.reason);
-	az_ids_free(ids, n);
+	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
 	ck_assert_uint_eq(id.calls, 2);
 	provider_free(e.prov);
 	stub_agent_stop(s);
@@ -376,9 +365,7 @@ START_TEST(imds_then_the_cli)
 	snprintf(imds, sizeof(imds), "AZURE_POD_IDENTITY_AUTHORITY_HOST=%.*s",
 		 (int)strlen(refused) - 1, refused);
 	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_msg(e.prov->ops->list(e.prov, &ids, &n, &err) == 0, "%s",
-		      err.reason);
-	az_ids_free(ids, n);
+	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
 	provider_free(e.prov);
 	envp[2] = "AZ_FAIL=1";
 	envp[3] = NULL;

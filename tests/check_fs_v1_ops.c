@@ -144,54 +144,58 @@ static char *agent_parent, *agent_root, *small_parent, *small_root;
 /* Who the agent's commands and file accesses run as. */
 static uid_t exec_uid;
 
-static char *make_root(char **parent, const char *tag)
+/*
+ * Start a strict v1 agent a on a fresh root (*root, in the directory
+ * *parent) named after tag; output_cap, when not NULL, is its
+ * --output-cap.
+ */
+static void strict_start(struct th_agent *a, char **parent, char **root,
+			 const char *tag, const char *output_cap)
 {
-	char *root;
+	const char *args[] = {"--root", NULL, "--strict-v1", NULL, NULL, NULL};
 
+	exec_uid = geteuid() == 0 ? 65534 : geteuid();
 	*parent = th_tmpdir(tag);
 	ck_assert_int_eq(chmod(*parent, 0711), 0);
-	ck_assert(asprintf(&root, "%s/root", *parent) > 0);
-	ck_assert_int_eq(mkdir(root, 0777), 0);
-	ck_assert_int_eq(chmod(root, 0777), 0);
-	return root;
+	ck_assert(asprintf(root, "%s/root", *parent) > 0);
+	ck_assert_int_eq(mkdir(*root, 0777), 0);
+	ck_assert_int_eq(chmod(*root, 0777), 0);
+	args[1] = *root;
+	if (output_cap != NULL) {
+		args[3] = "--output-cap";
+		args[4] = output_cap;
+	}
+	th_agent_start(a, args, false);
+}
+
+static void strict_stop(struct th_agent *a, char *parent, char *root)
+{
+	th_agent_stop(a);
+	th_rmtree(parent);
+	free(parent);
+	free(root);
 }
 
 static void agent_start(void)
 {
-	const char *args[] = {"--root", NULL, "--strict-v1", NULL};
-
-	exec_uid = geteuid() == 0 ? 65534 : geteuid();
-	agent_root = make_root(&agent_parent, "fsv1agent");
-	args[1] = agent_root;
-	th_agent_start(&agent, args, false);
+	strict_start(&agent, &agent_parent, &agent_root, "fsv1agent", NULL);
 }
 
 static void agent_stop(void)
 {
-	th_agent_stop(&agent);
-	th_rmtree(agent_parent);
-	free(agent_parent);
-	free(agent_root);
+	strict_stop(&agent, agent_parent, agent_root);
 }
 
 /* An agent that keeps 2 KiB of a command's output. */
 static void small_start(void)
 {
-	const char *args[] = {"--root",	      NULL,   "--strict-v1",
-			      "--output-cap", "2048", NULL};
-
-	exec_uid = geteuid() == 0 ? 65534 : geteuid();
-	small_root = make_root(&small_parent, "fsv1small");
-	args[1] = small_root;
-	th_agent_start(&small_agent, args, false);
+	strict_start(&small_agent, &small_parent, &small_root, "fsv1small",
+		     "2048");
 }
 
 static void small_stop(void)
 {
-	th_agent_stop(&small_agent);
-	th_rmtree(small_parent);
-	free(small_parent);
-	free(small_root);
+	strict_stop(&small_agent, small_parent, small_root);
 }
 
 static const char *root_now;
@@ -245,12 +249,14 @@ static void put_dir(const char *rel)
 		ck_assert_int_eq(lchown(on_disk(rel), exec_uid, exec_uid), 0);
 }
 
-static char *slurp(const char *rel)
+/* The file rel in the agent's root holds want. */
+static void expect_on_disk(const char *rel, const char *want)
 {
 	char *s = th_read_file(on_disk(rel), NULL);
 
 	ck_assert_msg(s != NULL, "%s is missing", rel);
-	return s;
+	ck_assert_str_eq(s, want);
+	free(s);
 }
 
 START_TEST(agent_write_and_list)
@@ -258,7 +264,7 @@ START_TEST(agent_write_and_list)
 	struct fuse_file_info fi;
 	struct listing l;
 	struct stat st;
-	char *text, buf[64];
+	char buf[64];
 	int i;
 
 	put_dir("w");
@@ -277,9 +283,7 @@ START_TEST(agent_write_and_list)
 	ck_assert_int_eq(st.st_size, 11);
 	ck_assert(S_ISREG(st.st_mode));
 	ck_assert_int_eq(ops->flush(box, "w/a b", &fi), 0);
-	text = slurp("w/a b");
-	ck_assert_str_eq(text, "hello world");
-	free(text);
+	expect_on_disk("w/a b", "hello world");
 	ck_assert_int_eq(ops->release(box, "w/a b", &fi), 0);
 	ck_assert_uint_eq(st.st_mode & 07777, 0640);
 
@@ -367,7 +371,7 @@ START_TEST(agent_open_modes)
 {
 	struct fuse_file_info fi;
 	struct stat st;
-	char *text, buf[64];
+	char buf[64];
 
 	put_dir("o");
 	put("o/f", "hello");
@@ -377,9 +381,7 @@ START_TEST(agent_open_modes)
 	ck_assert_int_eq(ops->write(box, "o/f", "XYZ", 3, 0, &fi), 3);
 	ck_assert_int_eq(ops->flush(box, "o/f", &fi), 0);
 	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
-	text = slurp("o/f");
-	ck_assert_str_eq(text, "helloXYZ");
-	free(text);
+	expect_on_disk("o/f", "helloXYZ");
 
 	/* O_RDWR: a write in the middle keeps the rest. */
 	fi_init(&fi, O_RDWR);
@@ -390,9 +392,7 @@ START_TEST(agent_open_modes)
 	/* ftruncate acts on the buffer. */
 	ck_assert_int_eq(ops->truncate(box, "o/f", 4, &fi), 0);
 	ck_assert_int_eq(ops->fsync(box, "o/f", 0, &fi), 0);
-	text = slurp("o/f");
-	ck_assert_str_eq(text, "Jell");
-	free(text);
+	expect_on_disk("o/f", "Jell");
 	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
 
 	/* O_TRUNC without a write still empties the file at close. */
@@ -410,9 +410,7 @@ START_TEST(agent_open_modes)
 	ck_assert_int_eq(ops->open(box, "o/f", &fi), 0);
 	ck_assert_int_eq(ops->write(box, "o/f", "late", 4, 0, &fi), 4);
 	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
-	text = slurp("o/f");
-	ck_assert_str_eq(text, "late");
-	free(text);
+	expect_on_disk("o/f", "late");
 
 	/* Errors at open. */
 	fi_init(&fi, O_RDONLY);
@@ -438,9 +436,7 @@ START_TEST(agent_open_modes)
 	ck_assert_int_eq(ops->write(box, "o/f", "small", 5, 0, &fi), 5);
 	ck_assert_int_eq(ops->flush(box, "o/f", &fi), 0);
 	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
-	text = slurp("o/f");
-	ck_assert_str_eq(text, "small");
-	free(text);
+	expect_on_disk("o/f", "small");
 }
 END_TEST
 
@@ -450,7 +446,6 @@ START_TEST(agent_tree_changes)
 	struct listing l;
 	struct stat st;
 	char buf[64];
-	char *text;
 
 	put_dir("t");
 	/* mkdir: the mode asked for; an existing path is EEXIST. */
@@ -472,16 +467,12 @@ START_TEST(agent_tree_changes)
 	/* rename, plain and without replacing. */
 	ck_assert_int_eq(ops->rename(box, "t/f", "t/g", 0), 0);
 	ck_assert_int_eq(lstat(on_disk("t/f"), &st), -1);
-	text = slurp("t/g");
-	ck_assert_str_eq(text, "content");
-	free(text);
+	expect_on_disk("t/g", "content");
 	ck_assert_int_eq(ops->getattr(box, "t/f", &st, NULL), -ENOENT);
 	put("t/h", "other");
 	ck_assert_int_eq(ops->rename(box, "t/h", "t/g", RENAME_NOREPLACE),
 			 -EEXIST);
-	text = slurp("t/h");
-	ck_assert_str_eq(text, "other");
-	free(text);
+	expect_on_disk("t/h", "other");
 	ck_assert_int_eq(ops->rename(box, "t/h", "t/i", RENAME_NOREPLACE), 0);
 	ck_assert_int_eq(lstat(on_disk("t/i"), &st), 0);
 	ck_assert_int_eq(ops->rename(box, "t/i", "t/g", RENAME_EXCHANGE),
@@ -490,9 +481,7 @@ START_TEST(agent_tree_changes)
 	ck_assert_int_eq(ops->rename(box, "t/missing", "t/x", 0), -ENOENT);
 	/* Over a file: replaced, as rename(2) does. */
 	ck_assert_int_eq(ops->rename(box, "t/i", "t/g", 0), 0);
-	text = slurp("t/g");
-	ck_assert_str_eq(text, "other");
-	free(text);
+	expect_on_disk("t/g", "other");
 
 	/* link and symlink. */
 	ck_assert_int_eq(ops->link(box, "t/g", "t/g2"), 0);
@@ -518,9 +507,7 @@ START_TEST(agent_tree_changes)
 	ck_assert_uint_eq(st.st_mode & 07777, 0750);
 	ck_assert_int_eq(ops->chmod(box, "t/missing", 0600, NULL), -ENOENT);
 	ck_assert_int_eq(ops->truncate(box, "t/g", 2, NULL), 0);
-	text = slurp("t/g");
-	ck_assert_str_eq(text, "ot");
-	free(text);
+	expect_on_disk("t/g", "ot");
 	ck_assert_int_eq(ops->getattr(box, "t/g", &st, NULL), 0);
 	ck_assert_int_eq(st.st_size, 2);
 
@@ -542,9 +529,7 @@ START_TEST(agent_tree_changes)
 	ck_assert_int_eq(ops->create(box, "t/-x 'y'\n", 0600, &fi), 0);
 	ck_assert_int_eq(ops->write(box, "t/-x 'y'\n", "z", 1, 0, &fi), 1);
 	ck_assert_int_eq(ops->release(box, "t/-x 'y'\n", &fi), 0);
-	text = slurp("t/-x 'y'\n");
-	ck_assert_str_eq(text, "z");
-	free(text);
+	expect_on_disk("t/-x 'y'\n", "z");
 }
 END_TEST
 
@@ -854,12 +839,7 @@ START_TEST(native_is_read_only)
 	ck_assert_int_eq(ops->utimens(box, "f", tv, NULL), -EROFS);
 	ck_assert_int_eq(access(on_disk("f"), F_OK), 0);
 	ck_assert_int_eq(access(on_disk("g"), F_OK), -1);
-	{
-		char *text = slurp("f");
-
-		ck_assert_str_eq(text, "data");
-		free(text);
-	}
+	expect_on_disk("f", "data");
 }
 END_TEST
 

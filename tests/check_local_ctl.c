@@ -402,16 +402,42 @@ static void set_times(const char *path, time_t t, bool nofollow)
 			 0);
 }
 
+/* The copy root/rel holds want; its stat in *st. */
+static void copied_text(const char *root, const char *rel, const char *want,
+			struct stat *st)
+{
+	char q[PATH_MAX], *text;
+
+	snprintf(q, sizeof(q), "%s/%s", root, rel);
+	text = th_read_file(q, NULL);
+	ck_assert_str_eq(text, want);
+	free(text);
+	ck_assert_int_eq(stat(q, st), 0);
+}
+
+/* The copy root/rel is a symbolic link to want; its lstat in *st. */
+static void copied_link(const char *root, const char *rel, const char *want,
+			struct stat *st)
+{
+	char q[PATH_MAX], target[PATH_MAX];
+	ssize_t n;
+
+	snprintf(q, sizeof(q), "%s/%s", root, rel);
+	n = readlink(q, target, sizeof(target) - 1);
+	ck_assert_int_eq(n, (ssize_t)strlen(want));
+	target[n] = '\0';
+	ck_assert_str_eq(target, want);
+	ck_assert_int_eq(lstat(q, st), 0);
+}
+
 START_TEST(ctl_create_from)
 {
 	struct local_err err = {""};
 	struct local_create_opts o = {.from = NULL};
 	char *src = th_tmpdir("src"), *root, p[PATH_MAX], q[PATH_MAX];
-	char target[PATH_MAX], *text;
 	uid_t want_uid = geteuid();
 	struct proto_record r;
 	struct stat st;
-	ssize_t n;
 
 	snprintf(p, sizeof(p), "%s/a.txt", src);
 	th_write_file(p, "hello", 5);
@@ -449,11 +475,7 @@ START_TEST(ctl_create_from)
 	ck_assert_int_eq(stat(root, &st), 0);
 	ck_assert_int_eq(st.st_mode & 07777, 0751);
 	ck_assert_int_eq(st.st_uid, want_uid);
-	snprintf(q, sizeof(q), "%s/a.txt", root);
-	text = th_read_file(q, NULL);
-	ck_assert_str_eq(text, "hello");
-	free(text);
-	ck_assert_int_eq(stat(q, &st), 0);
+	copied_text(root, "a.txt", "hello", &st);
 	ck_assert_int_eq(st.st_mode & 07777, 0640);
 	ck_assert_int_eq(st.st_mtime, 1000000000);
 	ck_assert_int_eq(st.st_uid, want_uid);
@@ -462,11 +484,7 @@ START_TEST(ctl_create_from)
 	ck_assert(S_ISDIR(st.st_mode));
 	ck_assert_int_eq(st.st_mode & 07777, 0750);
 	ck_assert_int_eq(st.st_mtime, 1200000000);
-	snprintf(q, sizeof(q), "%s/sub/b", root);
-	text = th_read_file(q, NULL);
-	ck_assert_str_eq(text, "bee");
-	free(text);
-	ck_assert_int_eq(stat(q, &st), 0);
+	copied_text(root, "sub/b", "bee", &st);
 	ck_assert_int_eq(st.st_mode & 07777, 0600);
 	snprintf(q, sizeof(q), "%s/sub/setuid", root);
 	ck_assert_int_eq(stat(q, &st), 0);
@@ -475,19 +493,9 @@ START_TEST(ctl_create_from)
 	snprintf(q, sizeof(q), "%s/sub/empty", root);
 	ck_assert_int_eq(stat(q, &st), 0);
 	ck_assert(S_ISDIR(st.st_mode));
-	snprintf(q, sizeof(q), "%s/link", root);
-	n = readlink(q, target, sizeof(target) - 1);
-	ck_assert_int_eq(n, 5);
-	target[n] = '\0';
-	ck_assert_str_eq(target, "a.txt");
-	ck_assert_int_eq(lstat(q, &st), 0);
+	copied_link(root, "link", "a.txt", &st);
 	ck_assert_int_eq(st.st_uid, want_uid);
-	snprintf(q, sizeof(q), "%s/dangling", root);
-	n = readlink(q, target, sizeof(target) - 1);
-	ck_assert_int_gt(n, 0);
-	target[n] = '\0';
-	ck_assert_str_eq(target, "/nonexistent/target");
-	ck_assert_int_eq(lstat(q, &st), 0);
+	copied_link(root, "dangling", "/nonexistent/target", &st);
 	ck_assert_int_eq(st.st_mtime, 1100000000);
 	snprintf(q, sizeof(q), "%s/fifo", root);
 	ck_assert_int_eq(lstat(q, &st), 0);

@@ -50,6 +50,27 @@ documented() {
 	grep -Eq -- "$pat" "$1"
 }
 
+# help_of PROGRAM NAME: PROGRAM --help (stdout and stderr) in $help; it
+# must exit 0.
+help_of() {
+	"$1" --help >"${TMPDIR:-/tmp}/check_manpage.$$" 2>&1
+	rc=$?
+	help=$(cat "${TMPDIR:-/tmp}/check_manpage.$$")
+	rm -f "${TMPDIR:-/tmp}/check_manpage.$$"
+	[ "$rc" -eq 0 ] || fail "$2 --help exited $rc"
+}
+
+# all_documented PAGE NAME WHAT LIST: LIST (what NAME --help names, one a
+# line) holds at least 5 WHATs, each documented in PAGE; their count in
+# $count.
+all_documented() {
+	count=$(echo "$4" | grep -c .)
+	[ "$count" -ge 5 ] || fail "found only $count ${3}s in $2 --help"
+	for item in $4; do
+		documented "$1" "$item" || fail "$2 $3 '$item' (--help) is not in man/${1##*/}"
+	done
+}
+
 # ---- sandboxfs: the fuse_opt tables -----------------------------------------------------
 # Entries look like SOPT("name=%s", field), ROPT(...), FUSE_OPT_KEY("name",
 # KEY) or { "name", offset, value }; the option's name ends at '=' or '%'
@@ -98,43 +119,25 @@ else
 fi
 
 # ---- sandbox-agent: --help --------------------------------------------------------------
-"$AGENT" --help >"${TMPDIR:-/tmp}/check_manpage.$$" 2>&1
-rc=$?
-help=$(cat "${TMPDIR:-/tmp}/check_manpage.$$")
-rm -f "${TMPDIR:-/tmp}/check_manpage.$$"
-[ "$rc" -eq 0 ] || fail "sandbox-agent --help exited $rc"
-aopts=$(echo "$help" | grep -Eo '(^|[[:space:],])--?[A-Za-z0-9][A-Za-z0-9-]*' |
-	sed 's/^[[:space:],]*//' | sort -u)
-an=$(echo "$aopts" | grep -c .)
-[ "$an" -ge 5 ] || fail "found only $an options in sandbox-agent --help"
-for o in $aopts; do
-	documented "$AGENT_MAN" "$o" || fail "sandbox-agent option '$o' (--help) is not in man/sandbox-agent.8"
-done
-echo "# sandbox-agent: $an options checked"
+help_of "$AGENT" sandbox-agent
+all_documented "$AGENT_MAN" sandbox-agent option "$(echo "$help" |
+	grep -Eo '(^|[[:space:],])--?[A-Za-z0-9][A-Za-z0-9-]*' |
+	sed 's/^[[:space:],]*//' | sort -u)"
+echo "# sandbox-agent: $count options checked"
 
 # ---- sandboxctl: --help -------------------------------------------------------------------
 # Its commands ("  NAME ..." under "commands:") must be `Cm NAME` in the
 # page, and its options `Fl ...`, wherever --help names them.
 if [ -x "$CTL" ]; then
-	"$CTL" --help >"${TMPDIR:-/tmp}/check_manpage.$$" 2>&1
-	rc=$?
-	help=$(cat "${TMPDIR:-/tmp}/check_manpage.$$")
-	rm -f "${TMPDIR:-/tmp}/check_manpage.$$"
-	[ "$rc" -eq 0 ] || fail "sandboxctl --help exited $rc"
-	cmds=$(echo "$help" | sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\)\( .*\)*$/\1/p' | sort -u)
-	cn=$(echo "$cmds" | grep -c .)
-	[ "$cn" -ge 5 ] || fail "found only $cn commands in sandboxctl --help"
-	for c in $cmds; do
-		documented "$CTL_MAN" "$c" || fail "sandboxctl command '$c' (--help) is not in man/sandboxctl.1"
-	done
-	copts=$(echo "$help" | grep -Eo '(^|[][[:space:],|])--?[A-Za-z0-9][A-Za-z0-9-]*' |
-		sed 's/^[][[:space:],|]*//' | sort -u)
-	con=$(echo "$copts" | grep -c .)
-	[ "$con" -ge 5 ] || fail "found only $con options in sandboxctl --help"
-	for o in $copts; do
-		documented "$CTL_MAN" "$o" || fail "sandboxctl option '$o' (--help) is not in man/sandboxctl.1"
-	done
-	echo "# sandboxctl: $cn commands and $con options checked"
+	help_of "$CTL" sandboxctl
+	all_documented "$CTL_MAN" sandboxctl command "$(echo "$help" |
+		sed -n '/^commands:/,/^$/s/^  \([a-z][a-z-]*\)\( .*\)*$/\1/p' |
+		sort -u)"
+	cn=$count
+	all_documented "$CTL_MAN" sandboxctl option "$(echo "$help" |
+		grep -Eo '(^|[][[:space:],|])--?[A-Za-z0-9][A-Za-z0-9-]*' |
+		sed 's/^[][[:space:],|]*//' | sort -u)"
+	echo "# sandboxctl: $cn commands and $count options checked"
 else
 	fail "$CTL is not built"
 fi

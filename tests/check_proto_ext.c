@@ -154,19 +154,48 @@ START_TEST(attr_integers_exact)
 }
 END_TEST
 
+/* An input a decoder must refuse, and the error it must refuse it with. */
+struct refusal {
+	const char *json;
+	int err;
+};
+
+/* Each of the n inputs of r, through decode, fails with its error. decode
+ * frees what it decodes. */
+static void assert_refused(int (*decode)(const char *json, size_t len),
+			   const struct refusal *r, size_t n)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		rc = decode(r[i].json, strlen(r[i].json));
+		ck_assert_msg(rc == r[i].err, "%s: %d, want %d", r[i].json, rc,
+			      r[i].err);
+	}
+}
+
+static int attr_decode(const char *json, size_t len)
+{
+	struct proto_attr d;
+
+	return proto_attr_decode(json, len, &d, NULL);
+}
+
 START_TEST(attr_bad_input)
 {
+	static const struct refusal bad[] = {
+		{"not json", -EBADMSG},
+		{"", -EBADMSG},
+		{"{\"type\":\"file\"} x", -EBADMSG},
+		{"[1,2]", -EINVAL},
+		{"{}", -EINVAL},
+	};
 	struct proto_attr d;
 	char *t = NULL;
 	char *j;
 
-	ck_assert_int_eq(proto_attr_decode(S("not json"), &d, NULL), -EBADMSG);
-	ck_assert_int_eq(proto_attr_decode(S(""), &d, NULL), -EBADMSG);
-	ck_assert_int_eq(
-		proto_attr_decode(S("{\"type\":\"file\"} x"), &d, NULL),
-		-EBADMSG);
-	ck_assert_int_eq(proto_attr_decode(S("[1,2]"), &d, NULL), -EINVAL);
-	ck_assert_int_eq(proto_attr_decode(S("{}"), &d, NULL), -EINVAL);
+	assert_refused(attr_decode, bad, sizeof(bad) / sizeof(bad[0]));
 
 	/* each field with a wrong type, in turn */
 	j = strdup(sample_json);
@@ -367,9 +396,18 @@ START_TEST(list_add_rolls_back)
 }
 END_TEST
 
-static int decode_one_name(const char *name_json)
+static int list_decode(const char *json, size_t len)
 {
 	struct proto_list l;
+	int rc = proto_list_decode(json, len, &l);
+
+	if (rc == 0)
+		proto_list_cleanup(&l);
+	return rc;
+}
+
+static int decode_one_name(const char *name_json)
+{
 	char *j;
 	int rc;
 
@@ -381,15 +419,21 @@ static int decode_one_name(const char *name_json)
 		     "}",
 		     name_json) < 0)
 		ck_abort();
-	rc = proto_list_decode(j, strlen(j), &l);
-	if (rc == 0)
-		proto_list_cleanup(&l);
+	rc = list_decode(j, strlen(j));
 	free(j);
 	return rc;
 }
 
 START_TEST(list_bad_input)
 {
+	static const struct refusal bad[] = {
+		{"{\"entries\":{}}", -EINVAL},
+		{"{\"entries\":[1]}", -EINVAL},
+		{"{}", -EINVAL},
+		{"{\"entries\":[],\"next\":7}", -EINVAL},
+		{"{\"entries\":[],\"next\":\"\"}", -EINVAL},
+		{"{\"entries\":[", -EBADMSG},
+	};
 	struct proto_list l;
 	struct buf b = BUF_INIT(0);
 	struct proto_attr a = tx_sample_attr();
@@ -406,17 +450,7 @@ START_TEST(list_bad_input)
 	ck_assert_int_eq(decode_one_name("7"), -EINVAL);
 	ck_assert_int_eq(decode_one_name("null"), -EINVAL);
 
-	ck_assert_int_eq(proto_list_decode(S("{\"entries\":{}}"), &l), -EINVAL);
-	ck_assert_int_eq(proto_list_decode(S("{\"entries\":[1]}"), &l),
-			 -EINVAL);
-	ck_assert_int_eq(proto_list_decode(S("{}"), &l), -EINVAL);
-	ck_assert_int_eq(
-		proto_list_decode(S("{\"entries\":[],\"next\":7}"), &l),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_list_decode(S("{\"entries\":[],\"next\":\"\"}"), &l),
-		-EINVAL);
-	ck_assert_int_eq(proto_list_decode(S("{\"entries\":["), &l), -EBADMSG);
+	assert_refused(list_decode, bad, sizeof(bad) / sizeof(bad[0]));
 
 	/* more entries than any page may hold */
 	ck_assert_int_eq(proto_list_begin(&b), 0);
@@ -643,18 +677,25 @@ START_TEST(tree_dir_rolls_back)
 }
 END_TEST
 
+static int tree_decode(const char *json, size_t len)
+{
+	struct proto_tree t;
+	int rc = proto_tree_decode(json, len, &t);
+
+	if (rc == 0)
+		proto_tree_cleanup(&t);
+	return rc;
+}
+
 /* Decode {"dirs":[<dirs>],"complete":true}; 0 or the error. */
 static int decode_tree_dirs(const char *dirs)
 {
-	struct proto_tree t;
 	char *j;
 	int rc;
 
 	if (asprintf(&j, "{\"dirs\":[%s],\"complete\":true}", dirs) < 0)
 		ck_abort();
-	rc = proto_tree_decode(j, strlen(j), &t);
-	if (rc == 0)
-		proto_tree_cleanup(&t);
+	rc = tree_decode(j, strlen(j));
 	free(j);
 	return rc;
 }
@@ -692,7 +733,33 @@ START_TEST(tree_bad_input)
 		"\"..\"", "\".\"",	  "\"a/b\"", "\"/\"",
 		"\"\"",	  "\"a\\u0000\"", "7",	     "null",
 	};
-	struct proto_tree t;
+	static const char *const bad_dirs[] = {
+		"{\"entries\":[]}",
+		"{\"path\":\"a\"}",
+		"{\"path\":\"a\",\"entries\":{}}",
+		"{\"path\":\"a\",\"entries\":null}",
+		"{\"path\":\"a\",\"entries\":[1]}",
+		"{\"path\":\"a\",\"entries\":[\"f\"]}",
+		"1",
+		"\"a\"",
+		"[]",
+	};
+	static const struct refusal bad[] = {
+		{"{\"complete\":true}", -EINVAL},
+		{"{\"dirs\":{},\"complete\":true}", -EINVAL},
+		{"{\"dirs\":null,\"complete\":true}", -EINVAL},
+		/* "complete" is required and a boolean */
+		{"{\"dirs\":[]}", -EINVAL},
+		{"{\"dirs\":[],\"complete\":\"true\"}", -EINVAL},
+		{"{\"dirs\":[],\"complete\":1}", -EINVAL},
+		{"{\"dirs\":[],\"complete\":null}", -EINVAL},
+		{"[]", -EINVAL},
+		/* not JSON */
+		{"", -EBADMSG},
+		{"tree", -EBADMSG},
+		{"{\"dirs\":[", -EBADMSG},
+		{"{\"dirs\":[],\"complete\":true} x", -EBADMSG},
+	};
 	char *longc, *j;
 	size_t i;
 
@@ -729,47 +796,10 @@ START_TEST(tree_bad_input)
 			 -EINVAL);
 
 	/* shapes */
-	ck_assert_int_eq(decode_tree_dirs("{\"entries\":[]}"), -EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\"}"), -EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\",\"entries\":{}}"),
-			 -EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\",\"entries\":null}"),
-			 -EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("{\"path\":\"a\",\"entries\":[1]}"),
-			 -EINVAL);
-	ck_assert_int_eq(
-		decode_tree_dirs("{\"path\":\"a\",\"entries\":[\"f\"]}"),
-		-EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("1"), -EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("\"a\""), -EINVAL);
-	ck_assert_int_eq(decode_tree_dirs("[]"), -EINVAL);
-	ck_assert_int_eq(proto_tree_decode(S("{\"complete\":true}"), &t),
-			 -EINVAL);
-	ck_assert_int_eq(
-		proto_tree_decode(S("{\"dirs\":{},\"complete\":true}"), &t),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_tree_decode(S("{\"dirs\":null,\"complete\":true}"), &t),
-		-EINVAL);
-	/* "complete" is required and a boolean */
-	ck_assert_int_eq(proto_tree_decode(S("{\"dirs\":[]}"), &t), -EINVAL);
-	ck_assert_int_eq(
-		proto_tree_decode(S("{\"dirs\":[],\"complete\":\"true\"}"), &t),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_tree_decode(S("{\"dirs\":[],\"complete\":1}"), &t),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_tree_decode(S("{\"dirs\":[],\"complete\":null}"), &t),
-		-EINVAL);
-	ck_assert_int_eq(proto_tree_decode(S("[]"), &t), -EINVAL);
-	/* not JSON */
-	ck_assert_int_eq(proto_tree_decode(S(""), &t), -EBADMSG);
-	ck_assert_int_eq(proto_tree_decode(S("tree"), &t), -EBADMSG);
-	ck_assert_int_eq(proto_tree_decode(S("{\"dirs\":["), &t), -EBADMSG);
-	ck_assert_int_eq(
-		proto_tree_decode(S("{\"dirs\":[],\"complete\":true} x"), &t),
-		-EBADMSG);
+	for (i = 0; i < sizeof(bad_dirs) / sizeof(bad_dirs[0]); i++)
+		ck_assert_msg(decode_tree_dirs(bad_dirs[i]) == -EINVAL,
+			      "dirs %s", bad_dirs[i]);
+	assert_refused(tree_decode, bad, sizeof(bad) / sizeof(bad[0]));
 }
 END_TEST
 

@@ -223,6 +223,28 @@ static int ldecode(const char *json, struct proto_job_list *l)
 	return proto_job_list_decode(json, strlen(json), l);
 }
 
+/* Decode a complete listing of one job, with no command, a timeout and a
+ * start of 1, named id, with env (the inside of its JSON array) and state:
+ * 0 or the error. */
+static int ldecode_one(const char *id, const char *env, const char *state)
+{
+	struct proto_job_list l;
+	char *j;
+	int rc;
+
+	if (asprintf(&j,
+		     "{\"jobs\":[{\"jobId\":\"%s\",\"command\":[],\"env\":"
+		     "[%s],\"timeoutMs\":1,\"startedAtMs\":1,"
+		     "\"state\":\"%s\"}],\"complete\":true}",
+		     id, env, state) < 0)
+		ck_abort();
+	rc = ldecode(j, &l);
+	if (rc == 0)
+		proto_job_list_cleanup(&l);
+	free(j);
+	return rc;
+}
+
 START_TEST(ext_flow_control_request)
 {
 	static char a0[] = "true";
@@ -487,30 +509,10 @@ START_TEST(job_listing_round_trip)
 
 	/* Refused: a value where a name belongs, an unknown state, no
 	 * id, an exited job without its code. */
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
-			"[\"A=1\"],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"running\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
-			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"paused\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"\",\"command\":[],\"env\":"
-			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"running\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
-	ck_assert_int_eq(
-		ldecode("{\"jobs\":[{\"jobId\":\"a\",\"command\":[],\"env\":"
-			"[],\"timeoutMs\":1,\"startedAtMs\":1,"
-			"\"state\":\"exited\"}],\"complete\":true}",
-			&l),
-		-EINVAL);
+	ck_assert_int_eq(ldecode_one("a", "\"A=1\"", "running"), -EINVAL);
+	ck_assert_int_eq(ldecode_one("a", "", "paused"), -EINVAL);
+	ck_assert_int_eq(ldecode_one("", "", "running"), -EINVAL);
+	ck_assert_int_eq(ldecode_one("a", "", "exited"), -EINVAL);
 	ck_assert_int_eq(ldecode("{\"jobs\":[]}", &l), -EINVAL);
 }
 END_TEST

@@ -37,6 +37,24 @@
 /* Deadline for the cases that must not hit one. */
 #define LONG_MS 5000L
 
+/* req on t's session, its answer dropped: its rc, and how long it took in
+ * *elapsed. */
+static int timed(struct transport *t, const struct transport_req *req,
+		 long long *elapsed, struct sbx_error *err)
+{
+	struct transport_resp resp;
+	long long t0;
+	int rc;
+
+	transport_resp_init(&resp);
+	sbx_error_clear(err);
+	t0 = th_now_ms();
+	rc = transport_send(t, TT_SESSION, req, &resp, err);
+	*elapsed = th_now_ms() - t0;
+	transport_resp_cleanup(&resp);
+	return rc;
+}
+
 /* A command whose output goes into streamed, or a buffered read of
  * read_path, on e's session: its rc, and how long it took in *elapsed. */
 static int timed_send(struct tt_env *e, bool command, const char *read_path,
@@ -44,9 +62,6 @@ static int timed_send(struct tt_env *e, bool command, const char *read_path,
 		      struct sbx_error *err)
 {
 	struct transport_req req;
-	struct transport_resp resp;
-	long long t0;
-	int rc;
 
 	if (command) {
 		tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
@@ -57,13 +72,7 @@ static int timed_send(struct tt_env *e, bool command, const char *read_path,
 		tt_req_init(&req, "GET", read_path, TRANSPORT_OP_READ,
 			    TRANSPORT_SAFE);
 	}
-	transport_resp_init(&resp);
-	sbx_error_clear(err);
-	t0 = th_now_ms();
-	rc = transport_send(e->t, TT_SESSION, &req, &resp, err);
-	*elapsed = th_now_ms() - t0;
-	transport_resp_cleanup(&resp);
-	return rc;
+	return timed(e->t, &req, elapsed, err);
 }
 
 /*
@@ -110,20 +119,11 @@ static int timed_get(struct transport *t, const char *path, long deadline_ms,
 		     struct sbx_error *err)
 {
 	struct transport_req req;
-	struct transport_resp resp;
-	long long t0;
-	int rc;
 
 	tt_req_init(&req, "GET", path, TRANSPORT_OP_READ, TRANSPORT_SAFE);
 	req.deadline_ms = deadline_ms;
 	req.outlives_op = outlives_op;
-	transport_resp_init(&resp);
-	sbx_error_clear(err);
-	t0 = th_now_ms();
-	rc = transport_send(t, TT_SESSION, &req, &resp, err);
-	*elapsed = th_now_ms() - t0;
-	transport_resp_cleanup(&resp);
-	return rc;
+	return timed(t, &req, elapsed, err);
 }
 
 /*
@@ -585,21 +585,15 @@ START_TEST(overall_deadline_bounds_a_trickling_body)
 	struct tt_trickle trickle = {100, 50};
 	struct tt_env e;
 	struct transport_req req;
-	struct transport_resp resp;
 	struct sbx_error err;
-	long long t0, elapsed;
+	long long elapsed;
 	int rc;
 
 	tt_env_start(&e, tt_trickle_handler, &trickle, SHORT_MS, TT_CONNECTED);
 	tt_req_init(&req, "GET", "/v1/files?path=slow", TRANSPORT_OP_READ,
 		    TRANSPORT_SAFE);
 	req.deadline_ms = 2 * SHORT_MS;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
-	elapsed = th_now_ms() - t0;
-	transport_resp_cleanup(&resp);
+	rc = timed(e.t, &req, &elapsed, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
 		      "%lld ms", elapsed);

@@ -176,6 +176,30 @@ static const char *class_name(enum transport_class cls)
 					 : "command";
 }
 
+/* The classes that are not safe to repeat. */
+static const enum transport_class unsafe_classes[] = {TRANSPORT_CHANGE,
+						      TRANSPORT_COMMAND};
+
+/* Send id as cls: it must succeed with "done <id>", the answer of its
+ * run. Whether the answer came from the reply cache is returned. */
+static bool send_done(struct transport *t, enum transport_class cls,
+		      unsigned id)
+{
+	struct transport_resp resp;
+	struct sbx_error err;
+	char want[32];
+	bool replayed;
+	int rc;
+
+	rc = send_id(t, cls, id, &resp, &err);
+	ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc, err.reason);
+	snprintf(want, sizeof(want), "done %u", id);
+	ck_assert_str_eq(resp.body.data, want);
+	replayed = resp.replayed;
+	transport_resp_cleanup(&resp);
+	return replayed;
+}
+
 /*
  * For each class, against an agent without a reply cache: the connection
  * is kept alive by a health request, then the agent drops the first
@@ -236,12 +260,10 @@ END_TEST
  */
 START_TEST(keyed_requests_survive_a_silent_resend)
 {
-	static const enum transport_class classes[] = {TRANSPORT_CHANGE,
-						       TRANSPORT_COMMAND};
 	size_t i;
 
 	for (i = 0; i < 2; i++) {
-		enum transport_class cls = classes[i];
+		enum transport_class cls = unsafe_classes[i];
 		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .cache = true};
 		struct tt_env e;
@@ -263,12 +285,7 @@ START_TEST(keyed_requests_survive_a_silent_resend)
 		pthread_mutex_lock(&d.mu);
 		d.drop_first = true;
 		pthread_mutex_unlock(&d.mu);
-		rc = send_id(e.t, cls, 2, &resp, &err);
-		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
-			      err.reason);
-		ck_assert_str_eq(resp.body.data, "done 2");
-		ck_assert(resp.replayed);
-		transport_resp_cleanup(&resp);
+		ck_assert(send_done(e.t, cls, 2));
 		ck_assert_uint_eq(count_of(&d, &d.deliveries[2]), 2);
 		ck_assert_uint_eq(count_of(&d, &d.keyed[2]), 2);
 		ck_assert_uint_eq(count_of(&d, &d.runs[2]), 1);
@@ -288,12 +305,10 @@ END_TEST
  */
 START_TEST(the_transport_asks_again_under_the_same_key)
 {
-	static const enum transport_class classes[] = {TRANSPORT_CHANGE,
-						       TRANSPORT_COMMAND};
 	size_t i;
 
 	for (i = 0; i < 2; i++) {
-		enum transport_class cls = classes[i];
+		enum transport_class cls = unsafe_classes[i];
 		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .cache = true,
 				    .drop_first = true,
@@ -307,12 +322,7 @@ START_TEST(the_transport_asks_again_under_the_same_key)
 		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
 		stub_provider_never(e.sp, STUB_CALL_ROUTE);
 		health(e.t);
-		rc = send_id(e.t, cls, 3, &resp, &err);
-		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
-			      err.reason);
-		ck_assert_str_eq(resp.body.data, "done 3");
-		ck_assert(resp.replayed);
-		transport_resp_cleanup(&resp);
+		ck_assert(send_done(e.t, cls, 3));
 		ck_assert_uint_eq(count_of(&d, &d.deliveries[3]), 2);
 		ck_assert_uint_eq(count_of(&d, &d.runs[3]), 1);
 
@@ -412,20 +422,14 @@ START_TEST(tls_handshake_failure_refreshes_and_replays)
 	struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct tt_env e;
 	struct plain_server plain;
-	struct transport_resp resp;
-	struct sbx_error err;
 	char stale[64];
-	int rc;
 
 	plain_start(&plain);
 	tt_env_start(&e, dropper_handler, &d, 5000, TT_ROUTED);
 	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.port);
 	transport_test_set_connection(e.t, TT_SESSION, stale, tt_cred(7));
 
-	rc = send_id(e.t, TRANSPORT_COMMAND, 5, &resp, &err);
-	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-	ck_assert_str_eq(resp.body.data, "done 5");
-	transport_resp_cleanup(&resp);
+	send_done(e.t, TRANSPORT_COMMAND, 5);
 	ck_assert_uint_eq(count_of(&d, &d.deliveries[5]), 1);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);

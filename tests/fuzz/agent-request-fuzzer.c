@@ -14,19 +14,18 @@
  */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/buf.h"
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "common/proto_files.h"
+#include "tests/fuzz/replay.h"
 
 #define FAIL(what)                                                            \
 	do {                                                                  \
@@ -34,8 +33,6 @@
 			__LINE__);                                            \
 		abort();                                                      \
 	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char *const ext_ops[] = {
 	"truncate", "create",  "mkdir", "unlink",  "rmdir", "rename",
@@ -200,94 +197,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_REPLAY
-/* Largest corpus file replayed. */
-#define REPLAY_MAX (1024 * 1024)
-
-static int replay_file(const char *path)
-{
-	struct buf b = BUF_INIT(REPLAY_MAX);
-	char chunk[8192];
-	size_t n;
-	FILE *f = fopen(path, "rb");
-
-	if (f == NULL) {
-		fprintf(stderr, "agent-request-fuzzer: %s: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-		if (buf_append(&b, chunk, n) < 0) {
-			fprintf(stderr, "agent-request-fuzzer: %s: too large\n",
-				path);
-			fclose(f);
-			buf_cleanup(&b);
-			return -1;
-		}
-	}
-	fclose(f);
-	LLVMFuzzerTestOneInput((const uint8_t *)(b.data ? b.data : ""), b.len);
-	buf_cleanup(&b);
-	return 0;
-}
-
-/* Replay every regular file of dir; the count, or -1. */
-static int replay_dir(const char *dir)
-{
-	struct dirent **names;
-	int n, i, count = 0;
-
-	n = scandir(dir, &names, NULL, alphasort);
-	if (n < 0) {
-		fprintf(stderr, "agent-request-fuzzer: %s: %s\n", dir,
-			strerror(errno));
-		return -1;
-	}
-	for (i = 0; i < n; i++) {
-		char path[4096];
-
-		if (names[i]->d_name[0] != '.') {
-			snprintf(path, sizeof(path), "%s/%s", dir,
-				 names[i]->d_name);
-			if (replay_file(path) < 0)
-				count = -1;
-			else if (count >= 0)
-				count++;
-		}
-		free(names[i]);
-	}
-	free(names);
-	return count;
-}
-
-/* With no argument, the corpus under $SBFS_SRCDIR (the test harness sets
- * it); otherwise each argument, a file or a directory. */
 int main(int argc, char **argv)
 {
-	const char *src = getenv("SBFS_SRCDIR");
-	char dir[4096];
-	int i, n, total = 0;
-
-	if (argc < 2) {
-		snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/agent-request",
-			 src != NULL ? src : ".");
-		n = replay_dir(dir);
-		if (n <= 0)
-			return 99;
-		printf("agent-request-fuzzer: %d inputs replayed\n", n);
-		return 0;
-	}
-	for (i = 1; i < argc; i++) {
-		struct stat st;
-
-		if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))
-			n = replay_dir(argv[i]);
-		else
-			n = replay_file(argv[i]) == 0 ? 1 : -1;
-		if (n < 0)
-			return 1;
-		total += n;
-	}
-	printf("agent-request-fuzzer: %d inputs replayed\n", total);
-	return 0;
+	return fuzz_replay_main("agent-request-fuzzer", "agent-request", argc,
+				argv);
 }
 #endif

@@ -13,8 +13,6 @@
  */
 #include "config.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +22,7 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "common/proto_files.h"
+#include "tests/fuzz/replay.h"
 
 #define FAIL(what)                                                    \
 	do {                                                          \
@@ -31,8 +30,6 @@
 			__LINE__);                                    \
 		abort();                                              \
 	} while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static bool str_same(const char *a, const char *b)
 {
@@ -335,84 +332,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_REPLAY
-/* Largest corpus file replayed. */
-#define REPLAY_MAX (1024 * 1024)
-
-static int replay_file(const char *path)
-{
-	struct buf b = BUF_INIT(REPLAY_MAX);
-	char chunk[8192];
-	size_t n;
-	FILE *f = fopen(path, "rb");
-
-	if (f == NULL) {
-		fprintf(stderr, "frame-fuzzer: %s: %s\n", path,
-			strerror(errno));
-		return -1;
-	}
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-		if (buf_append(&b, chunk, n) < 0) {
-			fprintf(stderr, "frame-fuzzer: %s: too large\n", path);
-			fclose(f);
-			buf_cleanup(&b);
-			return -1;
-		}
-	}
-	fclose(f);
-	LLVMFuzzerTestOneInput((const uint8_t *)(b.data ? b.data : ""), b.len);
-	buf_cleanup(&b);
-	return 0;
-}
-
-/* Replay every regular file of dir; the count, or -1. */
-static int replay_dir(const char *dir)
-{
-	struct dirent **names;
-	int n, i, count = 0;
-
-	n = scandir(dir, &names, NULL, alphasort);
-	if (n < 0) {
-		fprintf(stderr, "frame-fuzzer: %s: %s\n", dir, strerror(errno));
-		return -1;
-	}
-	for (i = 0; i < n; i++) {
-		char path[4096];
-
-		if (names[i]->d_name[0] != '.') {
-			snprintf(path, sizeof(path), "%s/%s", dir,
-				 names[i]->d_name);
-			if (replay_file(path) < 0)
-				count = -1;
-			else if (count >= 0)
-				count++;
-		}
-		free(names[i]);
-	}
-	free(names);
-	return count;
-}
-
 int main(int argc, char **argv)
 {
-	const char *src = getenv("SBFS_SRCDIR");
-	char dir[4096];
-	int i, n, total = 0;
-
-	if (argc > 1) {
-		for (i = 1; i < argc; i++) {
-			n = replay_dir(argv[i]);
-			if (n < 0)
-				return 1;
-			total += n;
-		}
-	} else {
-		snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/frame",
-			 src && *src ? src : ".");
-		total = replay_dir(dir);
-		if (total < 0)
-			return 1;
-	}
-	printf("frame-fuzzer: %d inputs replayed\n", total);
-	return total > 0 ? 0 : 1;
+	return fuzz_replay_main("frame-fuzzer", "frame", argc, argv);
 }
 #endif
