@@ -177,6 +177,19 @@ START_TEST(listed_directory_fetches_its_subdirectories)
 }
 END_TEST
 
+/* A change event made the mount forget the walker's listing before the
+ * fetch: the subdirectories come from the agent's listing instead. */
+START_TEST(listed_directory_forgotten_still_fetches_ahead)
+{
+	list_w();
+	cache_dir_forget(tm.fs->cache, "demo", "w");
+	prefetch_opened(tm.fs, "demo", "w/f1");
+	assert_body("w/f2", "two two");
+	assert_body("w/sub/s", "below");
+	assert_body("w/sub2/t", "t");
+}
+END_TEST
+
 START_TEST(forgotten_attributes_are_not_served)
 {
 	struct proto_attr a;
@@ -223,13 +236,15 @@ END_TEST
 
 Suite *make_fs_prefetch_suite(void)
 {
-	const TTest *t_agent[] = {one_open_fetches_nothing,
-				  second_file_fetches_the_directory,
-				  listed_directory_fetches_its_subdirectories,
-				  forgotten_attributes_are_not_served,
-				  dropped_sandbox_holds_nothing,
-				  no_window_no_fetch,
-				  NULL};
+	const TTest *t_agent[] = {
+		one_open_fetches_nothing,
+		second_file_fetches_the_directory,
+		listed_directory_fetches_its_subdirectories,
+		listed_directory_forgotten_still_fetches_ahead,
+		forgotten_attributes_are_not_served,
+		dropped_sandbox_holds_nothing,
+		no_window_no_fetch,
+		NULL};
 	static const struct th_fixture fx_agent = {setup, teardown, agent_start,
 						   agent_stop, 60};
 	const struct th_case cases[] = {

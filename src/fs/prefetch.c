@@ -61,6 +61,7 @@ struct job {
 	char *sbx;
 	char *dir;
 	bool ahead; /* a subdirectory of a walked one: fetches no further */
+	bool listed; /* the walker listed it (prefetch_listed) */
 	struct job *next;
 };
 
@@ -257,7 +258,7 @@ static void dir_seen(struct dir_rec *d, const char *sbx, const char *dir,
 
 /* Queue a fetch of dir and mark it FETCHING (pf->lock held). */
 static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
-		    bool ahead)
+		    bool ahead, bool listed)
 {
 	struct prefetch *pf = fs->pf;
 	struct dir_rec *d = dir_slot(pf, sbx, dir);
@@ -275,6 +276,7 @@ static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 	j->sbx = xstrdup(sbx);
 	j->dir = xstrdup(dir);
 	j->ahead = ahead;
+	j->listed = listed;
 	if (pf->q_tail != NULL)
 		pf->q_tail->next = j;
 	else
@@ -299,8 +301,8 @@ static void collect_subdir(void *ud, const char *name, enum proto_ftype type)
 }
 
 /* dir's subdirectories from the agent (its first page of entries), when
- * the mount holds no listing of it: a change event since the walker
- * listed it made the mount forget it. */
+ * the walker listed it but the mount holds the listing no more: a change
+ * event since made the mount forget it. */
 static int list_subdirs(struct sbfs *fs, const char *sbx, const char *dir,
 			struct subdirs *sd)
 {
@@ -326,7 +328,7 @@ static int list_subdirs(struct sbfs *fs, const char *sbx, const char *dir,
  * walker does not reach is not fetched further.
  */
 static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
-				const char *dir)
+				const char *dir, bool listed)
 {
 	long long now = clock_mono_ms(), win = window_ms(fs);
 	struct prefetch *pf = fs->pf;
@@ -335,7 +337,7 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 
 	sd.n = 0;
 	if (!cache_dir_each(fs->cache, sbx, dir, collect_subdir, &sd) &&
-	    list_subdirs(fs, sbx, dir, &sd) < 0)
+	    (!listed || list_subdirs(fs, sbx, dir, &sd) < 0))
 		return;
 	pthread_mutex_lock(&pf->lock);
 	for (i = 0; i < sd.n; i++) {
@@ -343,7 +345,7 @@ static void fetch_subdirs_ahead(struct sbfs *fs, const char *sbx,
 		struct dir_rec *d = dir_slot(pf, sbx, sub);
 
 		if (!dir_busy(d, sbx, sub, now, win))
-			enqueue(fs, sbx, sub, true);
+			enqueue(fs, sbx, sub, true, false);
 		free(sub);
 		free(sd.names[i]);
 	}
@@ -387,7 +389,7 @@ static void *pf_worker(void *arg)
 			log_debug("sandbox %s: reading %s ahead: %s", j->sbx,
 				  *j->dir ? j->dir : ".", err.reason);
 		else if (!j->ahead)
-			fetch_subdirs_ahead(j->fs, j->sbx, j->dir);
+			fetch_subdirs_ahead(j->fs, j->sbx, j->dir, j->listed);
 
 		pthread_mutex_lock(&pf->lock);
 		d = dir_slot(pf, j->sbx, j->dir);
@@ -470,7 +472,7 @@ void prefetch_opened(struct sbfs *fs, const char *sbx, const char *rel)
 	} else {
 		/* A file of a directory just listed, or a second one: a
 		 * walk. */
-		enqueue(fs, sbx, dir, false);
+		enqueue(fs, sbx, dir, false, d->first == 0);
 	}
 	pthread_mutex_unlock(&pf->lock);
 }
