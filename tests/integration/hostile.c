@@ -91,11 +91,17 @@ static int do_listen(const char *addr, const char *log)
 	socklen_t sl = addr_of(addr, &ss);
 	int one = 1, fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	FILE *f = fopen(log, "a");
+	int tries = 0, rc;
 
 	if (fd < 0 || f == NULL)
 		return 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 64) < 0) {
+	/* A port its last holder just let go of may take the kernel a
+	 * moment to release: try for up to 10 s. */
+	while ((rc = bind(fd, (struct sockaddr *)&ss, sl)) < 0 &&
+	       errno == EADDRINUSE && tries++ < 100)
+		usleep(100 * 1000);
+	if (rc < 0 || listen(fd, 64) < 0) {
 		fprintf(stderr, "hostile: cannot listen at %s: %s\n", addr,
 			strerror(errno));
 		return 1;
