@@ -713,7 +713,8 @@ bool compare_tree(struct worker *w, const char *why)
 	atomic_store(&w->phase, "the listing");
 	for (s = 0; s < 2; s++) {
 		list_dir(w->dir[s], "", 0, w->hide, &l[s]);
-		qsort(l[s].v, l[s].n, sizeof(struct ent), ent_cmp);
+		if (l[s].n > 1)
+			qsort(l[s].v, l[s].n, sizeof(struct ent), ent_cmp);
 	}
 	if (l[MNT].err != l[MIR].err) {
 		differ(w, C_LIST,

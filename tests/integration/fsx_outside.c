@@ -394,7 +394,8 @@ static bool probe_dir(struct worker *w, int n, struct sbuf *why)
 	for (s = 0; s < 2; s++) {
 		/* That directory alone: no deeper. */
 		list_dir(w->dir[s], rel, DEPTH_MAX, true, &l[s]);
-		qsort(l[s].v, l[s].n, sizeof(struct ent), ent_cmp);
+		if (l[s].n > 1)
+			qsort(l[s].v, l[s].n, sizeof(struct ent), ent_cmp);
 	}
 	if (l[MNT].err != l[MIR].err) {
 		sb_add(why, "  listing %s\n  mount:  %s\n  mirror: %s\n",
@@ -746,7 +747,8 @@ void print_shown(struct worker *const *ws, unsigned n)
 		memcpy(v + k, ws[i]->shown, ws[i]->nshown * sizeof(*v));
 		k += ws[i]->nshown;
 	}
-	qsort(v, total, sizeof(*v), cmp_u32);
+	if (total > 1)
+		qsort(v, total, sizeof(*v), cmp_u32);
 	printf("fsx: %zu changes made in the sandbox showed through the mount "
 	       "after: median %.1f ms, p95 %.1f ms, max %.1f ms "
 	       "(--settle-ms %u)\n",
