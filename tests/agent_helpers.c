@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,11 +416,37 @@ void ta_agent_dirs(struct th_agent *a, const char *tag, char *portfile,
 	snprintf(portfile, size, "%s/port", a->dir);
 }
 
-void ta_agent_exec(const struct th_agent *a, const char *portfile)
+int ta_agent_open(void)
 {
-	execl(th_program("sandbox-agent"), "sandbox-agent", "--root", a->root,
-	      "--port", "0", "--port-file", portfile, "--token-file",
-	      a->token_file, "--confine", "none", "--activated", (char *)NULL);
+	int fd = open(th_program("sandbox-agent"), O_RDONLY | O_CLOEXEC);
+
+	ck_assert_msg(fd >= 0, "open %s", th_program("sandbox-agent"));
+	return fd;
+}
+
+void ta_agent_exec(const struct th_agent *a, const char *portfile, int fd)
+{
+	const char *argv[] = {"sandbox-agent",
+			      "--root",
+			      a->root,
+			      "--port",
+			      "0",
+			      "--port-file",
+			      portfile,
+			      "--token-file",
+			      a->token_file,
+			      "--confine",
+			      "none",
+			      "--activated",
+			      NULL};
+
+	/* exec(2) takes its arguments as they are: the casts only meet
+	 * its prototype. */
+	if (fd >= 0)
+		fexecve(fd, (char *const *)(uintptr_t)argv, environ);
+	else
+		execv(th_program("sandbox-agent"),
+		      (char *const *)(uintptr_t)argv);
 	_exit(127);
 }
 

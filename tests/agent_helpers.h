@@ -153,13 +153,16 @@ void ta_fixture(const struct th_agent *a, const char *rel, const void *data,
  * namespace): ta_agent_dirs makes a's directory (th_tmpdir(tag)), root
  * and token file names and the port file's path into portfile[size];
  * ta_agent_exec, in the test's child, runs sandbox-agent on them,
- * unconfined and activated; th_agent_await (helpers.h), in the test,
+ * unconfined and activated (from fd, ta_agent_open's, when it is not -1:
+ * a child that drops root's privileges may not reach the build
+ * directory, in a 0700 home); th_agent_await (helpers.h), in the test,
  * waits for it.
  */
 void ta_agent_dirs(struct th_agent *a, const char *tag, char *portfile,
 		   size_t size);
+int ta_agent_open(void);
 __attribute__((noreturn)) void ta_agent_exec(const struct th_agent *a,
-					     const char *portfile);
+					     const char *portfile, int fd);
 /* dir/rel (heap). */
 char *ta_join(const char *dir, const char *rel);
 /* Hand path (itself, no symlink followed) to the user the agent acts as

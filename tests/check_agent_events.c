@@ -733,7 +733,7 @@ static bool start_limited(struct th_agent *a, int limit)
 		if (fd < 0 || write(fd, num, strlen(num)) < 0)
 			_exit(123);
 		close(fd);
-		ta_agent_exec(a, portfile);
+		ta_agent_exec(a, portfile, -1);
 	}
 	close(go[0]);
 	close(ready[1]);
@@ -905,12 +905,14 @@ static long rss_kb(pid_t pid)
 static void start_unprivileged(struct th_agent *a)
 {
 	char portfile[512];
+	int prog;
 
 	ta_agent_dirs(a, "events-scale", portfile, sizeof(portfile));
 	if (geteuid() == 0) {
 		ck_assert_int_eq(chown(a->dir, TA_NOBODY, TA_NOBODY), 0);
 		ck_assert_int_eq(chown(a->root, TA_NOBODY, TA_NOBODY), 0);
 	}
+	prog = ta_agent_open();
 	a->pid = fork();
 	ck_assert(a->pid >= 0);
 	if (a->pid == 0) {
@@ -919,8 +921,9 @@ static void start_unprivileged(struct th_agent *a)
 		     setresgid(TA_NOBODY, TA_NOBODY, TA_NOBODY) < 0 ||
 		     setresuid(TA_NOBODY, TA_NOBODY, TA_NOBODY) < 0))
 			_exit(126);
-		ta_agent_exec(a, portfile);
+		ta_agent_exec(a, portfile, prog);
 	}
+	close(prog);
 	th_agent_await(a, portfile);
 }
 

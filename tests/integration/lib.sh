@@ -145,6 +145,30 @@ SANDBOXFS_AGENT=$SBFS_AGENT
 export SANDBOXFS_AGENT
 unset SANDBOXFS_STATE_DIR
 
+# programs_for_others: the build's programs, and the test's own helper
+# programs named by HOSTILE and SBFS_PROBE, where another user can run
+# them. A build in a private home (a clone in /root, 0700) is out of
+# another user's reach: they are copied into a directory of their own
+# under /tmp (removed at exit), and the variables point there. Call it
+# before agent_wrapper.
+PROGRAMS_DIR=""
+programs_for_others() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$SBFS_CTL" \
+		2>/dev/null && return 0
+	PROGRAMS_DIR=$(mktemp -d "${_base:-/tmp}/sbfs-programs.XXXXXX") ||
+		hard_error "mktemp for the programs"
+	chmod 0755 "$PROGRAMS_DIR"
+	for _v in SBFS_CTL SBFS_AGENT SBFS_MOUNT SBFS_PROBE SBFS_SYSCALLS HOSTILE; do
+		eval "_p=\${$_v:-}"
+		[ -n "$_p" ] && [ -f "$_p" ] || continue
+		cp "$_p" "$PROGRAMS_DIR/" || hard_error "cannot copy $_p"
+		eval "$_v=\$PROGRAMS_DIR/\$(basename \"\$_p\")"
+	done
+	chmod -R a+rX "$PROGRAMS_DIR"
+	SANDBOXFS_AGENT=$SBFS_AGENT
+	export SBFS_CTL SBFS_AGENT SBFS_MOUNT SANDBOXFS_AGENT
+}
+
 _proc_state() {
 	# The state letter of a process; empty when it is gone. comm may
 	# hold spaces and parentheses: the state follows the last ')'.
@@ -235,6 +259,7 @@ _cleanup() {
 	else
 		rm -rf --one-file-system "$TMP"
 	fi
+	[ -z "$PROGRAMS_DIR" ] || rm -rf "$PROGRAMS_DIR"
 	if [ "$_rc" -ne 0 ] && [ "$_rc" -ne 77 ] && [ -f "$LOG" ]; then
 		# The daemon's last words explain most failures.
 		echo "# the last lines of the sandboxfs log:"

@@ -18,6 +18,7 @@ need_fuse
 need_root "a second local user (setpriv)"
 need_cmd setpriv
 HOSTILE=$SBFS_BUILDDIR/tests/integration/hostile
+programs_for_others
 [ -x "$HOSTILE" ] || die "$HOSTILE is not built"
 
 OTHER=64126

@@ -16,6 +16,7 @@
 need_fuse
 need_root "identities of their own are root's"
 need_cmd setpriv
+programs_for_others
 [ -x "$SBFS_PROBE" ] || skip "$SBFS_PROBE is not built"
 
 # The directories above the roots stay searchable here: what must stop

@@ -12,6 +12,7 @@
 # root's alone; the agent is then asked directly.)
 
 . "$(dirname "$0")/lib.sh"
+programs_for_others
 
 need_fuse
 

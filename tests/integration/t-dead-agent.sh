@@ -16,6 +16,7 @@
 need_fuse
 need_root "an unprivileged user (setpriv) owning the sandbox and the mount"
 need_cmd setpriv
+programs_for_others
 
 U=64127
 AS_U="setpriv --reuid=$U --regid=$U --clear-groups"

@@ -12,6 +12,7 @@
 # refuses every change with EROFS.
 
 . "$(dirname "$0")/lib.sh"
+programs_for_others
 
 need_fuse
 

@@ -9,6 +9,7 @@
 # (0711) is made owner-only again at the next start, with a notice.
 
 . "$(dirname "$0")/lib.sh"
+programs_for_others
 
 need_fuse
 need_root "a second local user (setpriv)"

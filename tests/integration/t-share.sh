@@ -11,6 +11,7 @@
 # refused at open instead of blocking.
 
 . "$(dirname "$0")/lib.sh"
+programs_for_others
 
 need_fuse
 need_root "a second local user (setpriv) and allow_other"
