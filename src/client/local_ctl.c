@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/fileio.h"
 #include "common/limits.h"
 #include "common/proto.h"
@@ -248,6 +250,41 @@ out:
 	return live;
 }
 
+/*
+ * Does any process run as uid (its real, effective, saved or file system
+ * uid, as /proc says)? A claim whose directory is gone may still have its
+ * sandbox's processes running (the directory was deleted under a running
+ * agent): their uid is not free until they are gone.
+ */
+static bool uid_running(unsigned long uid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	bool found = false;
+
+	if (d == NULL)
+		return false;
+	while (!found && (de = readdir(d)) != NULL) {
+		unsigned long ids[4];
+		char path[sizeof(de->d_name) + 16], *text, *line;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
+		text = fdio_read_text(path, 4096);
+		if (text == NULL)
+			continue;
+		line = strstr(text, "\nUid:");
+		if (line != NULL && sscanf(line + 5, "%lu %lu %lu %lu", &ids[0],
+					   &ids[1], &ids[2], &ids[3]) == 4)
+			found = ids[0] == uid || ids[1] == uid ||
+				ids[2] == uid || ids[3] == uid;
+		free(text);
+	}
+	closedir(d);
+	return found;
+}
+
 static int lock_registry(int *out)
 {
 	long long deadline;
@@ -279,8 +316,8 @@ static int lock_registry(int *out)
 
 /*
  * Allocate the identity of the sandbox whose directory is dir: the first
- * uid of the range that no user or group of the system has and no live
- * claim holds, claimed for dir under the registry's lock (so concurrent
+ * uid of the range that no user or group of the system has, no live
+ * claim holds and no process runs as, claimed for dir under the registry's lock (so concurrent
  * creates, in any state directory, never get the same one).
  */
 static int alloc_identity(const char *dir, unsigned long *out,
@@ -307,7 +344,7 @@ static int alloc_identity(const char *dir, unsigned long *out,
 		    (getgrgid_r((gid_t)uid, &gr, buf, sizeof(buf), &gres) ==
 			     0 &&
 		     gres != NULL) ||
-		    claim_live(uid))
+		    claim_live(uid) || uid_running(uid))
 			continue;
 		path = claim_path(uid);
 		text = xasprintf("%s\n", dir);

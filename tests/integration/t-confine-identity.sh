@@ -114,6 +114,24 @@ done | sort)
 assert_eq 10 "$(echo "$uids" | wc -l)" "records with a uid (a, b and 8 concurrent creates)"
 assert_eq 10 "$(echo "$uids" | sort -u | wc -l)" "distinct uids among them"
 
+# ---- a state directory deleted under a running sandbox ----------------------------------------
+# Its claim names a directory that is gone, but its agent's processes
+# still run as its uid: a new sandbox must not get that uid.
+S3=$TMP/state3
+with_timeout 60 "$SBFS_CTL" --state-dir "$S3" create gone >/dev/null || fail "create gone"
+with_timeout 60 "$SBFS_CTL" --state-dir "$S3" start gone >/dev/null || fail "start gone"
+ug=$(sed -n 's/^  "execUid": \([0-9]*\),$/\1/p' "$S3/sandboxes/gone/sandbox.json")
+gpid=$(cat "$S3/sandboxes/gone/boot/pid")
+[ -n "$(ps -o pid= -u "$ug")" ] || fail "no process runs as gone's uid $ug"
+rm -rf "$S3"
+sbx_create fresh
+uf=$(sbx_field fresh execUid)
+assert_ne "$ug" "$uf" "the uid of a sandbox made while a deleted one's processes run"
+kill -KILL "$gpid" 2>/dev/null
+wait_for 10 sh -c "[ -z \"\$(ps -o pid= -u $ug)\" ]" ||
+	fail "gone's processes outlived its agent"
+ctl rm -f fresh >/dev/null || fail "rm fresh"
+
 # ---- rm gives it back -------------------------------------------------------------------------
 ctl rm -f b >/dev/null || fail "rm b"
 [ -e "/var/lib/sandboxfs/uids/$ub" ] && fail "b's claim is still there after rm"
