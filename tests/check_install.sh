@@ -22,8 +22,11 @@ fail() {
 
 dest=$(mktemp -d "${TMPDIR:-/tmp}/sbfs-install.XXXXXX") || exit 99
 trap 'rm -rf "$dest"' EXIT
-prefix=/usr/local
-make -C "$BUILD" install DESTDIR="$dest" prefix="$prefix" >"$dest.log" 2>&1 ||
+# The build's own prefix: files made at build time (the systemd unit)
+# name the programs where the configured prefix puts them.
+prefix=$(sed -n 's/^prefix = //p' "$BUILD/Makefile")
+[ -n "$prefix" ] || { echo "ERROR: no prefix in $BUILD/Makefile"; exit 99; }
+make -C "$BUILD" install DESTDIR="$dest" >"$dest.log" 2>&1 ||
 	{ cat "$dest.log"; rm -f "$dest.log"; echo "FAIL: make install"; exit 1; }
 rm -f "$dest.log"
 R=$dest$prefix
