@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/proto.h"
+#include "client/agent_client.h"
 #include "client/sbx_error.h"
 #include "tests/check_suites.h"
 #include "tests/tcase_table.h"
@@ -581,6 +582,56 @@ START_TEST(provider_requests_use_the_environment_proxy_agents_never)
 }
 END_TEST
 
+/* A ranged read whose first answer ends before its length (the agent's
+ * file shrank under it) and whose second is whole. */
+static enum stub_next cut_handler(struct stub_agent *s,
+				  const struct stub_req *req, int fd, void *arg)
+{
+	static const char head[] =
+		"HTTP/1.1 206 Partial Content\r\n"
+		"Content-Type: application/octet-stream\r\n"
+		"Content-Range: bytes 0-99/100\r\n"
+		"X-Sandboxfs-Size: 100\r\n"
+		"ETag: \"v1\"\r\nContent-Length: 100\r\n\r\n";
+	unsigned *reads = arg, n;
+	char body[100];
+
+	(void)s;
+	n = strncmp(req->path, "/sandboxfs/v1/read", 18) == 0
+		    ? __atomic_add_fetch(reads, 1, __ATOMIC_SEQ_CST)
+		    : 0;
+	memset(body, 'b', sizeof(body));
+	if (write(fd, head, sizeof(head) - 1) < 0 ||
+	    write(fd, body, n == 1 ? 10 : sizeof(body)) < 0)
+		return STUB_CLOSE;
+	return n == 1 ? STUB_CLOSE : STUB_KEEP_OPEN;
+}
+
+/* A safe read whose answer was cut off is asked once more (it cannot
+ * have changed anything), and the reader gets the whole range. */
+START_TEST(a_read_cut_off_is_asked_again)
+{
+	char buf[100], want[100], etag[PROTO_ETAG_MAX];
+	struct sbx_error err;
+	struct tt_env e;
+	unsigned reads = 0;
+	uint64_t size = 0;
+	size_t got = 0;
+
+	memset(want, 'b', sizeof(want));
+	tt_env_start(&e, cut_handler, &reads, 2000, TT_ROUTED | TT_CONNECTED);
+	sbx_error_clear(&err);
+	ck_assert_int_eq(ac_read_range(e.t, TT_SESSION, "f", 0, sizeof(buf),
+				       NULL, buf, &got, etag, &size, &err),
+			 0);
+	ck_assert_uint_eq(got, sizeof(buf));
+	ck_assert(memcmp(buf, want, sizeof(buf)) == 0);
+	ck_assert_uint_eq(size, 100);
+	tt_env_stop(&e);
+	ck_assert_uint_eq(reads, 2);
+}
+END_TEST
+
 Suite *make_transport_repeat_suite(void)
 {
 	const TTest *tests[] = {
@@ -590,6 +641,7 @@ Suite *make_transport_repeat_suite(void)
 		tls_handshake_failure_refreshes_and_replays,
 		transport_http_never_sends_a_post_twice,
 		provider_requests_use_the_environment_proxy_agents_never,
+		a_read_cut_off_is_asked_again,
 		NULL};
 	Suite *s = suite_create("transport_repeat");
 

@@ -791,6 +791,14 @@ int ac_read_range(struct transport *t, const char *id, const char *path,
 	}
 	req.path = q.data;
 	rc = transport_send(t, id, &req, &resp, err);
+	if (rc < 0 && strcmp(err->failure, SBX_FAIL_BODY_CUT) == 0) {
+		/* The file changed under the answer: its new bytes, once. */
+		sbx_error_clear(err);
+		transport_resp_cleanup(&resp);
+		transport_resp_init(&resp);
+		sink.got = 0;
+		rc = transport_send(t, id, &req, &resp, err);
+	}
 	if (rc < 0) {
 		/* A range starting at or past the end is an empty read. */
 		if (resp.status == 416) {

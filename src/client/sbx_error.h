@@ -36,6 +36,9 @@ enum sbx_code {
 #define SBX_FAIL_TRANSPORT_INVALID "agentTransportInvalid"
 #define SBX_FAIL_GONE "sandboxGone"
 #define SBX_FAIL_INVALID_REQUEST "invalidRequest"
+/* A safe request's 2xx answer ended before its length (the agent's file
+ * shrank under it, or the connection died): asking again is safe. */
+#define SBX_FAIL_BODY_CUT "answerCutOff"
 
 struct sbx_error {
 	enum sbx_code code;

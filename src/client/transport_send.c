@@ -271,6 +271,9 @@ static int read_success_body(struct transport *t, struct xfer *x,
 	default:
 		unanswered(err, req, "the answer was cut off (%s)",
 			   x->errbuf[0] ? x->errbuf : "connection closed");
+		if (req->cls == TRANSPORT_SAFE)
+			snprintf(err->failure, sizeof(err->failure), "%s",
+				 SBX_FAIL_BODY_CUT);
 		return -EIO;
 	}
 }
