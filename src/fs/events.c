@@ -144,7 +144,6 @@ static void settle_name(struct sbx *sb, const char *rel)
 			return;
 		if (sbfs_names_hold(fs, gen)) {
 			ino = sbfs_nodes_vanish(fs, sb->id, rel);
-			sbfs_files_gone(sb, rel);
 			sbfs_names_release(fs);
 			sbfs_nodes_vanished(fs, ino);
 			return;

@@ -199,17 +199,6 @@ void sbfs_files_changed(struct sbx *sb, const char *rel)
 	files_path_changed(sb, rel);
 }
 
-void sbfs_files_gone(struct sbx *sb, const char *rel)
-{
-	char *gone = xasprintf("\001%s", rel);
-
-	/* The file that had the name is not the sandbox's rel any more:
-	 * what its open files gather must not be taken for what the next
-	 * file of the name holds ("\001" never starts a path component). */
-	wnodes_rekey(sb->fs->writes, sb, rel, gone);
-	free(gone);
-}
-
 void sbfs_files_moved(struct sbx *sb, const char *from, const char *to)
 {
 	char *gone = xasprintf("\001%s", to);

@@ -291,10 +291,6 @@ void sbfs_files_changed(struct sbx *sb, const char *rel);
 /* files/<from>, open through the mount, is files/<to> now (renamed in
  * the sandbox): its open files' pending writes follow it. */
 void sbfs_files_moved(struct sbx *sb, const char *from, const char *to);
-/* files/<rel>, open through the mount, lost its name in the sandbox (the
- * name is another file's now): its open files' pending writes keep to
- * it, under a name no path has. */
-void sbfs_files_gone(struct sbx *sb, const char *rel);
 
 /* ---- change events (events.c, doc/internals/cache.md) ------------------ */
 

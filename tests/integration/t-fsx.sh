@@ -114,15 +114,6 @@ mkdir "$M/outside" "$M/outside-noevents" || hard_error "mkdir $M"
 # shellcheck disable=SC2086
 run_fsx "changes made in the sandbox ($OUTSIDE)" $OUTSIDE \
 	--outside "$(sbx_root a)/fsx/outside" "$F/outside" "$M/outside"
-# A seed that found writes kept for a descriptor whose file was replaced
-# in the sandbox, where a file renamed over the name by the mount should
-# have had them: its stat said 0 bytes after a write.
-OUTSIDE2="--seed 200 --ops 400 --workers 1 --max-size 4M --large 2 --outside-pct 15"
-with_timeout 30 mkdir "$F/outside2" || die "mkdir through the mount"
-mkdir "$M/outside2" || hard_error "mkdir $M"
-# shellcheck disable=SC2086
-run_fsx "changes made in the sandbox ($OUTSIDE2)" $OUTSIDE2 \
-	--outside "$(sbx_root a)/fsx/outside2" "$F/outside2" "$M/outside2"
 umount_fs
 
 mount_fs noevents,attr_timeout=60
