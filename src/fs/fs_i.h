@@ -132,7 +132,8 @@ struct sbfs {
 	struct inodes *inodes; /* the kernel's node ids (ll.c) */
 	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
 	/* Name changes in flight (ll.c, ll_moved_again): how many, and a
-	 * generation bumped as each begins and ends. */
+	 * generation bumped as each begins and ends (under names_lock, with
+	 * atomic stores, so that ll_moved_init reads it without the lock). */
 	pthread_mutex_t names_lock;
 	pthread_cond_t names_idle;
 	unsigned names_busy;

@@ -157,7 +157,7 @@ static void ll_names_begin(struct sbfs *fs)
 {
 	pthread_mutex_lock(&fs->names_lock);
 	fs->names_busy++;
-	fs->names_gen++;
+	__atomic_add_fetch(&fs->names_gen, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&fs->names_lock);
 }
 
@@ -165,7 +165,7 @@ static void ll_names_end(struct sbfs *fs)
 {
 	pthread_mutex_lock(&fs->names_lock);
 	fs->names_busy--;
-	fs->names_gen++;
+	__atomic_add_fetch(&fs->names_gen, 1, __ATOMIC_RELEASE);
 	if (fs->names_busy == 0)
 		pthread_cond_broadcast(&fs->names_idle);
 	pthread_mutex_unlock(&fs->names_lock);
@@ -173,9 +173,9 @@ static void ll_names_end(struct sbfs *fs)
 
 void ll_moved_init(struct sbfs *fs, struct ll_moved *m)
 {
-	pthread_mutex_lock(&fs->names_lock);
-	m->gen = fs->names_gen;
-	pthread_mutex_unlock(&fs->names_lock);
+	/* On every read and write: no lock, only the generation (changed
+	 * under names_lock, read here atomically). */
+	m->gen = __atomic_load_n(&fs->names_gen, __ATOMIC_ACQUIRE);
 	m->tries = 0;
 }
 
