@@ -28,6 +28,8 @@ struct inode {
 	bool detached; /* its name is gone: out of the name table */
 	bool removed; /* its hidden name too: no path at all */
 	bool vanished; /* removed in the sandbox while open: stale */
+	bool relist; /* a directory whose entries' attributes the kernel
+		      * dropped since its last listing (inodes_stale_attr) */
 	uint64_t fino; /* the file's inode number in the sandbox, 0: unknown */
 };
 
@@ -397,6 +399,33 @@ void inodes_open(struct inodes *t, uint64_t ino)
 	if (e != NULL)
 		e->nopen++;
 	pthread_mutex_unlock(&t->lock);
+}
+
+void inodes_stale_attr(struct inodes *t, uint64_t ino)
+{
+	struct inode *e;
+
+	pthread_mutex_lock(&t->lock);
+	e = by_id(t, ino);
+	if (e != NULL && e->parent != NULL)
+		e->parent->relist = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+bool inodes_relist(struct inodes *t, uint64_t ino, bool done)
+{
+	struct inode *e;
+	bool relist = false;
+
+	pthread_mutex_lock(&t->lock);
+	e = by_id(t, ino);
+	if (e != NULL) {
+		relist = e->relist;
+		if (done)
+			e->relist = false;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return relist;
 }
 
 bool inodes_close(struct inodes *t, uint64_t ino, char *path, size_t size,

@@ -206,10 +206,12 @@ void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			0};
 	int rc = io.in != NULL ? file_io(fs, ino, fi, &io) : -ENOMEM;
 
-	if (rc < 0)
+	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-	else
+	} else {
+		inodes_stale_attr(fs->inodes, ino);
 		fuse_reply_buf(req, io.in, (size_t)rc);
+	}
 	free(io.in);
 	ll_end();
 }
@@ -332,6 +334,11 @@ void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ll_end();
 		return;
 	}
+	/* A kept listing the kernel would serve without asking leaves the
+	 * attributes it dropped after reads of the entries (access time)
+	 * to one getattr each; listed again, they come back with it. */
+	if (f.cache_readdir && inodes_relist(fs->inodes, ino, false))
+		f.cache_readdir = 0;
 	d = xcalloc(1, sizeof(*d));
 	d->f.fh = f.fh;
 	d->f.path = xstrdup(path);
@@ -430,6 +437,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
 	if (rc == 0 && (off == 0 || !d->filled || (size_t)off > d->n)) {
 		dir_clear(d);
 		d->mark = cache_mark(fs->cache);
+		if (plus && off == 0)
+			(void)inodes_relist(fs->inodes, ino, true);
 		rc = OPS->readdir(path, d, dir_fill, 0, &f,
 				  plus ? FUSE_READDIR_PLUS : 0);
 		d->filled = rc == 0;

@@ -51,6 +51,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-create.sh \
 	%reldir%/t-names.sh \
 	%reldir%/t-events.sh \
+	%reldir%/t-warm.sh \
 	%reldir%/t-prefetch.sh \
 	%reldir%/t-tree.sh \
 	%reldir%/t-errors.sh \
