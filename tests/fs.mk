@@ -21,6 +21,9 @@ check_sandboxfs_SOURCES += %reldir%/check_fs_wnodes.c
 ## The mount's table of FUSE node ids (src/fs/inodes.c): paths, lookups
 ## and forgets, renames, detached and hidden nodes.
 check_sandboxfs_SOURCES += %reldir%/check_fs_inodes.c
+## The listings readers are part way through (src/fs/dirsnap.c): offsets,
+## a reader's own snapshot, the end of a listing, the bounds.
+check_sandboxfs_SOURCES += %reldir%/check_fs_dirsnap.c
 ## The prefetched contents of walked directories (src/fs/prefetch.c)
 ## against a real agent: when a directory is fetched, bodies served once
 ## and only while the mount holds their version.

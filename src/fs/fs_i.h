@@ -3,8 +3,8 @@
  * fs_i: what the modules of the FUSE layer share (SEMANTICS.md).
  *
  *   ll.c          the FUSE low-level operations: node ids (inodes.c),
- *                 kernel invalidation; open files and directory streams
- *                 (ll_files.c)
+ *                 kernel invalidation; open files (ll_files.c);
+ *                 directories without handles (ll_dirs.c, dirsnap.c)
  *   fs.c          the path operations: parses a path into a node and
  *                 dispatches to the subtree that owns it
  *   sandbox.c     the mount and its sandboxes: listing, the per-operation
@@ -130,6 +130,7 @@ struct sbfs {
 	struct wnodes *writes; /* files being written (wnodes.h) */
 	struct prefetch *pf; /* walked directories read ahead */
 	struct inodes *inodes; /* the kernel's node ids (ll.c) */
+	struct dirsnaps *dirs; /* listings readers are part way through */
 	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
 	/* Name changes in flight (ll.c, ll_moved_again): how many, and a
 	 * generation bumped as each begins and ends (under names_lock, with
@@ -149,6 +150,11 @@ struct sbfs {
  * readers share (SEMANTICS.md, memory). */
 #define SBFS_RA_WORKERS 8
 #define SBFS_RA_BUDGET (64UL * 1024 * 1024)
+/* The directory listings kept for readers part way through them, apart
+ * from those being answered: how many, and how many entries in all (about
+ * 200 bytes each). */
+#define SBFS_DIRSNAPS_MAX 64
+#define SBFS_DIRSNAP_ENTRIES_MAX 131072
 
 /* ---- the mount (sandbox.c) ----------------------------------------------- */
 

@@ -401,15 +401,19 @@ void inodes_open(struct inodes *t, uint64_t ino)
 	pthread_mutex_unlock(&t->lock);
 }
 
-void inodes_stale_attr(struct inodes *t, uint64_t ino)
+uint64_t inodes_stale_attr(struct inodes *t, uint64_t ino)
 {
 	struct inode *e;
+	uint64_t dir = 0;
 
 	pthread_mutex_lock(&t->lock);
 	e = by_id(t, ino);
-	if (e != NULL && e->parent != NULL)
+	if (e != NULL && e->parent != NULL && !e->parent->relist) {
 		e->parent->relist = true;
+		dir = e->parent->ino;
+	}
 	pthread_mutex_unlock(&t->lock);
+	return dir;
 }
 
 bool inodes_relist(struct inodes *t, uint64_t ino, bool done)

@@ -101,10 +101,11 @@ bool inodes_close(struct inodes *t, uint64_t ino, char *path, size_t size,
 /* The kernel dropped ino's attributes on its own (it does after every
  * read it was answered: the access time may have changed, see
  * doc/internals/cache.md), so that the next stat of it asks again: its
- * directory is marked. inodes_relist says whether directory ino is
- * marked; with done (its entries are being listed to the kernel with
- * their attributes) it clears the mark. */
-void inodes_stale_attr(struct inodes *t, uint64_t ino);
+ * directory is marked, and its id given when it was not marked yet (0
+ * otherwise). inodes_relist says whether directory ino is marked; with
+ * done (its entries are being listed to the kernel with their
+ * attributes) it clears the mark. */
+uint64_t inodes_stale_attr(struct inodes *t, uint64_t ino);
 bool inodes_relist(struct inodes *t, uint64_t ino, bool done);
 
 /* The node of name in parent, when some file of it is open: its id. */

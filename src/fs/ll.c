@@ -689,7 +689,6 @@ static const struct fuse_lowlevel_ops ll_ops = {
 	.opendir = ll_opendir,
 	.readdir = ll_readdir,
 	.readdirplus = ll_readdirplus,
-	.releasedir = ll_releasedir,
 	.statfs = ll_statfs,
 	.create = ll_create,
 };

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ll_files: the open files and directory streams of the low-level API
- * (ll_i.h): the handle the kernel holds wraps the module's own and the
- * path the file was opened under; the last close removes a hidden name;
- * a directory is listed once per reader, at offset 0, and served from
- * that snapshot at increasing offsets.
+ * ll_files: the open files of the low-level API (ll_i.h): the handle the
+ * kernel holds wraps the module's own and the path the file was opened
+ * under; the last close removes a hidden name. Directories are in
+ * ll_dirs.c.
  */
 #include "config.h"
 
@@ -209,8 +208,14 @@ void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 	} else {
-		inodes_stale_attr(fs->inodes, ino);
+		uint64_t dir = inodes_stale_attr(fs->inodes, ino);
+
 		fuse_reply_buf(req, io.in, (size_t)rc);
+		/* The kernel lists the directory again instead of asking
+		 * for each file's attributes (inodes_stale_attr). */
+		if (dir != 0 && fs->se != NULL)
+			(void)fuse_lowlevel_notify_inval_inode(fs->se, dir, 0,
+							       0);
 	}
 	free(io.in);
 	ll_end();
@@ -266,228 +271,5 @@ void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	struct io io = {IO_FSYNC, NULL, NULL, 0, 0, datasync};
 
 	fuse_reply_err(req, -file_io(fs, ino, fi, &io));
-	ll_end();
-}
-
-struct dent {
-	char *name;
-	struct stat st;
-	bool plus;
-};
-
-struct lldir {
-	struct llfile f;
-	pthread_mutex_t lock;
-	struct dent *e;
-	size_t n, cap;
-	bool filled;
-	uint64_t mark; /* the cache's mark when listed */
-};
-
-/* ---- directories ---------------------------------------------------------- */
-
-static int dir_fill(void *buf, const char *name, const struct stat *st,
-		    off_t off, enum fuse_fill_dir_flags flags)
-{
-	struct lldir *d = buf;
-	struct dent *e;
-
-	(void)off;
-	if (d->n == d->cap) {
-		d->cap = d->cap ? d->cap * 2 : 64;
-		d->e = xrealloc(d->e, d->cap * sizeof(*d->e));
-	}
-	e = &d->e[d->n++];
-	e->name = xstrdup(name);
-	e->plus = st != NULL && (flags & FUSE_FILL_DIR_PLUS);
-	if (st != NULL)
-		e->st = *st;
-	else
-		memset(&e->st, 0, sizeof(e->st));
-	return 0;
-}
-
-static void dir_clear(struct lldir *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->n; i++)
-		free(d->e[i].name);
-	d->n = 0;
-	d->filled = false;
-}
-
-void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = ll_begin(req, &r);
-	char path[LL_PATH_MAX];
-	struct fuse_file_info f = *fi;
-	struct lldir *d;
-	int rc = ll_node_path(fs, ino, path, sizeof(path));
-
-	f.fh = 0;
-	if (rc == 0)
-		rc = OPS->opendir(path, &f);
-	if (rc < 0) {
-		fuse_reply_err(req, -rc);
-		ll_end();
-		return;
-	}
-	/* A kept listing the kernel would serve without asking leaves the
-	 * attributes it dropped after reads of the entries (access time)
-	 * to one getattr each; listed again, they come back with it. */
-	if (f.cache_readdir && inodes_relist(fs->inodes, ino, false))
-		f.cache_readdir = 0;
-	d = xcalloc(1, sizeof(*d));
-	d->f.fh = f.fh;
-	d->f.path = xstrdup(path);
-	pthread_mutex_init(&d->lock, NULL);
-	open_flags(fi, &f);
-	fi->fh = (uint64_t)(uintptr_t)d;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		(void)OPS->releasedir(path, &f);
-		pthread_mutex_destroy(&d->lock);
-		free(d->f.path);
-		free(d);
-	}
-	ll_end();
-}
-
-/* Add entries from k on into buf: plain dirents, or with plus the entries
- * the kernel makes dentries of (each one a counted lookup). The size. */
-static size_t dir_answer(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
-			 const char *path, struct lldir *d, size_t k, bool plus,
-			 char *buf, size_t size)
-{
-	uint64_t mark = d->mark;
-	size_t used = 0;
-
-	for (; k < d->n; k++) {
-		struct dent *de = &d->e[k];
-		bool dots = strcmp(de->name, ".") == 0 ||
-			    strcmp(de->name, "..") == 0;
-		size_t need;
-
-		if (!plus) {
-			struct stat st = de->st;
-			uint64_t known =
-				dots ? 0
-				     : inodes_peek(fs->inodes, ino, de->name);
-
-			st.st_ino = known != 0 ? known : LL_UNKNOWN_INO;
-			need = fuse_add_direntry(req, buf + used, size - used,
-						 de->name, &st, (off_t)k + 1);
-		} else {
-			struct fuse_entry_param e;
-			char child[LL_PATH_MAX];
-
-			memset(&e, 0, sizeof(e));
-			e.attr = de->st;
-			need = fuse_add_direntry_plus(req, NULL, 0, de->name,
-						      NULL, 0);
-			if (need > size - used)
-				break;
-			/* "." and "..", and a name without attributes, make
-			 * no dentry: node id 0 (and no lookup counted). */
-			if (de->plus && !dots &&
-			    ll_node_child_path(fs, ino, de->name, child,
-					       sizeof(child)) == 0 &&
-			    inodes_lookup(fs->inodes, ino, de->name, &e.ino) ==
-				    0) {
-				inodes_set_fino(fs->inodes, e.ino,
-						e.attr.st_ino);
-				e.attr.st_ino = e.ino;
-				ll_entry_times(fs, child, mark, &e);
-			} else {
-				e.attr.st_ino = LL_UNKNOWN_INO;
-			}
-			need = fuse_add_direntry_plus(req, buf + used,
-						      size - used, de->name, &e,
-						      (off_t)k + 1);
-		}
-		if (need > size - used)
-			break;
-		used += need;
-	}
-	(void)path;
-	return used;
-}
-
-static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size,
-			   off_t off, struct fuse_file_info *fi, bool plus)
-{
-	struct ll_req r;
-	struct sbfs *fs = ll_begin(req, &r);
-	struct lldir *d = (struct lldir *)(uintptr_t)fi->fh;
-	struct fuse_file_info f = ll_inner(fi);
-	char path[LL_PATH_MAX];
-	char *buf;
-	size_t used;
-	int rc = ll_file_path(fs, ino, fi, path, sizeof(path));
-
-	buf = malloc(size > 0 ? size : 1);
-	if (buf == NULL) {
-		fuse_reply_err(req, ENOMEM);
-		ll_end();
-		return;
-	}
-	pthread_mutex_lock(&d->lock);
-	/* A reader starting over (or seeking past the end) lists again. */
-	if (rc == 0 && (off == 0 || !d->filled || (size_t)off > d->n)) {
-		dir_clear(d);
-		d->mark = cache_mark(fs->cache);
-		if (plus && off == 0)
-			(void)inodes_relist(fs->inodes, ino, true);
-		rc = OPS->readdir(path, d, dir_fill, 0, &f,
-				  plus ? FUSE_READDIR_PLUS : 0);
-		d->filled = rc == 0;
-		if ((size_t)off > d->n)
-			off = (off_t)d->n;
-	}
-	if (rc < 0) {
-		pthread_mutex_unlock(&d->lock);
-		fuse_reply_err(req, -rc);
-	} else {
-		used = dir_answer(fs, req, ino, path, d, (size_t)off, plus, buf,
-				  size);
-		pthread_mutex_unlock(&d->lock);
-		/* An answer nobody waits for leaks the lookups of its
-		 * entries, as libfuse's path API does: the kernel gets the
-		 * same names again at its next lookup. */
-		fuse_reply_buf(req, buf, used);
-	}
-	free(buf);
-	ll_end();
-}
-
-void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		struct fuse_file_info *fi)
-{
-	readdir_common(req, ino, size, off, fi, false);
-}
-
-void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
-{
-	readdir_common(req, ino, size, off, fi, true);
-}
-
-void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct ll_req r;
-	struct sbfs *fs = ll_begin(req, &r);
-	struct lldir *d = (struct lldir *)(uintptr_t)fi->fh;
-	struct fuse_file_info f = ll_inner(fi);
-	char pbuf[LL_PATH_MAX];
-	const char *path = ll_release_path(fs, ino, fi, pbuf, sizeof(pbuf));
-
-	(void)OPS->releasedir(path, &f);
-	dir_clear(d);
-	free(d->e);
-	pthread_mutex_destroy(&d->lock);
-	free(d->f.path);
-	free(d);
-	fuse_reply_err(req, 0);
 	ll_end();
 }

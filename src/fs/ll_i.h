@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ll_i: what the two halves of the low-level API share: ll.c (the
- * requests on names and nodes, the table) and ll_files.c (open files and
- * directory streams).
+ * ll_i: what the parts of the low-level API share: ll.c (the requests on
+ * names and nodes, the table), ll_files.c (open files) and ll_dirs.c
+ * (directories, listed without handles).
  *
  * Each request handler runs between ll_begin and ll_end, which make it
  * the thread's current request (sbfs_current, sbfs_caller_pid,
@@ -108,7 +108,7 @@ int ll_make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
 		  const char *path, struct fuse_file_info *fi,
 		  struct fuse_entry_param *e);
 
-/* ---- open files and directories (ll_files.c) ------------------------------- */
+/* ---- open files (ll_files.c) ----------------------------------------------- */
 
 void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -121,11 +121,13 @@ void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	      struct fuse_file_info *fi);
+
+/* ---- directories (ll_dirs.c) ---------------------------------------------- */
+
 void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		struct fuse_file_info *fi);
 void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi);
-void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 
 #endif

@@ -12,7 +12,8 @@ libsbfs_fs_a_SOURCES += \
 	%reldir%/fs_files_v1_cmd.c %reldir%/fs_files_v1_cmd.h \
 	%reldir%/fs_files_v1_open.c %reldir%/fs_files_v1_open.h
 libsbfs_fs_a_SOURCES += \
-	%reldir%/ll.c %reldir%/ll_files.c %reldir%/ll_i.h \
+	%reldir%/ll.c %reldir%/ll_files.c %reldir%/ll_dirs.c %reldir%/ll_i.h \
+	%reldir%/dirsnap.c %reldir%/dirsnap.h \
 	%reldir%/inodes.c %reldir%/inodes.h \
 	%reldir%/fs.c %reldir%/fs.h %reldir%/events.c \
 	%reldir%/opts.c %reldir%/tune.c \

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "fs/cache.h"
+#include "fs/dirsnap.h"
 #include "fs/fs_i.h"
 #include "fs/inodes.h"
 #include "fs/prefetch.h"
@@ -78,6 +79,7 @@ int sbfs_new(const struct sbfs_opts *o, struct provider *prov,
 		goto fail;
 	}
 	fs->inodes = inodes_new();
+	fs->dirs = dirsnaps_new(SBFS_DIRSNAPS_MAX, SBFS_DIRSNAP_ENTRIES_MAX);
 	pthread_mutex_init(&fs->hide_lock, NULL);
 	pthread_mutex_init(&fs->names_lock, NULL);
 	clock_cond_init(&fs->names_idle);
@@ -125,6 +127,7 @@ void sbfs_free(struct sbfs *fs)
 		pthread_cond_destroy(&fs->names_idle);
 	}
 	inodes_free(fs->inodes);
+	dirsnaps_free(fs->dirs);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->spool_dir);
 	free(fs);

@@ -744,6 +744,8 @@ void print_shown(struct worker *const *ws, unsigned n)
 	if (v == NULL)
 		return;
 	for (i = 0, k = 0; i < n; i++) {
+		if (ws[i]->nshown == 0)
+			continue; /* shown may be NULL */
 		memcpy(v + k, ws[i]->shown, ws[i]->nshown * sizeof(*v));
 		k += ws[i]->nshown;
 	}

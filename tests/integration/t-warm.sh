@@ -8,7 +8,8 @@
 # request per file. The mount lists such a directory to the kernel again
 # instead (one request per page of entries, each entry with its
 # attributes): the warm pass asks a handful of getattrs, not one per file,
-# and its answers are still native's.
+# and its answers are still native's. Directories have no handles: a warm
+# find sends no OPENDIR or RELEASEDIR.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -33,12 +34,19 @@ for f in "$F"/w/*; do
 	cat "$f" >/dev/null || fail "cat $f"
 done
 
-# getattrs_of CMD...: run CMD; how many getattrs the kernel asked meanwhile.
-getattrs_of() {
+# requests_of OP CMD...: run CMD; how many OP requests the kernel sent
+# meanwhile.
+requests_of() {
+	_op=$1
+	shift
 	_from=$(($(wc -l <"$LOG") + 1))
 	"$@" >"$TMP/out" || fail "$*"
 	sleep 0.2
-	tail -n +"$_from" "$LOG" | grep -c 'opcode: GETATTR'
+	tail -n +"$_from" "$LOG" | grep -c "opcode: $_op "
+}
+
+getattrs_of() {
+	requests_of GETATTR "$@"
 }
 
 sizes() { # DIR
@@ -53,6 +61,20 @@ assert_file_eq "$TMP/native" "$TMP/out" "sizes and times through the mount"
 n=$(getattrs_of sizes "$F/w")
 [ "$n" -lt 5 ] || fail "a second walk asked $n getattrs"
 assert_file_eq "$TMP/native" "$TMP/out" "sizes and times, walked again"
+
+# Directories have no handles: a warm walk opens none through the daemon
+# (the kernel opens them itself), and still lists every name.
+mkdir -p "$B/w/sub/deeper"
+: >"$B/w/sub/deeper/leaf"
+wait_for 3 test -e "$F/w/sub/deeper/leaf" || fail "a tree made inside the sandbox"
+(cd "$B" && find w | sort) >"$TMP/native"
+walk() { (cd "$F" && find w | sort); }
+walk >/dev/null
+n=$(requests_of OPENDIR walk)
+assert_eq 0 "$n" "OPENDIR requests of a warm find"
+n=$(requests_of RELEASEDIR walk)
+assert_eq 0 "$n" "RELEASEDIR requests of a warm find"
+assert_file_eq "$TMP/native" "$TMP/out" "the names a warm find lists"
 
 # Still true: a change inside the sandbox shows through the kept listing.
 printf 'longer now\n' >"$B/w/f3"
