@@ -218,31 +218,41 @@ static int files_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 	return rc;
 }
 
+/* The file named rel is gone from its name (removed, or replaced by a
+ * rename): pending bytes of it would only recreate it (or fail), and
+ * descriptors still open write into nothing, as on a local file; the
+ * name is free for the node of whatever takes it. Whether the file was
+ * never made in the sandbox. */
+static bool files_name_gone(struct sbx *sb, const char *rel)
+{
+	struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
+	bool never_made;
+
+	if (w == NULL)
+		return false;
+	pthread_mutex_lock(&w->lock);
+	never_made = w->mk_pending;
+	w->mk_pending = false;
+	wnode_orphan(w);
+	buf_reset(&w->data);
+	w->dirty = false;
+	w->has_times = false;
+	w->has_final_mode = false;
+	wnode_changed(w);
+	pthread_mutex_unlock(&w->lock);
+	wnode_put(w);
+	return never_made;
+}
+
 static int files_unlink(struct sbx *sb, const char *rel)
 {
 	struct proto_ext_req req;
 	struct proto_attr before;
-	struct wnode *w;
-	bool never_made = false, known;
+	bool never_made, known;
 	int rc;
 
 	known = cache_get_access(sb->fs->cache, sb->id, rel, &before);
-	/* Pending bytes of a removed file would only recreate it (or fail):
-	 * descriptors still open write into nothing, as on a local file. */
-	w = wnode_find(sb->fs->writes, sb, rel);
-	if (w != NULL) {
-		pthread_mutex_lock(&w->lock);
-		never_made = w->mk_pending;
-		w->mk_pending = false;
-		wnode_orphan(w);
-		buf_reset(&w->data);
-		w->dirty = false;
-		w->has_times = false;
-		w->has_final_mode = false;
-		wnode_changed(w);
-		pthread_mutex_unlock(&w->lock);
-		wnode_put(w);
-	}
+	never_made = files_name_gone(sb, rel);
 	if (never_made) {
 		rc = 0;
 	} else {
@@ -277,12 +287,19 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 			unsigned int flags)
 {
 	struct proto_ext_req req;
+	struct proto_attr fa, ta;
+	bool same;
 	int rc;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
 	files_flush_tree(sb, from);
 	files_flush_tree(sb, to);
+	/* Two names of one file: rename does nothing (rename(2)). */
+	same = strcmp(from, to) == 0 ||
+	       (cache_get(sb->fs->cache, sb->id, from, &fa, NULL) &&
+		cache_get(sb->fs->cache, sb->id, to, &ta, NULL) &&
+		fa.ino != 0 && fa.ino == ta.ino);
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)from;
 	req.to = (char *)to;
@@ -315,7 +332,11 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 			wnodes_rekey(sb->fs->writes, sb, from, "\001");
 			wnodes_rekey(sb->fs->writes, sb, to, from);
 			wnodes_rekey(sb->fs->writes, sb, "\001", to);
-		} else {
+		} else if (!same) {
+			/* The file the name had is gone: its node leaves
+			 * the name to the moved file's (a stat of the name
+			 * must see the moved file's pending bytes). */
+			(void)files_name_gone(sb, to);
 			wnodes_rekey(sb->fs->writes, sb, from, to);
 		}
 	}
