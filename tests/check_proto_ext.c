@@ -140,7 +140,12 @@ START_TEST(attr_integers_exact)
 	a.rdev = 9007199254740991ULL; /* 2^53 - 1: still a number */
 	a.mtime = -5;
 	a.atime = -9007199254740993LL;
+	a.ctime = INT64_MIN;
+	a.blocks = 0;
 	ck_assert_int_eq(proto_attr_encode(&a, NULL, NULL, &b), 0);
+	ck_assert_ptr_nonnull(
+		strstr(b.data, "\"ctime\":\"-9223372036854775808\""));
+	ck_assert_ptr_nonnull(strstr(b.data, "\"blocks\":0,"));
 	ck_assert_ptr_nonnull(
 		strstr(b.data, "\"ino\":\"9223372036854776099\""));
 	ck_assert_ptr_nonnull(strstr(b.data, "\"size\":\"9007199254740993\""));
@@ -151,6 +156,35 @@ START_TEST(attr_integers_exact)
 	ck_assert_int_eq(proto_attr_decode(b.data, b.len, &d, NULL), 0);
 	assert_attr_eq(&a, &d);
 	buf_cleanup(&b);
+}
+END_TEST
+
+/* The decoder looks for members where the encoder puts them first: the
+ * same attributes in another order (with an unknown member between)
+ * decode the same. */
+START_TEST(attr_members_in_any_order)
+{
+	static const char in_order[] =
+		"{\"name\":\"n\",\"type\":\"file\",\"mode\":420,\"size\":5,"
+		"\"nlink\":1,\"uid\":7,\"gid\":8,\"ino\":77,\"blocks\":8,"
+		"\"rdev\":0,\"atime\":1,\"atimeNsec\":11,\"mtime\":2,"
+		"\"mtimeNsec\":22,\"ctime\":3,\"ctimeNsec\":33}";
+	static const char scrambled[] =
+		"{\"ctimeNsec\":33,\"ctime\":3,\"x\":[1],\"mtimeNsec\":22,"
+		"\"mtime\":2,\"atimeNsec\":11,\"atime\":1,\"rdev\":0,"
+		"\"blocks\":8,\"ino\":77,\"gid\":8,\"type\":\"file\","
+		"\"uid\":7,\"nlink\":1,\"size\":5,\"mode\":420,\"name\":\"n\"}";
+	struct proto_attr a, d;
+
+	ck_assert_int_eq(
+		proto_attr_decode(in_order, sizeof(in_order) - 1, &a, NULL), 0);
+	ck_assert_int_eq(
+		proto_attr_decode(scrambled, sizeof(scrambled) - 1, &d, NULL),
+		0);
+	assert_attr_eq(&a, &d);
+	ck_assert_uint_eq(d.ino, 77);
+	ck_assert_uint_eq(d.ctime_ns, 33);
+	ck_assert_uint_eq(d.uid, 7);
 }
 END_TEST
 
@@ -882,9 +916,13 @@ END_TEST
 
 Suite *make_proto_ext_suite(void)
 {
-	const TTest *t_attr[] = {
-		ftype_names,	     etag_format,    attr_exact_and_round_trip,
-		attr_integers_exact, attr_bad_input, NULL};
+	const TTest *t_attr[] = {ftype_names,
+				 etag_format,
+				 attr_exact_and_round_trip,
+				 attr_integers_exact,
+				 attr_members_in_any_order,
+				 attr_bad_input,
+				 NULL};
 	const TTest *t_list[] = {list_round_trip, list_add_rolls_back,
 				 list_bad_input, NULL};
 	const TTest *t_tree[] = {tree_round_trip,

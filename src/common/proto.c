@@ -88,9 +88,9 @@ int pj_num_range(const cJSON *item, double lo, double hi, double *out)
 	return 0;
 }
 
-int pj_u64(const cJSON *obj, const char *key, bool required, uint64_t *out)
+/* A number item (NULL: absent): a whole non-negative or signed value. */
+static int item_u64(const cJSON *it, bool required, uint64_t *out)
 {
-	const cJSON *it = field(obj, key);
 	double v;
 
 	if (it == NULL)
@@ -105,9 +105,8 @@ int pj_u64(const cJSON *obj, const char *key, bool required, uint64_t *out)
 	return 0;
 }
 
-int pj_i64(const cJSON *obj, const char *key, bool required, int64_t *out)
+static int item_i64(const cJSON *it, bool required, int64_t *out)
 {
-	const cJSON *it = field(obj, key);
 	double v;
 	int rc;
 
@@ -119,6 +118,16 @@ int pj_i64(const cJSON *obj, const char *key, bool required, int64_t *out)
 		return rc;
 	*out = v >= 9223372036854775807.0 ? INT64_MAX : (int64_t)v;
 	return 0;
+}
+
+int pj_u64(const cJSON *obj, const char *key, bool required, uint64_t *out)
+{
+	return item_u64(field(obj, key), required, out);
+}
+
+int pj_i64(const cJSON *obj, const char *key, bool required, int64_t *out)
+{
+	return item_i64(field(obj, key), required, out);
 }
 
 int pj_bool(const cJSON *obj, const char *key, bool required, bool *out)
@@ -308,33 +317,55 @@ void jw_begin(struct jw *w, struct buf *out)
 
 static void jw_key(struct jw *w, const char *key)
 {
+	size_t n = strlen(key);
+
 	if (w->rc == 0 && !w->first)
 		w->rc = buf_append(w->out, ",", 1);
 	w->first = false;
+	/* Keys are the program's own names: nothing to escape. */
 	if (w->rc == 0)
-		w->rc = buf_printf(w->out, "\"%s\":", key);
+		w->rc = buf_append(w->out, "\"", 1);
+	if (w->rc == 0)
+		w->rc = buf_append(w->out, key, n);
+	if (w->rc == 0)
+		w->rc = buf_append(w->out, "\":", 2);
+}
+
+/* v in decimal, with a minus sign when neg, quoted when quote (a JSON
+ * double would not hold it exactly): no printf, a listing writes
+ * sixteen of these per entry. */
+static void jw_decimal(struct jw *w, uint64_t v, bool neg, bool quote)
+{
+	char tmp[24], *p = tmp + sizeof(tmp);
+
+	if (quote)
+		*--p = '"';
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	if (neg)
+		*--p = '-';
+	if (quote)
+		*--p = '"';
+	w->rc = buf_append(w->out, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
 void jw_u64(struct jw *w, const char *key, uint64_t v)
 {
 	jw_key(w, key);
-	if (w->rc != 0)
-		return;
-	if (v <= (uint64_t)EXACT_MAX)
-		w->rc = buf_printf(w->out, "%" PRIu64, v);
-	else
-		w->rc = buf_printf(w->out, "\"%" PRIu64 "\"", v);
+	if (w->rc == 0)
+		jw_decimal(w, v, false, v > (uint64_t)EXACT_MAX);
 }
 
 void jw_i64(struct jw *w, const char *key, int64_t v)
 {
+	/* The magnitude, INT64_MIN's too. */
+	uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+
 	jw_key(w, key);
-	if (w->rc != 0)
-		return;
-	if (v <= EXACT_MAX && v >= -EXACT_MAX)
-		w->rc = buf_printf(w->out, "%" PRId64, v);
-	else
-		w->rc = buf_printf(w->out, "\"%" PRId64 "\"", v);
+	if (w->rc == 0)
+		jw_decimal(w, mag, v<0, v> EXACT_MAX || v < -EXACT_MAX);
 }
 
 void jw_str(struct jw *w, const char *key, const char *s)
@@ -433,23 +464,34 @@ static int digits_u64(const char *s, uint64_t *out)
 int pj_u64_exact(const cJSON *obj, const char *key, bool required,
 		 uint64_t *out)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return pj_item_u64_exact(field(obj, key), required, out);
+}
 
+int pj_item_u64_exact(const cJSON *it, bool required, uint64_t *out)
+{
+	if (it == NULL || cJSON_IsNull(it))
+		return item_u64(NULL, required, out);
 	if (cJSON_IsString(it) && it->valuestring != NULL)
 		return digits_u64(it->valuestring, out);
-	return pj_u64(obj, key, required, out);
+	return item_u64(it, required, out);
 }
 
 /* A signed integer field: a JSON number or a string "-?digits". */
 int pj_i64_exact(const cJSON *obj, const char *key, bool required, int64_t *out)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	return pj_item_i64_exact(field(obj, key), required, out);
+}
+
+int pj_item_i64_exact(const cJSON *it, bool required, int64_t *out)
+{
 	uint64_t mag;
 	bool neg;
 	int rc;
 
+	if (it == NULL || cJSON_IsNull(it))
+		return item_i64(NULL, required, out);
 	if (!cJSON_IsString(it) || it->valuestring == NULL)
-		return pj_i64(obj, key, required, out);
+		return item_i64(it, required, out);
 	neg = it->valuestring[0] == '-';
 	rc = digits_u64(it->valuestring + neg, &mag);
 	if (rc < 0)
@@ -470,8 +512,13 @@ int pj_i64_exact(const cJSON *obj, const char *key, bool required, int64_t *out)
 int pj_u32_max(const cJSON *obj, const char *key, bool required, uint32_t max,
 	       uint32_t *out)
 {
+	return pj_item_u32_max(field(obj, key), required, max, out);
+}
+
+int pj_item_u32_max(const cJSON *it, bool required, uint32_t max, uint32_t *out)
+{
 	uint64_t v;
-	int rc = pj_u64_exact(obj, key, required, &v);
+	int rc = pj_item_u64_exact(it, required, &v);
 
 	if (rc < 0)
 		return rc;

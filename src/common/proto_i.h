@@ -87,6 +87,11 @@ int pj_i64_exact(const cJSON *obj, const char *key, bool required,
 		 int64_t *out);
 int pj_u32_max(const cJSON *obj, const char *key, bool required, uint32_t max,
 	       uint32_t *out);
+/* The same of an item already found (NULL or null: absent). */
+int pj_item_u64_exact(const cJSON *it, bool required, uint64_t *out);
+int pj_item_i64_exact(const cJSON *it, bool required, int64_t *out);
+int pj_item_u32_max(const cJSON *it, bool required, uint32_t max,
+		    uint32_t *out);
 /* A string member copied to the heap; absent (or null) is -EINVAL when
  * required, else 0 with *out untouched. */
 int pj_str_dup(const cJSON *obj, const char *key, bool required, char **out);
