@@ -102,9 +102,10 @@ static void name_changed(struct sbx *sb, const char *rel, bool tree,
 			(appeared ? SBFS_KERNEL_NEW_NAME : SBFS_KERNEL_NAME));
 }
 
-/* The sandbox's inode number of files/<rel> now (one stat); 0 when it
- * is missing, or cannot be told. */
-static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing)
+/* The sandbox's inode number of files/<rel> now (one stat) and its change
+ * time (*ctime_ns); 0 when it is missing, or cannot be told. */
+static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing,
+			 int64_t *ctime_ns)
 {
 	struct proto_attr a;
 	struct sbx_error err;
@@ -115,6 +116,7 @@ static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing)
 	rc = ac_stat(sb->fs->t, sb->id, rel, &a, &target, &err);
 	free(target);
 	*missing = rc == -ENOENT;
+	*ctime_ns = rc == 0 ? sbfs_attr_ctime_ns(&a) : 0;
 	return rc == 0 ? a.ino : 0;
 }
 
@@ -124,23 +126,34 @@ static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing)
  * write into the next file of the name). Asked of the sandbox, so that a
  * change of this mount's own, told late, changes nothing; and asked again
  * when one of the mount's own ran meanwhile (fs_i.h, sbfs_names_hold).
+ * With removed (the sandbox said the name's file was removed), the same
+ * inode number is not enough: a file made after another was removed
+ * often gets its number at once (ext4), so the change time the mount last
+ * saw must match too. Not for a name that appeared or a rename's target:
+ * a file of this mount's own whose event was not told as its own (the
+ * agent is conservative) has a newer change time after the mount's
+ * writes, and a renamed file gets one too.
  */
 #define SETTLE_TRIES 3
 
-static void settle_name(struct sbx *sb, const char *rel)
+static void settle_name(struct sbx *sb, const char *rel, bool removed)
 {
 	struct sbfs *fs = sb->fs;
 	uint64_t fino, now, gen, ino;
-	bool missing;
+	int64_t was_ct, now_ct;
+	bool missing, same;
 	int i;
 
 	for (i = 0; i < SETTLE_TRIES; i++) {
 		gen = sbfs_names_quiet(fs);
-		fino = sbfs_nodes_open_fino(fs, sb->id, rel);
+		fino = sbfs_nodes_open_fino(fs, sb->id, rel, &was_ct);
 		if (fino == 0)
 			return;
-		now = fino_now(sb, rel, &missing);
-		if (!missing && (now == 0 || now == fino))
+		now = fino_now(sb, rel, &missing, &now_ct);
+		same = now == 0 ||
+		       (now == fino && (!removed || was_ct == 0 ||
+					now_ct == 0 || now_ct == was_ct));
+		if (!missing && same)
 			return;
 		if (sbfs_names_hold(fs, gen)) {
 			ino = sbfs_nodes_vanish(fs, sb->id, rel);
@@ -157,20 +170,21 @@ static void settle_rename(struct sbx *sb, const char *from, const char *to)
 {
 	struct sbfs *fs = sb->fs;
 	uint64_t fino, now, old, gen, ino;
+	int64_t ct;
 	bool missing;
 	int i;
 
 	for (i = 0; i < SETTLE_TRIES; i++) {
 		gen = sbfs_names_quiet(fs);
-		fino = sbfs_nodes_open_fino(fs, sb->id, from);
+		fino = sbfs_nodes_open_fino(fs, sb->id, from, &ct);
 		if (fino == 0)
 			break;
-		now = fino_now(sb, to, &missing);
+		now = fino_now(sb, to, &missing, &ct);
 		if (now != fino) {
-			settle_name(sb, from);
+			settle_name(sb, from, false);
 			break;
 		}
-		old = sbfs_nodes_open_fino(fs, sb->id, to);
+		old = sbfs_nodes_open_fino(fs, sb->id, to, &ct);
 		if (!sbfs_names_hold(fs, gen))
 			continue;
 		ino = old != 0 && old != now ? sbfs_nodes_vanish(fs, sb->id, to)
@@ -181,7 +195,7 @@ static void settle_rename(struct sbx *sb, const char *from, const char *to)
 		sbfs_nodes_vanished(fs, ino);
 		break;
 	}
-	settle_name(sb, to);
+	settle_name(sb, to, false);
 }
 
 static void apply(struct sbx *sb, const struct proto_event *e)
@@ -202,12 +216,12 @@ static void apply(struct sbx *sb, const struct proto_event *e)
 		sbfs_kernel_changed(fs, sb->id, e->path, SBFS_KERNEL_ATTR);
 		break;
 	case PROTO_EV_CREATE:
-		settle_name(sb, e->path);
+		settle_name(sb, e->path, false);
 		sbfs_files_changed(sb, e->path);
 		name_changed(sb, e->path, e->dir, true);
 		break;
 	case PROTO_EV_REMOVE:
-		settle_name(sb, e->path);
+		settle_name(sb, e->path, true);
 		sbfs_files_changed(sb, e->path);
 		name_changed(sb, e->path, e->dir, false);
 		break;

@@ -265,7 +265,8 @@ void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
  * The node table after a change made in the sandbox, not through the
  * mount (ll.c). sbfs_nodes_open_fino: the sandbox's inode number of the
  * file of files/<rel> when it is open through the mount (0: none open, or
- * not known). sbfs_nodes_vanish: that file no longer has the name (its
+ * not known), and the change time the mount last saw of it (*ctime_ns, 0:
+ * unknown; inodes_set_fino). sbfs_nodes_vanish: that file no longer has the name (its
  * open files go stale, ESTALE, rather than reach a file that takes the
  * name later). sbfs_nodes_move: it is files/<to> now (its open files
  * follow it). The caller has asked the sandbox (a change told late may
@@ -282,7 +283,10 @@ void sbfs_kernel_forget_sandbox(struct sbfs *fs, const char *id);
 uint64_t sbfs_names_quiet(struct sbfs *fs);
 bool sbfs_names_hold(struct sbfs *fs, uint64_t gen);
 void sbfs_names_release(struct sbfs *fs);
-uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel);
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel,
+			      int64_t *ctime_ns);
+/* a's change time in nanoseconds since the epoch. */
+int64_t sbfs_attr_ctime_ns(const struct proto_attr *a);
 uint64_t sbfs_nodes_vanish(struct sbfs *fs, const char *id, const char *rel);
 void sbfs_nodes_vanished(struct sbfs *fs, uint64_t ino);
 /* For cache_on_put (ud: the mount): the file of files/<rel> in sandbox id

@@ -31,6 +31,7 @@ struct inode {
 	bool relist; /* a directory whose entries' attributes the kernel
 		      * dropped since its last listing (inodes_stale_attr) */
 	uint64_t fino; /* the file's inode number in the sandbox, 0: unknown */
+	int64_t fctime; /* its change time in ns, 0: unknown */
 };
 
 struct inodes {
@@ -301,7 +302,8 @@ void inodes_remove(struct inodes *t, uint64_t parent, const char *name)
 	pthread_mutex_unlock(&t->lock);
 }
 
-void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino)
+void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino,
+		     int64_t ctime_ns)
 {
 	struct inode *e;
 
@@ -309,23 +311,28 @@ void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino)
 		return;
 	pthread_mutex_lock(&t->lock);
 	e = by_id(t, ino);
-	if (e != NULL)
+	if (e != NULL) {
+		if (ctime_ns != 0 || e->fino != fino)
+			e->fctime = ctime_ns;
 		e->fino = fino;
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
 uint64_t inodes_open_fino(struct inodes *t, uint64_t parent, const char *name,
-			  uint64_t *ino)
+			  uint64_t *ino, int64_t *ctime_ns)
 {
 	struct inode *p, *e = NULL;
 	uint64_t fino = 0;
 
+	*ctime_ns = 0;
 	pthread_mutex_lock(&t->lock);
 	p = by_id(t, parent);
 	if (p != NULL)
 		e = by_name(t, p, name);
 	if (e != NULL && e->nopen > 0) {
 		fino = e->fino;
+		*ctime_ns = e->fctime;
 		*ino = e->ino;
 	}
 	pthread_mutex_unlock(&t->lock);

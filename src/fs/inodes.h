@@ -73,13 +73,18 @@ void inodes_forget(struct inodes *t, uint64_t ino, uint64_t n);
 void inodes_remove(struct inodes *t, uint64_t parent, const char *name);
 
 /* The file of ino is the sandbox's inode number fino (0: unknown, kept as
- * it was). */
-void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino);
+ * it was), changed last at ctime_ns (nanoseconds since the epoch; 0:
+ * unknown). The two tell one file from another: a file made after
+ * another was removed may get its inode number at once, never its change
+ * time of before. */
+void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino,
+		     int64_t ctime_ns);
 
 /* The node of name in parent when some file of it is open: its sandbox
- * inode number (0 when unknown or not open), and its id in *ino. */
+ * inode number (0 when unknown or not open) and change time (0 when
+ * unknown), and its id in *ino. */
 uint64_t inodes_open_fino(struct inodes *t, uint64_t parent, const char *name,
-			  uint64_t *ino);
+			  uint64_t *ino, int64_t *ctime_ns);
 
 /* name in parent went away in the sandbox while a file of it was open:
  * its node is detached and stale (every path of it is -ESTALE), so that

@@ -142,6 +142,16 @@ const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
 
 /* ---- entries ------------------------------------------------------------- */
 
+int64_t ll_ctime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+int64_t sbfs_attr_ctime_ns(const struct proto_attr *a)
+{
+	return a->ctime * 1000000000 + (int64_t)a->ctime_ns;
+}
+
 void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
 		    struct fuse_entry_param *e)
 {
@@ -220,7 +230,7 @@ int ll_make_entry(struct sbfs *fs, fuse_ino_t parent, const char *name,
 	if (rc < 0)
 		return rc;
 	e->ino = ino;
-	inodes_set_fino(fs->inodes, ino, e->attr.st_ino);
+	inodes_set_fino(fs->inodes, ino, e->attr.st_ino, ll_ctime_ns(&e->attr));
 	e->attr.st_ino = ino;
 	ll_entry_times(fs, path, mark, e);
 	return 0;
@@ -326,7 +336,7 @@ static void reply_attr(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 	} else {
-		inodes_set_fino(fs->inodes, ino, st.st_ino);
+		inodes_set_fino(fs->inodes, ino, st.st_ino, ll_ctime_ns(&st));
 		st.st_ino = ino;
 		fuse_reply_attr(req, &st, attr_time(fs, path, mark));
 	}
@@ -750,15 +760,17 @@ static uint64_t node_of(struct sbfs *fs, const char *id, const char *rel,
 	return ino;
 }
 
-uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel)
+uint64_t sbfs_nodes_open_fino(struct sbfs *fs, const char *id, const char *rel,
+			      int64_t *ctime_ns)
 {
 	char path[LL_PATH_MAX];
 	const char *name;
 	uint64_t parent, ino;
 
+	*ctime_ns = 0;
 	if (node_of(fs, id, rel, &parent, &name, path, sizeof(path)) == 0)
 		return 0;
-	return inodes_open_fino(fs->inodes, parent, name, &ino);
+	return inodes_open_fino(fs->inodes, parent, name, &ino, ctime_ns);
 }
 
 void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
@@ -771,7 +783,7 @@ void sbfs_nodes_learn(void *ud, const char *id, const char *rel,
 
 	ino = node_of(fs, id, rel, &parent, &name, path, sizeof(path));
 	if (ino != 0)
-		inodes_set_fino(fs->inodes, ino, a->ino);
+		inodes_set_fino(fs->inodes, ino, a->ino, sbfs_attr_ctime_ns(a));
 }
 
 uint64_t sbfs_names_quiet(struct sbfs *fs)

@@ -119,7 +119,8 @@ static size_t dir_answer(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 			    inodes_lookup(fs->inodes, ino, de->name, &e.ino) ==
 				    0) {
 				inodes_set_fino(fs->inodes, e.ino,
-						e.attr.st_ino);
+						e.attr.st_ino,
+						ll_ctime_ns(&e.attr));
 				e.attr.st_ino = e.ino;
 				ll_entry_times(fs, child, s->mark, &e);
 			} else {

@@ -99,6 +99,9 @@ struct ll_moved {
 void ll_moved_init(struct sbfs *fs, struct ll_moved *m);
 bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc);
 
+/* st's change time in nanoseconds since the epoch (inodes_set_fino). */
+int64_t ll_ctime_ns(const struct stat *st);
+
 /* The kernel's timeouts of an entry of path asked for at cache mark. */
 void ll_entry_times(struct sbfs *fs, const char *path, uint64_t mark,
 		    struct fuse_entry_param *e);
