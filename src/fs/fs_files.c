@@ -218,14 +218,13 @@ static int files_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 	return rc;
 }
 
-/* The file named rel is gone from its name (removed, or replaced by a
+/* The file of node w is gone from its name (removed, or replaced by a
  * rename): pending bytes of it would only recreate it (or fail), and
  * descriptors still open write into nothing, as on a local file; the
  * name is free for the node of whatever takes it. Whether the file was
- * never made in the sandbox. */
-static bool files_name_gone(struct sbx *sb, const char *rel)
+ * never made in the sandbox. Puts w. */
+static bool files_node_gone(struct wnode *w)
 {
-	struct wnode *w = wnode_find(sb->fs->writes, sb, rel);
 	bool never_made;
 
 	if (w == NULL)
@@ -252,7 +251,7 @@ static int files_unlink(struct sbx *sb, const char *rel)
 	int rc;
 
 	known = cache_get_access(sb->fs->cache, sb->id, rel, &before);
-	never_made = files_name_gone(sb, rel);
+	never_made = files_node_gone(wnode_find(sb->fs->writes, sb, rel));
 	if (never_made) {
 		rc = 0;
 	} else {
@@ -288,6 +287,7 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 {
 	struct proto_ext_req req;
 	struct proto_attr fa, ta;
+	struct wnode *replaced = NULL;
 	bool same;
 	int rc;
 
@@ -300,6 +300,11 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 	       (cache_get(sb->fs->cache, sb->id, from, &fa, NULL) &&
 		cache_get(sb->fs->cache, sb->id, to, &ta, NULL) &&
 		fa.ino != 0 && fa.ino == ta.ino);
+	/* The node of the file the rename replaces, taken before: a node
+	 * made for the name once the rename is done (an open of the moved
+	 * file by its new name) is not that file's. */
+	if (!(flags & RENAME_EXCHANGE) && !same)
+		replaced = wnode_find(sb->fs->writes, sb, to);
 	memset(&req, 0, sizeof(req));
 	req.path = (char *)from;
 	req.to = (char *)to;
@@ -332,14 +337,17 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 			wnodes_rekey(sb->fs->writes, sb, from, "\001");
 			wnodes_rekey(sb->fs->writes, sb, to, from);
 			wnodes_rekey(sb->fs->writes, sb, "\001", to);
-		} else if (!same) {
+		} else {
 			/* The file the name had is gone: its node leaves
 			 * the name to the moved file's (a stat of the name
 			 * must see the moved file's pending bytes). */
-			(void)files_name_gone(sb, to);
+			(void)files_node_gone(replaced);
+			replaced = NULL;
 			wnodes_rekey(sb->fs->writes, sb, from, to);
 		}
 	}
+	if (replaced != NULL)
+		wnode_put(replaced);
 	return rc;
 }
 
