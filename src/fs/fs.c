@@ -323,20 +323,11 @@ static int fs_opendir(const char *path, struct fuse_file_info *fi)
 	if (rc < 0)
 		return rc;
 	fi->fh = 0;
-	if (n.kind == N_FILES) {
-		/* Let the kernel keep a directory's entries between readers;
-		 * it drops them when the directory's attributes (refreshed
-		 * after attr_timeout) say it changed. */
-		fi->cache_readdir = 1;
-		fi->keep_cache = 1;
-	}
-	return 0;
-}
-
-static int fs_releasedir(const char *path, struct fuse_file_info *fi)
-{
-	(void)path;
-	(void)fi;
+	/* The kernel keeps every directory's entries between readers
+	 * (ll_dirs.c); it is told when those of files/ change (events,
+	 * this mount's own changes, or their modification time after
+	 * attr_timeout). The others are dropped after each listing. */
+	fi->cache_readdir = n.kind == N_FILES;
 	return 0;
 }
 
@@ -817,7 +808,6 @@ static const struct fuse_operations sbfs_ops = {
 	.fsync = fs_fsync,
 	.opendir = fs_opendir,
 	.readdir = fs_readdir,
-	.releasedir = fs_releasedir,
 	.create = fs_create,
 	.utimens = fs_utimens,
 };

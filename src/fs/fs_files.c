@@ -288,18 +288,19 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 	struct proto_ext_req req;
 	struct proto_attr fa, ta;
 	struct wnode *replaced = NULL;
-	bool same;
+	bool from_known, same;
 	int rc;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		return -EINVAL;
 	files_flush_tree(sb, from);
 	files_flush_tree(sb, to);
+	from_known = cache_get(sb->fs->cache, sb->id, from, &fa, NULL);
 	/* Two names of one file: rename does nothing (rename(2)). */
 	same = strcmp(from, to) == 0 ||
-	       (cache_get(sb->fs->cache, sb->id, from, &fa, NULL) &&
+	       (from_known && fa.ino != 0 &&
 		cache_get(sb->fs->cache, sb->id, to, &ta, NULL) &&
-		fa.ino != 0 && fa.ino == ta.ino);
+		fa.ino == ta.ino);
 	/* The node of the file the rename replaces, taken before: a node
 	 * made for the name once the rename is done (an open of the moved
 	 * file by its new name) is not that file's. */
@@ -312,11 +313,8 @@ static int files_rename(struct sbx *sb, const char *from, const char *to,
 	req.exchange = (flags & RENAME_EXCHANGE) != 0;
 	rc = files_ext_op(sb, "rename", from, &req, NULL);
 	if (rc == 0) {
-		struct proto_attr a;
-		enum proto_ftype t = PROTO_FT_UNKNOWN;
+		enum proto_ftype t = from_known ? fa.type : PROTO_FT_UNKNOWN;
 
-		if (cache_get(sb->fs->cache, sb->id, from, &a, NULL))
-			t = a.type;
 		if (req.exchange || t == PROTO_FT_UNKNOWN) {
 			files_listing_forget_parent(sb, from);
 			files_listing_forget_parent(sb, to);

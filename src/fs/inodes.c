@@ -423,20 +423,15 @@ uint64_t inodes_stale_attr(struct inodes *t, uint64_t ino)
 	return dir;
 }
 
-bool inodes_relist(struct inodes *t, uint64_t ino, bool done)
+void inodes_relisted(struct inodes *t, uint64_t ino)
 {
 	struct inode *e;
-	bool relist = false;
 
 	pthread_mutex_lock(&t->lock);
 	e = by_id(t, ino);
-	if (e != NULL) {
-		relist = e->relist;
-		if (done)
-			e->relist = false;
-	}
+	if (e != NULL)
+		e->relist = false;
 	pthread_mutex_unlock(&t->lock);
-	return relist;
 }
 
 bool inodes_close(struct inodes *t, uint64_t ino, char *path, size_t size,

@@ -107,11 +107,11 @@ bool inodes_close(struct inodes *t, uint64_t ino, char *path, size_t size,
  * read it was answered: the access time may have changed, see
  * doc/internals/cache.md), so that the next stat of it asks again: its
  * directory is marked, and its id given when it was not marked yet (0
- * otherwise). inodes_relist says whether directory ino is marked; with
- * done (its entries are being listed to the kernel with their
- * attributes) it clears the mark. */
+ * otherwise: the kernel was told once). inodes_relisted clears the mark
+ * of directory ino: its entries are being listed to the kernel with
+ * their attributes. */
 uint64_t inodes_stale_attr(struct inodes *t, uint64_t ino);
-bool inodes_relist(struct inodes *t, uint64_t ino, bool done);
+void inodes_relisted(struct inodes *t, uint64_t ino);
 
 /* The node of name in parent, when some file of it is open: its id. */
 uint64_t inodes_open_child(struct inodes *t, uint64_t parent, const char *name);

@@ -61,9 +61,9 @@ static int dir_list(struct sbfs *fs, fuse_ino_t ino, const char *path,
 	int rc;
 
 	/* Its entries come with their attributes: what the kernel
-	 * dropped after reads of them comes back (inodes_relist). */
+	 * dropped after reads of them comes back (inodes_stale_attr). */
 	if (plus && whole)
-		(void)inodes_relist(fs->inodes, ino, true);
+		inodes_relisted(fs->inodes, ino);
 	memset(&f, 0, sizeof(f));
 	rc = OPS->readdir(path, s, dir_fill, 0, &f,
 			  plus ? FUSE_READDIR_PLUS : 0);

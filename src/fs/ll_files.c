@@ -24,9 +24,6 @@
 #include "fs/inodes.h"
 #include "fs/ll_i.h"
 
-/* readdir's d_ino for a name the kernel has no node of (libfuse's). */
-#define LL_UNKNOWN_INO 0xffffffffu
-
 /* ---- open files ------------------------------------------------------------ */
 
 static struct llfile *file_new(uint64_t fh, const char *path)
@@ -45,7 +42,6 @@ static void open_flags(struct fuse_file_info *fi,
 	fi->direct_io = f->direct_io;
 	fi->keep_cache = f->keep_cache;
 	fi->nonseekable = f->nonseekable;
-	fi->cache_readdir = f->cache_readdir;
 	fi->noflush = f->noflush;
 }
 
