@@ -189,11 +189,10 @@ START_TEST(unlinked_while_open)
 	ck_assert_uint_eq(inodes_open_child(t, d, "f"), f);
 	/* What ll.c does on unlink: rename to a hidden name, mark it. */
 	inodes_rename(t, d, "f", d, ".hidden1", false);
-	inodes_hide(t, f);
-	/* Hidden: no path for a new open, the hidden one for the rest. */
-	ck_assert_int_eq(
-		inodes_path_flags(t, f, INODES_NOT_HIDDEN, buf, sizeof(buf)),
-		-ENOENT);
+	inodes_hide(t, f, "/d/f");
+	/* Hidden: the hidden name, for its descriptors and for an open
+	 * that looked the file up before it was hidden. */
+	assert_path(t, f, "/d/.hidden1");
 	/* The kernel forgets the name; the open files keep the node. */
 	inodes_forget(t, f, 1);
 	assert_path(t, f, "/d/.hidden1");
@@ -206,6 +205,22 @@ START_TEST(unlinked_while_open)
 	ck_assert_int_eq(
 		inodes_path_flags(t, f, INODES_DETACHED_OK, buf, sizeof(buf)),
 		-ENOENT);
+	ck_assert_uint_eq(inodes_count(t), 2);
+	/* One the kernel still knows (an open of it is on its way): after
+	 * the last close, the path it had before it was hidden, where the
+	 * late open finds the file that has the name now. */
+	f = look(t, d, "h");
+	inodes_open(t, f);
+	inodes_rename(t, d, "h", d, ".hidden2", false);
+	inodes_hide(t, f, "/d/h");
+	ck_assert(inodes_close(t, f, buf, sizeof(buf), &x));
+	ck_assert_str_eq(buf, "/d/.hidden2");
+	ck_assert_int_eq(inodes_path(t, f, buf, sizeof(buf)), -ENOENT);
+	ck_assert_int_eq(
+		inodes_path_flags(t, f, INODES_DETACHED_OK, buf, sizeof(buf)),
+		0);
+	ck_assert_str_eq(buf, "/d/h");
+	inodes_forget(t, f, 1);
 	ck_assert_uint_eq(inodes_count(t), 2);
 	/* A plain file's last close removes nothing. */
 	f = look(t, d, "g");

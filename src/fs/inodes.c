@@ -26,7 +26,8 @@ struct inode {
 	unsigned nopen;
 	bool hidden; /* unlinked while open: remove at the last close */
 	bool detached; /* its name is gone: out of the name table */
-	bool removed; /* its hidden name too: no path at all */
+	bool removed; /* its hidden name too: only the path it had */
+	char *former; /* hidden: the path it had before (inodes_hide) */
 	bool vanished; /* removed in the sandbox while open: stale */
 	bool relist; /* a directory whose entries' attributes the kernel
 		      * dropped since its last listing (inodes_stale_attr) */
@@ -116,6 +117,7 @@ static void maybe_free(struct inodes *t, struct inode *e)
 		return;
 	hmap_remove(&t->ids, &e->id_node);
 	name_unlink(t, e);
+	free(e->former);
 	free(e);
 }
 
@@ -145,6 +147,7 @@ void inodes_free(struct inodes *t)
 
 		next = hmap_walk(&t->ids, &cursor, n);
 		free(e->name);
+		free(e->former);
 		free(e);
 	}
 	hmap_cleanup(&t->ids);
@@ -196,9 +199,15 @@ int inodes_path_flags(struct inodes *t, uint64_t ino, unsigned flags, char *buf,
 
 	pthread_mutex_lock(&t->lock);
 	e = by_id(t, ino);
-	if (e != NULL && !(e->hidden && (flags & INODES_NOT_HIDDEN)))
+	if (e != NULL && e->removed && e->former != NULL &&
+	    (flags & INODES_DETACHED_OK)) {
+		rc = strlen(e->former) < size ? 0 : -ENAMETOOLONG;
+		if (rc == 0)
+			memcpy(buf, e->former, strlen(e->former) + 1);
+	} else if (e != NULL) {
 		rc = path_of(t, e, buf, size,
 			     (flags & INODES_DETACHED_OK) != 0);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
@@ -472,14 +481,17 @@ uint64_t inodes_open_child(struct inodes *t, uint64_t parent, const char *name)
 	return ino;
 }
 
-void inodes_hide(struct inodes *t, uint64_t ino)
+void inodes_hide(struct inodes *t, uint64_t ino, const char *former)
 {
 	struct inode *e;
 
 	pthread_mutex_lock(&t->lock);
 	e = by_id(t, ino);
-	if (e != NULL)
+	if (e != NULL) {
 		e->hidden = true;
+		free(e->former);
+		e->former = xstrdup(former);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 

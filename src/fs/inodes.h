@@ -47,10 +47,10 @@ void inodes_free(struct inodes *t);
 int inodes_path(struct inodes *t, uint64_t ino, char *buf, size_t size);
 
 /* inodes_path with flags: INODES_DETACHED_OK gives a detached node (or
- * one below a detached directory) the path it had; INODES_NOT_HIDDEN
- * gives a hidden node (inodes_hide) none. */
+ * one below a detached directory) the path it had, and a hidden node
+ * after its last close (the hidden name removed) the path it had before
+ * it was hidden. A hidden node has its hidden name until its last close. */
 #define INODES_DETACHED_OK 1u
-#define INODES_NOT_HIDDEN 2u
 int inodes_path_flags(struct inodes *t, uint64_t ino, unsigned flags, char *buf,
 		      size_t size);
 
@@ -116,8 +116,9 @@ void inodes_relisted(struct inodes *t, uint64_t ino);
 /* The node of name in parent, when some file of it is open: its id. */
 uint64_t inodes_open_child(struct inodes *t, uint64_t parent, const char *name);
 
-/* Mark ino as a file unlinked while open, now under a hidden name. */
-void inodes_hide(struct inodes *t, uint64_t ino);
+/* Mark ino as a file unlinked (or renamed over) while open, now under a
+ * hidden name; former is the path that was its name ("/a/b"). */
+void inodes_hide(struct inodes *t, uint64_t ino, const char *former);
 
 /* The node of an absolute path ("/a/b") and its parent, when the kernel
  * knows it; -ENOENT when not. */

@@ -189,11 +189,11 @@ void ll_moved_init(struct sbfs *fs, struct ll_moved *m)
 	m->tries = 0;
 }
 
-bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc)
+bool ll_moved_since(struct sbfs *fs, struct ll_moved *m)
 {
 	struct timespec until;
 
-	if (rc != -ENOENT || m->tries >= LL_MOVED_TRIES)
+	if (m->tries >= LL_MOVED_TRIES)
 		return false;
 	pthread_mutex_lock(&fs->names_lock);
 	if (fs->names_gen == m->gen && fs->names_busy == 0) {
@@ -209,6 +209,11 @@ bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc)
 	pthread_mutex_unlock(&fs->names_lock);
 	m->tries++;
 	return true;
+}
+
+bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc)
+{
+	return rc == -ENOENT && ll_moved_since(fs, m);
 }
 
 /*
@@ -325,10 +330,17 @@ static void reply_attr(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 
 	memset(&st, 0, sizeof(st));
 	while (rc == 0) {
+		char now[LL_PATH_MAX];
+
 		rc = attr_path(fs, ino, fi, path, size, &f, &fp);
 		if (rc == 0)
 			rc = OPS->getattr(path, &st, fp);
-		if (ll_moved_again(fs, m, rc))
+		/* Answered for a path the node left meanwhile (another file
+		 * may have it now): asked again. */
+		if (ll_moved_again(fs, m, rc) ||
+		    (rc == 0 && ll_moved_since(fs, m) &&
+		     attr_path(fs, ino, fi, now, sizeof(now), &f, &fp) == 0 &&
+		     strcmp(now, path) != 0))
 			rc = 0;
 		else
 			break;
@@ -515,10 +527,14 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
  *
  * hide() moves name in parent there when it is open. The caller holds
  * fs->hide_lock, so that a last close either happened before (nothing
- * to hide) or sees the hidden name. 1 when hidden, 0 when not open, or a
- * negative errno.
+ * to hide) or sees the hidden name. former is the path the file had
+ * (NULL: name's in parent): an open that looked the file up before the
+ * change but comes after the last close opens what has that path then,
+ * as one that came a moment later would. 1 when hidden, 0 when not open,
+ * or a negative errno.
  */
-static int hide(struct sbfs *fs, fuse_ino_t parent, const char *name)
+static int hide(struct sbfs *fs, fuse_ino_t parent, const char *name,
+		const char *former)
 {
 	static unsigned counter;
 	char path[LL_PATH_MAX], hidden_path[LL_PATH_MAX], hidden[64];
@@ -538,7 +554,7 @@ static int hide(struct sbfs *fs, fuse_ino_t parent, const char *name)
 	if (rc < 0)
 		return rc;
 	inodes_rename(fs->inodes, parent, name, parent, hidden, false);
-	inodes_hide(fs->inodes, ino);
+	inodes_hide(fs->inodes, ino, former != NULL ? former : path);
 	return 1;
 }
 
@@ -552,7 +568,7 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	ll_names_begin(fs);
 	if (rc == 0) {
 		pthread_mutex_lock(&fs->hide_lock);
-		rc = hide(fs, parent, name);
+		rc = hide(fs, parent, name, NULL);
 		pthread_mutex_unlock(&fs->hide_lock);
 		/* Not open, or it could not be hidden: removed at once. */
 		if (rc != 1)
@@ -609,13 +625,13 @@ static int rename_over_open(struct sbfs *fs, fuse_ino_t parent,
 	if (rc == 0) {
 		inodes_rename(fs->inodes, parent, name, newparent, newname,
 			      true);
-		rc = hide(fs, parent, name);
+		rc = hide(fs, parent, name, to);
 		/* Not hidden: the old file must still leave the source. */
 		if (rc != 1 && OPS->unlink(from) == 0)
 			inodes_remove(fs->inodes, parent, name);
 		return 1;
 	}
-	(void)hide(fs, newparent, newname);
+	(void)hide(fs, newparent, newname, NULL);
 	return 0;
 }
 

@@ -76,18 +76,31 @@ void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * being opened. */
 	inodes_open(fs->inodes, ino);
 	ll_moved_init(fs, &m);
-	do {
-		/* A file that lost its name while open (hidden) is only for
-		 * the descriptors it had: ESTALE makes the kernel walk the
-		 * path again and open what has the name now. */
-		rc = inodes_path_flags(fs->inodes, ino,
-				       INODES_DETACHED_OK | INODES_NOT_HIDDEN,
-				       path, sizeof(path));
-		if (rc == -ENOENT)
-			rc = -ESTALE;
+	for (;;) {
+		char now[LL_PATH_MAX];
+
+		/* A file hidden (renamed over, or removed, while open) after
+		 * the kernel looked it up is opened under its hidden name:
+		 * the open came before the change. One gone for good is
+		 * ESTALE: the kernel walks the path again. */
+		rc = ll_node_path(fs, ino, path, sizeof(path));
 		if (rc == 0)
 			rc = OPS->open(path, &f);
-	} while (ll_moved_again(fs, &m, rc));
+		if (ll_moved_again(fs, &m, rc))
+			continue;
+		/* Opened by a name the file left meanwhile, the file that
+		 * has it now may be another (an atomic save's next
+		 * temporary): opened again under the file's name now. A
+		 * truncating open is not made twice. */
+		if (rc < 0 || (fi->flags & O_TRUNC) ||
+		    !ll_moved_since(fs, &m) ||
+		    ll_node_path(fs, ino, now, sizeof(now)) < 0 ||
+		    strcmp(now, path) == 0)
+			break;
+		(void)OPS->release(path, &f);
+		f = *fi;
+		f.fh = 0;
+	}
 	if (rc < 0) {
 		closed(fs, ino);
 		fuse_reply_err(req, -rc);
@@ -158,6 +171,18 @@ struct io {
 	int datasync;
 };
 
+/* Bytes read by a path the file left while they were read: they may be
+ * another file's (the one that has the name now), read again. */
+static bool read_moved(struct sbfs *fs, struct ll_moved *m, fuse_ino_t ino,
+		       struct fuse_file_info *fi, const char *path)
+{
+	char now[LL_PATH_MAX];
+
+	return ll_moved_since(fs, m) &&
+	       ll_file_path(fs, ino, fi, now, sizeof(now)) == 0 &&
+	       strcmp(now, path) != 0;
+}
+
 /* io on the open file ino: the bytes read or written, 0, or -errno;
  * asked again under the file's new name when a rename moved it
  * meanwhile (ll_moved_again). */
@@ -188,7 +213,9 @@ static int file_io(struct sbfs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 			rc = OPS->fsync(path, io->datasync, &f);
 			break;
 		}
-	} while (ll_moved_again(fs, &m, rc));
+	} while (ll_moved_again(fs, &m, rc) ||
+		 (io->op == IO_READ && rc >= 0 &&
+		  read_moved(fs, &m, ino, fi, path)));
 	return rc;
 }
 

@@ -83,13 +83,18 @@ const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
 /*
  * Operations by a node's path race with requests that change names: a
  * read resolves "a", a rename moves a to b at the agent, the read finds
- * nothing. ll_names_begin and ll_names_end bracket every change of a
- * name this mount makes (the agent's and the node table's); an operation
- * by path starts an ll_moved with ll_moved_init and, while
+ * nothing, or finds the file that took the name "a" after (an atomic
+ * save's next temporary). ll_names_begin and ll_names_end bracket every
+ * change of a name this mount makes (the agent's and the node table's);
+ * an operation by path starts an ll_moved with ll_moved_init and, while
  * ll_moved_again says so (it answered ENOENT and a name changed since, or
  * a change was still in flight), resolves the path again and retries
  * once the changes in flight are done (at most LL_MOVED_TRIES times, each
- * wait at most a second).
+ * wait at most a second). An answer that is not an error is only the
+ * node's when its path is still the one asked: ll_moved_since says
+ * whether a change ran (and waits for those in flight), and the caller
+ * that can ask again (open, read, getattr) resolves the path again and
+ * asks again when it differs.
  */
 #define LL_MOVED_TRIES 4
 struct ll_moved {
@@ -98,6 +103,7 @@ struct ll_moved {
 };
 void ll_moved_init(struct sbfs *fs, struct ll_moved *m);
 bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc);
+bool ll_moved_since(struct sbfs *fs, struct ll_moved *m);
 
 /* st's change time in nanoseconds since the epoch (inodes_set_fino). */
 int64_t ll_ctime_ns(const struct stat *st);

@@ -35,6 +35,10 @@ exec 3<"$F/r" || die "open r"
 assert_ok rm "$F/r"
 [ -e "$F/r" ] && fail "rm: r still there"
 [ -e "$B/r" ] && fail "rm: r still in the sandbox under its name"
+# Opened again through the descriptor (/proc/PID/fd/N, as a program given
+# /dev/stdin does): the same removed file, as on a local file system.
+got=$(cat "/proc/$$/fd/3")
+assert_eq "old contents" "$got" "a removed file opened again by its descriptor"
 got=$(cat <&3)
 assert_eq "old contents" "$got" "a removed file read through its descriptor"
 exec 3<&-
@@ -48,6 +52,8 @@ exec 3<"$F/x" || die "open x"
 assert_ok mv "$F/y" "$F/x"
 assert_content "$F/x" "second" "the name after mv over an open file"
 assert_content "$B/x" "second" "the sandbox's name after mv"
+got=$(cat "/proc/$$/fd/3")
+assert_eq "first" "$got" "the replaced file opened again by its descriptor"
 got=$(cat <&3)
 assert_eq "first" "$got" "the replaced file read through its descriptor"
 exec 3<&-
@@ -74,11 +80,15 @@ exec 3<&-
 assert_content "$F/dir2/f" "inside" "the moved file by its new path"
 assert_errno "No such file or directory" stat "$F/dir1/f"
 
-# 5. Atomic replacement against readers that keep opening the name: every
-# read is a whole version, none fails. Two readers, so that one reads a
-# version while the writer swaps the next one in and hides the old one.
+# 5. Atomic replacement against readers that keep opening the name (an
+# editor's save, every version written to .atomic.tmp and renamed over):
+# every read is a whole version and every size a whole version's, none
+# fails. Three readers, so that one reads a version while the writer
+# swaps the next one in and hides the old one; an open, a read or a stat
+# that resolved the old file's path while it moved must not land on the
+# next temporary (empty) or fail with ESTALE.
 printf 'version 0\n' >"$B/atomic"
-replacer "$F/atomic" 400
+replacer "$F/atomic" 1000
 atomic_reader() {
 	while alive "$writer"; do
 		c=$(w cat "$F/atomic" 2>&1)
@@ -86,21 +96,29 @@ atomic_reader() {
 		"version "[0-9]*) echo ok ;;
 		*) echo "bad: $(echo "$c" | head -c 80)" ;;
 		esac
+		s=$(w stat -c %s "$F/atomic" 2>&1)
+		case $s in
+		1[0-4]) ;;
+		*) echo "bad size: $(echo "$s" | head -c 80)" ;;
+		esac
 	done >"$1"
 }
 atomic_reader "$TMP/reads1" &
 r1=$!
 atomic_reader "$TMP/reads2" &
 r2=$!
-wait "$r1" "$r2"
-reads=$(cat "$TMP/reads1" "$TMP/reads2" | wc -l)
-bad=$(cat "$TMP/reads1" "$TMP/reads2" | grep -c '^bad')
-grep -h '^bad' "$TMP/reads1" "$TMP/reads2" | head -3 | while read -r l; do
-	note "reader saw: $l"
-done
+atomic_reader "$TMP/reads3" &
+r3=$!
+wait "$r1" "$r2" "$r3"
+reads=$(cat "$TMP/reads1" "$TMP/reads2" "$TMP/reads3" | wc -l)
+bad=$(cat "$TMP/reads1" "$TMP/reads2" "$TMP/reads3" | grep -c '^bad')
+grep -h '^bad' "$TMP/reads1" "$TMP/reads2" "$TMP/reads3" | head -3 |
+	while read -r l; do
+		note "reader saw: $l"
+	done
 wait "$writer" || fail "the renaming writer failed"
 assert_eq 0 "$bad" "reads of a name replaced atomically that failed (of $reads)"
-assert_content "$F/atomic" "version 400" "the last version"
+assert_content "$F/atomic" "version 1000" "the last version"
 no_hidden "$B" "atomic replacement"
 
 # 6. Many names: the kernel forgets what it looked up (drop_caches), and
