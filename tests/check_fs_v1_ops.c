@@ -33,13 +33,6 @@
 #include "tests/helpers.h"
 #include "tests/stub_provider.h"
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
 /* ---- the operations: common fixture parts -------------------------------- */
 
 static struct tf_mount tm;

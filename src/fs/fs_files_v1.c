@@ -54,13 +54,6 @@
 #include "fs/fs_files_v1_open.h"
 #include "fs/fs_i.h"
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
 /* A listing: the full records, or (when they are more than a command's
  * output carries) names and types only. */
 static int list_dir(struct sbx *sb, const char *rel, struct cmd_out *o,

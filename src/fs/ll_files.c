@@ -60,32 +60,28 @@ static void closed(struct sbfs *fs, fuse_ino_t ino)
 	pthread_mutex_unlock(&fs->hide_lock);
 }
 
-void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/*
+ * Open node ino in the module (its open counted already): its path in
+ * path, the module's view in *f. A file hidden (renamed over, or removed,
+ * while open) after the kernel looked it up is opened under its hidden
+ * name: the open came before the change. One gone for good is ESTALE:
+ * the kernel walks the path again.
+ */
+static int open_node(struct sbfs *fs, fuse_ino_t ino,
+		     const struct fuse_file_info *fi, struct fuse_file_info *f,
+		     char *path, size_t size)
 {
-	struct ll_req r;
-	struct sbfs *fs = ll_begin(req, &r);
-	char path[LL_PATH_MAX];
-	struct fuse_file_info f = *fi;
+	char now[LL_PATH_MAX];
 	struct ll_moved m;
-	struct llfile *lf;
 	int rc;
 
-	f.fh = 0;
-	/* Counted open before its path is taken: a rename over the file
-	 * from now on hides it, and a last close does not remove what is
-	 * being opened. */
-	inodes_open(fs->inodes, ino);
 	ll_moved_init(fs, &m);
 	for (;;) {
-		char now[LL_PATH_MAX];
-
-		/* A file hidden (renamed over, or removed, while open) after
-		 * the kernel looked it up is opened under its hidden name:
-		 * the open came before the change. One gone for good is
-		 * ESTALE: the kernel walks the path again. */
-		rc = ll_node_path(fs, ino, path, sizeof(path));
+		*f = *fi;
+		f->fh = 0;
+		rc = ll_node_path(fs, ino, path, size);
 		if (rc == 0)
-			rc = OPS->open(path, &f);
+			rc = OPS->open(path, f);
 		if (ll_moved_again(fs, &m, rc))
 			continue;
 		/* Opened by a name the file left meanwhile, the file that
@@ -96,26 +92,55 @@ void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		    !ll_moved_since(fs, &m) ||
 		    ll_node_path(fs, ino, now, sizeof(now)) < 0 ||
 		    strcmp(now, path) == 0)
-			break;
-		(void)OPS->release(path, &f);
-		f = *fi;
-		f.fh = 0;
+			return rc;
+		(void)OPS->release(path, f);
 	}
+}
+
+/* The kernel's handle of a file the module opened (as *f) by path. */
+static struct llfile *hand_over(struct fuse_file_info *fi,
+				const struct fuse_file_info *f,
+				const char *path)
+{
+	struct llfile *lf = file_new(f->fh, path);
+
+	open_flags(fi, f);
+	fi->fh = (uint64_t)(uintptr_t)lf;
+	return lf;
+}
+
+/* An open whose answer nobody waited for (interrupted): nobody holds the
+ * file. */
+static void drop_open(struct sbfs *fs, fuse_ino_t ino, const char *path,
+		      struct fuse_file_info *f, struct llfile *lf)
+{
+	(void)OPS->release(path, f);
+	closed(fs, ino);
+	free(lf->path);
+	free(lf);
+}
+
+void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ll_req r;
+	struct sbfs *fs = ll_begin(req, &r);
+	char path[LL_PATH_MAX];
+	struct fuse_file_info f;
+	struct llfile *lf;
+	int rc;
+
+	/* Counted open before its path is taken: a rename over the file
+	 * from now on hides it, and a last close does not remove what is
+	 * being opened. */
+	inodes_open(fs->inodes, ino);
+	rc = open_node(fs, ino, fi, &f, path, sizeof(path));
 	if (rc < 0) {
 		closed(fs, ino);
 		fuse_reply_err(req, -rc);
-		ll_end();
-		return;
-	}
-	lf = file_new(f.fh, path);
-	open_flags(fi, &f);
-	fi->fh = (uint64_t)(uintptr_t)lf;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The open was interrupted: nobody holds the file. */
-		(void)OPS->release(path, &f);
-		closed(fs, ino);
-		free(lf->path);
-		free(lf);
+	} else {
+		lf = hand_over(fi, &f, path);
+		if (fuse_reply_open(req, fi) == -ENOENT)
+			drop_open(fs, ino, path, &f, lf);
 	}
 	ll_end();
 }
@@ -134,28 +159,20 @@ void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	f.fh = 0;
 	if (rc == 0)
 		rc = OPS->create(path, mode, &f);
+	if (rc == 0) {
+		rc = ll_make_entry(fs, parent, name, path, &f, &e);
+		if (rc < 0)
+			(void)OPS->release(path, &f);
+	}
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
-		ll_end();
-		return;
-	}
-	rc = ll_make_entry(fs, parent, name, path, &f, &e);
-	if (rc < 0) {
-		(void)OPS->release(path, &f);
-		fuse_reply_err(req, -rc);
-		ll_end();
-		return;
-	}
-	lf = file_new(f.fh, path);
-	open_flags(fi, &f);
-	fi->fh = (uint64_t)(uintptr_t)lf;
-	inodes_open(fs->inodes, e.ino);
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
-		(void)OPS->release(path, &f);
-		closed(fs, e.ino);
-		inodes_forget(fs->inodes, e.ino, 1);
-		free(lf->path);
-		free(lf);
+	} else {
+		lf = hand_over(fi, &f, path);
+		inodes_open(fs->inodes, e.ino);
+		if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+			drop_open(fs, e.ino, path, &f, lf);
+			inodes_forget(fs->inodes, e.ino, 1);
+		}
 	}
 	ll_end();
 }

@@ -33,13 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef RENAME_NOREPLACE
-#define RENAME_NOREPLACE (1 << 0)
-#endif
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)
-#endif
-
 /* Bytes shown of a read before it is summarised by length and hash. */
 #define SHOW_MAX 64
 /* The large file: enough for several write gatherings and readaheads. */
