@@ -378,6 +378,13 @@ static int resume(struct sbfs *fs, struct sbx *sb, const char *op)
 	return 0;
 }
 
+static void set_kind(struct sbx *sb, enum transport_kind kind)
+{
+	pthread_mutex_lock(&sb->lock);
+	sb->kind = kind;
+	pthread_mutex_unlock(&sb->lock);
+}
+
 int sbfs_enter(struct sbfs *fs, const char *id, const char *op,
 	       bool want_health, struct sbx **out)
 {
@@ -420,9 +427,7 @@ int sbfs_enter(struct sbfs *fs, const char *id, const char *op,
 		if (rc < 0)
 			goto fail;
 	}
-	pthread_mutex_lock(&sb->lock);
-	sb->kind = kind;
-	pthread_mutex_unlock(&sb->lock);
+	set_kind(sb, kind);
 	if (want_health && kind == TRANSPORT_AGENT) {
 		rc = refresh_health(fs, sb, op);
 		if (rc < 0)
@@ -437,21 +442,20 @@ fail:
 	return rc;
 }
 
-int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
+/* The transport a sandbox's record names (*kind); -ENOENT when the
+ * provider knows no such sandbox or it is being deleted. Only existence
+ * matters here: an unknown transport label is reported by the operations
+ * inside the sandbox, not by its directory. A provider may answer from
+ * its listing. */
+static int listed_kind(struct sbfs *fs, const char *id,
+		       enum transport_kind *kind)
 {
 	struct provider_record rec;
-	enum transport_kind kind;
 	struct sbx_error err;
-	struct sbx *sb;
 	int rc;
 
-	if (!id_plausible(id))
-		return -ENOENT;
 	memset(&rec, 0, sizeof(rec));
 	sbx_error_clear(&err);
-	/* Only existence matters here: an unknown transport label is
-	 * reported by the operations inside the sandbox, not by its
-	 * directory. A provider may answer from its listing. */
 	rc = fs->prov->ops->record_listed != NULL
 		     ? fs->prov->ops->record_listed(fs->prov, id, &rec, &err)
 		     : fs->prov->ops->record(fs->prov, id, &rec, &err);
@@ -459,18 +463,23 @@ int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
 		return -ENOENT;
 	if (rc < 0)
 		return sbfs_fail(fs, id, "lookup", "", &err);
-	if (rec.state == PROVIDER_STATE_DELETING) {
-		provider_record_cleanup(&rec);
-		return -ENOENT;
-	}
-	if (transport_kind_of(&rec, &kind, &err) < 0)
-		kind = TRANSPORT_AGENT;
+	if (rec.state == PROVIDER_STATE_DELETING)
+		rc = -ENOENT;
+	else if (transport_kind_of(&rec, kind, &err) < 0)
+		*kind = TRANSPORT_AGENT;
 	provider_record_cleanup(&rec);
-	sb = sbx_get(fs, id);
-	pthread_mutex_lock(&sb->lock);
-	sb->kind = kind;
-	pthread_mutex_unlock(&sb->lock);
-	*out = sb;
+	return rc;
+}
+
+int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
+{
+	enum transport_kind kind;
+	int rc = id_plausible(id) ? listed_kind(fs, id, &kind) : -ENOENT;
+
+	if (rc < 0)
+		return rc;
+	*out = sbx_get(fs, id);
+	set_kind(*out, kind);
 	return 0;
 }
 
