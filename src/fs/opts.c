@@ -17,15 +17,7 @@
 #include "fs/fs.h"
 
 enum {
-	KEY_HELP,
-	KEY_VERSION,
-	KEY_RO,
 	KEY_DISCARD,
-	KEY_TIMEOUT_ALL,
-	KEY_ALLOW_OTHER,
-	KEY_DEFAULT_PERMISSIONS,
-	KEY_FSNAME,
-	KEY_SUBTYPE,
 };
 
 /* Raw option values; numbers are parsed after fuse_opt. */
@@ -89,17 +81,24 @@ static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("job_timeout=%s", job_timeout), ROPT("list_cache=%s", list_cache),
 	ROPT("write_window=%s", write_window), ROPT("symlinks=%s", symlinks),
 	ROPT("shared_exec", shared_exec),
-	FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
-	FUSE_OPT_KEY("default_permissions", KEY_DEFAULT_PERMISSIONS),
-	FUSE_OPT_KEY("fsname=", KEY_FSNAME),
-	FUSE_OPT_KEY("subtype=", KEY_SUBTYPE),
+	/* Ours to know, and the kernel's too: each is noted (ROPT) and
+	 * kept in the arguments (FUSE_OPT_KEY_KEEP); libfuse applies
+	 * every template an option matches. */
+	ROPT("allow_other", allow_other),
+	FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
+	ROPT("default_permissions", default_permissions),
+	FUSE_OPT_KEY("default_permissions", FUSE_OPT_KEY_KEEP),
+	ROPT("fsname=", has_fsname), FUSE_OPT_KEY("fsname=", FUSE_OPT_KEY_KEEP),
+	ROPT("subtype=", has_subtype),
+	FUSE_OPT_KEY("subtype=", FUSE_OPT_KEY_KEEP), ROPT("ro", ro),
+	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
 	/* A sandbox's set-id programs and device nodes are never honoured
 	 * on the host (SEMANTICS.md): nosuid and nodev are always in force,
 	 * and mount(8)'s default suid and dev are dropped. */
 	FUSE_OPT_KEY("suid", KEY_DISCARD), FUSE_OPT_KEY("dev", KEY_DISCARD),
-	ROPT("noautoresume", noautoresume), FUSE_OPT_KEY("ro", KEY_RO),
-	FUSE_OPT_KEY("-h", KEY_HELP), FUSE_OPT_KEY("--help", KEY_HELP),
-	FUSE_OPT_KEY("-V", KEY_VERSION), FUSE_OPT_KEY("--version", KEY_VERSION),
+	ROPT("noautoresume", noautoresume), ROPT("-h", show_help),
+	ROPT("--help", show_help), ROPT("-V", show_version),
+	ROPT("--version", show_version),
 	/* fstab options that mean nothing to a FUSE file system */
 	FUSE_OPT_KEY("_netdev", KEY_DISCARD),
 	FUSE_OPT_KEY("nofail", KEY_DISCARD),
@@ -115,30 +114,8 @@ static int raw_proc(void *data, const char *arg, int key,
 
 	(void)outargs;
 	switch (key) {
-	case KEY_HELP:
-		r->show_help = 1;
-		return 0;
-	case KEY_VERSION:
-		r->show_version = 1;
-		return 0;
-	case KEY_RO:
-		/* Ours, and the kernel's too: keep it in the arguments. */
-		r->ro = 1;
-		return 1;
 	case KEY_DISCARD:
 		return 0;
-	case KEY_ALLOW_OTHER:
-		r->allow_other = 1;
-		return 1;
-	case KEY_DEFAULT_PERMISSIONS:
-		r->default_permissions = 1;
-		return 1;
-	case KEY_FSNAME:
-		r->has_fsname = 1;
-		return 1;
-	case KEY_SUBTYPE:
-		r->has_subtype = 1;
-		return 1;
 	case FUSE_OPT_KEY_NONOPT:
 		if (r->npositional >= 2) {
 			fprintf(stderr, "sandboxfs: too many arguments: %s\n",
@@ -346,22 +323,26 @@ static int take_times(const struct raw *r, struct sbfs_opts *o)
 	return 0;
 }
 
+/* What a mount without -o options has (man/sandboxfs.1). */
+static const struct sbfs_opts opts_defaults = {
+	.timeout_s = 60,
+	.connect_timeout_s = 10,
+	.attr_timeout = 1.0,
+	.entry_timeout = 1.0,
+	.negative_timeout = 1.0,
+	.cache_timeout = 300.0,
+	.job_timeout_s = 86400,
+	.list_cache_ms = 1000,
+	.write_window_ms = 1000,
+};
+
 int sbfs_opts_parse(struct fuse_args *args, struct sbfs_opts *o)
 {
 	struct raw r;
 	int rc = -1;
 
-	memset(o, 0, sizeof(*o));
+	*o = opts_defaults;
 	memset(&r, 0, sizeof(r));
-	o->timeout_s = 60;
-	o->connect_timeout_s = 10;
-	o->attr_timeout = 1.0;
-	o->entry_timeout = 1.0;
-	o->negative_timeout = 1.0;
-	o->cache_timeout = 300.0;
-	o->job_timeout_s = 86400;
-	o->list_cache_ms = 1000;
-	o->write_window_ms = 1000;
 	if (fuse_opt_parse(args, o, sbfs_opt_spec, NULL) < 0 ||
 	    fuse_opt_parse(args, &r, raw_opt_spec, raw_proc) < 0)
 		goto out;
