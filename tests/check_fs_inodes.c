@@ -257,11 +257,48 @@ START_TEST(grows_and_empties)
 }
 END_TEST
 
+/* A file's identity: the sandbox's inode number and change time. An open
+ * file keeps its own when its name shows another file (replaced in the
+ * sandbox), so that the change events find the descriptors stale instead
+ * of pointing them at the new file. */
+START_TEST(open_files_keep_identity)
+{
+	struct inodes *t = inodes_new();
+	uint64_t f, x = 0;
+	int64_t ct = 0;
+	char buf[256];
+
+	f = look(t, INODES_ROOT, "f");
+	inodes_set_fino(t, f, 100, 5);
+	/* Not open: the name's file is the node's. */
+	inodes_set_fino(t, f, 200, 6);
+	inodes_open(t, f);
+	ck_assert_uint_eq(inodes_open_fino(t, INODES_ROOT, "f", &x, &ct), 200);
+	ck_assert_uint_eq(x, f);
+	ck_assert_int_eq(ct, 6);
+	/* Open: the same file changes (its change time), another does not
+	 * replace it. */
+	inodes_set_fino(t, f, 200, 7);
+	inodes_set_fino(t, f, 300, 8);
+	ck_assert_uint_eq(inodes_open_fino(t, INODES_ROOT, "f", &x, &ct), 200);
+	ck_assert_int_eq(ct, 7);
+	ck_assert(!inodes_close(t, f, buf, sizeof(buf), &x));
+	inodes_set_fino(t, f, 300, 8);
+	inodes_open(t, f);
+	ck_assert_uint_eq(inodes_open_fino(t, INODES_ROOT, "f", &x, &ct), 300);
+	inodes_free(t);
+}
+END_TEST
+
 Suite *make_fs_inodes_suite(void)
 {
-	const TTest *t_table[] = {paths_and_lookups,	renames_move_subtrees,
-				  removed_names_detach, unlinked_while_open,
-				  grows_and_empties,	NULL};
+	const TTest *t_table[] = {paths_and_lookups,
+				  renames_move_subtrees,
+				  removed_names_detach,
+				  unlinked_while_open,
+				  grows_and_empties,
+				  open_files_keep_identity,
+				  NULL};
 	const struct th_case cases[] = {
 		{"table", t_table, NULL},
 		{NULL, NULL, NULL},

@@ -320,7 +320,11 @@ void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino,
 		return;
 	pthread_mutex_lock(&t->lock);
 	e = by_id(t, ino);
-	if (e != NULL) {
+	/* An open file keeps the identity it was opened with: another
+	 * number under its name is another file there (replaced in the
+	 * sandbox), which the change events settle (inodes_vanish); taken
+	 * here, it would have the descriptors read and write the new file. */
+	if (e != NULL && !(e->nopen > 0 && e->fino != 0 && e->fino != fino)) {
 		if (ctime_ns != 0 || e->fino != fino)
 			e->fctime = ctime_ns;
 		e->fino = fino;

@@ -76,7 +76,8 @@ void inodes_remove(struct inodes *t, uint64_t parent, const char *name);
  * it was), changed last at ctime_ns (nanoseconds since the epoch; 0:
  * unknown). The two tell one file from another: a file made after
  * another was removed may get its inode number at once, never its change
- * time of before. */
+ * time of before. A node with open files keeps the number it has: another
+ * number under its name is another file (the change events settle it). */
 void inodes_set_fino(struct inodes *t, uint64_t ino, uint64_t fino,
 		     int64_t ctime_ns);
 
