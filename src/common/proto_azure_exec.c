@@ -96,6 +96,38 @@ static void put_cp(struct buf *out, unsigned cp, bool *cut)
 	put_bytes(out, b, n, cut);
 }
 
+/* The byte a one-character JSON escape (\" \\ \/ \b \f \n \r \t) stands
+ * for, or NULL when c names none of them. */
+static const char *short_escape(unsigned char c)
+{
+	static const char names[] = "\"\\/bfnrt";
+	static const char bytes[] = "\"\\/\b\f\n\r\t";
+	const char *hit = c != '\0' ? strchr(names, c) : NULL;
+
+	return hit != NULL ? &bytes[hit - names] : NULL;
+}
+
+/* A \uXXXX escape whose hex digits are at s->p, with the low half of a
+ * surrogate pair when one follows, appended to out as UTF-8. */
+static int scan_unicode(struct scan *s, struct buf *out, bool *cut)
+{
+	unsigned cp, lo;
+
+	if (s->end - s->p < 4 || hex4(s->p, &cp) < 0)
+		return -EINVAL;
+	s->p += 4;
+	if (cp >= 0xd800 && cp < 0xdc00 && s->end - s->p >= 6 &&
+	    s->p[0] == '\\' && s->p[1] == 'u' && hex4(s->p + 2, &lo) == 0 &&
+	    lo >= 0xdc00 && lo < 0xe000) {
+		s->p += 6;
+		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+	} else if (cp >= 0xd800 && cp < 0xe000) {
+		cp = 0xfffd;
+	}
+	put_cp(out, cp, cut);
+	return 0;
+}
+
 /*
  * A JSON string at s->p (which must be '"'), its bytes appended to out
  * (NULL: skipped). A lone surrogate becomes U+FFFD, as decoders commonly
@@ -109,6 +141,8 @@ static int scan_string(struct scan *s, struct buf *out, bool *cut)
 	while (s->p < s->end) {
 		unsigned char c = (unsigned char)*s->p;
 		const char *run = s->p;
+		const char *esc;
+		int rc;
 
 		if (c == '"') {
 			s->p++;
@@ -127,49 +161,16 @@ static int scan_string(struct scan *s, struct buf *out, bool *cut)
 			return -EINVAL;
 		c = (unsigned char)s->p[1];
 		s->p += 2;
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			put_bytes(out, (const char *)&c, 1, cut);
-			break;
-		case 'b':
-			put_bytes(out, "\b", 1, cut);
-			break;
-		case 'f':
-			put_bytes(out, "\f", 1, cut);
-			break;
-		case 'n':
-			put_bytes(out, "\n", 1, cut);
-			break;
-		case 'r':
-			put_bytes(out, "\r", 1, cut);
-			break;
-		case 't':
-			put_bytes(out, "\t", 1, cut);
-			break;
-		case 'u': {
-			unsigned cp, lo;
-
-			if (s->end - s->p < 4 || hex4(s->p, &cp) < 0)
-				return -EINVAL;
-			s->p += 4;
-			if (cp >= 0xd800 && cp < 0xdc00 && s->end - s->p >= 6 &&
-			    s->p[0] == '\\' && s->p[1] == 'u' &&
-			    hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 &&
-			    lo < 0xe000) {
-				s->p += 6;
-				cp = 0x10000 + ((cp - 0xd800) << 10) +
-				     (lo - 0xdc00);
-			} else if (cp >= 0xd800 && cp < 0xe000) {
-				cp = 0xfffd;
-			}
-			put_cp(out, cp, cut);
-			break;
+		if (c == 'u') {
+			rc = scan_unicode(s, out, cut);
+			if (rc < 0)
+				return rc;
+			continue;
 		}
-		default:
+		esc = short_escape(c);
+		if (esc == NULL)
 			return -EINVAL;
-		}
+		put_bytes(out, esc, 1, cut);
 	}
 	return -EINVAL;
 }
