@@ -176,6 +176,24 @@ out:
 	return rc;
 }
 
+/* fetch_sandbox, and the record kept in the cache as read when the fetch
+ * began; judgeable: an activation may judge it without a read of its own. */
+static int fetch_and_keep(struct azure_priv *ap, const char *id,
+			  struct proto_azure_sandbox *out, bool judgeable,
+			  struct sbx_error *err)
+{
+	long long now = clock_mono_ms();
+	int rc;
+
+	rc = fetch_sandbox(ap, id, out, err);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&ap->lock);
+	entry_store(ap, out, now, judgeable);
+	pthread_mutex_unlock(&ap->lock);
+	return 0;
+}
+
 static void to_record(const struct proto_azure_sandbox *sb,
 		      struct provider_record *out)
 {
@@ -205,18 +223,14 @@ static int azure_record(struct provider *p, const char *id,
 {
 	struct azure_priv *ap = azure_priv_of(p);
 	struct proto_azure_sandbox sb;
-	long long now = clock_mono_ms();
 	int rc;
 
 	if (!azure_id_valid(id))
 		return azure_bad_id(id, err);
 	azure_count(ap, &ap->stats.record_reads);
-	rc = fetch_sandbox(ap, id, &sb, err);
+	rc = fetch_and_keep(ap, id, &sb, true, err);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_lock(&ap->lock);
-	entry_store(ap, &sb, now, true);
-	pthread_mutex_unlock(&ap->lock);
 	to_record(&sb, out);
 	proto_azure_sandbox_cleanup(&sb);
 	return 0;
@@ -288,16 +302,11 @@ static int azure_route(struct provider *p, const char *id, char **url,
 		return azure_bad_id(id, err);
 	azure_count(ap, &ap->stats.routes);
 	for (;;) {
-		long long now = clock_mono_ms();
-
-		rc = fetch_sandbox(ap, id, &sb, err);
-		if (rc < 0)
-			return rc;
 		/* A route fetch comes before an activation, whose judged
 		 * read must be its own: this read is not reused. */
-		pthread_mutex_lock(&ap->lock);
-		entry_store(ap, &sb, now, false);
-		pthread_mutex_unlock(&ap->lock);
+		rc = fetch_and_keep(ap, id, &sb, false, err);
+		if (rc < 0)
+			return rc;
 		port = proto_azure_sandbox_port(&sb, PROTO_AZURE_AGENT_PORT);
 		if (port != NULL || added ||
 		    sb.rec.state != PROTO_RECORD_RUNNING)
@@ -494,19 +503,14 @@ static char *next_path(struct azure_priv *ap, const char *link)
 	size_t n = strlen(ap->base_url), g = strlen(ap->group_path);
 	struct buf b = BUF_INIT(8192);
 	const char *rest, *q, *m;
-	size_t i;
 	int rc;
 
 	if (strncmp(link, ap->base_url, n) != 0 || link[n] != '/')
 		return NULL;
 	rest = link + n;
-	if (strncmp(rest, ap->group_path, g) != 0 || rest[g] != '/')
+	if (strncmp(rest, ap->group_path, g) != 0 || rest[g] != '/' ||
+	    !azure_url_bytes_ok(rest, "#\\"))
 		return NULL;
-	for (i = 0; rest[i] != '\0'; i++)
-		if ((unsigned char)rest[i] <= 0x20 ||
-		    (unsigned char)rest[i] >= 0x7f || rest[i] == '#' ||
-		    rest[i] == '\\')
-			return NULL;
 	q = strchr(rest, '?');
 	rc = buf_append(&b, rest, q ? (size_t)(q - rest) : strlen(rest));
 	for (m = q ? q + 1 : NULL; rc == 0 && m != NULL && *m != '\0';) {

@@ -48,6 +48,19 @@ static bool dns_name(const char *h, size_t n)
 	return true;
 }
 
+/* Whether every byte of s is printable ASCII (no space, no control
+ * byte) and none of the bytes of bad. */
+bool azure_url_bytes_ok(const char *s, const char *bad)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++)
+		if ((unsigned char)s[i] <= 0x20 ||
+		    (unsigned char)s[i] >= 0x7f || strchr(bad, s[i]) != NULL)
+			return false;
+	return true;
+}
+
 /*
  * Split "https://host[:port][/]" (nothing else after the authority: no
  * user, IP literal brackets, query or fragment, and a path of "/" or
@@ -56,15 +69,10 @@ static bool dns_name(const char *h, size_t n)
 bool azure_https_origin(const char *url, const char **host, size_t *hostlen)
 {
 	const char *a, *end, *colon;
-	size_t i;
 
-	if (url == NULL || strncmp(url, "https://", 8) != 0)
+	if (url == NULL || strncmp(url, "https://", 8) != 0 ||
+	    !azure_url_bytes_ok(url, "\\%"))
 		return false;
-	for (i = 0; url[i] != '\0'; i++)
-		if ((unsigned char)url[i] <= 0x20 ||
-		    (unsigned char)url[i] >= 0x7f || url[i] == '\\' ||
-		    url[i] == '%')
-			return false;
 	a = url + 8;
 	end = a + strcspn(a, "/?#");
 	if (memchr(a, '@', (size_t)(end - a)) != NULL ||

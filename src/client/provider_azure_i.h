@@ -82,6 +82,8 @@ int azure_bad_id(const char *id, struct sbx_error *err);
 /* "https://host[:port][/]" split: the host is host[0..*hostlen) (no user,
  * IP literal, query or fragment; a path of "/" or none). */
 bool azure_https_origin(const char *url, const char **host, size_t *hostlen);
+/* Whether every byte of s is printable ASCII and none of bad's. */
+bool azure_url_bytes_ok(const char *s, const char *bad);
 
 /* One data-plane call. */
 struct dp_req {
