@@ -531,14 +531,20 @@ void azure_fake_set_hook(struct azure_fake *f, enum azure_fake_route r,
 	pthread_mutex_unlock(&f->mu);
 }
 
-unsigned azure_fake_calls(struct azure_fake *f, enum azure_fake_route r)
+/* One of the fake's counters, read under its lock. */
+static unsigned counter_read(struct azure_fake *f, const unsigned *counter)
 {
 	unsigned n;
 
 	pthread_mutex_lock(&f->mu);
-	n = f->calls[r];
+	n = *counter;
 	pthread_mutex_unlock(&f->mu);
 	return n;
+}
+
+unsigned azure_fake_calls(struct azure_fake *f, enum azure_fake_route r)
+{
+	return counter_read(f, &f->calls[r]);
 }
 
 void azure_fake_last_id(struct azure_fake *f, enum azure_fake_route r,
@@ -551,22 +557,12 @@ void azure_fake_last_id(struct azure_fake *f, enum azure_fake_route r,
 
 unsigned azure_fake_unauthorized(struct azure_fake *f)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&f->mu);
-	n = f->unauthorized;
-	pthread_mutex_unlock(&f->mu);
-	return n;
+	return counter_read(f, &f->unauthorized);
 }
 
 unsigned azure_fake_bad_version(struct azure_fake *f)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&f->mu);
-	n = f->bad_version;
-	pthread_mutex_unlock(&f->mu);
-	return n;
+	return counter_read(f, &f->bad_version);
 }
 
 void azure_fake_last_exec(struct azure_fake *f, char *command, size_t csize,
