@@ -27,20 +27,47 @@ void az_env_start(struct az_env *e)
 	ck_assert_msg(
 		azure_fake_start(e->dir, &e->fake, errbuf, sizeof(errbuf)) == 0,
 		"the fake Azure did not start: %s", errbuf);
-	snprintf(e->authority, sizeof(e->authority), "AZURE_AUTHORITY_HOST=%s",
-		 azure_fake_authority(e->fake));
+	az_authority_env(e->fake, e->authority, sizeof(e->authority));
+}
+
+void az_authority_env(const struct azure_fake *fake, char *out, size_t size)
+{
+	snprintf(out, size, "AZURE_AUTHORITY_HOST=%s",
+		 azure_fake_authority(fake));
+}
+
+const char *const *az_secret_envp(const char *envp[6], const char *authority)
+{
+	envp[0] = "AZURE_TENANT_ID=" AZURE_FAKE_TENANT;
+	envp[1] = "AZURE_CLIENT_ID=" AZURE_FAKE_CLIENT_ID;
+	envp[2] = "AZURE_CLIENT_SECRET=" AZURE_FAKE_SECRET;
+	envp[3] = authority;
+	envp[4] = "PATH=/nonexistent";
+	envp[5] = NULL;
+	return envp;
 }
 
 /* The client-secret environment, with extra "NAME=value" lines. */
 const char *const *az_secret_env(struct az_env *e)
 {
-	e->envp[0] = "AZURE_TENANT_ID=" AZURE_FAKE_TENANT;
-	e->envp[1] = "AZURE_CLIENT_ID=" AZURE_FAKE_CLIENT_ID;
-	e->envp[2] = "AZURE_CLIENT_SECRET=" AZURE_FAKE_SECRET;
-	e->envp[3] = e->authority;
-	e->envp[4] = "PATH=/nonexistent";
-	e->envp[5] = NULL;
-	return e->envp;
+	return az_secret_envp(e->envp, e->authority);
+}
+
+void az_fake_config(struct provider_azure_config *cfg,
+		    const struct azure_fake *fake, long cache_ms,
+		    const char *const *envp, const char *ca_file)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->subscription = AZURE_FAKE_SUBSCRIPTION;
+	cfg->resource_group = AZURE_FAKE_RESOURCE_GROUP;
+	cfg->group = AZURE_FAKE_GROUP;
+	cfg->region = AZURE_FAKE_REGION;
+	cfg->endpoint = azure_fake_endpoint(fake);
+	cfg->ca_file = ca_file;
+	cfg->resolve = azure_fake_resolve(fake);
+	cfg->record_cache_ms = cache_ms;
+	cfg->connect_timeout_ms = 2000;
+	cfg->env = envp;
 }
 
 struct provider *az_env_provider_with(struct az_env *e, long cache_ms,
@@ -52,17 +79,7 @@ struct provider *az_env_provider_with(struct az_env *e, long cache_ms,
 	struct sbx_error err;
 	int rc;
 
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.subscription = AZURE_FAKE_SUBSCRIPTION;
-	cfg.resource_group = AZURE_FAKE_RESOURCE_GROUP;
-	cfg.group = AZURE_FAKE_GROUP;
-	cfg.region = AZURE_FAKE_REGION;
-	cfg.endpoint = azure_fake_endpoint(e->fake);
-	cfg.ca_file = ca_file;
-	cfg.resolve = azure_fake_resolve(e->fake);
-	cfg.record_cache_ms = cache_ms;
-	cfg.connect_timeout_ms = 2000;
-	cfg.env = envp;
+	az_fake_config(&cfg, e->fake, cache_ms, envp, ca_file);
 	sbx_error_clear(&err);
 	rc = provider_azure_open(&cfg, &p, &err);
 	ck_assert_msg(rc == 0, "provider_azure_open: %s", err.reason);

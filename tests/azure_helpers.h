@@ -33,8 +33,19 @@ struct az_env {
 
 /* Start the fake (aborts the test when it cannot). */
 void az_env_start(struct az_env *e);
-/* The client-secret environment of the fake's tenant (az not on PATH). */
+/* "AZURE_AUTHORITY_HOST=" the fake's token endpoint, into out. */
+void az_authority_env(const struct azure_fake *fake, char *out, size_t size);
+/* The client-secret environment of the fake's tenant (az not on PATH)
+ * into envp, with authority (az_authority_env) as its authority line. */
+const char *const *az_secret_envp(const char *envp[6], const char *authority);
+/* The same in e->envp, with e->authority. */
 const char *const *az_secret_env(struct az_env *e);
+/* The settings of a provider over fake (its names, endpoint and pins):
+ * records reused for cache_ms, the credential chain reading envp,
+ * trusting ca_file. */
+void az_fake_config(struct provider_azure_config *cfg,
+		    const struct azure_fake *fake, long cache_ms,
+		    const char *const *envp, const char *ca_file);
 /* A provider over the fake: records reused for cache_ms, the credential
  * chain reading envp, trusting ca_file. */
 struct provider *az_env_provider_with(struct az_env *e, long cache_ms,

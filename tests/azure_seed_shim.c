@@ -5,19 +5,16 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <check.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "common/proto.h"
 #include "common/xalloc.h"
 #include "client/provider_azure.h"
 #include "tests/azure_fake.h"
+#include "tests/azure_helpers.h"
 #include "tests/azure_seed_shim.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
@@ -82,20 +79,16 @@ static void azs_fake_hook(struct azure_fake *f, enum azure_fake_route r,
 		sp->hook[c](sp, c, id, sp->hook_arg[c]);
 }
 
+/* A loopback port nothing listens on: stub_refused_url's. */
 static unsigned azs_free_port(void)
 {
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char url[64];
+	unsigned port = 0;
 
-	ck_assert(fd >= 0);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0);
-	ck_assert(getsockname(fd, (struct sockaddr *)&sin, &len) == 0);
-	close(fd);
-	return ntohs(sin.sin_port);
+	stub_refused_url(url, sizeof(url));
+	ck_assert_msg(sscanf(url, "http://127.0.0.1:%u/", &port) == 1, "%s",
+		      url);
+	return port;
 }
 
 static void azs_set_credential(struct stub_provider *sp, unsigned g)
@@ -135,25 +128,11 @@ struct stub_provider *azs_provider_new(void)
 		 refused);
 	snprintf(resolve, sizeof(resolve), "%s,*:%u:127.0.0.1",
 		 azure_fake_resolve(sp->fake), refused);
-	snprintf(authority, sizeof(authority), "AZURE_AUTHORITY_HOST=%s",
-		 azure_fake_authority(sp->fake));
-	env[0] = "AZURE_TENANT_ID=" AZURE_FAKE_TENANT;
-	env[1] = "AZURE_CLIENT_ID=" AZURE_FAKE_CLIENT_ID;
-	env[2] = "AZURE_CLIENT_SECRET=" AZURE_FAKE_SECRET;
-	env[3] = authority;
-	env[4] = "PATH=/nonexistent";
-	env[5] = NULL;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.subscription = AZURE_FAKE_SUBSCRIPTION;
-	cfg.resource_group = AZURE_FAKE_RESOURCE_GROUP;
-	cfg.group = AZURE_FAKE_GROUP;
-	cfg.region = AZURE_FAKE_REGION;
-	cfg.endpoint = azure_fake_endpoint(sp->fake);
-	cfg.ca_file = azure_fake_ca_file(sp->fake);
+	az_authority_env(sp->fake, authority, sizeof(authority));
+	az_fake_config(&cfg, sp->fake, 0, az_secret_envp(env, authority),
+		       azure_fake_ca_file(sp->fake));
+	/* The fake's pins and the refused port's. */
 	cfg.resolve = resolve;
-	cfg.record_cache_ms = 0;
-	cfg.connect_timeout_ms = 2000;
-	cfg.env = env;
 	sbx_error_clear(&err);
 	rc = provider_azure_open(&cfg, &sp->prov, &err);
 	ck_assert_msg(rc == 0, "provider_azure_open: %s", err.reason);
