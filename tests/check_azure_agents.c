@@ -33,6 +33,7 @@
 #include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
 
 /* ---- an HTTPS proxy from the environment ------------------------------------ */
@@ -429,13 +430,11 @@ static enum stub_next counting_handler(struct stub_agent *s,
 		c->activations++;
 	pthread_mutex_unlock(&c->mu);
 	if (strcmp(req->path, "/v1/activate") == 0)
-		return stub_reply(fd, 204, NULL, NULL) == 0 ? STUB_KEEP_OPEN
-							    : STUB_CLOSE;
-	return stub_reply(fd, 200, "application/json",
-			  "{\"protocolVersion\":1,\"status\":\"ready\","
-			  "\"imageCommand\":{\"status\":\"running\"}}") == 0
-		       ? STUB_KEEP_OPEN
-		       : STUB_CLOSE;
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	return tt_answered(
+		stub_reply(fd, 200, "application/json",
+			   "{\"protocolVersion\":1,\"status\":\"ready\","
+			   "\"imageCommand\":{\"status\":\"running\"}}"));
 }
 
 START_TEST(activation_is_judged_on_a_fresh_record)

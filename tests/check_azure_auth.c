@@ -33,7 +33,19 @@
 #include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
+#include "tests/transport_helpers.h"
 #include "client/transport.h"
+
+/* A provider over the fake whose credential chain reads envp (the fake's
+ * CA trusted, no record reused), kept in e->prov, and one list() through
+ * it: its rc, err filled. */
+static int env_list(struct az_env *e, const char *const *envp,
+		    struct sbx_error *err)
+{
+	e->prov =
+		az_env_provider_with(e, -1, envp, azure_fake_ca_file(e->fake));
+	return az_list(e->prov, err);
+}
 
 START_TEST(tokens_are_cached_until_five_minutes_before_expiry)
 {
@@ -114,17 +126,10 @@ START_TEST(token_endpoint_errors_are_clear_and_carry_no_secret)
 	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_LIST), 0);
 
 	/* A wrong secret: refused, said clearly, not repeated. */
-	wrong[0] = "AZURE_TENANT_ID=" AZURE_FAKE_TENANT;
-	wrong[1] = "AZURE_CLIENT_ID=" AZURE_FAKE_CLIENT_ID;
+	az_secret_envp(wrong, e.authority);
 	wrong[2] = "AZURE_CLIENT_SECRET=not-the-secret-4711";
-	wrong[3] = e.authority;
-	wrong[4] = "PATH=/nonexistent";
-	wrong[5] = NULL;
 	provider_free(p);
-	e.prov =
-		az_env_provider_with(&e, -1, wrong, azure_fake_ca_file(e.fake));
-	sbx_error_clear(&err);
-	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
+	ck_assert_int_eq(env_list(&e, wrong, &err), -EACCES);
 	ck_assert_str_eq(err.failure, "azureAuthRefused");
 	ck_assert_int_eq(sbx_error_errno(&err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "invalid_client: "
@@ -148,14 +153,10 @@ START_TEST(workload_identity_posts_the_federated_assertion)
 	azure_fake_add(e.fake, ID);
 	file = az_write_temp(e.dir, "federated", AZURE_FAKE_ASSERTION "\n");
 	snprintf(fedvar, sizeof(fedvar), "AZURE_FEDERATED_TOKEN_FILE=%s", file);
-	envp[0] = "AZURE_TENANT_ID=" AZURE_FAKE_TENANT;
-	envp[1] = "AZURE_CLIENT_ID=" AZURE_FAKE_CLIENT_ID;
+	/* The client-secret environment with the token file for the secret. */
+	az_secret_envp(envp, e.authority);
 	envp[2] = fedvar;
-	envp[3] = e.authority;
-	envp[4] = "PATH=/nonexistent";
-	envp[5] = NULL;
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(az_list(e.prov, &err), 0);
+	ck_assert_int_eq(env_list(&e, envp, &err), 0);
 	azure_fake_last_token_form(e.fake, form, sizeof(form));
 	ck_assert_ptr_nonnull(strstr(form, "client_assertion_type=urn%3Aietf%3A"
 					   "params%3Aoauth%3Aclient-assertion-"
@@ -170,15 +171,13 @@ START_TEST(workload_identity_posts_the_federated_assertion)
 	/* The file is re-read on every fetch: a rotated (here wrong) one
 	 * is what goes out. */
 	th_write_file(file, "eyJub3QiOiJpdCJ9.e30.x", 22);
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
+	ck_assert_int_eq(env_list(&e, envp, &err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "AADSTS700211"));
 	ck_assert_ptr_nonnull(strstr(err.reason, "workload identity"));
 	az_assert_clean(&err);
 	provider_free(e.prov);
 	unlink(file);
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
+	ck_assert_int_eq(env_list(&e, envp, &err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "cannot be read"));
 	free(file);
 	az_env_stop(&e);
@@ -223,34 +222,39 @@ static enum stub_next identity_handler(struct stub_agent *s,
 	status = id->status;
 	pthread_mutex_unlock(&id->mu);
 	if (strcmp(req->path, id->path) != 0 || !has_header(req, id->header))
-		return stub_reply(fd, 400, "application/json",
-				  "{\"error\":\"invalid_request\"}") == 0
-			       ? STUB_KEEP_OPEN
-			       : STUB_CLOSE;
+		return tt_answered(
+			stub_reply(fd, 400, "application/json",
+				   "{\"error\":\"invalid_request\"}"));
 	if (status != 200)
-		return stub_reply(fd, status, "application/json",
-				  "{\"error\":\"invalid_request\","
-				  "\"error_description\":\"Identity not "
-				  "found\"}") == 0
-			       ? STUB_KEEP_OPEN
-			       : STUB_CLOSE;
+		return tt_answered(stub_reply(
+			fd, status, "application/json",
+			"{\"error\":\"invalid_request\","
+			"\"error_description\":\"Identity not found\"}"));
 	snprintf(body, sizeof(body),
 		 "{\"access_token\":\"%s\",\"expires_on\":\"%lld\","
 		 "\"resource\":\"https://dynamicsessions.io\","
 		 "\"token_type\":\"Bearer\"}",
 		 id->token, (long long)time(NULL) + 3600);
-	return stub_reply(fd, 200, "application/json", body) == 0
-		       ? STUB_KEEP_OPEN
-		       : STUB_CLOSE;
+	return tt_answered(stub_reply(fd, 200, "application/json", body));
+}
+
+/* A stub identity endpoint serving path to requests with header: its
+ * token (status 200 until the case changes id->status). */
+static struct stub_agent *identity_start(struct identity *id, const char *path,
+					 const char *header, const char *token)
+{
+	memset(id, 0, sizeof(*id));
+	pthread_mutex_init(&id->mu, NULL);
+	id->path = path;
+	id->header = header;
+	id->status = 200;
+	snprintf(id->token, sizeof(id->token), "%s", token);
+	return stub_agent_start(identity_handler, id);
 }
 
 START_TEST(managed_identity_endpoint_gives_the_token)
 {
-	struct identity id = {.mu = PTHREAD_MUTEX_INITIALIZER,
-			      .path = "/msi/token",
-			      .header = "X-IDENTITY-HEADER: mi-header-value",
-			      .status = 200,
-			      .token = "mi.token.1"};
+	struct identity id;
 	char endpoint[256];
 	const char *envp[6];
 	struct stub_agent *s;
@@ -259,15 +263,15 @@ START_TEST(managed_identity_endpoint_gives_the_token)
 
 	az_env_start(&e);
 	azure_fake_accept_token(e.fake, "mi.token.1");
-	s = stub_agent_start(identity_handler, &id);
+	s = identity_start(&id, "/msi/token",
+			   "X-IDENTITY-HEADER: mi-header-value", "mi.token.1");
 	snprintf(endpoint, sizeof(endpoint), "IDENTITY_ENDPOINT=%smsi/token",
 		 stub_agent_url(s));
 	envp[0] = endpoint;
 	envp[1] = "IDENTITY_HEADER=mi-header-value";
 	envp[2] = "PATH=/nonexistent";
 	envp[3] = NULL;
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
+	ck_assert_msg(env_list(&e, envp, &err) == 0, "%s", err.reason);
 	pthread_mutex_lock(&id.mu);
 	ck_assert_uint_eq(id.calls, 1);
 	ck_assert(id.header_ok);
@@ -312,11 +316,7 @@ static char *write_fake_az(const char *dir)
 
 START_TEST(imds_then_the_cli)
 {
-	struct identity id = {.mu = PTHREAD_MUTEX_INITIALIZER,
-			      .path = "/metadata/identity/oauth2/token",
-			      .header = "Metadata: true",
-			      .status = 200,
-			      .token = "imds.token.1"};
+	struct identity id;
 	char imds[256], path[512], refused[64];
 	const char *envp[6];
 	struct stub_agent *s;
@@ -331,15 +331,15 @@ START_TEST(imds_then_the_cli)
 	snprintf(path, sizeof(path), "PATH=%s:/usr/bin:/bin", bin);
 
 	/* The metadata service answers: a user-assigned identity. */
-	s = stub_agent_start(identity_handler, &id);
+	s = identity_start(&id, "/metadata/identity/oauth2/token",
+			   "Metadata: true", "imds.token.1");
 	snprintf(imds, sizeof(imds), "AZURE_POD_IDENTITY_AUTHORITY_HOST=%.*s",
 		 (int)strlen(stub_agent_url(s)) - 1, stub_agent_url(s));
 	envp[0] = imds;
 	envp[1] = "AZURE_CLIENT_ID=" AZURE_FAKE_CLIENT_ID;
 	envp[2] = path;
 	envp[3] = NULL;
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
+	ck_assert_msg(env_list(&e, envp, &err) == 0, "%s", err.reason);
 	pthread_mutex_lock(&id.mu);
 	ck_assert_uint_eq(id.calls, 1);
 	ck_assert_str_eq(id.target,
@@ -353,8 +353,7 @@ START_TEST(imds_then_the_cli)
 	id.status = 400;
 	envp[1] = path;
 	envp[2] = NULL;
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
+	ck_assert_msg(env_list(&e, envp, &err) == 0, "%s", err.reason);
 	ck_assert_uint_eq(id.calls, 2);
 	provider_free(e.prov);
 	stub_agent_stop(s);
@@ -364,13 +363,11 @@ START_TEST(imds_then_the_cli)
 	stub_refused_url(refused, sizeof(refused));
 	snprintf(imds, sizeof(imds), "AZURE_POD_IDENTITY_AUTHORITY_HOST=%.*s",
 		 (int)strlen(refused) - 1, refused);
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_msg(az_list(e.prov, &err) == 0, "%s", err.reason);
+	ck_assert_msg(env_list(&e, envp, &err) == 0, "%s", err.reason);
 	provider_free(e.prov);
 	envp[2] = "AZ_FAIL=1";
 	envp[3] = NULL;
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(az_list(e.prov, &err), -EACCES);
+	ck_assert_int_eq(env_list(&e, envp, &err), -EACCES);
 	ck_assert_ptr_nonnull(strstr(err.reason, "Azure CLI"));
 	ck_assert_ptr_nonnull(strstr(err.reason, "Please run 'az login'"));
 	ck_assert_ptr_null(strstr(err.reason, "second line"));
@@ -379,8 +376,7 @@ START_TEST(imds_then_the_cli)
 	/* Nothing at all: one clear error. */
 	envp[1] = "PATH=/nonexistent";
 	envp[2] = NULL;
-	e.prov = az_env_provider_with(&e, -1, envp, azure_fake_ca_file(e.fake));
-	ck_assert_int_eq(az_list(e.prov, &err), -ENOKEY);
+	ck_assert_int_eq(env_list(&e, envp, &err), -ENOKEY);
 	ck_assert_ptr_nonnull(strstr(err.reason, "no credential"));
 	ck_assert_uint_eq(azure_fake_unauthorized(e.fake), 0);
 	free(bin);
