@@ -84,13 +84,17 @@ START_TEST(sandbox_decode_reads_every_field)
 }
 END_TEST
 
+/* A text a decoder refuses: its rc, and a part of the reason (NULL: the
+ * reason is not looked at). */
+struct refusal {
+	const char *json;
+	int rc;
+	const char *why;
+};
+
 START_TEST(sandbox_decode_refuses_malformed_records)
 {
-	static const struct {
-		const char *json;
-		int rc;
-		const char *why;
-	} rows[] = {
+	static const struct refusal rows[] = {
 		{"not json", -EBADMSG, "JSON"},
 		{"[1]", -EBADMSG, "object"},
 		{"{\"state\":\"Running\"}", -EINVAL, "\"id\""},
@@ -256,18 +260,37 @@ START_TEST(list_decode_keeps_odd_records_by_id)
 }
 END_TEST
 
+/* answer decoded into e, which must succeed. */
+static void exec_decode_ok(struct proto_azure_exec *e, const char *answer)
+{
+	const char *why = NULL;
+
+	ck_assert_msg(
+		proto_azure_exec_decode(answer, strlen(answer), e, &why) == 0,
+		"%s: %s", answer, why != NULL ? why : "");
+}
+
 START_TEST(exec_decode_keeps_every_byte)
 {
 	static const char answer[] =
 		"{\"x\":{\"deep\":[true,false,null,-1.5e3,\"s\\\"\"]},"
 		"\"stdout\":\"a\\u0000b\\n\\ud83d\\ude00\\t\\\"\\\\\\/\","
 		"\"stderr\":\"err \\u00e9\",\"exitCode\":3}";
+	static const struct refusal bad[] = {
+		{"{\"stdout\":\"a\",\"stdout\":\"b\"}", -EINVAL, "twice"},
+		{"{\"exitCode\":1.5}", -EINVAL, NULL},
+		{"{\"exitCode\":4294967296}", -EINVAL, NULL},
+		{"{\"stdout\":\"a\"", -EBADMSG, NULL},
+		{"{\"stdout\":\"\x01\"}", -EINVAL, NULL},
+		{"[]", -EBADMSG, NULL},
+		{"{} x", -EBADMSG, NULL},
+	};
 	struct proto_azure_exec e;
 	const char *why = NULL;
+	size_t i;
 
 	proto_azure_exec_init(&e, 0, 0);
-	ck_assert_int_eq(
-		proto_azure_exec_decode(answer, strlen(answer), &e, &why), 0);
+	exec_decode_ok(&e, answer);
 	ck_assert_uint_eq(e.out.len, 12);
 	ck_assert_mem_eq(e.out.data, "a\0b\n\xf0\x9f\x98\x80\t\"\\/", 12);
 	ck_assert_str_eq(e.err.data, "err \xc3\xa9");
@@ -276,46 +299,27 @@ START_TEST(exec_decode_keeps_every_byte)
 	ck_assert(!e.truncated);
 
 	/* No exit code; null streams. */
-	ck_assert_int_eq(proto_azure_exec_decode(LIT("{\"stdout\":null,"
-						     "\"exitCode\":null}"),
-						 &e, &why),
-			 0);
+	exec_decode_ok(&e, "{\"stdout\":null,\"exitCode\":null}");
 	ck_assert(!e.has_exit);
 	ck_assert_uint_eq(e.out.len, 0);
 	proto_azure_exec_cleanup(&e);
 
 	/* Output past the caller's bound is dropped and said so. */
 	proto_azure_exec_init(&e, 4, 4);
-	ck_assert_int_eq(proto_azure_exec_decode(LIT("{\"stdout\":\"123456\","
-						     "\"exitCode\":0}"),
-						 &e, &why),
-			 0);
+	exec_decode_ok(&e, "{\"stdout\":\"123456\",\"exitCode\":0}");
 	ck_assert(e.truncated);
 	ck_assert_uint_le(e.out.len, 4);
 	proto_azure_exec_cleanup(&e);
 
 	proto_azure_exec_init(&e, 0, 0);
-	ck_assert_int_eq(proto_azure_exec_decode(LIT("{\"stdout\":\"a\","
-						     "\"stdout\":\"b\"}"),
-						 &e, &why),
-			 -EINVAL);
-	ck_assert_ptr_nonnull(strstr(why, "twice"));
-	ck_assert_int_eq(
-		proto_azure_exec_decode(LIT("{\"exitCode\":1.5}"), &e, &why),
-		-EINVAL);
-	ck_assert_int_eq(proto_azure_exec_decode(
-				 LIT("{\"exitCode\":4294967296}"), &e, &why),
-			 -EINVAL);
-	ck_assert_int_eq(
-		proto_azure_exec_decode(LIT("{\"stdout\":\"a\""), &e, &why),
-		-EBADMSG);
-	ck_assert_int_eq(
-		proto_azure_exec_decode(LIT("{\"stdout\":\"\x01\"}"), &e, &why),
-		-EINVAL);
-	ck_assert_int_eq(proto_azure_exec_decode(LIT("[]"), &e, &why),
-			 -EBADMSG);
-	ck_assert_int_eq(proto_azure_exec_decode(LIT("{} x"), &e, &why),
-			 -EBADMSG);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(proto_azure_exec_decode(bad[i].json,
+						      strlen(bad[i].json), &e,
+						      &why) == bad[i].rc,
+			      "row %zu", i);
+		if (bad[i].why != NULL)
+			ck_assert_ptr_nonnull(strstr(why, bad[i].why));
+	}
 	proto_azure_exec_cleanup(&e);
 }
 END_TEST
