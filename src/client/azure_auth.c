@@ -443,14 +443,30 @@ static int client_secret(struct azure_auth *a, struct proto_azure_token *tok,
 	return rc;
 }
 
+int azure_auth_read_fd(int fd, struct buf *b)
+{
+	char chunk[4096];
+	ssize_t n;
+	int rc = 0;
+
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
+		rc = buf_append(b, chunk, (size_t)n);
+		if (rc < 0)
+			break;
+	}
+	if (n < 0)
+		rc = -errno;
+	close(fd);
+	token_wipe(chunk, sizeof(chunk));
+	return rc;
+}
+
 /* The federated token file, read whole (bounded) and trimmed of trailing
  * whitespace. */
 static int read_assertion(const char *path, char **out, struct sbx_error *err)
 {
 	struct buf b = BUF_INIT(AZURE_AUTH_MAX_ANSWER);
-	char chunk[4096];
-	ssize_t n;
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
@@ -462,15 +478,7 @@ static int read_assertion(const char *path, char **out, struct sbx_error *err)
 		err->err = EACCES;
 		return -EACCES;
 	}
-	while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-		rc = buf_append(&b, chunk, (size_t)n);
-		if (rc < 0)
-			break;
-	}
-	if (n < 0)
-		rc = -errno;
-	close(fd);
-	token_wipe(chunk, sizeof(chunk));
+	rc = azure_auth_read_fd(fd, &b);
 	while (rc == 0 && b.len > 0 &&
 	       strchr(" \t\r\n", b.data[b.len - 1]) != NULL)
 		b.data[--b.len] = '\0';

@@ -110,4 +110,13 @@ int azure_auth_header(struct azure_auth *a, char **header, unsigned *gen,
  * refused it), so the next azure_auth_header fetches a new one. */
 void azure_auth_invalidate(struct azure_auth *a, unsigned gen);
 
+struct buf;
+
+/* The rest of fd read into b (at most b->max bytes: -EFBIG past them),
+ * fd closed and the bytes on the stack wiped: 0 or -errno. The reader of
+ * the federated token file, and of the settings file (a secret may sit in
+ * either). */
+int azure_auth_read_fd(int fd, struct buf *b)
+	__attribute__((warn_unused_result));
+
 #endif

@@ -19,6 +19,7 @@
 
 #include "common/buf.h"
 #include "common/xalloc.h"
+#include "client/azure_auth.h"
 #include "client/provider_azure.h"
 
 extern char **environ;
@@ -110,10 +111,9 @@ static int load_file(const char *path, struct provider_azure_settings *s,
 		     struct sbx_error *err)
 {
 	struct buf b = BUF_INIT(MAX_CONFIG_BYTES);
-	char chunk[4096], *line, *next, *eq;
+	char *line, *next, *eq;
 	unsigned lineno = 0;
-	ssize_t got;
-	int fd, rc = 0;
+	int fd, rc;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
@@ -124,14 +124,7 @@ static int load_file(const char *path, struct provider_azure_settings *s,
 		err->err = -rc;
 		return rc;
 	}
-	while ((got = read(fd, chunk, sizeof(chunk))) > 0) {
-		rc = buf_append(&b, chunk, (size_t)got);
-		if (rc < 0)
-			break;
-	}
-	if (got < 0)
-		rc = -errno;
-	close(fd);
+	rc = azure_auth_read_fd(fd, &b);
 	if (rc < 0) {
 		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
 			      "azure: azure_config %s: %s", path,
