@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,11 +210,62 @@ static void assert_refused(int (*decode)(const char *json, size_t len),
 	}
 }
 
+/* The members of an attribute of type t with the given mode, size, ino
+ * and atimeNsec (JSON text), nlink 1 and every other member 0, in the
+ * order the encoder writes them. */
+#define ATTR_MEMBERS(t, mode, size, ino, atime_ns)                     \
+	"\"type\":\"" t "\",\"mode\":" mode ",\"size\":" size          \
+	",\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":" ino                \
+	",\"blocks\":0,\"rdev\":0,\"atime\":0,\"atimeNsec\":" atime_ns \
+	",\"mtime\":0,\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0"
+
+/* The JSON of a listing entry named by the %s argument (JSON text), a
+ * file with every attribute zero but nlink and ino. */
+#define ZERO_ENTRY_FMT \
+	"{\"name\":%s," ATTR_MEMBERS("file", "0", "0", "1", "0") "}"
+
+/* The text fmt formats, through decode (which frees what it decodes): 0
+ * or the error. */
+static int decode_fmt(int (*decode)(const char *json, size_t len),
+		      const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int decode_fmt(int (*decode)(const char *json, size_t len),
+		      const char *fmt, ...)
+{
+	va_list ap;
+	char *j;
+	int n, rc;
+
+	va_start(ap, fmt);
+	n = vasprintf(&j, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		ck_abort();
+	rc = decode(j, (size_t)n);
+	free(j);
+	return rc;
+}
+
 static int attr_decode(const char *json, size_t len)
 {
 	struct proto_attr d;
 
 	return proto_attr_decode(json, len, &d, NULL);
+}
+
+/* sample_json with the first occurrence of find overwritten by repl (as
+ * long as find or shorter), decoded without a target: 0 or the error. */
+static int attr_decode_patched(const char *find, const char *repl)
+{
+	char *j = strdup(sample_json);
+	int rc;
+
+	ck_assert_ptr_nonnull(j);
+	memcpy(strstr(j, find), repl, strlen(repl));
+	rc = attr_decode(j, strlen(j));
+	free(j);
+	return rc;
 }
 
 START_TEST(attr_bad_input)
@@ -224,119 +276,64 @@ START_TEST(attr_bad_input)
 		{"{\"type\":\"file\"} x", -EBADMSG},
 		{"[1,2]", -EINVAL},
 		{"{}", -EINVAL},
+		/* mode beyond the permission bits, nsec beyond a second,
+		 * negative size, fractions, a string that is not digits */
+		{"{" ATTR_MEMBERS("file", "4096", "0", "1", "0") "}", -EINVAL},
+		{"{" ATTR_MEMBERS("file", "0", "0", "1", "1000000000") "}",
+		 -EINVAL},
+		{"{" ATTR_MEMBERS("file", "0", "-1", "1", "0") "}", -EINVAL},
+		{"{" ATTR_MEMBERS("file", "0", "1.5", "1", "0") "}", -EINVAL},
+		{"{" ATTR_MEMBERS("file", "0", "0", "\"1x\"", "0") "}",
+		 -EINVAL},
+		/* a u64 that does not fit */
+		{"{" ATTR_MEMBERS("file", "0", "0", "\"18446744073709551616\"",
+				  "0") "}",
+		 -EINVAL},
+	};
+	/* each field with a wrong type, in turn: what of sample_json is
+	 * overwritten, and with what */
+	static const struct {
+		const char *find, *repl;
+	} wrong_types[] = {
+		{"\"file\"", "12345 "},
+		{"2541", "true"},
+		{"1234,", "\"x\", "},
 	};
 	struct proto_attr d;
 	char *t = NULL;
-	char *j;
+	size_t i;
 
 	assert_refused(attr_decode, bad, sizeof(bad) / sizeof(bad[0]));
+	for (i = 0; i < sizeof(wrong_types) / sizeof(wrong_types[0]); i++)
+		ck_assert_int_eq(attr_decode_patched(wrong_types[i].find,
+						     wrong_types[i].repl),
+				 -EINVAL);
 
-	/* each field with a wrong type, in turn */
-	j = strdup(sample_json);
-	memcpy(strstr(j, "\"file\""), "12345 ", 6);
-	ck_assert_int_eq(proto_attr_decode(j, strlen(j), &d, NULL), -EINVAL);
-	free(j);
-	j = strdup(sample_json);
-	memcpy(strstr(j, "2541"), "true", 4);
-	ck_assert_int_eq(proto_attr_decode(j, strlen(j), &d, NULL), -EINVAL);
-	free(j);
-	j = strdup(sample_json);
-	memcpy(strstr(j, "1234,"), "\"x\", ", 5);
-	ck_assert_int_eq(proto_attr_decode(j, strlen(j), &d, NULL), -EINVAL);
-	free(j);
-
-	/* mode beyond the permission bits, nsec beyond a second, negative
-	 * size, fractions, a string that is not digits */
-	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"file\",\"mode\":4096,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
-			  "\"ctime\":0,\"ctimeNsec\":0}"),
-			&d, NULL),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"file\",\"mode\":0,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":1000000000,\"mtime\":0,"
-			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
-			&d, NULL),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"file\",\"mode\":0,\"size\":-1,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,"
-			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
-			&d, NULL),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"file\",\"mode\":0,\"size\":1.5,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,"
-			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
-			&d, NULL),
-		-EINVAL);
-	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"file\",\"mode\":0,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":\"1x\","
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,"
-			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
-			&d, NULL),
-		-EINVAL);
-	/* a u64 that does not fit */
-	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"file\",\"mode\":0,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,"
-			  "\"ino\":\"18446744073709551616\","
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,"
-			  "\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}"),
-			&d, NULL),
-		-EINVAL);
 	/* a NUL in the target would cut it */
 	ck_assert_int_eq(
 		proto_attr_decode(
-			S("{\"type\":\"symlink\",\"mode\":511,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
-			  "\"ctime\":0,\"ctimeNsec\":0,"
-			  "\"target\":\"a\\u0000/../../x\"}"),
+			S("{" ATTR_MEMBERS(
+				"symlink", "511", "0", "1",
+				"0") ","
+				     "\"target\":\"a\\u0000/../../x\"}"),
 			&d, &t),
 		-EINVAL);
 	ck_assert_ptr_null(t);
 	/* an escaped backslash followed by u0000 is just text */
 	ck_assert_int_eq(
 		proto_attr_decode(
-			S("{\"type\":\"symlink\",\"mode\":511,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
-			  "\"ctime\":0,\"ctimeNsec\":0,"
-			  "\"target\":\"a\\\\u0000\"}"),
+			S("{" ATTR_MEMBERS("symlink", "511", "0", "1",
+					   "0") ","
+						"\"target\":\"a\\\\u0000\"}"),
 			&d, &t),
 		0);
 	ck_assert_str_eq(t, "a\\u0000");
 	free(t);
 	/* a type a newer agent might add decodes as unknown */
 	ck_assert_int_eq(
-		proto_attr_decode(
-			S("{\"type\":\"door\",\"mode\":0,\"size\":0,"
-			  "\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-			  "\"blocks\":0,\"rdev\":0,\"atime\":0,"
-			  "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,"
-			  "\"ctime\":0,\"ctimeNsec\":0,\"extra\":[1]}"),
-			&d, NULL),
+		proto_attr_decode(S("{" ATTR_MEMBERS("door", "0", "0", "1",
+						     "0") ",\"extra\":[1]}"),
+				  &d, NULL),
 		0);
 	ck_assert_int_eq(d.type, PROTO_FT_UNKNOWN);
 }
@@ -355,6 +352,17 @@ static const char *const odd_names[] = {
 };
 
 #define NODD (sizeof(odd_names) / sizeof(odd_names[0]))
+
+/* Decode a listing page, then free it: 0 or the error. */
+static int list_decode(const char *json, size_t len)
+{
+	struct proto_list l;
+	int rc = proto_list_decode(json, len, &l);
+
+	if (rc == 0)
+		proto_list_cleanup(&l);
+	return rc;
+}
 
 START_TEST(list_round_trip)
 {
@@ -406,6 +414,15 @@ START_TEST(list_round_trip)
 }
 END_TEST
 
+/* rc, what an add to b that did not fit returned, is -EFBIG, and b holds
+ * the before bytes it held before that add, as text. */
+static void assert_add_refused(const struct buf *b, size_t before, int rc)
+{
+	ck_assert_int_eq(rc, -EFBIG);
+	ck_assert_uint_eq(b->len, before);
+	ck_assert_uint_eq(strlen(b->data), before);
+}
+
 START_TEST(list_add_rolls_back)
 {
 	struct proto_attr a = tx_sample_attr();
@@ -417,9 +434,8 @@ START_TEST(list_add_rolls_back)
 	ck_assert_int_eq(proto_list_add(&b, true, "one", &a, NULL), 0);
 	before = b.len;
 	/* the second entry does not fit: the page is left as it was */
-	ck_assert_int_eq(proto_list_add(&b, false, "two", &a, NULL), -EFBIG);
-	ck_assert_uint_eq(b.len, before);
-	ck_assert_uint_eq(strlen(b.data), before);
+	assert_add_refused(&b, before,
+			   proto_list_add(&b, false, "two", &a, NULL));
 	ck_assert_int_eq(proto_list_end(&b, "7"), 0);
 	ck_assert_int_eq(proto_list_decode(b.data, b.len, &l), 0);
 	ck_assert_uint_eq(l.n, 1);
@@ -430,32 +446,11 @@ START_TEST(list_add_rolls_back)
 }
 END_TEST
 
-static int list_decode(const char *json, size_t len)
-{
-	struct proto_list l;
-	int rc = proto_list_decode(json, len, &l);
-
-	if (rc == 0)
-		proto_list_cleanup(&l);
-	return rc;
-}
-
+/* Decode {"entries":[<one entry named name_json>]}; 0 or the error. */
 static int decode_one_name(const char *name_json)
 {
-	char *j;
-	int rc;
-
-	if (asprintf(&j,
-		     "{\"entries\":[{\"name\":%s,\"type\":\"file\",\"mode\":0,"
-		     "\"size\":0,\"nlink\":1,\"uid\":0,\"gid\":0,\"ino\":1,"
-		     "\"blocks\":0,\"rdev\":0,\"atime\":0,\"atimeNsec\":0,"
-		     "\"mtime\":0,\"mtimeNsec\":0,\"ctime\":0,\"ctimeNsec\":0}]"
-		     "}",
-		     name_json) < 0)
-		ck_abort();
-	rc = list_decode(j, strlen(j));
-	free(j);
-	return rc;
+	return decode_fmt(list_decode, "{\"entries\":[" ZERO_ENTRY_FMT "]}",
+			  name_json);
 }
 
 START_TEST(list_bad_input)
@@ -499,6 +494,17 @@ START_TEST(list_bad_input)
 END_TEST
 
 /* ---- subtrees ------------------------------------------------------------ */
+
+/* Decode a subtree answer, then free it: 0 or the error. */
+static int tree_decode(const char *json, size_t len)
+{
+	struct proto_tree t;
+	int rc = proto_tree_decode(json, len, &t);
+
+	if (rc == 0)
+		proto_tree_cleanup(&t);
+	return rc;
+}
 
 static bool starts_with(const char *s, const char *prefix)
 {
@@ -695,10 +701,8 @@ START_TEST(tree_dir_rolls_back)
 	ck_assert_int_eq(proto_tree_dir(&b, true, "d1", e.data, e.len), 0);
 	before = b.len;
 	/* the second listing does not fit: the answer is left as it was */
-	ck_assert_int_eq(proto_tree_dir(&b, false, "d2", e.data, e.len),
-			 -EFBIG);
-	ck_assert_uint_eq(b.len, before);
-	ck_assert_uint_eq(strlen(b.data), before);
+	assert_add_refused(&b, before,
+			   proto_tree_dir(&b, false, "d2", e.data, e.len));
 	ck_assert_int_eq(proto_tree_end(&b, false), 0);
 	ck_assert_int_eq(proto_tree_decode(b.data, b.len, &t), 0);
 	ck_assert_uint_eq(t.ndirs, 1);
@@ -711,47 +715,21 @@ START_TEST(tree_dir_rolls_back)
 }
 END_TEST
 
-static int tree_decode(const char *json, size_t len)
-{
-	struct proto_tree t;
-	int rc = proto_tree_decode(json, len, &t);
-
-	if (rc == 0)
-		proto_tree_cleanup(&t);
-	return rc;
-}
-
 /* Decode {"dirs":[<dirs>],"complete":true}; 0 or the error. */
 static int decode_tree_dirs(const char *dirs)
 {
-	char *j;
-	int rc;
-
-	if (asprintf(&j, "{\"dirs\":[%s],\"complete\":true}", dirs) < 0)
-		ck_abort();
-	rc = tree_decode(j, strlen(j));
-	free(j);
-	return rc;
+	return decode_fmt(tree_decode, "{\"dirs\":[%s],\"complete\":true}",
+			  dirs);
 }
 
 /* Decode a tree of one directory at path_json holding one entry named
  * name_json. */
 static int decode_tree_one(const char *path_json, const char *name_json)
 {
-	char *j;
-	int rc;
-
-	if (asprintf(&j,
-		     "{\"path\":%s,\"entries\":[{\"name\":%s,\"type\":\"file\","
-		     "\"mode\":0,\"size\":0,\"nlink\":1,\"uid\":0,\"gid\":0,"
-		     "\"ino\":1,\"blocks\":0,\"rdev\":0,\"atime\":0,"
-		     "\"atimeNsec\":0,\"mtime\":0,\"mtimeNsec\":0,\"ctime\":0,"
-		     "\"ctimeNsec\":0}]}",
-		     path_json, name_json) < 0)
-		ck_abort();
-	rc = decode_tree_dirs(j);
-	free(j);
-	return rc;
+	return decode_fmt(tree_decode,
+			  "{\"dirs\":[{\"path\":%s,\"entries\":[" ZERO_ENTRY_FMT
+			  "]}],\"complete\":true}",
+			  path_json, name_json);
 }
 
 START_TEST(tree_bad_input)
