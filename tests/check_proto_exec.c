@@ -26,11 +26,9 @@ START_TEST(req_newest_spelling)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(
-		te_req_decode("{\"command\":[\"echo\",\"a; $(false)\"],"
-			      "\"timeoutMs\":5000,\"cwd\":null,\"env\":{}}",
-			      &r),
-		0);
+	te_req_ok("{\"command\":[\"echo\",\"a; $(false)\"],"
+		  "\"timeoutMs\":5000,\"cwd\":null,\"env\":{}}",
+		  &r);
 	ck_assert_uint_eq(r.argc, 2);
 	ck_assert_str_eq(r.argv[0], "echo");
 	ck_assert_str_eq(r.argv[1], "a; $(false)");
@@ -49,12 +47,10 @@ START_TEST(req_legacy_spelling)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(
-		te_req_decode("{\"command\":[\"/bin/pwd\"],\"deadlineMs\":7,"
-			      "\"workingDirectory\":\"/work\","
-			      "\"env\":{\"A\":\"1\",\"B\":\"x=y\"}}",
-			      &r),
-		0);
+	te_req_ok("{\"command\":[\"/bin/pwd\"],\"deadlineMs\":7,"
+		  "\"workingDirectory\":\"/work\","
+		  "\"env\":{\"A\":\"1\",\"B\":\"x=y\"}}",
+		  &r);
 	ck_assert_uint_eq(r.timeout_ms, 7);
 	ck_assert_str_eq(r.cwd, "/work");
 	ck_assert_uint_eq(r.envc, 2);
@@ -64,22 +60,18 @@ START_TEST(req_legacy_spelling)
 	proto_exec_req_cleanup(&r);
 
 	/* The newer spelling wins when both are present. */
-	ck_assert_int_eq(
-		te_req_decode("{\"command\":[\"x\"],\"deadlineMs\":7,"
-			      "\"timeoutMs\":9,\"workingDirectory\":\"a\","
-			      "\"cwd\":\"b\"}",
-			      &r),
-		0);
+	te_req_ok("{\"command\":[\"x\"],\"deadlineMs\":7,"
+		  "\"timeoutMs\":9,\"workingDirectory\":\"a\","
+		  "\"cwd\":\"b\"}",
+		  &r);
 	ck_assert_uint_eq(r.timeout_ms, 9);
 	ck_assert_str_eq(r.cwd, "b");
 	proto_exec_req_cleanup(&r);
 
 	/* A null cwd falls back to the other spelling, absent env is {}. */
-	ck_assert_int_eq(
-		te_req_decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
-			      "\"cwd\":null,\"workingDirectory\":\"w\"}",
-			      &r),
-		0);
+	te_req_ok("{\"command\":[\"x\"],\"timeoutMs\":1,"
+		  "\"cwd\":null,\"workingDirectory\":\"w\"}",
+		  &r);
 	ck_assert_str_eq(r.cwd, "w");
 	ck_assert_uint_eq(r.envc, 0);
 	proto_exec_req_cleanup(&r);
@@ -90,12 +82,10 @@ START_TEST(req_unknown_fields_ignored)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(
-		te_req_decode("{\"v\":1,\"op\":\"exec\",\"command\":[\"x\"],"
-			      "\"timeoutMs\":18446744073709551615,"
-			      "\"extra\":{\"deep\":[1,{\"cwd\":5}]}}",
-			      &r),
-		0);
+	te_req_ok("{\"v\":1,\"op\":\"exec\",\"command\":[\"x\"],"
+		  "\"timeoutMs\":18446744073709551615,"
+		  "\"extra\":{\"deep\":[1,{\"cwd\":5}]}}",
+		  &r);
 	ck_assert_uint_eq(r.argc, 1);
 	ck_assert_uint_eq(r.timeout_ms, UINT64_MAX);
 	ck_assert_ptr_null(r.cwd);
@@ -141,7 +131,7 @@ static const char *reason_of(const char *json)
 	struct proto_exec_req r;
 	const char *reason;
 
-	ck_assert_msg(te_req_decode(json, &r) == 0, "%s", json);
+	te_req_ok(json, &r);
 	reason = proto_exec_req_validate(&r);
 	proto_exec_req_cleanup(&r);
 	return reason ? reason : "(valid)";
@@ -178,43 +168,47 @@ START_TEST(req_validation_reasons)
 }
 END_TEST
 
+/* A request with a NUL where it matters or not: the flags it decodes
+ * with, and its second argument and its cwd where the case names them
+ * (NULL: not looked at). */
+#define NCASES(v) (sizeof(v) / sizeof((v)[0]))
+
+struct nul_case {
+	const char *json;
+	unsigned flags;
+	const char *arg1, *cwd;
+};
+
+static const struct nul_case nul_cases[] = {
+	{"{\"command\":[\"a\",\"b\\u0000c\"],\"timeoutMs\":1,\"cwd\":\"w\"}",
+	 PROTO_EXEC_ARG_NUL, "b", NULL},
+	{"{\"command\":[\"a\"],\"timeoutMs\":1,"
+	 "\"workingDirectory\":\"w\\u0000x\"}",
+	 PROTO_EXEC_CWD_NUL, NULL, NULL},
+	/* The NUL is in the spelling that is not used. */
+	{"{\"command\":[\"a\"],\"timeoutMs\":1,"
+	 "\"workingDirectory\":\"w\\u0000x\",\"cwd\":\"ok\"}",
+	 0, NULL, "ok"},
+	/* Only the first "env" member counts, as for cJSON lookups. */
+	{"{\"command\":[\"a\"],\"timeoutMs\":1,\"env\":{\"A\":\"1\"},"
+	 "\"env\":{\"B\":\"\\u0000\"}}",
+	 0, NULL, NULL},
+};
+
 START_TEST(req_nul_flags)
 {
+	const struct nul_case *c;
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\",\"b\\u0000c\"],"
-				       "\"timeoutMs\":1,\"cwd\":\"w\"}",
-				       &r),
-			 0);
-	ck_assert_uint_eq(r.flags, PROTO_EXEC_ARG_NUL);
-	ck_assert_str_eq(r.argv[1], "b");
-	proto_exec_req_cleanup(&r);
-
-	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-				       "\"workingDirectory\":\"w\\u0000x\"}",
-				       &r),
-			 0);
-	ck_assert_uint_eq(r.flags, PROTO_EXEC_CWD_NUL);
-	proto_exec_req_cleanup(&r);
-
-	/* The NUL is in the spelling that is not used. */
-	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-				       "\"workingDirectory\":\"w\\u0000x\","
-				       "\"cwd\":\"ok\"}",
-				       &r),
-			 0);
-	ck_assert_uint_eq(r.flags, 0);
-	ck_assert_str_eq(r.cwd, "ok");
-	proto_exec_req_cleanup(&r);
-
-	/* Only the first "env" member counts, as for cJSON lookups. */
-	ck_assert_int_eq(te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-				       "\"env\":{\"A\":\"1\"},"
-				       "\"env\":{\"B\":\"\\u0000\"}}",
-				       &r),
-			 0);
-	ck_assert_uint_eq(r.flags, 0);
-	proto_exec_req_cleanup(&r);
+	for (c = nul_cases; c < nul_cases + NCASES(nul_cases); c++) {
+		te_req_ok(c->json, &r);
+		ck_assert_uint_eq(r.flags, c->flags);
+		if (c->arg1 != NULL)
+			ck_assert_str_eq(r.argv[1], c->arg1);
+		if (c->cwd != NULL)
+			ck_assert_str_eq(r.cwd, c->cwd);
+		proto_exec_req_cleanup(&r);
+	}
 }
 END_TEST
 
@@ -222,11 +216,9 @@ START_TEST(req_env_last_key_wins)
 {
 	struct proto_exec_req r;
 
-	ck_assert_int_eq(
-		te_req_decode("{\"command\":[\"a\"],\"timeoutMs\":1,"
-			      "\"env\":{\"A\":\"1\",\"B\":\"2\",\"A\":\"3\"}}",
-			      &r),
-		0);
+	te_req_ok("{\"command\":[\"a\"],\"timeoutMs\":1,"
+		  "\"env\":{\"A\":\"1\",\"B\":\"2\",\"A\":\"3\"}}",
+		  &r);
 	ck_assert_uint_eq(r.envc, 2);
 	ck_assert_str_eq(r.env[0], "A=3");
 	ck_assert_str_eq(r.env[1], "B=2");
@@ -334,45 +326,37 @@ START_TEST(frame_decode_all_types)
 {
 	struct proto_frame f;
 
-	ck_assert_int_eq(te_frame_decode("{\"t\":\"stdout\",\"seq\":7,\"data\":"
-					 "\"aGVsbG8K\",\"extra\":1}",
-					 &f),
-			 0);
+	te_frame_ok("{\"t\":\"stdout\",\"seq\":7,\"data\":"
+		    "\"aGVsbG8K\",\"extra\":1}",
+		    &f);
 	ck_assert_int_eq(f.type, PROTO_FRAME_STDOUT);
 	ck_assert_uint_eq(f.seq, 7);
 	ck_assert_uint_eq(f.len, 6);
 	ck_assert_mem_eq(f.data, "hello\n", 6);
 	proto_frame_cleanup(&f);
 
-	ck_assert_int_eq(
-		te_frame_decode("{\"data\":\"\",\"seq\":0,\"t\":\"stderr\"}",
-				&f),
-		0);
+	te_frame_ok("{\"data\":\"\",\"seq\":0,\"t\":\"stderr\"}", &f);
 	ck_assert_int_eq(f.type, PROTO_FRAME_STDERR);
 	ck_assert_uint_eq(f.len, 0);
 	proto_frame_cleanup(&f);
 
-	ck_assert_int_eq(te_frame_decode("{\"t\":\"exit\",\"code\":137,"
-					 "\"truncated\":true}",
-					 &f),
-			 0);
+	te_frame_ok("{\"t\":\"exit\",\"code\":137,"
+		    "\"truncated\":true}",
+		    &f);
 	ck_assert_int_eq(f.type, PROTO_FRAME_EXIT);
 	ck_assert_int_eq(f.code, 137);
 	ck_assert(f.truncated);
 	proto_frame_cleanup(&f);
 
 	/* A missing truncated flag reads as false. */
-	ck_assert_int_eq(te_frame_decode("{\"t\":\"exit\",\"code\":-1}", &f),
-			 0);
+	te_frame_ok("{\"t\":\"exit\",\"code\":-1}", &f);
 	ck_assert_int_eq(f.code, -1);
 	ck_assert(!f.truncated);
 	proto_frame_cleanup(&f);
 
-	ck_assert_int_eq(
-		te_frame_decode("{\"t\":\"error\",\"code\":\"spawnFailed\","
-				"\"message\":\"No such file\"}",
-				&f),
-		0);
+	te_frame_ok("{\"t\":\"error\",\"code\":\"spawnFailed\","
+		    "\"message\":\"No such file\"}",
+		    &f);
 	ck_assert_int_eq(f.type, PROTO_FRAME_ERROR);
 	ck_assert_str_eq(f.err_code, "spawnFailed");
 	ck_assert_str_eq(f.err_message, "No such file");

@@ -262,15 +262,12 @@ START_TEST(ext_flow_control_request)
 	proto_exec_req_cleanup(&back);
 	/* Only JSON true asks for it, as an agent that does not know the
 	 * member would read it: nothing else is an error. */
-	ck_assert_int_eq(te_req_decode("{\"command\":[\"x\"],\"timeoutMs\":1,"
-				       "\"flowControl\":1}",
-				       &back),
-			 0);
+	te_req_ok("{\"command\":[\"x\"],\"timeoutMs\":1,"
+		  "\"flowControl\":1}",
+		  &back);
 	ck_assert(!back.flow);
 	proto_exec_req_cleanup(&back);
-	ck_assert_int_eq(
-		te_req_decode("{\"command\":[\"x\"],\"timeoutMs\":1}", &back),
-		0);
+	te_req_ok("{\"command\":[\"x\"],\"timeoutMs\":1}", &back);
 	ck_assert(!back.flow);
 	proto_exec_req_cleanup(&back);
 	buf_cleanup(&b);
@@ -297,10 +294,9 @@ START_TEST(ext_frame_offset)
 	ck_assert(g.has_off);
 	ck_assert_uint_eq(g.off, 9007199254740991ULL);
 	proto_frame_cleanup(&g);
-	ck_assert_int_eq(te_frame_decode("{\"t\":\"stdout\",\"seq\":1,"
-					 "\"data\":\"\"}",
-					 &g),
-			 0);
+	te_frame_ok("{\"t\":\"stdout\",\"seq\":1,"
+		    "\"data\":\"\"}",
+		    &g);
 	ck_assert(!g.has_off);
 	proto_frame_cleanup(&g);
 	ck_assert_int_eq(te_frame_decode("{\"t\":\"stdout\",\"seq\":1,"

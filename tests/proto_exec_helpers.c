@@ -13,6 +13,13 @@ int te_req_decode(const char *json, struct proto_exec_req *r)
 	return proto_exec_req_decode(json, strlen(json), r);
 }
 
+void te_req_ok(const char *json, struct proto_exec_req *r)
+{
+	int rc = te_req_decode(json, r);
+
+	ck_assert_msg(rc == 0, "%s: %d", json, rc);
+}
+
 char *te_frame_encode(const struct proto_frame *f)
 {
 	struct buf b = BUF_INIT(0);
@@ -24,4 +31,11 @@ char *te_frame_encode(const struct proto_frame *f)
 int te_frame_decode(const char *line, struct proto_frame *f)
 {
 	return proto_frame_decode(line, strlen(line), f);
+}
+
+void te_frame_ok(const char *line, struct proto_frame *f)
+{
+	int rc = te_frame_decode(line, f);
+
+	ck_assert_msg(rc == 0, "%s: %d", line, rc);
 }

@@ -12,9 +12,13 @@
 
 /* proto_exec_req_decode of the string json. */
 int te_req_decode(const char *json, struct proto_exec_req *r);
+/* te_req_decode of json, which must succeed (else the test fails). */
+void te_req_ok(const char *json, struct proto_exec_req *r);
 /* The frame's JSON line (heap); an encoder failure fails the test. */
 char *te_frame_encode(const struct proto_frame *f);
 /* proto_frame_decode of the string line. */
 int te_frame_decode(const char *line, struct proto_frame *f);
+/* te_frame_decode of line, which must succeed (else the test fails). */
+void te_frame_ok(const char *line, struct proto_frame *f);
 
 #endif
