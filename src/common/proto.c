@@ -540,6 +540,30 @@ int pj_str_dup(const cJSON *obj, const char *key, bool required, char **out)
 	return pj_dup(s, out);
 }
 
+int pj_str_body_encode(const char *key, const char *s, struct buf *out)
+{
+	struct jw w;
+
+	jw_begin(&w, out);
+	jw_str(&w, key, s);
+	return jw_end(&w);
+}
+
+int pj_str_body_decode(const char *p, size_t n, const char *key, char **out)
+{
+	char *s = NULL;
+	int rc = 0;
+	cJSON *root = pj_parse_strict(p, n, &rc);
+
+	if (root == NULL)
+		return rc;
+	rc = pj_str_dup(root, key, true, &s);
+	cJSON_Delete(root);
+	if (rc == 0)
+		*out = s;
+	return rc;
+}
+
 int pj_opt_str_max(const cJSON *obj, const char *key, size_t max, char **out)
 {
 	const char *s;

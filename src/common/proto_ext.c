@@ -716,28 +716,12 @@ void proto_ext_req_cleanup(struct proto_ext_req *r)
 
 int proto_target_encode(const char *target, struct buf *out)
 {
-	struct jw w;
-
-	jw_begin(&w, out);
-	jw_str(&w, "target", target);
-	return jw_end(&w);
+	return pj_str_body_encode("target", target, out);
 }
 
 int proto_target_decode(const char *p, size_t n, char **target)
 {
-	char *t = NULL;
-	cJSON *root;
-	int rc = 0;
-
-	root = pj_parse_strict(p, n, &rc);
-	if (root == NULL)
-		return rc;
-	rc = pj_str_dup(root, "target", true, &t);
-	cJSON_Delete(root);
-	if (rc < 0)
-		return rc;
-	*target = t;
-	return 0;
+	return pj_str_body_decode(p, n, "target", target);
 }
 
 int proto_statfs_encode(const struct proto_statfs *s, struct buf *out)

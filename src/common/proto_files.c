@@ -268,33 +268,10 @@ void proto_file_write_cleanup(struct proto_file_write *w)
 
 int proto_path_encode(const char *path, struct buf *out)
 {
-	size_t mark = out->len;
-	int rc;
-
-	rc = buf_append_str(out, "{\"path\":");
-	if (rc == 0)
-		rc = proto_json_string(out, path);
-	if (rc == 0)
-		rc = buf_append_str(out, "}");
-	if (rc < 0)
-		pj_rollback(out, mark);
-	return rc;
+	return pj_str_body_encode("path", path, out);
 }
 
 int proto_path_decode(const char *p, size_t n, char **path)
 {
-	const char *s;
-	cJSON *root;
-	int err = 0, rc;
-
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	rc = pj_str(root, "path", true, &s);
-	if (rc == 0 && pj_has_nul_escape(p, n))
-		rc = -EINVAL;
-	if (rc == 0)
-		rc = pj_dup(s, path);
-	cJSON_Delete(root);
-	return rc;
+	return pj_str_body_decode(p, n, "path", path);
 }

@@ -95,6 +95,11 @@ int pj_item_u32_max(const cJSON *it, bool required, uint32_t max,
 /* A string member copied to the heap; absent (or null) is -EINVAL when
  * required, else 0 with *out untouched. */
 int pj_str_dup(const cJSON *obj, const char *key, bool required, char **out);
+/* A body of one string member, {"<key>":"<s>"} (rolled back on failure),
+ * and its decoding: the text is strict (pj_parse_strict), the member is
+ * required and copied to the heap, *out written only on success. */
+int pj_str_body_encode(const char *key, const char *s, struct buf *out);
+int pj_str_body_decode(const char *p, size_t n, const char *key, char **out);
 /* An optional string member of at most max bytes (-EFBIG past it),
  * copied to the heap; absent (or null) is 0 with *out untouched. */
 int pj_opt_str_max(const cJSON *obj, const char *key, size_t max, char **out);
