@@ -271,12 +271,9 @@ START_TEST(target_and_statfs)
 	struct buf b = BUF_INIT(0);
 	char *t = NULL;
 
-	ck_assert_int_eq(proto_target_encode("../a \"b\"\x01", &b), 0);
-	ck_assert_str_eq(b.data, "{\"target\":\"../a \\\"b\\\"\\u0001\"}");
-	ck_assert_int_eq(proto_target_decode(b.data, b.len, &t), 0);
-	ck_assert_str_eq(t, "../a \"b\"\x01");
-	free(t);
-	buf_cleanup(&b);
+	tx_str_body_round_trip(proto_target_encode, proto_target_decode,
+			       "../a \"b\"\x01",
+			       "{\"target\":\"../a \\\"b\\\"\\u0001\"}");
 	ck_assert_int_eq(proto_target_decode(S("{}"), &t), -EINVAL);
 	ck_assert_int_eq(proto_target_decode(S("{\"target\":1}"), &t), -EINVAL);
 	ck_assert_int_eq(proto_target_decode(S("{\"target\""), &t), -EBADMSG);

@@ -17,6 +17,7 @@
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
 #include "tests/helpers.h"
+#include "tests/proto_ext_helpers.h"
 
 /* A string literal and its length. */
 #define LIT(s) s, strlen(s)
@@ -214,15 +215,10 @@ END_TEST
 
 START_TEST(path_body)
 {
-	struct buf b = BUF_INIT(0);
 	char *p = NULL;
 
-	ck_assert_int_eq(proto_path_encode("a b/\xc3\xa9", &b), 0);
-	ck_assert_str_eq(b.data, "{\"path\":\"a b/\xc3\xa9\"}");
-	ck_assert_int_eq(proto_path_decode(b.data, b.len, &p), 0);
-	ck_assert_str_eq(p, "a b/\xc3\xa9");
-	free(p);
-	buf_cleanup(&b);
+	tx_str_body_round_trip(proto_path_encode, proto_path_decode,
+			       "a b/\xc3\xa9", "{\"path\":\"a b/\xc3\xa9\"}");
 	ck_assert_int_eq(proto_path_decode(LIT("{}"), &p), -EINVAL);
 	ck_assert_int_eq(proto_path_decode(LIT("{\"path\":3}"), &p), -EINVAL);
 	ck_assert_int_eq(proto_path_decode(LIT("nope"), &p), -EBADMSG);

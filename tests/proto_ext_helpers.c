@@ -2,6 +2,8 @@
 /* proto_ext_helpers: what the file extension's JSON suites share. */
 #include "config.h"
 
+#include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tests/proto_ext_helpers.h"
@@ -27,4 +29,19 @@ struct proto_attr tx_sample_attr(void)
 	a.ctime = 1700000002;
 	a.ctime_ns = 500;
 	return a;
+}
+
+void tx_str_body_round_trip(int (*encode)(const char *s, struct buf *out),
+			    int (*decode)(const char *p, size_t n, char **s),
+			    const char *s, const char *want)
+{
+	struct buf b = BUF_INIT(0);
+	char *back = NULL;
+
+	ck_assert_int_eq(encode(s, &b), 0);
+	ck_assert_str_eq(b.data, want);
+	ck_assert_int_eq(decode(b.data, b.len, &back), 0);
+	ck_assert_str_eq(back, s);
+	free(back);
+	buf_cleanup(&b);
 }
