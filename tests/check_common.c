@@ -97,17 +97,26 @@ START_TEST(buf_escaped_keeps_unreserved)
 }
 END_TEST
 
+/* A suite of one test case, named tcase, running tests (NULL-terminated);
+ * every suite of this file is one. */
+static Suite *one_case_suite(const char *name, const char *tcase,
+			     const TTest *const *tests)
+{
+	const struct th_case cases[] = {
+		{tcase, tests, NULL},
+		{NULL, NULL, NULL},
+	};
+
+	return th_suite(name, cases);
+}
+
 Suite *make_buf_suite(void)
 {
 	const TTest *t_bounds[] = {buf_append_respects_max,
 				   buf_printf_and_consume, buf_reserve_commit,
 				   buf_escaped_keeps_unreserved, NULL};
-	const struct th_case cases[] = {
-		{"bounds", t_bounds, NULL},
-		{NULL, NULL, NULL},
-	};
 
-	return th_suite("buf", cases);
+	return one_case_suite("buf", "bounds", t_bounds);
 }
 
 /* ---- hmap --------------------------------------------------------------- */
@@ -223,12 +232,8 @@ Suite *make_hmap_suite(void)
 	const TTest *t_table[] = {hmap_grows_finds_removes,
 				  hmap_equal_hashes_and_walk,
 				  hmap_hashes_are_fnv1a, NULL};
-	const struct th_case cases[] = {
-		{"table", t_table, NULL},
-		{NULL, NULL, NULL},
-	};
 
-	return th_suite("hmap", cases);
+	return one_case_suite("hmap", "table", t_table);
 }
 
 /* ---- b64 ---------------------------------------------------------------- */
@@ -291,12 +296,8 @@ Suite *make_b64_suite(void)
 {
 	const TTest *t_codec[] = {b64_rfc4648_vectors, b64_strict_decoding,
 				  hex_digit_values, NULL};
-	const struct th_case cases[] = {
-		{"codec", t_codec, NULL},
-		{NULL, NULL, NULL},
-	};
 
-	return th_suite("b64", cases);
+	return one_case_suite("b64", "codec", t_codec);
 }
 
 /* ---- path --------------------------------------------------------------- */
@@ -379,12 +380,8 @@ Suite *make_path_suite(void)
 	const TTest *t_lexical[] = {path_normalize_rules,
 				    path_split_and_components,
 				    path_parent_join_and_keys, NULL};
-	const struct th_case cases[] = {
-		{"lexical", t_lexical, NULL},
-		{NULL, NULL, NULL},
-	};
 
-	return th_suite("path", cases);
+	return one_case_suite("path", "lexical", t_lexical);
 }
 
 /* ---- token -------------------------------------------------------------- */
@@ -535,12 +532,8 @@ Suite *make_token_suite(void)
 				       ids_are_random_uuids,
 				       file_write_atomic_whole_with_mode,
 				       NULL};
-	const struct th_case cases[] = {
-		{"credential", t_credential, NULL},
-		{NULL, NULL, NULL},
-	};
 
-	return th_suite("token", cases);
+	return one_case_suite("token", "credential", t_credential);
 }
 
 /* ---- proto (shared parts) ----------------------------------------------- */
@@ -614,10 +607,6 @@ Suite *make_proto_suite(void)
 	const TTest *t_shared[] = {proto_health_round_trip,
 				   proto_health_seed_shapes,
 				   proto_typed_error_bodies, NULL};
-	const struct th_case cases[] = {
-		{"shared", t_shared, NULL},
-		{NULL, NULL, NULL},
-	};
 
-	return th_suite("proto", cases);
+	return one_case_suite("proto", "shared", t_shared);
 }
