@@ -533,6 +533,49 @@ static const struct op_spec *op_find(const char *op)
 	return NULL;
 }
 
+/* The boolean members a body carries only when true, each with the
+ * bit that allows it and where it is in struct proto_ext_req, in the
+ * order they are written (nofollow, written after the times, is apart). */
+static const struct flag_member {
+	unsigned bit;
+	const char *key;
+	size_t off;
+} flag_members[] = {
+	{F_EXCL, "exclusive", offsetof(struct proto_ext_req, exclusive)},
+	{F_TRUNC, "truncate", offsetof(struct proto_ext_req, truncate)},
+	{F_NOREPLACE, "noreplace", offsetof(struct proto_ext_req, noreplace)},
+	{F_EXCHANGE, "exchange", offsetof(struct proto_ext_req, exchange)},
+};
+
+/* Write the flag members of r that want allows and that are true. */
+static void flags_to_json(struct jw *w, unsigned want,
+			  const struct proto_ext_req *r)
+{
+	const char *b = (const char *)r;
+	size_t i;
+
+	for (i = 0; i < NFIELDS(flag_members); i++)
+		if ((want & flag_members[i].bit) &&
+		    *(const bool *)(b + flag_members[i].off))
+			jw_bool(w, flag_members[i].key, true);
+}
+
+/* Read the flag members that want allows into r (absent: untouched);
+ * 0 or -EINVAL. */
+static int flags_from_json(const cJSON *obj, unsigned want,
+			   struct proto_ext_req *r)
+{
+	char *b = (char *)r;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < NFIELDS(flag_members) && rc == 0; i++)
+		if (want & flag_members[i].bit)
+			rc = pj_opt_bool(obj, flag_members[i].key,
+					 (bool *)(b + flag_members[i].off));
+	return rc;
+}
+
 static void time_member(struct jw *w, const char *key,
 			const struct proto_time *t)
 {
@@ -590,14 +633,7 @@ int proto_ext_req_encode(const char *op, const struct proto_ext_req *r,
 		jw_u64(&w, "mode", r->mode);
 	if (want & F_SIZE)
 		jw_u64(&w, "size", r->size);
-	if ((want & F_EXCL) && r->exclusive)
-		jw_bool(&w, "exclusive", true);
-	if ((want & F_TRUNC) && r->truncate)
-		jw_bool(&w, "truncate", true);
-	if ((want & F_NOREPLACE) && r->noreplace)
-		jw_bool(&w, "noreplace", true);
-	if ((want & F_EXCHANGE) && r->exchange)
-		jw_bool(&w, "exchange", true);
+	flags_to_json(&w, want, r);
 	if (want & F_TIMES) {
 		time_member(&w, "atime", &r->atime);
 		time_member(&w, "mtime", &r->mtime);
@@ -679,14 +715,8 @@ int proto_ext_req_decode(const char *op, const char *p, size_t n,
 		if (rc == -ENOENT)
 			rc = 0;
 	}
-	if (rc == 0 && (want & F_EXCL))
-		rc = pj_opt_bool(root, "exclusive", &r.exclusive);
-	if (rc == 0 && (want & F_TRUNC))
-		rc = pj_opt_bool(root, "truncate", &r.truncate);
-	if (rc == 0 && (want & F_NOREPLACE))
-		rc = pj_opt_bool(root, "noreplace", &r.noreplace);
-	if (rc == 0 && (want & F_EXCHANGE))
-		rc = pj_opt_bool(root, "exchange", &r.exchange);
+	if (rc == 0)
+		rc = flags_from_json(root, want, &r);
 	if (rc == 0 && (want & F_NOFOLLOW))
 		rc = pj_opt_bool(root, "nofollow", &r.nofollow);
 	if (rc == 0 && (want & F_TIMES))
