@@ -75,12 +75,7 @@ static enum stub_next pong_handler(struct stub_agent *s,
 
 static unsigned pong_activations(struct pong_agent *a)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&a->mu);
-	n = a->activations;
-	pthread_mutex_unlock(&a->mu);
-	return n;
+	return th_locked_uint(&a->mu, &a->activations);
 }
 
 /* ---- connection reuse and concurrency ------------------------------------ */

@@ -554,12 +554,7 @@ static enum stub_next counted_exec_handler(struct stub_agent *s,
 
 static unsigned exec_calls(struct counted_exec *c)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&c->mu);
-	n = c->calls;
-	pthread_mutex_unlock(&c->mu);
-	return n;
+	return th_locked_uint(&c->mu, &c->calls);
 }
 
 static void cached_routes_row(int connect_failure, int missing)

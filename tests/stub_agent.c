@@ -25,7 +25,9 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
+#include "tests/helpers.h"
 #include "tests/stub_agent.h"
 
 struct stub_conn {
@@ -54,20 +56,6 @@ struct stub_agent {
 	struct stub_conn *conns;
 };
 
-static struct timespec deadline_after(long ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
 static bool stopping(struct stub_agent *s)
 {
 	bool stop;
@@ -80,9 +68,10 @@ static bool stopping(struct stub_agent *s)
 
 bool stub_wait(struct stub_agent *s, long ms)
 {
-	struct timespec until = deadline_after(ms);
+	struct timespec until;
 	bool full = true;
 
+	clock_deadline_in(&until, ms);
 	pthread_mutex_lock(&s->mu);
 	while (!s->stopping) {
 		if (pthread_cond_timedwait(&s->cond, &s->mu, &until) ==
@@ -97,9 +86,10 @@ bool stub_wait(struct stub_agent *s, long ms)
 
 bool stub_agent_wait_requests(struct stub_agent *s, unsigned n, long ms)
 {
-	struct timespec until = deadline_after(ms);
+	struct timespec until;
 	bool reached;
 
+	clock_deadline_in(&until, ms);
 	pthread_mutex_lock(&s->mu);
 	while (s->requests < n && !s->stopping) {
 		if (pthread_cond_timedwait(&s->cond, &s->mu, &until) ==
@@ -113,22 +103,12 @@ bool stub_agent_wait_requests(struct stub_agent *s, unsigned n, long ms)
 
 unsigned stub_agent_accepts(struct stub_agent *s)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&s->mu);
-	n = s->accepts;
-	pthread_mutex_unlock(&s->mu);
-	return n;
+	return th_locked_uint(&s->mu, &s->accepts);
 }
 
 unsigned stub_agent_requests(struct stub_agent *s)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&s->mu);
-	n = s->requests;
-	pthread_mutex_unlock(&s->mu);
-	return n;
+	return th_locked_uint(&s->mu, &s->requests);
 }
 
 const char *stub_agent_url(const struct stub_agent *s)
@@ -625,15 +605,11 @@ struct stub_agent *stub_agent_start(stub_handler_fn *fn, void *arg)
 	struct stub_agent *s = xcalloc(1, sizeof(*s));
 	struct sockaddr_in sin;
 	socklen_t slen = sizeof(sin);
-	pthread_condattr_t ca;
 
 	s->fn = fn;
 	s->arg = arg;
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&s->cond);
 	ck_assert_msg(pipe2(s->wake, O_CLOEXEC) == 0, "pipe: %s",
 		      strerror(errno));
 	s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

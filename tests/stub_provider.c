@@ -16,7 +16,9 @@
 
 #include "common/b64.h"
 #include "common/proto.h"
+#include "common/clock.h"
 #include "common/xalloc.h"
+#include "tests/helpers.h"
 #include "tests/stub_provider.h"
 
 #define STUB_ID_MAX 64
@@ -351,7 +353,6 @@ static const struct provider_ops stub_ops = {
 struct stub_provider *stub_provider_new(void)
 {
 	struct stub_provider *sp = xcalloc(1, sizeof(*sp));
-	pthread_condattr_t ca;
 
 	sp->base.ops = &stub_ops;
 	sp->base.priv = sp;
@@ -359,10 +360,7 @@ struct stub_provider *stub_provider_new(void)
 	sp->state = PROVIDER_STATE_RUNNING;
 	sp->policy = STUB_POLICY_LOOPBACK;
 	pthread_mutex_init(&sp->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&sp->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	clock_cond_init(&sp->cond);
 	return sp;
 }
 
@@ -383,24 +381,18 @@ void stub_provider_free(struct stub_provider *sp)
 
 void stub_provider_set_label(struct stub_provider *sp, enum stub_label label)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->label = label;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->label, &label, sizeof(label));
 }
 
 void stub_provider_set_stopped_reads(struct stub_provider *sp, unsigned n)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->stopped_reads = n;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->stopped_reads, &n, sizeof(n));
 }
 
 void stub_provider_set_state(struct stub_provider *sp,
 			     enum provider_state state)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->state = state;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->state, &state, sizeof(state));
 }
 
 void stub_provider_set_route(struct stub_provider *sp, const char *url)
@@ -415,16 +407,12 @@ void stub_provider_set_route(struct stub_provider *sp, const char *url)
 
 void stub_provider_set_policy(struct stub_provider *sp, enum stub_policy policy)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->policy = policy;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->policy, &policy, sizeof(policy));
 }
 
 void stub_provider_set_generation(struct stub_provider *sp, unsigned g)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->generation = g;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->generation, &g, sizeof(g));
 }
 
 void stub_provider_set_credential(struct stub_provider *sp, const char *raw,
@@ -441,23 +429,17 @@ void stub_provider_set_credential(struct stub_provider *sp, const char *raw,
 
 void stub_provider_set_credential_errno(struct stub_provider *sp, int err)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->cred_errno = err;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->cred_errno, &err, sizeof(err));
 }
 
 void stub_provider_set_gone(struct stub_provider *sp, bool gone)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->gone = gone;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->gone, &gone, sizeof(gone));
 }
 
 void stub_provider_set_judge_errno(struct stub_provider *sp, int err)
 {
-	pthread_mutex_lock(&sp->mu);
-	sp->judge_errno = err;
-	pthread_mutex_unlock(&sp->mu);
+	th_locked_set(&sp->mu, &sp->judge_errno, &err, sizeof(err));
 }
 
 void stub_provider_never(struct stub_provider *sp, enum stub_call call)
@@ -480,22 +462,12 @@ void stub_provider_set_hook(struct stub_provider *sp, enum stub_call call,
 
 unsigned stub_provider_calls(struct stub_provider *sp, enum stub_call call)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&sp->mu);
-	n = sp->calls[call];
-	pthread_mutex_unlock(&sp->mu);
-	return n;
+	return th_locked_uint(&sp->mu, &sp->calls[call]);
 }
 
 unsigned stub_provider_unexpected(struct stub_provider *sp)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&sp->mu);
-	n = sp->unexpected;
-	pthread_mutex_unlock(&sp->mu);
-	return n;
+	return th_locked_uint(&sp->mu, &sp->unexpected);
 }
 
 void stub_provider_last_id(struct stub_provider *sp, enum stub_call call,
@@ -520,13 +492,7 @@ bool stub_provider_wait_calls(struct stub_provider *sp, enum stub_call call,
 	struct timespec until;
 	bool reached;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += ms / 1000;
-	until.tv_nsec += (ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	clock_deadline_in(&until, ms);
 	pthread_mutex_lock(&sp->mu);
 	while (sp->calls[call] < n) {
 		if (pthread_cond_timedwait(&sp->cond, &sp->mu, &until) ==
