@@ -174,7 +174,6 @@ struct worker {
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct transport_req req;
 	struct transport_resp resp;
 	struct sbx_error err;
 	char path[64], body[64], want[32];
@@ -185,19 +184,13 @@ static void *worker_main(void *arg)
 		id = w->index * PER_THREAD + j;
 		if (w->index % 2 == 0) {
 			snprintf(body, sizeof(body), "{\"id\":%u}", id);
-			tt_req_init(&req, "POST", "/v1/echo", TRANSPORT_OP_EXEC,
-				    TRANSPORT_COMMAND);
-			req.content_type = "application/json";
-			req.body = body;
-			req.body_len = strlen(body);
+			rc = tt_send(w->t, "POST", "/v1/echo",
+				     TRANSPORT_OP_EXEC, TRANSPORT_COMMAND, body,
+				     &resp, &err);
 		} else {
 			snprintf(path, sizeof(path), "/v1/echo?id=%u", id);
-			tt_req_init(&req, "GET", path, TRANSPORT_OP_READ,
-				    TRANSPORT_SAFE);
+			rc = tt_get(w->t, path, &resp, &err);
 		}
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		rc = transport_send(w->t, TT_SESSION, &req, &resp, &err);
 		snprintf(want, sizeof(want), "%u", id);
 		if (rc == 0 && resp.status == 200 && resp.body.data != NULL &&
 		    strcmp(resp.body.data, want) == 0)
@@ -631,21 +624,14 @@ START_TEST(typed_fs_error_keeps_the_route)
 
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct tt_env e;
-		struct transport_req req;
 		struct transport_resp resp;
 		struct sbx_error err;
 		int rc;
 
 		tt_env_start(&e, fs_refusal_handler, (void *)&rows[i].answer,
 			     LONG_MS, TT_ROUTED | TT_CONNECTED);
-		tt_req_init(&req, "POST", "/v1/ext/mkdir", TRANSPORT_OP_FILES,
-			    TRANSPORT_SAFE);
-		req.content_type = "application/json";
-		req.body = "{\"path\":\"a\"}";
-		req.body_len = strlen(req.body);
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+		rc = tt_send(e.t, "POST", "/v1/ext/mkdir", TRANSPORT_OP_FILES,
+			     TRANSPORT_SAFE, "{\"path\":\"a\"}", &resp, &err);
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(rc == -rows[i].err, "row %zu: %d %s", i, rc,
 			      err.reason);

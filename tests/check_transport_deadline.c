@@ -43,14 +43,9 @@ static int timed(struct transport *t, const struct transport_req *req,
 		 long long *elapsed, struct sbx_error *err)
 {
 	struct transport_resp resp;
-	long long t0;
 	int rc;
 
-	transport_resp_init(&resp);
-	sbx_error_clear(err);
-	t0 = th_now_ms();
-	rc = transport_send(t, TT_SESSION, req, &resp, err);
-	*elapsed = th_now_ms() - t0;
+	rc = tt_send_req(t, req, &resp, elapsed, err);
 	transport_resp_cleanup(&resp);
 	return rc;
 }
@@ -225,14 +220,10 @@ struct bg_get {
 static void *bg_get_main(void *arg)
 {
 	struct bg_get *g = arg;
-	struct transport_req req;
 	struct transport_resp resp;
 	struct sbx_error err;
 
-	tt_req_init(&req, "GET", "/v1/ping", TRANSPORT_OP_READ, TRANSPORT_SAFE);
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	g->rc = transport_send(g->t, TT_SESSION, &req, &resp, &err);
+	g->rc = tt_get(g->t, "/v1/ping", &resp, &err);
 	snprintf(g->reason, sizeof(g->reason), "%s", err.reason);
 	transport_resp_cleanup(&resp);
 	return NULL;
@@ -643,9 +634,7 @@ START_TEST(success_body_bounds)
 	tt_req_init(&req, "GET", "/v1/files?path=big", TRANSPORT_OP_READ,
 		    TRANSPORT_SAFE);
 	req.max_body = 1000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	rc = tt_send_req(e.t, &req, &resp, NULL, &err);
 	ck_assert_int_eq(rc, -EFBIG);
 	ck_assert_int_eq(sbx_error_errno(&err), -EFBIG);
 	ck_assert_uint_le(resp.body.len, 1000);
@@ -654,9 +643,7 @@ START_TEST(success_body_bounds)
 
 	/* The same body fits a larger bound. */
 	req.max_body = 5000;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	rc = tt_send_req(e.t, &req, &resp, NULL, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_uint_eq(resp.body.len, 5000);
 	transport_resp_cleanup(&resp);
@@ -664,9 +651,7 @@ START_TEST(success_body_bounds)
 	tt_req_init(&req, "POST", "/v1/exec", TRANSPORT_OP_EXEC,
 		    TRANSPORT_COMMAND);
 	req.sink = refusing_sink;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(e.t, TT_SESSION, &req, &resp, &err);
+	rc = tt_send_req(e.t, &req, &resp, NULL, &err);
 	ck_assert_int_eq(rc, -ECANCELED);
 	transport_resp_cleanup(&resp);
 	ck_assert_uint_eq(stub_agent_requests(e.s), 3);

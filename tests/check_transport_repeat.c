@@ -157,15 +157,10 @@ static void health(struct transport *t)
 	struct sbx_error err;
 	int rc;
 
-	memset(&req, 0, sizeof(req));
-	req.op = TRANSPORT_OP_HEALTH;
-	req.cls = TRANSPORT_SAFE;
-	req.method = "GET";
-	req.path = "/v1/health?version=1";
+	tt_req_init(&req, "GET", "/v1/health?version=1", TRANSPORT_OP_HEALTH,
+		    TRANSPORT_SAFE);
 	req.max_body = 4096;
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = transport_send(t, TT_SESSION, &req, &resp, &err);
+	rc = tt_send_req(t, &req, &resp, NULL, &err);
 	ck_assert_msg(rc == 0, "health: %d %s", rc, err.reason);
 	transport_resp_cleanup(&resp);
 }

@@ -775,10 +775,8 @@ static void typed_not_found_row(const char *code, int stale_first)
 	for (expected = 1; expected <= 2; expected++) {
 		struct transport_resp resp;
 
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
 		rc = raw_send(e.t, "GET", "/v1/missing", TRANSPORT_OP_READ,
-			      &resp, &err);
+			      &resp, NULL, &err);
 		transport_resp_cleanup(&resp);
 		ck_assert_int_lt(rc, 0);
 		ck_assert_str_eq(sbx_code_name(err.code),

@@ -70,9 +70,7 @@ static void oversized_row(int status, const char *op)
 	stub_provider_set_generation(e.sp, 7);
 	expect_only(e.sp, CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL));
 
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	rc = raw_send(e.t, "GET", "/v1/missing", op, &resp, &err);
+	rc = raw_send(e.t, "GET", "/v1/missing", op, &resp, NULL, &err);
 	transport_resp_cleanup(&resp);
 	sbx_error_describe(&err, text, sizeof(text));
 	ck_assert_int_lt(rc, 0);
@@ -148,19 +146,15 @@ START_TEST(unfinished_not_found_body_is_bounded_and_never_replayed)
 		struct tt_env e;
 		struct transport_resp resp;
 		struct sbx_error err;
-		long long t0, elapsed;
+		long long elapsed;
 		int rc;
 
 		tt_env_start(&e, unfinished_handler, &sc, RESPONSE_MS,
 			     TT_CONNECTED);
 		expect_only(e.sp, 0);
 
-		transport_resp_init(&resp);
-		sbx_error_clear(&err);
-		t0 = th_now_ms();
 		rc = raw_send(e.t, "GET", "/v1/missing", TRANSPORT_OP_EXEC,
-			      &resp, &err);
-		elapsed = th_now_ms() - t0;
+			      &resp, &elapsed, &err);
 		transport_resp_cleanup(&resp);
 		ck_assert_msg(elapsed < 3 * RESPONSE_MS,
 			      "an unfinished 404 must not hang the operation "
@@ -202,17 +196,13 @@ static void stalled_error_row(int status, const char *op)
 	bool idempotent = strcmp(op, TRANSPORT_OP_READ) == 0;
 	struct transport_resp resp;
 	struct sbx_error err;
-	long long t0, elapsed;
+	long long elapsed;
 	int rc;
 
 	tt_env_start(&e, stalled_error_handler, &sc, RESPONSE_MS, TT_CONNECTED);
 	expect_only(e.sp, 0);
 
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = raw_send(e.t, "POST", "/v1/test", op, &resp, &err);
-	elapsed = th_now_ms() - t0;
+	rc = raw_send(e.t, "POST", "/v1/test", op, &resp, &elapsed, &err);
 	transport_resp_cleanup(&resp);
 	ck_assert_msg(elapsed < 3 * RESPONSE_MS,
 		      "a stalled error body must not hang the "
@@ -316,10 +306,8 @@ static void *first_call_main(void *arg)
 	struct sbx_error err;
 	int rc;
 
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
 	rc = raw_send(fc->t, "POST", "/v1/first", TRANSPORT_OP_EXEC, &resp,
-		      &err);
+		      NULL, &err);
 	transport_resp_cleanup(&resp);
 	pthread_mutex_lock(&fc->mu);
 	fc->rc = rc;
@@ -349,7 +337,7 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 	struct tt_env e;
 	struct transport_resp resp;
 	struct sbx_error err;
-	long long t0, elapsed;
+	long long elapsed;
 	pthread_t first;
 	bool first_done;
 	int rc;
@@ -378,12 +366,8 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 	/* Leave the first call parked in its body read. The second call
 	 * must finish without needing the first call to finish or its body
 	 * deadline to expire. */
-	transport_resp_init(&resp);
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
 	rc = raw_send(e.t, "POST", "/v1/second", TRANSPORT_OP_READ, &resp,
-		      &err);
-	elapsed = th_now_ms() - t0;
+		      &elapsed, &err);
 	pthread_mutex_lock(&fc.mu);
 	first_done = fc.done;
 	pthread_mutex_unlock(&fc.mu);

@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "tests/helpers.h"
 #include "tests/transport_helpers.h"
 
 const char *tt_cred(unsigned g)
@@ -115,6 +116,22 @@ void tt_req_init(struct transport_req *req, const char *method,
 	req->max_body = 65536;
 }
 
+int tt_send_req(struct transport *t, const struct transport_req *req,
+		struct transport_resp *resp, long long *elapsed,
+		struct sbx_error *err)
+{
+	long long t0;
+	int rc;
+
+	transport_resp_init(resp);
+	sbx_error_clear(err);
+	t0 = th_now_ms();
+	rc = transport_send(t, TT_SESSION, req, resp, err);
+	if (elapsed != NULL)
+		*elapsed = th_now_ms() - t0;
+	return rc;
+}
+
 int tt_send(struct transport *t, const char *method, const char *path,
 	    const char *op, enum transport_class cls, const char *json,
 	    struct transport_resp *resp, struct sbx_error *err)
@@ -127,9 +144,7 @@ int tt_send(struct transport *t, const char *method, const char *path,
 		req.body = json;
 		req.body_len = strlen(json);
 	}
-	transport_resp_init(resp);
-	sbx_error_clear(err);
-	return transport_send(t, TT_SESSION, &req, resp, err);
+	return tt_send_req(t, &req, resp, NULL, err);
 }
 
 int tt_get(struct transport *t, const char *path, struct transport_resp *resp,

@@ -67,6 +67,11 @@ stub_handler_fn tt_trickle_handler; /* arg: struct tt_trickle */
 /* A request of class cls with a 64 KiB answer bound. */
 void tt_req_init(struct transport_req *req, const char *method,
 		 const char *path, const char *op, enum transport_class cls);
+/* req on TT_SESSION; resp and err are initialised here, and how long the
+ * exchange took goes into *elapsed when elapsed is set. */
+int tt_send_req(struct transport *t, const struct transport_req *req,
+		struct transport_resp *resp, long long *elapsed,
+		struct sbx_error *err);
 /* One request of class cls on TT_SESSION, with json as its body when it
  * is set; resp and err are initialised here. */
 int tt_send(struct transport *t, const char *method, const char *path,

@@ -206,21 +206,20 @@ static inline int start_job(struct transport *t, const char *id,
 	return rc;
 }
 
-/* provider.request(id, method, path) + provider.send(id, request, op). */
+/* provider.request(id, method, path) + provider.send(id, request, op);
+ * resp and err are initialised here, and how long the exchange took goes
+ * into *elapsed when elapsed is set. */
 static inline int raw_send(struct transport *t, const char *method,
 			   const char *path, const char *op,
-			   struct transport_resp *resp, struct sbx_error *err)
+			   struct transport_resp *resp, long long *elapsed,
+			   struct sbx_error *err)
 {
 	struct transport_req req;
 
-	memset(&req, 0, sizeof(req));
-	req.op = op;
-	req.cls = strcmp(op, TRANSPORT_OP_READ) == 0 ? TRANSPORT_SAFE
-						     : TRANSPORT_COMMAND;
-	req.method = method;
-	req.path = path;
-	req.max_body = 65536;
-	return transport_send(t, TT_SESSION, &req, resp, err);
+	tt_req_init(&req, method, path, op,
+		    strcmp(op, TRANSPORT_OP_READ) == 0 ? TRANSPORT_SAFE
+						       : TRANSPORT_COMMAND);
+	return tt_send_req(t, &req, resp, elapsed, err);
 }
 
 static const char EXIT_FRAME[] = "{\"t\":\"exit\",\"code\":0}\n";
