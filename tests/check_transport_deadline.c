@@ -70,6 +70,21 @@ static int timed_send(struct tt_env *e, bool command, const char *read_path,
 	return timed(e->t, &req, elapsed, err);
 }
 
+/* What every case of a deadline that cuts one request short checks: rc
+ * failed after lo_ms to hi_ms, as an unknown outcome for a command and an
+ * unreachable sandbox for a read, with the one request e's agent saw. */
+static void assert_cut_once(const struct tt_env *e, bool command, int rc,
+			    long long elapsed, long long lo_ms, long long hi_ms,
+			    const struct sbx_error *err)
+{
+	ck_assert_int_lt(rc, 0);
+	ck_assert_msg(elapsed >= lo_ms && elapsed < hi_ms, "%lld ms", elapsed);
+	ck_assert_str_eq(sbx_code_name(err->code),
+			 command ? "SANDBOX_OUTCOME_UNKNOWN"
+				 : "SANDBOX_UNREACHABLE");
+	ck_assert_uint_eq(stub_agent_requests(e->s), 1);
+}
+
 /*
  * An agent that trickles one byte a second never lets the idle deadline
  * fire, but the response deadline bounds the whole exchange: a read (into
@@ -93,13 +108,8 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 			     TT_CONNECTED);
 		rc = timed_send(&e, command, "/v1/files?path=slow", &streamed,
 				&elapsed, &err);
-		ck_assert_msg(rc < 0, "the trickle was waited for to its end");
-		ck_assert_msg(elapsed >= 1400 && elapsed < 3500, "%lld ms",
-			      elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
-		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+		/* Not waited for to the trickle's end. */
+		assert_cut_once(&e, command, rc, elapsed, 1400, 3500, &err);
 		if (command)
 			ck_assert_uint_lt(streamed.len, 5);
 
@@ -141,11 +151,8 @@ START_TEST(operation_deadline_bounds_each_exchange)
 	transport_op_clear_timed_out();
 	transport_op_set_deadline(transport_now_ms() + 400);
 	rc = timed_get(e.t, "/v1/files?path=a", 0, false, &elapsed, &err);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_msg(elapsed >= 350 && elapsed < 2000, "%lld ms", elapsed);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	assert_cut_once(&e, false, rc, elapsed, 350, 2000, &err);
 	ck_assert(transport_op_timed_out());
-	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 
 	/* Past the deadline: refused before anything is sent. */
 	transport_test_set_connection(e.t, TT_SESSION, stub_agent_url(e.s),
@@ -493,16 +500,10 @@ START_TEST(response_deadline_is_never_replayed)
 			     : tt_get(e.t, "/v1/files?path=a", &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
-				      elapsed < 3 * SHORT_MS,
-			      "%lld ms", elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
+		assert_cut_once(&e, command, rc, elapsed, SHORT_MS - 20,
+				3 * SHORT_MS, &err);
 		ck_assert_int_eq(err.retryable, !command);
 		ck_assert_int_eq(sbx_error_errno(&err), -EIO);
-		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
 		ck_assert(tt_slot_empty(e.t));
 		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
@@ -546,15 +547,9 @@ START_TEST(stalled_success_body_meets_the_idle_deadline)
 			     TT_CONNECTED);
 		rc = timed_send(&e, command, "/v1/files?path=a", &streamed,
 				&elapsed, &err);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_msg(elapsed >= SHORT_MS - 20 &&
-				      elapsed < 3 * SHORT_MS,
-			      "%lld ms", elapsed);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 command ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
+		assert_cut_once(&e, command, rc, elapsed, SHORT_MS - 20,
+				3 * SHORT_MS, &err);
 		ck_assert_int_eq(err.retryable, !command);
-		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 		if (command)
 			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
 		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
@@ -585,11 +580,8 @@ START_TEST(overall_deadline_bounds_a_trickling_body)
 		    TRANSPORT_SAFE);
 	req.deadline_ms = 2 * SHORT_MS;
 	rc = timed(e.t, &req, &elapsed, &err);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_msg(elapsed >= 2 * SHORT_MS - 20 && elapsed < 5 * SHORT_MS,
-		      "%lld ms", elapsed);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
+	assert_cut_once(&e, false, rc, elapsed, 2 * SHORT_MS - 20, 5 * SHORT_MS,
+			&err);
 
 	tt_env_stop(&e);
 }
