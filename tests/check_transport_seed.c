@@ -116,7 +116,6 @@ START_TEST(
 		struct tt_env e;
 		struct sbx_error err;
 		long long t0, elapsed;
-		char id[64];
 		int rc;
 
 		a.refused = rows[i].refused;
@@ -153,18 +152,10 @@ START_TEST(
 		ck_assert_uint_eq(a.calls, 1);
 		ck_assert_uint_eq(a.bad_auth, 0);
 		pthread_mutex_unlock(&a.mu);
-		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD),
-				  3);
-		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
-				  1);
-		ck_assert_uint_eq(
-			stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
-		stub_provider_last_id(e.sp, STUB_CALL_CREDENTIAL, id,
-				      sizeof(id));
-		ck_assert_str_eq(id, TT_SESSION);
+		tt_assert_calls(e.sp, 3, 1, 1);
+		tt_assert_last_id(e.sp, STUB_CALL_CREDENTIAL);
 		ck_assert_uint_eq(
 			stub_provider_calls(e.sp, STUB_CALL_NATIVE_EXEC), 0);
-		ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
 		tt_env_stop(&e);
 	}
@@ -187,7 +178,6 @@ static void failed_resume_row(int wake, int unknown)
 	struct tt_env e;
 	unsigned allowed = GET_SANDBOX;
 	struct sbx_error err;
-	char id[64];
 	int rc;
 
 	tt_env_start(&e, forbid_activation, NULL, RESPONSE_MS, TT_ROUTED);
@@ -210,10 +200,8 @@ static void failed_resume_row(int wake, int unknown)
 			  (unsigned)wake);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP),
 			  (unsigned)wake);
-	if (wake) {
-		stub_provider_last_id(e.sp, STUB_CALL_STOP, id, sizeof(id));
-		ck_assert_str_eq(id, TT_SESSION);
-	}
+	if (wake)
+		tt_assert_last_id(e.sp, STUB_CALL_STOP);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
 			  (unsigned)!unknown);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL),
@@ -295,7 +283,6 @@ START_TEST(commands_cross_the_agent_port_without_native_exec)
 	struct sbx_error err;
 	struct output out;
 	char bearer[64];
-	char id[64];
 	int rc;
 
 	tt_env_start(&e, exec_echo_handler, &a, RESPONSE_MS,
@@ -337,15 +324,10 @@ START_TEST(commands_cross_the_agent_port_without_native_exec)
 	ck_assert_uint_eq(sent.timeout_ms, 5000);
 	proto_exec_req_cleanup(&sent);
 
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RECORD), 3);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 1);
-	stub_provider_last_id(e.sp, STUB_CALL_ROUTE, id, sizeof(id));
-	ck_assert_str_eq(id, TT_SESSION);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 1);
-	stub_provider_last_id(e.sp, STUB_CALL_CREDENTIAL, id, sizeof(id));
-	ck_assert_str_eq(id, TT_SESSION);
+	tt_assert_calls(e.sp, 3, 1, 1);
+	tt_assert_last_id(e.sp, STUB_CALL_ROUTE);
+	tt_assert_last_id(e.sp, STUB_CALL_CREDENTIAL);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_NATIVE_EXEC), 0);
-	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 
 	tt_env_stop(&e);
 	free(a.body);

@@ -163,4 +163,14 @@ static inline void tt_assert_calls(struct stub_provider *sp, unsigned record,
 	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
 }
 
+/* The provider's last call of kind call was for TT_SESSION. */
+static inline void tt_assert_last_id(struct stub_provider *sp,
+				     enum stub_call call)
+{
+	char id[64];
+
+	stub_provider_last_id(sp, call, id, sizeof(id));
+	ck_assert_str_eq(id, TT_SESSION);
+}
+
 #endif
