@@ -221,11 +221,8 @@ static void failed_resume_row(int wake, int unknown)
  */
 START_TEST(failed_resume_stops_only_the_session_it_woke)
 {
-	int wake, unknown;
-
-	for (wake = 0; wake <= 1; wake++)
-		for (unknown = 0; unknown <= 1; unknown++)
-			failed_resume_row(wake, unknown);
+	/* A loop test over 0..3: wake in bit 1, unknown in bit 0. */
+	failed_resume_row(_i >> 1, _i & 1);
 }
 END_TEST
 
@@ -601,11 +598,8 @@ static void cached_routes_row(int connect_failure, int missing)
  */
 START_TEST(cached_routes_refresh_once_after_not_found_or_connect_failure)
 {
-	int connect_failure, missing;
-
-	for (connect_failure = 0; connect_failure <= 1; connect_failure++)
-		for (missing = 0; missing <= 1; missing++)
-			cached_routes_row(connect_failure, missing);
+	/* A loop test over 0..3: connect_failure in bit 1, missing in bit 0. */
+	cached_routes_row(_i >> 1, _i & 1);
 }
 END_TEST
 
@@ -794,11 +788,9 @@ START_TEST(typed_not_found_preserves_route_without_replaying)
 {
 	static const char *const codes[] = {PROTO_ERR_PATH_NOT_FOUND,
 					    PROTO_ERR_JOB_NOT_FOUND};
-	int ci, stale_first;
 
-	for (ci = 0; ci < 2; ci++)
-		for (stale_first = 0; stale_first <= 1; stale_first++)
-			typed_not_found_row(codes[ci], stale_first);
+	/* A loop test over 0..3: the code in bit 1, stale_first in bit 0. */
+	typed_not_found_row(codes[_i >> 1], _i & 1);
 }
 END_TEST
 
@@ -806,16 +798,22 @@ Suite *make_transport_seed_suite(void)
 {
 	const TTest *tests[] = {
 		reconnect_activates_a_fresh_boot_and_does_not_retry_authorization_refusal,
-		failed_resume_stops_only_the_session_it_woke,
 		commands_cross_the_agent_port_without_native_exec,
 		a_cached_connection_activates_new_boots_and_only_replays_a_changed_credential,
 		a_native_session_does_not_advertise_jobs_through_an_upgraded_binding,
-		cached_routes_refresh_once_after_not_found_or_connect_failure,
 		ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes,
-		typed_not_found_preserves_route_without_replaying,
 		NULL};
 	Suite *s = suite_create("transport_seed");
+	TCase *tc = tcase_table(s, "seed", 60, tests);
 
-	tcase_table(s, "seed", 60, tests);
+	/* The seed's two-parameter scenarios: one run a row. */
+	tcase_add_loop_test(tc, failed_resume_stops_only_the_session_it_woke, 0,
+			    4);
+	tcase_add_loop_test(
+		tc,
+		cached_routes_refresh_once_after_not_found_or_connect_failure,
+		0, 4);
+	tcase_add_loop_test(
+		tc, typed_not_found_preserves_route_without_replaying, 0, 4);
 	return s;
 }
