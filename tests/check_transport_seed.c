@@ -405,7 +405,6 @@ START_TEST(
 	struct boot b = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct tt_env e;
 	struct sbx_error err;
-	struct output out;
 	size_t i;
 	int rc;
 
@@ -417,14 +416,8 @@ START_TEST(
 	for (i = 0; i < 3; i++) {
 		boot_set(&b, generations[i], 0);
 		stub_provider_set_generation(e.sp, generations[i]);
-		output_init(&out);
-		sbx_error_clear(&err);
-		rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
+		rc = run_true(e.t, &err);
 		ck_assert_msg(rc == 0, "command %zu: %d %s", i, rc, err.reason);
-		ck_assert_uint_eq(out.n, 1);
-		ck_assert_int_eq(out.frames[0].type, PROTO_FRAME_EXIT);
-		ck_assert_int_eq(out.frames[0].code, 0);
-		output_cleanup(&out);
 	}
 	pthread_mutex_lock(&b.mu);
 	ck_assert_uint_eq(b.activations, 2);
@@ -433,22 +426,16 @@ START_TEST(
 
 	/* The unchanged credential remains refused. */
 	boot_set(&b, 1, 1);
-	output_init(&out);
-	sbx_error_clear(&err);
-	rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
+	rc = run_true(e.t, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
 	ck_assert(!err.retryable);
-	output_cleanup(&out);
 
 	/* A 5xx never replays a command. */
 	boot_set(&b, 1, 2);
-	output_init(&out);
-	sbx_error_clear(&err);
-	rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
+	rc = run_true(e.t, &err);
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_OUTCOME_UNKNOWN");
-	output_cleanup(&out);
 	pthread_mutex_lock(&b.mu);
 	ck_assert_uint_eq(b.activations, 2);
 	ck_assert_uint_eq(b.executions, 3);
@@ -542,7 +529,6 @@ static void cached_routes_row(int connect_failure, int missing)
 	struct tt_env e;
 	struct stub_agent *stale = NULL;
 	struct sbx_error err;
-	struct output out;
 	char stale_url[64];
 	int rc;
 
@@ -562,9 +548,7 @@ static void cached_routes_row(int connect_failure, int missing)
 	 * the provider moves the port. */
 	transport_test_set_connection(e.t, TT_SESSION, stale_url, tt_cred(7));
 
-	output_init(&out);
-	sbx_error_clear(&err);
-	rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
+	rc = run_true(e.t, &err);
 	if (missing) {
 		ck_assert_msg(rc < 0, "replacement 404 must "
 				      "stop after one retry");
@@ -574,11 +558,7 @@ static void cached_routes_row(int connect_failure, int missing)
 	} else {
 		ck_assert_msg(rc == 0, "stale route connect=%d: %s",
 			      connect_failure, err.reason);
-		ck_assert_uint_eq(out.n, 1);
-		ck_assert_int_eq(out.frames[0].type, PROTO_FRAME_EXIT);
-		ck_assert_int_eq(out.frames[0].code, 0);
 	}
-	output_cleanup(&out);
 	ck_assert_uint_eq(exec_calls(&c), 1);
 	tt_assert_calls(e.sp, 2, 1, 1);
 
@@ -648,7 +628,6 @@ START_TEST(ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes)
 		struct tt_env e;
 		struct stub_agent *stale;
 		struct sbx_error err;
-		struct output out;
 		int rc;
 
 		w.timeout = timeout;
@@ -661,28 +640,19 @@ START_TEST(ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes)
 		transport_test_set_connection(
 			e.t, TT_SESSION, stub_agent_url(stale), tt_cred(7));
 
-		output_init(&out);
-		sbx_error_clear(&err);
-		rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
+		rc = run_true(e.t, &err);
 		ck_assert_msg(rc < 0, "delivery is ambiguous");
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_OUTCOME_UNKNOWN");
 		ck_assert(!err.retryable);
-		output_cleanup(&out);
 		pthread_mutex_lock(&w.mu);
 		ck_assert_uint_eq(w.delivered, 1);
 		pthread_mutex_unlock(&w.mu);
 		ck_assert_msg(exec_calls(&c) == 0, "must not replay");
 
-		output_init(&out);
-		sbx_error_clear(&err);
-		rc = run_command(e.t, TT_SESSION, TRUE_ARGV, 1, &out, &err);
+		rc = run_true(e.t, &err);
 		ck_assert_msg(rc == 0, "next call must refresh timeout=%d: %s",
 			      timeout, err.reason);
-		ck_assert_uint_eq(out.n, 1);
-		ck_assert_int_eq(out.frames[0].type, PROTO_FRAME_EXIT);
-		ck_assert_int_eq(out.frames[0].code, 0);
-		output_cleanup(&out);
 		pthread_mutex_lock(&w.mu);
 		ck_assert_uint_eq(w.delivered, 1);
 		pthread_mutex_unlock(&w.mu);

@@ -167,6 +167,28 @@ static inline int run_command(struct transport *t, const char *id,
 static const char *const TRUE_ARGV[] = {"true"};
 
 /*
+ * run_command of TRUE_ARGV on TT_SESSION, err cleared first: its rc. A
+ * success must have streamed the seed's Exit 0 and nothing else; the
+ * frames are dropped.
+ */
+static inline int run_true(struct transport *t, struct sbx_error *err)
+{
+	struct output out;
+	int rc;
+
+	output_init(&out);
+	sbx_error_clear(err);
+	rc = run_command(t, TT_SESSION, TRUE_ARGV, 1, &out, err);
+	if (rc == 0) {
+		ck_assert_uint_eq(out.n, 1);
+		ck_assert_int_eq(out.frames[0].type, PROTO_FRAME_EXIT);
+		ck_assert_int_eq(out.frames[0].code, 0);
+	}
+	output_cleanup(&out);
+	return rc;
+}
+
+/*
  * provider.start_job(id, ...): decide the session's transport; a native
  * session has no jobs route (OPERATION_NOT_SUPPORTED), an agent session
  * would POST /v1/jobs/start.
