@@ -63,15 +63,23 @@
 /* Largest --timeout: milliseconds must stay below 2^53. */
 #define TIMEOUT_MAX_S 9007199254740ULL
 
+/* "sandboxctl: ", what, fmt's text and a newline on stderr. */
+static void __attribute__((format(printf, 2, 0)))
+vsay(const char *what, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "sandboxctl: %s", what);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+/* A message of sandboxctl's own on stderr. */
 static void __attribute__((format(printf, 1, 2))) say(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandboxctl: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay("", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* ---- the command line ------------------------------------------------------ */
@@ -99,11 +107,10 @@ static int __attribute__((format(printf, 1, 2))) usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("sandboxctl: exec: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsay("exec: ", fmt, ap);
 	va_end(ap);
-	fputs("\nusage: sandboxctl exec NAME [--timeout SECONDS] [--cwd DIR] "
+	fputs("usage: sandboxctl exec NAME [--timeout SECONDS] [--cwd DIR] "
 	      "[--env K=V]... -- CMD [ARGS...]\n",
 	      stderr);
 	return CTL_EXEC_NOT_STARTED;
