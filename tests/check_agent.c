@@ -84,6 +84,39 @@ static void expect_auth(const char *method, const char *path, const char *body,
 	expect(method, path, h, body, status, ctype, want);
 }
 
+/*
+ * One request of a table: its query (a GET; NULL: none) or its JSON body
+ * (the other methods), and the status and body of the answer.
+ */
+struct req_case {
+	const char *arg;
+	long status;
+	const char *want;
+};
+
+/* expect_auth of method on route for each of the n cases, in order, every
+ * answer typed ctype. */
+static void expect_each(const char *method, const char *route,
+			const char *ctype, const struct req_case *c, size_t n)
+{
+	bool get = strcmp(method, "GET") == 0;
+	char path[512];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (get && c[i].arg != NULL)
+			snprintf(path, sizeof(path), "%s?%s", route, c[i].arg);
+		else
+			snprintf(path, sizeof(path), "%s", route);
+		expect_auth(method, path, get ? NULL : c[i].arg, c[i].status,
+			    ctype, c[i].want);
+	}
+}
+
+#define EXPECT_EACH(method, route, ctype, cases) \
+	expect_each(method, route, ctype, cases, \
+		    sizeof(cases) / sizeof(cases[0]))
+
 static void fixture_dir(const char *rel)
 {
 	char *p = ta_join(ta_ag.root, rel);
@@ -409,17 +442,24 @@ END_TEST
 
 START_TEST(wrong_method_is_empty_405)
 {
+	static const struct {
+		const char *method, *path, *body;
+	} wrong[] = {
+		{"DELETE", "/v1/files", NULL},
+		{"GET", "/v1/exec", NULL},
+		{"POST", "/v1/health", "{}"},
+		{"PUT", "/v1/mkdir", "{}"},
+		{"GET", "/v1/jobs/poll", NULL},
+		{"POST", "/sandboxfs/v1/stat", "{}"},
+		{"DELETE", "/aws/lambda-microvms/runtime/v1/run", NULL},
+	};
 	struct th_resp r;
 	char url[128], *allow;
+	size_t i;
 
-	expect_auth("DELETE", "/v1/files", NULL, 405, NULL, "");
-	expect_auth("GET", "/v1/exec", NULL, 405, NULL, "");
-	expect_auth("POST", "/v1/health", "{}", 405, NULL, "");
-	expect_auth("PUT", "/v1/mkdir", "{}", 405, NULL, "");
-	expect_auth("GET", "/v1/jobs/poll", NULL, 405, NULL, "");
-	expect_auth("POST", "/sandboxfs/v1/stat", "{}", 405, NULL, "");
-	expect_auth("DELETE", "/aws/lambda-microvms/runtime/v1/run", NULL, 405,
-		    NULL, "");
+	for (i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
+		expect_auth(wrong[i].method, wrong[i].path, wrong[i].body, 405,
+			    NULL, "");
 	/* Without a credential too: the route does not exist that way. */
 	expect("DELETE", "/v1/files", NULL, NULL, 405, NULL, "");
 	snprintf(url, sizeof(url), "%s/v1/files", ta_ag.base);
@@ -437,6 +477,20 @@ END_TEST
 
 START_TEST(files_read)
 {
+	static const struct req_case reads[] = {
+		{"path=hello.txt", 200, "{\"contentsBase64\":\"aGVsbG8K\"}"},
+		{"path=empty", 200, "{\"contentsBase64\":\"\"}"},
+		{"path=dir/sub/deep.bin", 200,
+		 "{\"contentsBase64\":\"AAECAw==\"}"},
+		/* A leading '/', doubled and '.' components name the same
+		 * file. */
+		{"path=/dir//sub/./deep.bin", 200,
+		 "{\"contentsBase64\":\"AAECAw==\"}"},
+		/* Form decoding: '+' and %20 are a space. */
+		{"path=a+b", 200, "{\"contentsBase64\":\"c3BhY2U=\"}"},
+		{"path=a%20b", 200, "{\"contentsBase64\":\"c3BhY2U=\"}"},
+	};
+
 	/* More than one read chunk, not a multiple of 3: the answer is
 	 * built a piece at a time. */
 	{
@@ -468,69 +522,58 @@ START_TEST(files_read)
 	ta_fixture(&ta_ag, "empty", "", 0);
 	ta_fixture(&ta_ag, "dir/sub/deep.bin", "\0\1\2\3", 4);
 	ta_fixture(&ta_ag, "a b", "space", 5);
-	expect_auth("GET", "/v1/files?path=hello.txt", NULL, 200,
-		    "application/json", "{\"contentsBase64\":\"aGVsbG8K\"}");
-	expect_auth("GET", "/v1/files?path=empty", NULL, 200,
-		    "application/json", "{\"contentsBase64\":\"\"}");
-	expect_auth("GET", "/v1/files?path=dir/sub/deep.bin", NULL, 200,
-		    "application/json", "{\"contentsBase64\":\"AAECAw==\"}");
-	/* A leading '/', doubled and '.' components name the same file. */
-	expect_auth("GET", "/v1/files?path=/dir//sub/./deep.bin", NULL, 200,
-		    "application/json", "{\"contentsBase64\":\"AAECAw==\"}");
-	/* Form decoding: '+' and %20 are a space. */
-	expect_auth("GET", "/v1/files?path=a+b", NULL, 200, "application/json",
-		    "{\"contentsBase64\":\"c3BhY2U=\"}");
-	expect_auth("GET", "/v1/files?path=a%20b", NULL, 200,
-		    "application/json", "{\"contentsBase64\":\"c3BhY2U=\"}");
+	EXPECT_EACH("GET", "/v1/files", "application/json", reads);
 	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_read_not_found)
 {
+	static const struct req_case missing[] = {
+		{"path=missing", 404,
+		 "PATH_NOT_FOUND: No such file in the sandbox: missing"},
+		{"path=no/such/dir/f", 404,
+		 "PATH_NOT_FOUND: No such file in the sandbox: no/such/dir/f"},
+		{"path=file/below", 404,
+		 "PATH_NOT_FOUND: No such file in the sandbox: file/below"},
+	};
+
 	ta_fixture(&ta_ag, "file", "x", 1);
-	expect_auth("GET", "/v1/files?path=missing", NULL, 404, TEXT,
-		    "PATH_NOT_FOUND: No such file in the sandbox: missing");
-	expect_auth("GET", "/v1/files?path=no/such/dir/f", NULL, 404, TEXT,
-		    "PATH_NOT_FOUND: No such file in the sandbox: "
-		    "no/such/dir/f");
-	expect_auth("GET", "/v1/files?path=file/below", NULL, 404, TEXT,
-		    "PATH_NOT_FOUND: No such file in the sandbox: file/below");
+	EXPECT_EACH("GET", "/v1/files", TEXT, missing);
 	ta_expect_alive(&ta_ag);
 }
 END_TEST
 
 START_TEST(files_read_bad_paths)
 {
-	expect_auth("GET", "/v1/files", NULL, 400, TEXT,
-		    "Failed to deserialize query string: missing field "
-		    "`path`");
-	expect_auth("GET", "/v1/files?other=1", NULL, 400, TEXT,
-		    "Failed to deserialize query string: missing field "
-		    "`path`");
-	expect_auth("GET", "/v1/files?path=", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path '' refused: path is empty");
-	expect_auth("GET", "/v1/files?path=/", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path '/' refused: path is empty");
-	expect_auth("GET", "/v1/files?path=.", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path '.' refused: path is empty");
-	expect_auth("GET", "/v1/files?path=..", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path '..' refused: path traverses upward");
-	expect_auth("GET", "/v1/files?path=../x", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path '../x' refused: path traverses upward");
-	expect_auth("GET", "/v1/files?path=/../x", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path '/../x' refused: path traverses "
-		    "upward");
-	expect_auth("GET", "/v1/files?path=a/../../etc/passwd", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'a/../../etc/passwd' refused: path "
-		    "traverses upward");
-	expect_auth("GET", "/v1/files?path=a%2F..%2Fb", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'a/../b' refused: path traverses "
-		    "upward");
-	/* A NUL cannot be part of a name. */
-	expect_auth("GET", "/v1/files?path=x%00y", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'x' refused: path carries a byte no "
-		    "path may hold");
+	static const struct req_case bad[] = {
+		{NULL, 400,
+		 "Failed to deserialize query string: missing field `path`"},
+		{"other=1", 400,
+		 "Failed to deserialize query string: missing field `path`"},
+		{"path=", 400, "PATH_REFUSED: Path '' refused: path is empty"},
+		{"path=/", 400,
+		 "PATH_REFUSED: Path '/' refused: path is empty"},
+		{"path=.", 400,
+		 "PATH_REFUSED: Path '.' refused: path is empty"},
+		{"path=..", 400,
+		 "PATH_REFUSED: Path '..' refused: path traverses upward"},
+		{"path=../x", 400,
+		 "PATH_REFUSED: Path '../x' refused: path traverses upward"},
+		{"path=/../x", 400,
+		 "PATH_REFUSED: Path '/../x' refused: path traverses upward"},
+		{"path=a/../../etc/passwd", 400,
+		 "PATH_REFUSED: Path 'a/../../etc/passwd' refused: path "
+		 "traverses upward"},
+		{"path=a%2F..%2Fb", 400,
+		 "PATH_REFUSED: Path 'a/../b' refused: path traverses upward"},
+		/* A NUL cannot be part of a name. */
+		{"path=x%00y", 400,
+		 "PATH_REFUSED: Path 'x' refused: path carries a byte no path "
+		 "may hold"},
+	};
+
+	EXPECT_EACH("GET", "/v1/files", TEXT, bad);
 	ta_expect_alive(&ta_ag);
 }
 END_TEST
@@ -564,50 +607,54 @@ END_TEST
 
 START_TEST(files_symlinks_refused)
 {
+	static const struct req_case reads[] = {
+		{"path=linkdir/file", 400,
+		 "PATH_REFUSED: Path 'linkdir/file' refused: path leaves the "
+		 "session root"},
+		{"path=linkfile", 400,
+		 "PATH_REFUSED: Path 'linkfile' refused: path leaves the "
+		 "session root"},
+		{"path=out/passwd", 400,
+		 "PATH_REFUSED: Path 'out/passwd' refused: path leaves the "
+		 "session root"},
+		{"path=outfile", 400,
+		 "PATH_REFUSED: Path 'outfile' refused: path leaves the "
+		 "session "
+		 "root"},
+		{"path=up/etc/passwd", 400,
+		 "PATH_REFUSED: Path 'up/etc/passwd' refused: path leaves the "
+		 "session root"},
+	};
+	static const struct req_case writes[] = {
+		{"{\"path\":\"linkfile\",\"contentsBase64\":\"eA==\"}", 400,
+		 "PATH_REFUSED: Path 'linkfile' refused: path leaves the "
+		 "session root"},
+		{"{\"path\":\"linkdir/new\",\"contentsBase64\":\"eA==\"}", 400,
+		 "PATH_REFUSED: Path 'linkdir/new' refused: path leaves the "
+		 "session root"},
+		{"{\"path\":\"out/x\",\"contentsBase64\":\"eA==\"}", 400,
+		 "PATH_REFUSED: Path 'out/x' refused: path leaves the session "
+		 "root"},
+	};
+	static const struct req_case mkdirs[] = {
+		{"{\"path\":\"linkdir/sub\"}", 400,
+		 "PATH_REFUSED: Path 'linkdir/sub' refused: path leaves the "
+		 "session root"},
+		{"{\"path\":\"out\"}", 400,
+		 "PATH_REFUSED: Path 'out' refused: path leaves the session "
+		 "root"},
+	};
+
 	ta_fixture(&ta_ag, "real/file", "secret", 6);
 	fixture_symlink("real", "linkdir");
 	fixture_symlink("real/file", "linkfile");
 	fixture_symlink("/etc", "out");
 	fixture_symlink("/etc/passwd", "outfile");
 	fixture_symlink("../../..", "up");
-	expect_auth("GET", "/v1/files?path=linkdir/file", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'linkdir/file' refused: path leaves "
-		    "the session root");
-	expect_auth("GET", "/v1/files?path=linkfile", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'linkfile' refused: path leaves the "
-		    "session root");
-	expect_auth("GET", "/v1/files?path=out/passwd", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'out/passwd' refused: path leaves the "
-		    "session root");
-	expect_auth("GET", "/v1/files?path=outfile", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'outfile' refused: path leaves the "
-		    "session root");
-	expect_auth("GET", "/v1/files?path=up/etc/passwd", NULL, 400, TEXT,
-		    "PATH_REFUSED: Path 'up/etc/passwd' refused: path leaves "
-		    "the session root");
+	EXPECT_EACH("GET", "/v1/files", TEXT, reads);
 	/* Writes and mkdir refuse them too, and leave the target alone. */
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"linkfile\",\"contentsBase64\":\"eA==\"}", 400,
-		    TEXT,
-		    "PATH_REFUSED: Path 'linkfile' refused: path leaves the "
-		    "session root");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"linkdir/new\",\"contentsBase64\":\"eA==\"}",
-		    400, TEXT,
-		    "PATH_REFUSED: Path 'linkdir/new' refused: path leaves the "
-		    "session root");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"out/x\",\"contentsBase64\":\"eA==\"}", 400,
-		    TEXT,
-		    "PATH_REFUSED: Path 'out/x' refused: path leaves the "
-		    "session root");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"linkdir/sub\"}", 400,
-		    TEXT,
-		    "PATH_REFUSED: Path 'linkdir/sub' refused: path leaves the "
-		    "session root");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"out\"}", 400, TEXT,
-		    "PATH_REFUSED: Path 'out' refused: path leaves the session "
-		    "root");
+	EXPECT_EACH("PUT", "/v1/files", TEXT, writes);
+	EXPECT_EACH("POST", "/v1/mkdir", TEXT, mkdirs);
 	{
 		size_t n;
 		char *d = file_contents("real/file", &n);
@@ -805,63 +852,53 @@ START_TEST(files_write_creates_parents)
 }
 END_TEST
 
+/* What the base64 decoder says of contents it refuses. */
+#define BAD_B64 \
+	"REQUEST_INVALID: Request invalid: contents are not valid base64: "
+/* The answers to a body that is not JSON, or not the route's JSON. */
+#define NOT_JSON "Failed to parse the request body as JSON"
+#define WRONG_JSON "Failed to deserialize the JSON body into the target type"
+
 START_TEST(files_write_bad_bodies)
 {
+	static const struct req_case bodies[] = {
+		{"{\"path\":\"f\",\"contentsBase64\":\"aGV!bG8=\"}", 400,
+		 BAD_B64 "Invalid symbol 33, offset 3."},
+		{"{\"path\":\"f\",\"contentsBase64\":\"aGVsbG8\"}", 400,
+		 BAD_B64 "Invalid padding"},
+		{"{\"path\":\"f\",\"contentsBase64\":\"aGVsbG9=\"}", 400,
+		 BAD_B64 "Invalid last symbol 57, offset 6."},
+		{"{\"path\":\"f\",\"contentsBase64\":\"aGVs bG8=\"}", 400,
+		 BAD_B64 "Invalid symbol 32, offset 4."},
+		/* Not JSON, the wrong shape, the wrong content type. */
+		{"{\"path\":", 400, NOT_JSON},
+		{"", 400, NOT_JSON},
+		{"{\"path\":\"f\"}", 422, WRONG_JSON},
+		{"{\"contentsBase64\":\"\"}", 422, WRONG_JSON},
+		{"{\"path\":7,\"contentsBase64\":\"\"}", 422, WRONG_JSON},
+		{"[]", 422, WRONG_JSON},
+		/* A NUL would silently name another file. */
+		{"{\"path\":\"a\\u0000b\",\"contentsBase64\":\"\"}", 422,
+		 WRONG_JSON},
+	};
+	/* Path refusals. */
+	static const struct req_case paths[] = {
+		{"{\"path\":\"../f\",\"contentsBase64\":\"\"}", 400,
+		 "PATH_REFUSED: Path '../f' refused: path traverses upward"},
+		{"{\"path\":\"\",\"contentsBase64\":\"\"}", 400,
+		 "PATH_REFUSED: Path '' refused: path is empty"},
+	};
 	const char *h_text[] = {ta_ag.auth, "Content-Type: text/plain", NULL};
 	const char *h_none[] = {ta_ag.auth, NULL};
 
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"f\",\"contentsBase64\":\"aGV!bG8=\"}", 400,
-		    TEXT,
-		    "REQUEST_INVALID: Request invalid: contents are not valid "
-		    "base64: Invalid symbol 33, offset 3.");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"f\",\"contentsBase64\":\"aGVsbG8\"}", 400,
-		    TEXT,
-		    "REQUEST_INVALID: Request invalid: contents are not valid "
-		    "base64: Invalid padding");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"f\",\"contentsBase64\":\"aGVsbG9=\"}", 400,
-		    TEXT,
-		    "REQUEST_INVALID: Request invalid: contents are not valid "
-		    "base64: Invalid last symbol 57, offset 6.");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"f\",\"contentsBase64\":\"aGVs bG8=\"}", 400,
-		    TEXT,
-		    "REQUEST_INVALID: Request invalid: contents are not valid "
-		    "base64: Invalid symbol 32, offset 4.");
-	/* Not JSON, the wrong shape, the wrong content type. */
-	expect_auth("PUT", "/v1/files", "{\"path\":", 400, TEXT,
-		    "Failed to parse the request body as JSON");
-	expect_auth("PUT", "/v1/files", "", 400, TEXT,
-		    "Failed to parse the request body as JSON");
-	expect_auth("PUT", "/v1/files", "{\"path\":\"f\"}", 422, TEXT,
-		    "Failed to deserialize the JSON body into the target type");
-	expect_auth("PUT", "/v1/files", "{\"contentsBase64\":\"\"}", 422, TEXT,
-		    "Failed to deserialize the JSON body into the target type");
-	expect_auth("PUT", "/v1/files", "{\"path\":7,\"contentsBase64\":\"\"}",
-		    422, TEXT,
-		    "Failed to deserialize the JSON body into the target type");
-	expect_auth("PUT", "/v1/files", "[]", 422, TEXT,
-		    "Failed to deserialize the JSON body into the target type");
-	/* A NUL would silently name another file. */
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"a\\u0000b\",\"contentsBase64\":\"\"}", 422,
-		    TEXT,
-		    "Failed to deserialize the JSON body into the target type");
+	EXPECT_EACH("PUT", "/v1/files", TEXT, bodies);
 	expect("PUT", "/v1/files", h_text,
 	       "{\"path\":\"f\",\"contentsBase64\":\"\"}", 415, TEXT,
 	       "Expected request with `Content-Type: application/json`");
 	expect("PUT", "/v1/files", h_none,
 	       "{\"path\":\"f\",\"contentsBase64\":\"\"}", 415, TEXT,
 	       "Expected request with `Content-Type: application/json`");
-	/* Path refusals. */
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"../f\",\"contentsBase64\":\"\"}", 400, TEXT,
-		    "PATH_REFUSED: Path '../f' refused: path traverses upward");
-	expect_auth("PUT", "/v1/files",
-		    "{\"path\":\"\",\"contentsBase64\":\"\"}", 400, TEXT,
-		    "PATH_REFUSED: Path '' refused: path is empty");
+	EXPECT_EACH("PUT", "/v1/files", TEXT, paths);
 	{
 		char *p = ta_join(ta_ag.root, "f");
 
@@ -908,6 +945,21 @@ END_TEST
 
 START_TEST(files_mkdir)
 {
+	static const struct req_case refused[] = {
+		{"{\"path\":\"file\"}", 400,
+		 "REQUEST_INVALID: Request invalid: 'file' is not a directory"},
+		{"{\"path\":\"file/sub\"}", 400,
+		 "REQUEST_INVALID: Request invalid: 'file' is not a directory"},
+		{"{\"path\":\"\"}", 400,
+		 "PATH_REFUSED: Path '' refused: path is empty"},
+		{"{\"path\":\"/\"}", 400,
+		 "PATH_REFUSED: Path '/' refused: path is empty"},
+		{"{\"path\":\"a/../..\"}", 400,
+		 "PATH_REFUSED: Path 'a/../..' refused: path traverses upward"},
+		{"{\"path\":", 400, NOT_JSON},
+		{"{\"dir\":\"a\"}", 422, WRONG_JSON},
+		{"{\"path\":\"a\\u0000\"}", 422, WRONG_JSON},
+	};
 	struct stat st;
 	char *p;
 
@@ -924,25 +976,7 @@ START_TEST(files_mkdir)
 	expect_auth("POST", "/v1/mkdir", "{\"path\":\"/x/y\"}", 204, NULL, "");
 	/* Refusals. */
 	ta_fixture(&ta_ag, "file", "f", 1);
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"file\"}", 400, TEXT,
-		    "REQUEST_INVALID: Request invalid: 'file' is not a "
-		    "directory");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"file/sub\"}", 400, TEXT,
-		    "REQUEST_INVALID: Request invalid: 'file' is not a "
-		    "directory");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"\"}", 400, TEXT,
-		    "PATH_REFUSED: Path '' refused: path is empty");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"/\"}", 400, TEXT,
-		    "PATH_REFUSED: Path '/' refused: path is empty");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"a/../..\"}", 400, TEXT,
-		    "PATH_REFUSED: Path 'a/../..' refused: path traverses "
-		    "upward");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":", 400, TEXT,
-		    "Failed to parse the request body as JSON");
-	expect_auth("POST", "/v1/mkdir", "{\"dir\":\"a\"}", 422, TEXT,
-		    "Failed to deserialize the JSON body into the target type");
-	expect_auth("POST", "/v1/mkdir", "{\"path\":\"a\\u0000\"}", 422, TEXT,
-		    "Failed to deserialize the JSON body into the target type");
+	EXPECT_EACH("POST", "/v1/mkdir", TEXT, refused);
 	{
 		const char *h[] = {ta_ag.auth, NULL};
 
