@@ -310,6 +310,18 @@ void ta_expect_output(const struct th_agent *a, const char *json,
 	ta_frames_free(&fr);
 }
 
+void ta_expect_spawn_failed(const struct th_agent *a, const char *json,
+			    const char *message)
+{
+	char want[256];
+
+	snprintf(want, sizeof(want),
+		 "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
+		 "\"%s\"}\n",
+		 message);
+	ta_expect_post(a, "/v1/exec", json, 200, want);
+}
+
 /* ---- the job routes ---------------------------------------------------- */
 
 void ta_job_start(const struct th_agent *a, const char *json, char id[64])

@@ -120,6 +120,12 @@ const struct proto_frame *ta_last(const struct ta_frames *fr);
 /* stdout must be want and the command must have exited with code. */
 void ta_expect_output(const struct th_agent *a, const char *json,
 		      const char *want, int code);
+/* The messages of a command that cannot start (doc/commands.md). */
+#define TA_ENOENT "No such file or directory (os error 2)"
+#define TA_EACCES "Permission denied (os error 13)"
+/* The whole answer must be one spawnFailed error frame saying message. */
+void ta_expect_spawn_failed(const struct th_agent *a, const char *json,
+			    const char *message);
 
 /* ---- the job routes ---------------------------------------------------- */
 

@@ -151,22 +151,18 @@ END_TEST
 
 START_TEST(exec_spawn_failed)
 {
-	ta_expect_post(
-		&ta_fx.a, "/v1/exec",
+	ta_expect_spawn_failed(
+		&ta_fx.a,
 		"{\"command\":[\"no-such-program-here\"],\"timeoutMs\":5000}",
-		200,
-		"{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		"\"No such file or directory (os error 2)\"}\n");
-	ta_expect_post(
-		&ta_fx.a, "/v1/exec",
-		"{\"command\":[\"/no/such/program\"],\"timeoutMs\":5000}", 200,
-		"{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		"\"No such file or directory (os error 2)\"}\n");
+		TA_ENOENT);
+	ta_expect_spawn_failed(
+		&ta_fx.a,
+		"{\"command\":[\"/no/such/program\"],\"timeoutMs\":5000}",
+		TA_ENOENT);
 	/* A directory on PATH is not a program. */
-	ta_expect_post(&ta_fx.a, "/v1/exec",
-		       "{\"command\":[\"/tmp\"],\"timeoutMs\":5000}", 200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"Permission denied (os error 13)\"}\n");
+	ta_expect_spawn_failed(&ta_fx.a,
+			       "{\"command\":[\"/tmp\"],\"timeoutMs\":5000}",
+			       TA_EACCES);
 }
 END_TEST
 
@@ -189,12 +185,10 @@ START_TEST(exec_program_lookup)
 			 "from bin/tool y\n", 0);
 	/* Not executable: found but refused. */
 	ck_assert(chmod(path, 0644) == 0);
-	ta_expect_post(&ta_fx.a, "/v1/exec",
-		       "{\"command\":[\"tool\"],\"timeoutMs\":5000,"
-		       "\"env\":{\"PATH\":\"bin\"}}",
-		       200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"Permission denied (os error 13)\"}\n");
+	ta_expect_spawn_failed(&ta_fx.a,
+			       "{\"command\":[\"tool\"],\"timeoutMs\":5000,"
+			       "\"env\":{\"PATH\":\"bin\"}}",
+			       TA_EACCES);
 }
 END_TEST
 
@@ -248,12 +242,10 @@ START_TEST(exec_environment_cleared)
 			 "{\"command\":[\"env\"],\"timeoutMs\":5000,"
 			 "\"env\":{\"PATH\":\"/usr/bin:/bin\"}}",
 			 "PATH=/usr/bin:/bin\n", 0);
-	ta_expect_post(&ta_fx.a, "/v1/exec",
-		       "{\"command\":[\"env\"],\"timeoutMs\":5000,"
-		       "\"env\":{\"PATH\":\"/nonexistent\"}}",
-		       200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"No such file or directory (os error 2)\"}\n");
+	ta_expect_spawn_failed(&ta_fx.a,
+			       "{\"command\":[\"env\"],\"timeoutMs\":5000,"
+			       "\"env\":{\"PATH\":\"/nonexistent\"}}",
+			       TA_ENOENT);
 	/* The agent's own environment does not leak. */
 	ta_post(&ta_fx.a, "/v1/exec",
 		"{\"command\":[\"sh\",\"-c\",\"echo ${HOME-unset} "
@@ -327,13 +319,11 @@ START_TEST(exec_working_directory)
 			 "f\n", 0);
 	/* A directory that does not exist passes resolution and fails the
 	 * spawn. */
-	ta_expect_post(
-		&ta_fx.a, "/v1/exec",
+	ta_expect_spawn_failed(
+		&ta_fx.a,
 		"{\"command\":[\"pwd\"],\"timeoutMs\":5000,\"cwd\":\"link/"
 		"new\"}",
-		200,
-		"{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		"\"No such file or directory (os error 2)\"}\n");
+		TA_ENOENT);
 	free(canon);
 }
 END_TEST
@@ -368,12 +358,10 @@ START_TEST(exec_working_directory_refused)
 		"PATH_REFUSED: Path 'out/x' refused: path escapes the session "
 		"root");
 	/* Through the same link back into the root is inside. */
-	ta_expect_post(&ta_fx.a, "/v1/exec",
-		       "{\"command\":[\"pwd\"],\"timeoutMs\":5000,"
-		       "\"cwd\":\"out/root/nothing\"}",
-		       200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"No such file or directory (os error 2)\"}\n");
+	ta_expect_spawn_failed(&ta_fx.a,
+			       "{\"command\":[\"pwd\"],\"timeoutMs\":5000,"
+			       "\"cwd\":\"out/root/nothing\"}",
+			       TA_ENOENT);
 	ta_expect_post(
 		&ta_fx.a, "/v1/exec",
 		"{\"command\":[\"pwd\"],\"timeoutMs\":5000,\"cwd\":\"\"}", 400,
@@ -691,17 +679,13 @@ START_TEST(bwrap_timeout_kills_everything)
 			 "", 137);
 	/* A missing program is found missing before bubblewrap runs, in
 	 * the view the command would have had. */
-	ta_expect_post(
-		&b.a, "/v1/exec",
-		"{\"command\":[\"no-such-program\"],\"timeoutMs\":10000}", 200,
-		"{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		"\"No such file or directory (os error 2)\"}\n");
-	ta_expect_post(&b.a, "/v1/exec",
-		       "{\"command\":[\"/tmp/x\"],\"timeoutMs\":10000,"
-		       "\"env\":{\"PATH\":\"/sandbox\"}}",
-		       200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"No such file or directory (os error 2)\"}\n");
+	ta_expect_spawn_failed(
+		&b.a, "{\"command\":[\"no-such-program\"],\"timeoutMs\":10000}",
+		TA_ENOENT);
+	ta_expect_spawn_failed(&b.a,
+			       "{\"command\":[\"/tmp/x\"],\"timeoutMs\":10000,"
+			       "\"env\":{\"PATH\":\"/sandbox\"}}",
+			       TA_ENOENT);
 	ta_box_stop(&b);
 }
 END_TEST

@@ -284,32 +284,26 @@ START_TEST(zygote_spawn_failures)
 
 	if (!zbox_start_zygote(&b, &log, &z))
 		return;
-	ta_expect_post(
-		&b.a, "/v1/exec",
-		"{\"command\":[\"no-such-program\"],\"timeoutMs\":10000}", 200,
-		"{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		"\"No such file or directory (os error 2)\"}\n");
-	ta_expect_post(&b.a, "/v1/exec",
-		       "{\"command\":[\"/usr\"],\"timeoutMs\":10000}", 200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"Permission denied (os error 13)\"}\n");
-	ta_expect_post(&b.a, "/v1/exec",
-		       "{\"command\":[\"pwd\"],\"timeoutMs\":10000,\"cwd\":"
-		       "\"missing\"}",
-		       200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"No such file or directory (os error 2)\"}\n");
+	ta_expect_spawn_failed(
+		&b.a, "{\"command\":[\"no-such-program\"],\"timeoutMs\":10000}",
+		TA_ENOENT);
+	ta_expect_spawn_failed(&b.a,
+			       "{\"command\":[\"/usr\"],\"timeoutMs\":10000}",
+			       TA_EACCES);
+	ta_expect_spawn_failed(
+		&b.a,
+		"{\"command\":[\"pwd\"],\"timeoutMs\":10000,\"cwd\":"
+		"\"missing\"}",
+		TA_ENOENT);
 	/* Found on PATH but not executable; then executable, without #!. */
 	snprintf(path, sizeof(path), "%s/bin/tool", b.root);
 	th_write_file(path, "echo from \"$0\" $1\n", 18);
 	snprintf(path, sizeof(path), "%s/bin", b.root);
 	ck_assert(chmod(path, 0755) == 0);
-	ta_expect_post(&b.a, "/v1/exec",
-		       "{\"command\":[\"tool\"],\"timeoutMs\":10000,"
-		       "\"env\":{\"PATH\":\"/nowhere:bin\"}}",
-		       200,
-		       "{\"t\":\"error\",\"code\":\"spawnFailed\",\"message\":"
-		       "\"Permission denied (os error 13)\"}\n");
+	ta_expect_spawn_failed(&b.a,
+			       "{\"command\":[\"tool\"],\"timeoutMs\":10000,"
+			       "\"env\":{\"PATH\":\"/nowhere:bin\"}}",
+			       TA_EACCES);
 	snprintf(path, sizeof(path), "%s/bin/tool", b.root);
 	ck_assert(chmod(path, 0755) == 0);
 	ta_expect_output(&b.a,
