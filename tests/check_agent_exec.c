@@ -39,6 +39,17 @@
 
 /* ---- exec ---------------------------------------------------------------- */
 
+/* The first n frames of fr are stdout frames numbered 0 to n - 1. */
+static void expect_stdout_seq(const struct ta_frames *fr, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		ck_assert_int_eq(fr->f[i].type, PROTO_FRAME_STDOUT);
+		ck_assert_uint_eq(fr->f[i].seq, i);
+	}
+}
+
 START_TEST(exec_echo_exact)
 {
 	ta_expect_post(&ta_fx.a, "/v1/exec",
@@ -59,17 +70,13 @@ END_TEST
 START_TEST(exec_lines_and_seq)
 {
 	struct ta_frames fr;
-	size_t i;
 
 	ta_exec(&ta_fx.a,
 		"{\"command\":[\"printf\",\"a\\nbb\\nccc\"],\"timeoutMs\":"
 		"5000}",
 		&fr);
 	ck_assert_uint_eq(fr.n, 4);
-	for (i = 0; i < 3; i++) {
-		ck_assert_int_eq(fr.f[i].type, PROTO_FRAME_STDOUT);
-		ck_assert_uint_eq(fr.f[i].seq, i);
-	}
+	expect_stdout_seq(&fr, 3);
 	/* One frame per line, the newline kept; the unfinished last line
 	 * comes at the end of the stream. */
 	ck_assert_mem_eq(fr.f[0].data, "a\n", 2);
@@ -121,9 +128,8 @@ START_TEST(exec_long_line_cut)
 		"tr '\\\\000' a\"],\"timeoutMs\":10000}",
 		&fr);
 	ck_assert_uint_eq(fr.n, 5);
+	expect_stdout_seq(&fr, 4);
 	for (i = 0; i < 4; i++) {
-		ck_assert_int_eq(fr.f[i].type, PROTO_FRAME_STDOUT);
-		ck_assert_uint_eq(fr.f[i].seq, i);
 		ck_assert_uint_eq(fr.f[i].len, i < 3 ? 65536 : 204800 - 196608);
 		ck_assert_int_eq(fr.f[i].data[0], 'a');
 		ck_assert_int_eq(fr.f[i].data[fr.f[i].len - 1], 'a');
@@ -525,11 +531,9 @@ START_TEST(exec_output_cap)
 		"done\"],\"timeoutMs\":10000}",
 		&fr);
 	ck_assert_uint_eq(fr.n, 11);
-	for (i = 0; i < 9; i++) {
-		ck_assert_int_eq(fr.f[i].type, PROTO_FRAME_STDOUT);
-		ck_assert_uint_eq(fr.f[i].seq, i);
+	expect_stdout_seq(&fr, 9);
+	for (i = 0; i < 9; i++)
 		ck_assert_uint_eq(fr.f[i].len, 11);
-	}
 	ck_assert_int_eq(fr.f[9].type, PROTO_FRAME_STDERR);
 	ck_assert_uint_eq(fr.f[9].seq, 30);
 	ck_assert_mem_eq(fr.f[9].data, "e\n", 2);
