@@ -194,19 +194,10 @@ START_TEST(health_after_activation)
 {
 	const char *h[] = {ta_ag.auth, NULL};
 	struct proto_health before, after;
-	struct th_resp r;
-	char url[128];
 
-	snprintf(url, sizeof(url), "%s/v1/health", ta_ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &before),
-			 0);
-	th_resp_cleanup(&r);
+	ta_health(&ta_ag, &before);
 	expect("POST", "/v1/activate", h, NULL, 204, NULL, "");
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &after),
-			 0);
-	th_resp_cleanup(&r);
+	ta_health(&ta_ag, &after);
 	ck_assert_str_eq(after.status, "ready");
 	ck_assert(proto_health_ready(&after));
 	ck_assert_str_eq(after.boot_id, before.boot_id);
@@ -237,18 +228,10 @@ START_TEST(health_new_boot_per_start)
 {
 	struct th_agent other;
 	struct proto_health h1, h2;
-	struct th_resp r;
-	char url[128];
 
 	th_agent_start(&other, NULL, false);
-	snprintf(url, sizeof(url), "%s/v1/health", ta_ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h1), 0);
-	th_resp_cleanup(&r);
-	snprintf(url, sizeof(url), "%s/v1/health", other.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h2), 0);
-	th_resp_cleanup(&r);
+	ta_health(&ta_ag, &h1);
+	ta_health(&other, &h2);
 	ck_assert_str_ne(h1.boot_id, h2.boot_id);
 	ck_assert_str_ne(ta_ag.token, other.token);
 	th_agent_stop(&other);
@@ -281,15 +264,10 @@ START_TEST(health_max_write_option)
 	const char *args[] = {"--ext-max-write", "1M", NULL};
 	struct th_agent other;
 	struct proto_health h;
-	struct th_resp r;
-	char url[128];
 
 	th_agent_start(&other, args, false);
-	snprintf(url, sizeof(url), "%s/v1/health", other.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ta_health(&other, &h);
 	ck_assert_uint_eq(h.ext_max_write, 1048576);
-	th_resp_cleanup(&r);
 	th_agent_stop(&other);
 }
 END_TEST
