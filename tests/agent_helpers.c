@@ -641,6 +641,34 @@ void ta_ext_write(const struct th_agent *a, const char *path, const char *how,
 		   out);
 }
 
+void ta_ext_expect_get(const struct th_agent *a, const char *op,
+		       const char *path, long status, const char *want)
+{
+	struct th_resp r;
+
+	ta_ext_get(a, op, path, NULL, NULL, &r);
+	ta_expect_resp(&r, status, want);
+}
+
+void ta_ext_expect_post(const struct th_agent *a, const char *op,
+			const char *json, long status, const char *want)
+{
+	struct th_resp r;
+
+	ta_ext_post(a, op, json, &r);
+	ta_expect_resp(&r, status, want);
+}
+
+void ta_ext_expect_escape(const struct th_agent *a, const char *op,
+			  const char *path)
+{
+	char want[512];
+
+	snprintf(want, sizeof(want),
+		 "FS_ERROR: ELOOP: path leaves the session root: %s", path);
+	ta_ext_expect_get(a, op, path, 409, want);
+}
+
 /* ---- processes ---------------------------------------------------------- */
 
 const char *ta_needle(void)

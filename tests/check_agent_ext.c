@@ -256,18 +256,16 @@ START_TEST(wire_stat_and_errors)
 	ta_ext_get(&ta_ag, "stat", "/", NULL, NULL, &r);
 	ta_expect_attr(ta_ag.root, &r, ".", NULL);
 
-	ta_ext_get(&ta_ag, "stat", "d/nope", NULL, NULL, &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: d/nope");
-	ta_ext_get(&ta_ag, "stat", "d/f/x", NULL, NULL, &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: d/f/x");
-	ta_ext_get(&ta_ag, "stat", "d/../d/f", NULL, NULL, &r);
-	ta_expect_resp(
-		&r, 400,
+	ta_ext_expect_get(
+		&ta_ag, "stat", "d/nope", 404,
+		"PATH_NOT_FOUND: No such file in the sandbox: d/nope");
+	ta_ext_expect_get(&ta_ag, "stat", "d/f/x", 409,
+			  "FS_ERROR: ENOTDIR: Not a directory: d/f/x");
+	ta_ext_expect_get(
+		&ta_ag, "stat", "d/../d/f", 400,
 		"PATH_REFUSED: Path 'd/../d/f' refused: path traverses upward");
-	ta_ext_get(&ta_ag, "stat", "..", NULL, NULL, &r);
-	ta_expect_resp(
-		&r, 400,
+	ta_ext_expect_get(
+		&ta_ag, "stat", "..", 400,
 		"PATH_REFUSED: Path '..' refused: path traverses upward");
 
 	/* no path at all: an untyped 400 like v1's query rejection */
@@ -307,56 +305,45 @@ START_TEST(wire_symlinks)
 	ta_ext_post(&ta_ag, "symlink", "{\"path\":\"lf\",\"target\":\"sub/f\"}",
 		    &r);
 	ta_expect_attr(ta_ag.root, &r, "lf", "sub/f");
-	ta_ext_post(&ta_ag, "symlink", "{\"path\":\"in\",\"target\":\"x\"}",
-		    &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EEXIST: File exists: in");
-	ta_ext_post(&ta_ag, "symlink", "{\"path\":\"e\",\"target\":\"\"}", &r);
-	ta_expect_resp(&r, 400,
-		       "REQUEST_INVALID: Request invalid: a symlink target "
-		       "cannot be empty");
+	ta_ext_expect_post(&ta_ag, "symlink",
+			   "{\"path\":\"in\",\"target\":\"x\"}", 409,
+			   "FS_ERROR: EEXIST: File exists: in");
+	ta_ext_expect_post(&ta_ag, "symlink",
+			   "{\"path\":\"e\",\"target\":\"\"}", 400,
+			   "REQUEST_INVALID: Request invalid: a symlink target "
+			   "cannot be empty");
 
 	/* stat and readlink never follow the last component */
 	ta_ext_get(&ta_ag, "stat", "in", NULL, NULL, &r);
 	ta_expect_attr(ta_ag.root, &r, "in", "sub");
 	ta_ext_get(&ta_ag, "stat", "abs", NULL, NULL, &r);
 	ta_expect_attr(ta_ag.root, &r, "abs", "/etc");
-	ta_ext_get(&ta_ag, "readlink", "up", NULL, NULL, &r);
-	ta_expect_resp(&r, 200, "{\"target\":\"../../..\"}");
-	ta_ext_get(&ta_ag, "readlink", "sub/f", NULL, NULL, &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EINVAL: Invalid argument: sub/f");
+	ta_ext_expect_get(&ta_ag, "readlink", "up", 200,
+			  "{\"target\":\"../../..\"}");
+	ta_ext_expect_get(&ta_ag, "readlink", "sub/f", 409,
+			  "FS_ERROR: EINVAL: Invalid argument: sub/f");
 
 	/* inside: followed in the middle, and at the end by read */
 	ta_ext_get(&ta_ag, "stat", "in/f", NULL, NULL, &r);
 	ta_expect_attr(ta_ag.root, &r, "sub/f", NULL);
-	ta_ext_get(&ta_ag, "read", "lf", NULL, NULL, &r);
-	ta_expect_resp(&r, 200, "inside");
+	ta_ext_expect_get(&ta_ag, "read", "lf", 200, "inside");
 	ta_ext_get(&ta_ag, "list", "in", NULL, NULL, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_ptr_nonnull(strstr(r.body.data, "\"name\":\"f\""));
 	th_resp_cleanup(&r);
 
 	/* escaping: absolute or upward, refused wherever it is followed */
-	ta_ext_get(&ta_ag, "stat", "abs/passwd", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: "
-		       "abs/passwd");
-	ta_ext_get(&ta_ag, "stat", "up/etc", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: up/etc");
-	ta_ext_get(&ta_ag, "read", "abs", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: abs");
-	ta_ext_get(&ta_ag, "list", "up", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: up");
-	ta_ext_post(&ta_ag, "chmod", "{\"path\":\"abs\",\"mode\":511}", &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: abs");
-	ta_ext_post(&ta_ag, "create", "{\"path\":\"up/tmp/x\",\"mode\":420}",
-		    &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: "
-		       "up/tmp/x");
+	ta_ext_expect_escape(&ta_ag, "stat", "abs/passwd");
+	ta_ext_expect_escape(&ta_ag, "stat", "up/etc");
+	ta_ext_expect_escape(&ta_ag, "read", "abs");
+	ta_ext_expect_escape(&ta_ag, "list", "up");
+	ta_ext_expect_post(
+		&ta_ag, "chmod", "{\"path\":\"abs\",\"mode\":511}", 409,
+		"FS_ERROR: ELOOP: path leaves the session root: abs");
+	ta_ext_expect_post(&ta_ag, "create",
+			   "{\"path\":\"up/tmp/x\",\"mode\":420}", 409,
+			   "FS_ERROR: ELOOP: path leaves the session root: "
+			   "up/tmp/x");
 	ta_ext_write(&ta_ag, "abs", "offset=0", "x", 1, &r);
 	ta_expect_resp(&r, 409,
 		       "FS_ERROR: ELOOP: path leaves the session root: abs");
@@ -368,13 +355,11 @@ START_TEST(wire_symlinks)
 		&r);
 	ck_assert_int_eq(ta_expect_attr(ta_ag.root, &r, "abs", "/etc").mtime,
 			 1000000000);
-	ta_ext_post(&ta_ag, "utimens", "{\"path\":\"abs\",\"mtime\":\"now\"}",
-		    &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: abs");
+	ta_ext_expect_post(
+		&ta_ag, "utimens", "{\"path\":\"abs\",\"mtime\":\"now\"}", 409,
+		"FS_ERROR: ELOOP: path leaves the session root: abs");
 	/* unlinking the escaping link is fine: it is the link itself */
-	ta_ext_post(&ta_ag, "unlink", "{\"path\":\"abs\"}", &r);
-	ta_expect_resp(&r, 204, "");
+	ta_ext_expect_post(&ta_ag, "unlink", "{\"path\":\"abs\"}", 204, "");
 }
 END_TEST
 
@@ -459,9 +444,8 @@ START_TEST(wire_list_20000)
 	ta_expect_resp(&r, 400,
 		       "REQUEST_INVALID: Request invalid: cursor is not one "
 		       "this agent sent");
-	ta_ext_get(&ta_ag, "list", "big/f00001", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ENOTDIR: Not a directory: big/f00001");
+	ta_ext_expect_get(&ta_ag, "list", "big/f00001", 409,
+			  "FS_ERROR: ENOTDIR: Not a directory: big/f00001");
 }
 END_TEST
 
@@ -632,16 +616,15 @@ START_TEST(wire_read_ranges)
 
 	/* not regular files */
 	ta_make_dir(ta_ag.root, "dir");
-	ta_ext_get(&ta_ag, "read", "dir", NULL, NULL, &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
-	ta_ext_get(&ta_ag, "read", "missing", NULL, NULL, &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: missing");
+	ta_ext_expect_get(&ta_ag, "read", "dir", 409,
+			  "FS_ERROR: EISDIR: Is a directory: dir");
+	ta_ext_expect_get(
+		&ta_ag, "read", "missing", 404,
+		"PATH_NOT_FOUND: No such file in the sandbox: missing");
 
 	/* an empty file: the whole of it is empty, any range is past it */
 	ta_put_file(ta_ag.root, "empty", "");
-	ta_ext_get(&ta_ag, "read", "empty", NULL, NULL, &r);
-	ta_expect_resp(&r, 200, "");
+	ta_ext_expect_get(&ta_ag, "read", "empty", 200, "");
 	read_range("empty", "Range: bytes=0-", 416, "bytes */0", &r);
 	th_resp_cleanup(&r);
 }
@@ -767,9 +750,9 @@ START_TEST(wire_write_and_create)
 		ck_assert_uint_eq(a.uid, TA_NOBODY);
 	else
 		ck_assert_uint_eq(a.uid, geteuid());
-	ta_ext_post(&ta_ag, "create",
-		    "{\"path\":\"w\",\"mode\":420,\"exclusive\":true}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EEXIST: File exists: w");
+	ta_ext_expect_post(&ta_ag, "create",
+			   "{\"path\":\"w\",\"mode\":420,\"exclusive\":true}",
+			   409, "FS_ERROR: EEXIST: File exists: w");
 
 	ta_ext_write(&ta_ag, "w", "offset=0", "hello", 5, &r);
 	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "w", NULL).size, 5);
@@ -808,12 +791,11 @@ START_TEST(wire_write_and_create)
 	ta_ext_post(&ta_ag, "create",
 		    "{\"path\":\"w\",\"mode\":384,\"truncate\":true}", &r);
 	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "w", NULL).size, 0);
-	ta_ext_post(&ta_ag, "create", "{\"path\":\"nodir/w\",\"mode\":384}",
-		    &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: nodir/w");
-	ta_ext_post(&ta_ag, "create", "{\"path\":\"dir\",\"mode\":384}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+	ta_ext_expect_post(
+		&ta_ag, "create", "{\"path\":\"nodir/w\",\"mode\":384}", 404,
+		"PATH_NOT_FOUND: No such file in the sandbox: nodir/w");
+	ta_ext_expect_post(&ta_ag, "create", "{\"path\":\"dir\",\"mode\":384}",
+			   409, "FS_ERROR: EISDIR: Is a directory: dir");
 
 	/* truncate, chmod, fsync */
 	ta_ext_write(&ta_ag, "w", "offset=0", "0123456789", 10, &r);
@@ -823,8 +805,8 @@ START_TEST(wire_write_and_create)
 	ta_ext_post(&ta_ag, "truncate", "{\"path\":\"w\",\"size\":\"4096\"}",
 		    &r);
 	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "w", NULL).size, 4096);
-	ta_ext_post(&ta_ag, "truncate", "{\"path\":\"dir\",\"size\":0}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EISDIR: Is a directory: dir");
+	ta_ext_expect_post(&ta_ag, "truncate", "{\"path\":\"dir\",\"size\":0}",
+			   409, "FS_ERROR: EISDIR: Is a directory: dir");
 	/* No set-user-id or set-group-id bit on a file through the
 	 * extension: dropped (the sticky bit stays). */
 	ta_ext_post(&ta_ag, "chmod", "{\"path\":\"w\",\"mode\":1536}", &r);
@@ -847,11 +829,9 @@ START_TEST(wire_write_and_create)
 			  02755);
 	ta_ext_post(&ta_ag, "chmod", "{\"path\":\"w\",\"mode\":384}", &r);
 	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "w", NULL).perm, 0600);
-	ta_ext_post(&ta_ag, "fsync", "{\"path\":\"w\"}", &r);
-	ta_expect_resp(&r, 204, "");
-	ta_ext_post(&ta_ag, "fsync", "{\"path\":\"gone\"}", &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: gone");
+	ta_ext_expect_post(&ta_ag, "fsync", "{\"path\":\"w\"}", 204, "");
+	ta_ext_expect_post(&ta_ag, "fsync", "{\"path\":\"gone\"}", 404,
+			   "PATH_NOT_FOUND: No such file in the sandbox: gone");
 }
 END_TEST
 
@@ -866,74 +846,68 @@ START_TEST(wire_dirs_and_names)
 	a = ta_expect_attr(ta_ag.root, &r, "d", NULL);
 	ck_assert_int_eq(a.type, PROTO_FT_DIR);
 	ck_assert_uint_eq(a.perm, 0777);
-	ta_ext_post(&ta_ag, "mkdir", "{\"path\":\"d\",\"mode\":493}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EEXIST: File exists: d");
-	ta_ext_post(&ta_ag, "mkdir", "{\"path\":\"x/y\",\"mode\":493}", &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: x/y");
+	ta_ext_expect_post(&ta_ag, "mkdir", "{\"path\":\"d\",\"mode\":493}",
+			   409, "FS_ERROR: EEXIST: File exists: d");
+	ta_ext_expect_post(&ta_ag, "mkdir", "{\"path\":\"x/y\",\"mode\":493}",
+			   404,
+			   "PATH_NOT_FOUND: No such file in the sandbox: x/y");
 	ta_put_file(ta_ag.root, "d/f", "one");
 	ta_put_file(ta_ag.root, "g", "two");
 
-	ta_ext_post(&ta_ag, "rmdir", "{\"path\":\"d\"}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: ENOTEMPTY: Directory not empty: d");
-	ta_ext_post(&ta_ag, "rmdir", "{\"path\":\"g\"}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: g");
-	ta_ext_post(&ta_ag, "unlink", "{\"path\":\"d\"}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EISDIR: Is a directory: d");
-	ta_ext_post(&ta_ag, "rmdir", "{\"path\":\"/\"}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EBUSY: Device or resource busy: /");
+	ta_ext_expect_post(&ta_ag, "rmdir", "{\"path\":\"d\"}", 409,
+			   "FS_ERROR: ENOTEMPTY: Directory not empty: d");
+	ta_ext_expect_post(&ta_ag, "rmdir", "{\"path\":\"g\"}", 409,
+			   "FS_ERROR: ENOTDIR: Not a directory: g");
+	ta_ext_expect_post(&ta_ag, "unlink", "{\"path\":\"d\"}", 409,
+			   "FS_ERROR: EISDIR: Is a directory: d");
+	ta_ext_expect_post(&ta_ag, "rmdir", "{\"path\":\"/\"}", 409,
+			   "FS_ERROR: EBUSY: Device or resource busy: /");
 
 	/* rename: replace by default, noreplace, exchange */
-	ta_ext_post(&ta_ag, "rename",
-		    "{\"from\":\"g\",\"to\":\"d/f\",\"noreplace\":true}", &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EEXIST: File exists: g -> d/f");
+	ta_ext_expect_post(&ta_ag, "rename",
+			   "{\"from\":\"g\",\"to\":\"d/f\",\"noreplace\":true}",
+			   409, "FS_ERROR: EEXIST: File exists: g -> d/f");
 	ta_put_file(ta_ag.root, "h", "three");
-	ta_ext_post(&ta_ag, "rename",
-		    "{\"from\":\"g\",\"to\":\"h\",\"exchange\":true}", &r);
-	ta_expect_resp(&r, 204, "");
+	ta_ext_expect_post(&ta_ag, "rename",
+			   "{\"from\":\"g\",\"to\":\"h\",\"exchange\":true}",
+			   204, "");
 	text = ta_slurp(ta_ag.root, "g", &len);
 	ck_assert_str_eq(text, "three");
 	free(text);
-	ta_ext_post(&ta_ag, "rename", "{\"from\":\"g\",\"to\":\"d/f\"}", &r);
-	ta_expect_resp(&r, 204, "");
+	ta_ext_expect_post(&ta_ag, "rename", "{\"from\":\"g\",\"to\":\"d/f\"}",
+			   204, "");
 	text = ta_slurp(ta_ag.root, "d/f", &len);
 	ck_assert_str_eq(text, "three");
 	free(text);
-	ta_ext_get(&ta_ag, "stat", "g", NULL, NULL, &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: g");
-	ta_ext_post(&ta_ag, "rename", "{\"from\":\"nope\",\"to\":\"n2\"}", &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: nope -> "
-		       "n2");
-	ta_ext_post(&ta_ag, "rename",
-		    "{\"from\":\"h\",\"to\":\"n\",\"noreplace\":true,"
-		    "\"exchange\":true}",
-		    &r);
-	ta_expect_resp(&r, 400,
-		       "REQUEST_INVALID: Request invalid: noreplace and "
-		       "exchange exclude each other");
-	ta_ext_post(&ta_ag, "rename", "{\"from\":\"h\",\"to\":\"../n\"}", &r);
-	ta_expect_resp(&r, 400,
-		       "PATH_REFUSED: Path '../n' refused: path traverses "
-		       "upward");
+	ta_ext_expect_get(&ta_ag, "stat", "g", 404,
+			  "PATH_NOT_FOUND: No such file in the sandbox: g");
+	ta_ext_expect_post(
+		&ta_ag, "rename", "{\"from\":\"nope\",\"to\":\"n2\"}", 404,
+		"PATH_NOT_FOUND: No such file in the sandbox: nope -> "
+		"n2");
+	ta_ext_expect_post(&ta_ag, "rename",
+			   "{\"from\":\"h\",\"to\":\"n\",\"noreplace\":true,"
+			   "\"exchange\":true}",
+			   400,
+			   "REQUEST_INVALID: Request invalid: noreplace and "
+			   "exchange exclude each other");
+	ta_ext_expect_post(&ta_ag, "rename", "{\"from\":\"h\",\"to\":\"../n\"}",
+			   400,
+			   "PATH_REFUSED: Path '../n' refused: path traverses "
+			   "upward");
 
 	/* hard link */
 	ta_ext_post(&ta_ag, "link", "{\"from\":\"h\",\"to\":\"h2\"}", &r);
 	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "h2", NULL).nlink, 2);
-	ta_ext_post(&ta_ag, "link", "{\"from\":\"d\",\"to\":\"d2\"}", &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: EPERM: Operation not permitted: d -> d2");
+	ta_ext_expect_post(&ta_ag, "link", "{\"from\":\"d\",\"to\":\"d2\"}",
+			   409,
+			   "FS_ERROR: EPERM: Operation not permitted: d -> d2");
 
-	ta_ext_post(&ta_ag, "unlink", "{\"path\":\"h2\"}", &r);
-	ta_expect_resp(&r, 204, "");
-	ta_ext_post(&ta_ag, "unlink", "{\"path\":\"h2\"}", &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: h2");
-	ta_ext_post(&ta_ag, "unlink", "{\"path\":\"d/f\"}", &r);
-	ta_expect_resp(&r, 204, "");
-	ta_ext_post(&ta_ag, "rmdir", "{\"path\":\"d\"}", &r);
-	ta_expect_resp(&r, 204, "");
+	ta_ext_expect_post(&ta_ag, "unlink", "{\"path\":\"h2\"}", 204, "");
+	ta_ext_expect_post(&ta_ag, "unlink", "{\"path\":\"h2\"}", 404,
+			   "PATH_NOT_FOUND: No such file in the sandbox: h2");
+	ta_ext_expect_post(&ta_ag, "unlink", "{\"path\":\"d/f\"}", 204, "");
+	ta_ext_expect_post(&ta_ag, "rmdir", "{\"path\":\"d\"}", 204, "");
 }
 END_TEST
 

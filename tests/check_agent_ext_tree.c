@@ -289,10 +289,9 @@ START_TEST(wire_tree_whole)
 	ck_assert_str_eq(t.dirs[0].path, "");
 	check_tree_dir("d2/x/y", &t.dirs[0]);
 	proto_tree_cleanup(&t);
-	ta_ext_get(&ta_ag, "tree", "d1/e1", NULL, NULL, &r);
-	ta_expect_resp(&r, 200,
-		       "{\"dirs\":[{\"path\":\"\",\"entries\":[]}],"
-		       "\"complete\":true}");
+	ta_ext_expect_get(&ta_ag, "tree", "d1/e1", 200,
+			  "{\"dirs\":[{\"path\":\"\",\"entries\":[]}],"
+			  "\"complete\":true}");
 }
 END_TEST
 
@@ -433,6 +432,7 @@ END_TEST
 
 START_TEST(wire_tree_symlinks)
 {
+	static const char *const escapes[] = {"up", "abs", "abs/ssl"};
 	struct proto_tree t;
 	struct th_resp r;
 	size_t i;
@@ -467,23 +467,13 @@ START_TEST(wire_tree_symlinks)
 	proto_tree_cleanup(&t);
 
 	/* escapes are refused exactly as list refuses them */
-	ta_ext_get(&ta_ag, "tree", "up", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: up");
-	ta_ext_get(&ta_ag, "tree", "abs", NULL, NULL, &r);
-	ta_expect_resp(&r, 409,
-		       "FS_ERROR: ELOOP: path leaves the session root: abs");
-	ta_ext_get(&ta_ag, "tree", "abs/ssl", NULL, NULL, &r);
-	ta_expect_resp(
-		&r, 409,
-		"FS_ERROR: ELOOP: path leaves the session root: abs/ssl");
-	ta_ext_get(&ta_ag, "tree", "..", NULL, NULL, &r);
-	ta_expect_resp(
-		&r, 400,
+	for (i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++)
+		ta_ext_expect_escape(&ta_ag, "tree", escapes[i]);
+	ta_ext_expect_get(
+		&ta_ag, "tree", "..", 400,
 		"PATH_REFUSED: Path '..' refused: path traverses upward");
-	ta_ext_get(&ta_ag, "tree", "sub/../sub", NULL, NULL, &r);
-	ta_expect_resp(
-		&r, 400,
+	ta_ext_expect_get(
+		&ta_ag, "tree", "sub/../sub", 400,
 		"PATH_REFUSED: Path 'sub/../sub' refused: path traverses "
 		"upward");
 	ta_ext_req(&ta_ag, "GET", "tree?path=sub%00x", NULL, NULL, NULL, 0, &r);
@@ -498,7 +488,6 @@ START_TEST(wire_tree_unreadable_left_out)
 {
 	struct proto_tree t;
 	struct dirvec want;
-	struct th_resp r;
 	char *locked;
 	size_t i;
 
@@ -542,8 +531,8 @@ START_TEST(wire_tree_unreadable_left_out)
 	dirvec_free(&want);
 
 	/* asked for itself, its error is the answer */
-	ta_ext_get(&ta_ag, "tree", "locked", NULL, NULL, &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: EACCES: Permission denied: locked");
+	ta_ext_expect_get(&ta_ag, "tree", "locked", 409,
+			  "FS_ERROR: EACCES: Permission denied: locked");
 	ck_assert(chmod(locked, 0755) == 0);
 	free(locked);
 }
@@ -570,14 +559,13 @@ START_TEST(wire_tree_errors)
 
 	ta_put_file(ta_ag.root, "f", "x");
 	ta_make_dir(ta_ag.root, "d");
-	ta_ext_get(&ta_ag, "tree", "nope", NULL, NULL, &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: nope");
-	ta_ext_get(&ta_ag, "tree", "d/nope", NULL, NULL, &r);
-	ta_expect_resp(&r, 404,
-		       "PATH_NOT_FOUND: No such file in the sandbox: d/nope");
-	ta_ext_get(&ta_ag, "tree", "f", NULL, NULL, &r);
-	ta_expect_resp(&r, 409, "FS_ERROR: ENOTDIR: Not a directory: f");
+	ta_ext_expect_get(&ta_ag, "tree", "nope", 404,
+			  "PATH_NOT_FOUND: No such file in the sandbox: nope");
+	ta_ext_expect_get(
+		&ta_ag, "tree", "d/nope", 404,
+		"PATH_NOT_FOUND: No such file in the sandbox: d/nope");
+	ta_ext_expect_get(&ta_ag, "tree", "f", 409,
+			  "FS_ERROR: ENOTDIR: Not a directory: f");
 	for (i = 0; i < sizeof(bad_limits) / sizeof(bad_limits[0]); i++) {
 		snprintf(more, sizeof(more), "&maxEntries=%s", bad_limits[i]);
 		ta_ext_get(&ta_ag, "tree", "d", more, NULL, &r);
