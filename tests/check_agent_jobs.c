@@ -49,6 +49,15 @@ static void start_job(const char *json, char id[64])
 	ck_assert_int_eq(id[23], '-');
 }
 
+/* Cancel job id on a: the answer must be 200 {}. */
+static void cancel_job(const struct th_agent *a, const char *id)
+{
+	char json[128];
+
+	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
+	ta_expect_post(a, "/v1/jobs/cancel", json, 200, "{}");
+}
+
 static void expect_poll(const char *id, const char *extra, long status,
 			const char *want)
 {
@@ -124,18 +133,16 @@ START_TEST(jobs_cancel)
 	start_job(json, id);
 	usleep(200000);
 	ck_assert_int_ge(ta_count_procs(n), 1);
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
-	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&ta_fx.a, id);
 	ck_assert_int_eq(ta_procs_gone(n, 2000), 0);
 	expect_poll(id, NULL, 200,
 		    "{\"running\":false,\"frames\":[],\"error\":{\"code\":"
 		    "\"cancelled\",\"message\":\"the job was cancelled\"}}");
 	/* Cancelling an ended job answers {} and changes nothing. */
-	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&ta_fx.a, id);
 	start_job("{\"command\":[\"true\"],\"timeoutMs\":10000}", id);
 	free(ta_job_poll_ended(&ta_fx.a, id, NULL));
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
-	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&ta_fx.a, id);
 	expect_poll(id, NULL, 200,
 		    "{\"running\":false,\"frames\":[],\"exitCode\":0,"
 		    "\"truncated\":false}");
@@ -229,8 +236,7 @@ START_TEST(jobs_limit_and_eviction)
 		"JOB_LIMIT_REACHED: Job limit reached: the sandbox holds 16 "
 		"jobs that are running or whose ending has not been polled");
 	/* A finished job whose ending nobody has read is kept. */
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
-	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&ta_fx.a, ids[0]);
 	snprintf(json, sizeof(json),
 		 "{\"command\":[\"sleep\",\"%s\"],\"timeoutMs\":30000}", n);
 	ta_expect_post(
@@ -354,7 +360,7 @@ END_TEST
 
 START_TEST(jobs_malformed_bodies)
 {
-	char id[64], json[128];
+	char id[64];
 
 	ta_expect_post(&ta_fx.a, "/v1/jobs/poll", "{", 400,
 		       "Failed to parse the request body as JSON");
@@ -372,8 +378,7 @@ START_TEST(jobs_malformed_bodies)
 		       "Failed to parse the request body as JSON");
 	start_job("{\"command\":[\"echo\",\"fine\"],\"timeoutMs\":5000}", id);
 	free(ta_job_poll_ended(&ta_fx.a, id, NULL));
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
-	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&ta_fx.a, id);
 }
 END_TEST
 
@@ -601,8 +606,7 @@ START_TEST(jobs_flow_paused_job_cancel_and_timeout)
 		 n);
 	ta_job_start(&b.a, json, id);
 	usleep(500000);
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
-	ta_expect_post(&b.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&b.a, id);
 	poll_on(&b, id, ",\"sinceSeq\":999999", &p, NULL);
 	ck_assert(!p.running);
 	ck_assert_str_eq(p.err_code, "cancelled");
@@ -768,8 +772,7 @@ START_TEST(jobs_listing)
 	ck_assert_ptr_null(ji->cwd);
 	ck_assert_int_ge(ji->ended_ms, ji->started_ms);
 	proto_job_list_cleanup(&l);
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", a);
-	ta_expect_post(&ta_fx.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&ta_fx.a, a);
 	list_on(&ta_fx, &l);
 	ji = listed(&l, a);
 	ck_assert_ptr_nonnull(ji);
@@ -804,13 +807,11 @@ START_TEST(jobs_running_limit)
 		"jobs, the most it runs at once (sandbox-agent "
 		"--max-running-jobs 2)");
 	/* A job that ended counts no more, polled or not. */
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", ids[0]);
-	ta_expect_post(&b.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&b.a, ids[0]);
 	snprintf(json, sizeof(json),
 		 "{\"command\":[\"sleep\",\"%s\"],\"timeoutMs\":30000}", n);
 	ta_job_start(&b.a, json, id);
-	snprintf(json, sizeof(json), "{\"jobId\":\"%s\"}", id);
-	ta_expect_post(&b.a, "/v1/jobs/cancel", json, 200, "{}");
+	cancel_job(&b.a, id);
 	/* Forty quick jobs in a row, none of them polled: each one that
 	 * ends makes room (under alien's rule the seventeenth would
 	 * fail). */
