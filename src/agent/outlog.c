@@ -60,15 +60,22 @@ static int spill_open(const char *dir)
 	return fd;
 }
 
+/* Where pos falls in a ring of size bytes (into *at), and how many of n
+ * bytes from there fit before the ring wraps to its start. */
+static size_t ring_first(uint64_t size, uint64_t pos, size_t n, uint64_t *at)
+{
+	*at = pos % size;
+	return size - *at < n ? (size_t)(size - *at) : n;
+}
+
 /* Copy between a linear buffer and the ring at pos, in at most two
  * pieces (the ring wraps once). */
 static void mem_put(unsigned char *ring, size_t size, uint64_t pos,
 		    const unsigned char *p, size_t n)
 {
-	size_t at = (size_t)(pos % size), first = size - at;
+	uint64_t at;
+	size_t first = ring_first(size, pos, n, &at);
 
-	if (first > n)
-		first = n;
 	memcpy(ring + at, p, first);
 	memcpy(ring, p + first, n - first);
 }
@@ -76,39 +83,35 @@ static void mem_put(unsigned char *ring, size_t size, uint64_t pos,
 static void mem_get(const unsigned char *ring, size_t size, uint64_t pos,
 		    unsigned char *p, size_t n)
 {
-	size_t at = (size_t)(pos % size), first = size - at;
+	uint64_t at;
+	size_t first = ring_first(size, pos, n, &at);
 
-	if (first > n)
-		first = n;
 	memcpy(p, ring + at, first);
 	memcpy(p + first, ring, n - first);
 }
 
+/* The same between a linear buffer and the ring file. */
 static int file_put(const struct outlog *l, uint64_t pos,
 		    const unsigned char *p, size_t n)
 {
-	uint64_t at = pos % l->cap, first = l->cap - at;
-	int rc;
+	uint64_t at;
+	size_t first = ring_first(l->cap, pos, n, &at);
+	int rc = fdio_pwrite_all(l->fd, p, first, at);
 
-	if (first > n)
-		first = n;
-	rc = fdio_pwrite_all(l->fd, p, (size_t)first, at);
 	if (rc == 0 && n > first)
-		rc = fdio_pwrite_all(l->fd, p + first, n - (size_t)first, 0);
+		rc = fdio_pwrite_all(l->fd, p + first, n - first, 0);
 	return rc;
 }
 
 static int file_get(const struct outlog *l, uint64_t pos, unsigned char *p,
 		    size_t n)
 {
-	uint64_t at = pos % l->cap, first = l->cap - at;
-	int rc;
+	uint64_t at;
+	size_t first = ring_first(l->cap, pos, n, &at);
+	int rc = fdio_pread_all(l->fd, p, first, at);
 
-	if (first > n)
-		first = n;
-	rc = fdio_pread_all(l->fd, p, (size_t)first, at);
 	if (rc == 0 && n > first)
-		rc = fdio_pread_all(l->fd, p + first, n - (size_t)first, 0);
+		rc = fdio_pread_all(l->fd, p + first, n - first, 0);
 	return rc;
 }
 
