@@ -642,11 +642,12 @@ void ta_ext_write(const struct th_agent *a, const char *path, const char *how,
 }
 
 void ta_ext_expect_get(const struct th_agent *a, const char *op,
-		       const char *path, long status, const char *want)
+		       const char *path, const char *more, long status,
+		       const char *want)
 {
 	struct th_resp r;
 
-	ta_ext_get(a, op, path, NULL, NULL, &r);
+	ta_ext_get(a, op, path, more, NULL, &r);
 	ta_expect_resp(&r, status, want);
 }
 
@@ -666,7 +667,7 @@ void ta_ext_expect_escape(const struct th_agent *a, const char *op,
 
 	snprintf(want, sizeof(want),
 		 "FS_ERROR: ELOOP: path leaves the session root: %s", path);
-	ta_ext_expect_get(a, op, path, 409, want);
+	ta_ext_expect_get(a, op, path, NULL, 409, want);
 }
 
 /* ---- processes ---------------------------------------------------------- */

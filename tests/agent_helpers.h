@@ -206,10 +206,11 @@ void ta_ext_post(const struct th_agent *a, const char *op, const char *json,
 /* PUT write?path=<path>&<how> */
 void ta_ext_write(const struct th_agent *a, const char *path, const char *how,
 		  const void *data, size_t n, struct th_resp *out);
-/* ta_ext_get (no more, no extra header) and ta_ext_post, each answer
- * then checked for status and exactly body want. */
+/* ta_ext_get (no extra header) and ta_ext_post, each answer then checked
+ * for status and exactly body want. */
 void ta_ext_expect_get(const struct th_agent *a, const char *op,
-		       const char *path, long status, const char *want);
+		       const char *path, const char *more, long status,
+		       const char *want);
 void ta_ext_expect_post(const struct th_agent *a, const char *op,
 			const char *json, long status, const char *want);
 /* GET op?path=<path> must be refused as an escape: 409 "FS_ERROR: ELOOP:

@@ -257,15 +257,15 @@ START_TEST(wire_stat_and_errors)
 	ta_expect_attr(ta_ag.root, &r, ".", NULL);
 
 	ta_ext_expect_get(
-		&ta_ag, "stat", "d/nope", 404,
+		&ta_ag, "stat", "d/nope", NULL, 404,
 		"PATH_NOT_FOUND: No such file in the sandbox: d/nope");
-	ta_ext_expect_get(&ta_ag, "stat", "d/f/x", 409,
+	ta_ext_expect_get(&ta_ag, "stat", "d/f/x", NULL, 409,
 			  "FS_ERROR: ENOTDIR: Not a directory: d/f/x");
 	ta_ext_expect_get(
-		&ta_ag, "stat", "d/../d/f", 400,
+		&ta_ag, "stat", "d/../d/f", NULL, 400,
 		"PATH_REFUSED: Path 'd/../d/f' refused: path traverses upward");
 	ta_ext_expect_get(
-		&ta_ag, "stat", "..", 400,
+		&ta_ag, "stat", "..", NULL, 400,
 		"PATH_REFUSED: Path '..' refused: path traverses upward");
 
 	/* no path at all: an untyped 400 like v1's query rejection */
@@ -318,15 +318,15 @@ START_TEST(wire_symlinks)
 	ta_expect_attr(ta_ag.root, &r, "in", "sub");
 	ta_ext_get(&ta_ag, "stat", "abs", NULL, NULL, &r);
 	ta_expect_attr(ta_ag.root, &r, "abs", "/etc");
-	ta_ext_expect_get(&ta_ag, "readlink", "up", 200,
+	ta_ext_expect_get(&ta_ag, "readlink", "up", NULL, 200,
 			  "{\"target\":\"../../..\"}");
-	ta_ext_expect_get(&ta_ag, "readlink", "sub/f", 409,
+	ta_ext_expect_get(&ta_ag, "readlink", "sub/f", NULL, 409,
 			  "FS_ERROR: EINVAL: Invalid argument: sub/f");
 
 	/* inside: followed in the middle, and at the end by read */
 	ta_ext_get(&ta_ag, "stat", "in/f", NULL, NULL, &r);
 	ta_expect_attr(ta_ag.root, &r, "sub/f", NULL);
-	ta_ext_expect_get(&ta_ag, "read", "lf", 200, "inside");
+	ta_ext_expect_get(&ta_ag, "read", "lf", NULL, 200, "inside");
 	ta_ext_get(&ta_ag, "list", "in", NULL, NULL, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_ptr_nonnull(strstr(r.body.data, "\"name\":\"f\""));
@@ -432,19 +432,18 @@ START_TEST(wire_list_20000)
 	free(seen);
 
 	/* limits and cursors are checked */
-	ta_ext_get(&ta_ag, "list", "big", "&limit=0", NULL, &r);
-	ta_expect_resp(&r, 400,
-		       "REQUEST_INVALID: Request invalid: limit must be from "
-		       "1 to 8192");
-	ta_ext_get(&ta_ag, "list", "big", "&limit=8193", NULL, &r);
-	ta_expect_resp(&r, 400,
-		       "REQUEST_INVALID: Request invalid: limit must be from "
-		       "1 to 8192");
-	ta_ext_get(&ta_ag, "list", "big", "&cursor=abc", NULL, &r);
-	ta_expect_resp(&r, 400,
-		       "REQUEST_INVALID: Request invalid: cursor is not one "
-		       "this agent sent");
-	ta_ext_expect_get(&ta_ag, "list", "big/f00001", 409,
+	ta_ext_expect_get(
+		&ta_ag, "list", "big", "&limit=0", 400,
+		"REQUEST_INVALID: Request invalid: limit must be from "
+		"1 to 8192");
+	ta_ext_expect_get(
+		&ta_ag, "list", "big", "&limit=8193", 400,
+		"REQUEST_INVALID: Request invalid: limit must be from "
+		"1 to 8192");
+	ta_ext_expect_get(&ta_ag, "list", "big", "&cursor=abc", 400,
+			  "REQUEST_INVALID: Request invalid: cursor is not one "
+			  "this agent sent");
+	ta_ext_expect_get(&ta_ag, "list", "big/f00001", NULL, 409,
 			  "FS_ERROR: ENOTDIR: Not a directory: big/f00001");
 }
 END_TEST
@@ -616,15 +615,15 @@ START_TEST(wire_read_ranges)
 
 	/* not regular files */
 	ta_make_dir(ta_ag.root, "dir");
-	ta_ext_expect_get(&ta_ag, "read", "dir", 409,
+	ta_ext_expect_get(&ta_ag, "read", "dir", NULL, 409,
 			  "FS_ERROR: EISDIR: Is a directory: dir");
 	ta_ext_expect_get(
-		&ta_ag, "read", "missing", 404,
+		&ta_ag, "read", "missing", NULL, 404,
 		"PATH_NOT_FOUND: No such file in the sandbox: missing");
 
 	/* an empty file: the whole of it is empty, any range is past it */
 	ta_put_file(ta_ag.root, "empty", "");
-	ta_ext_expect_get(&ta_ag, "read", "empty", 200, "");
+	ta_ext_expect_get(&ta_ag, "read", "empty", NULL, 200, "");
 	read_range("empty", "Range: bytes=0-", 416, "bytes */0", &r);
 	th_resp_cleanup(&r);
 }
@@ -879,7 +878,7 @@ START_TEST(wire_dirs_and_names)
 	text = ta_slurp(ta_ag.root, "d/f", &len);
 	ck_assert_str_eq(text, "three");
 	free(text);
-	ta_ext_expect_get(&ta_ag, "stat", "g", 404,
+	ta_ext_expect_get(&ta_ag, "stat", "g", NULL, 404,
 			  "PATH_NOT_FOUND: No such file in the sandbox: g");
 	ta_ext_expect_post(
 		&ta_ag, "rename", "{\"from\":\"nope\",\"to\":\"n2\"}", 404,

@@ -289,7 +289,7 @@ START_TEST(wire_tree_whole)
 	ck_assert_str_eq(t.dirs[0].path, "");
 	check_tree_dir("d2/x/y", &t.dirs[0]);
 	proto_tree_cleanup(&t);
-	ta_ext_expect_get(&ta_ag, "tree", "d1/e1", 200,
+	ta_ext_expect_get(&ta_ag, "tree", "d1/e1", NULL, 200,
 			  "{\"dirs\":[{\"path\":\"\",\"entries\":[]}],"
 			  "\"complete\":true}");
 }
@@ -315,11 +315,8 @@ START_TEST(wire_tree_budget)
 		snprintf(more, sizeof(more), "&maxEntries=%zu", b);
 		if (b < want.count[0]) {
 			/* not even the directory asked for fits */
-			struct th_resp r;
-
-			ta_ext_get(&ta_ag, "tree", "", more, NULL, &r);
-			ta_expect_resp(&r, 200,
-				       "{\"dirs\":[],\"complete\":false}");
+			ta_ext_expect_get(&ta_ag, "tree", "", more, 200,
+					  "{\"dirs\":[],\"complete\":false}");
 			continue;
 		}
 		get_tree("", more, &t);
@@ -470,10 +467,10 @@ START_TEST(wire_tree_symlinks)
 	for (i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++)
 		ta_ext_expect_escape(&ta_ag, "tree", escapes[i]);
 	ta_ext_expect_get(
-		&ta_ag, "tree", "..", 400,
+		&ta_ag, "tree", "..", NULL, 400,
 		"PATH_REFUSED: Path '..' refused: path traverses upward");
 	ta_ext_expect_get(
-		&ta_ag, "tree", "sub/../sub", 400,
+		&ta_ag, "tree", "sub/../sub", NULL, 400,
 		"PATH_REFUSED: Path 'sub/../sub' refused: path traverses "
 		"upward");
 	ta_ext_req(&ta_ag, "GET", "tree?path=sub%00x", NULL, NULL, NULL, 0, &r);
@@ -531,7 +528,7 @@ START_TEST(wire_tree_unreadable_left_out)
 	dirvec_free(&want);
 
 	/* asked for itself, its error is the answer */
-	ta_ext_expect_get(&ta_ag, "tree", "locked", 409,
+	ta_ext_expect_get(&ta_ag, "tree", "locked", NULL, 409,
 			  "FS_ERROR: EACCES: Permission denied: locked");
 	ck_assert(chmod(locked, 0755) == 0);
 	free(locked);
@@ -559,12 +556,12 @@ START_TEST(wire_tree_errors)
 
 	ta_put_file(ta_ag.root, "f", "x");
 	ta_make_dir(ta_ag.root, "d");
-	ta_ext_expect_get(&ta_ag, "tree", "nope", 404,
+	ta_ext_expect_get(&ta_ag, "tree", "nope", NULL, 404,
 			  "PATH_NOT_FOUND: No such file in the sandbox: nope");
 	ta_ext_expect_get(
-		&ta_ag, "tree", "d/nope", 404,
+		&ta_ag, "tree", "d/nope", NULL, 404,
 		"PATH_NOT_FOUND: No such file in the sandbox: d/nope");
-	ta_ext_expect_get(&ta_ag, "tree", "f", 409,
+	ta_ext_expect_get(&ta_ag, "tree", "f", NULL, 409,
 			  "FS_ERROR: ENOTDIR: Not a directory: f");
 	for (i = 0; i < sizeof(bad_limits) / sizeof(bad_limits[0]); i++) {
 		snprintf(more, sizeof(more), "&maxEntries=%s", bad_limits[i]);
