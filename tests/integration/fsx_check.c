@@ -140,19 +140,54 @@ void path_of(const struct worker *w, int s, const char *rel, char *out,
 		out[0] = '\0';
 }
 
+void set_size(struct res *res, int fd)
+{
+	struct stat st;
+
+	set(res, fstat(fd, &st) < 0 ? -1 : (long long)st.st_size);
+}
+
+void stat_both(const struct worker *w, const char *rel, struct stat st[2],
+	       struct res res[2])
+{
+	char p[PATH_MAX];
+	int s;
+
+	for (s = 0; s < 2; s++) {
+		path_of(w, s, rel, p, sizeof(p));
+		set(&res[s], stat(p, &st[s]));
+	}
+}
+
+void open_both(const struct worker *w, const char *rel, int fd[2],
+	       struct res res[2])
+{
+	char p[PATH_MAX];
+	int s;
+
+	for (s = 0; s < 2; s++) {
+		path_of(w, s, rel, p, sizeof(p));
+		fd[s] = open(p, O_RDONLY | O_CLOEXEC);
+		set(&res[s], fd[s] < 0 ? -1 : 0);
+	}
+}
+
 /* ---- reports -------------------------------------------------------------- */
 
-__attribute__((format(printf, 2, 3))) void sb_add(struct sbuf *sb,
-						  const char *fmt, ...)
+/* Append FMT with the arguments AP to SB (a failed allocation drops the
+ * text). */
+__attribute__((format(printf, 2, 0))) static void sb_vadd(struct sbuf *sb,
+							  const char *fmt,
+							  va_list ap)
 {
-	va_list ap;
+	va_list aq;
 	size_t cap;
 	char *p;
 	int n;
 
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
 	if (n < 0)
 		return;
 	if (sb->len + (size_t)n + 1 > sb->cap) {
@@ -165,10 +200,27 @@ __attribute__((format(printf, 2, 3))) void sb_add(struct sbuf *sb,
 		sb->p = p;
 		sb->cap = cap;
 	}
-	va_start(ap, fmt);
 	vsnprintf(sb->p + sb->len, sb->cap - sb->len, fmt, ap);
-	va_end(ap);
 	sb->len += (size_t)n;
+}
+
+__attribute__((format(printf, 2, 3))) void sb_add(struct sbuf *sb,
+						  const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vadd(sb, fmt, ap);
+	va_end(ap);
+}
+
+void res_lines(struct sbuf *sb, const struct res res[2])
+{
+	char a[96], b[96];
+
+	fmt_res(&res[MNT], a, sizeof(a));
+	fmt_res(&res[MIR], b, sizeof(b));
+	sb_add(sb, "  mount:  %s\n  mirror: %s\n", a, b);
 }
 
 static void sb_args(struct sbuf *sb, uint64_t seed, unsigned workers,
@@ -274,6 +326,23 @@ out:
 	pthread_mutex_unlock(&g_lock);
 	free(sb.p);
 	free(detail);
+}
+
+__attribute__((format(printf, 4, 5))) void differ_res(struct worker *w,
+						      enum cat cat,
+						      const struct res res[2],
+						      const char *fmt, ...)
+{
+	struct sbuf sb = {0};
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vadd(&sb, fmt, ap);
+	va_end(ap);
+	sb_add(&sb, "\n");
+	res_lines(&sb, res);
+	differ(w, cat, "%s", sb.p ? sb.p : "");
+	free(sb.p);
 }
 
 __attribute__((format(printf, 2, 3))) void record(struct worker *w,
@@ -414,8 +483,7 @@ bool same_bytes(struct worker *w, const unsigned char *a,
 static bool check_obj(struct worker *w, const struct obj *ob)
 {
 	struct res res[2];
-	struct stat st;
-	char a[96], b[96], t[160];
+	char t[160];
 	int k, s;
 
 	if (ob == NULL || !ob->used)
@@ -426,28 +494,19 @@ static bool check_obj(struct worker *w, const struct obj *ob)
 		atomic_store(&w->phase, "fstat after the operation");
 		for (s = 0; s < 2 && !lost_skip(w, &ob->f[k], NULL, s, res);
 		     s++)
-			set(&res[s], fstat(ob->f[k].fd[s], &st) < 0
-					     ? -1
-					     : (long long)st.st_size);
+			set_size(&res[s], ob->f[k].fd[s]);
 		if (!same(res)) {
-			fmt_res(&res[MNT], a, sizeof(a));
-			fmt_res(&res[MIR], b, sizeof(b));
-			differ(w, C_SIZE,
-			       "  then fstat of %s: size\n  mount:  %s\n"
-			       "  mirror: %s\n",
-			       fd_text(ob, k, t, sizeof(t)), a, b);
+			differ_res(w, C_SIZE, res, "  then fstat of %s: size",
+				   fd_text(ob, k, t, sizeof(t)));
 			return false;
 		}
 		for (s = 0; s < 2 && !lost_skip(w, &ob->f[k], NULL, s, res);
 		     s++)
 			set(&res[s], lseek(ob->f[k].fd[s], 0, SEEK_CUR));
 		if (!same(res)) {
-			fmt_res(&res[MNT], a, sizeof(a));
-			fmt_res(&res[MIR], b, sizeof(b));
-			differ(w, C_POS,
-			       "  then the file position of %s\n"
-			       "  mount:  %s\n  mirror: %s\n",
-			       fd_text(ob, k, t, sizeof(t)), a, b);
+			differ_res(w, C_POS, res,
+				   "  then the file position of %s",
+				   fd_text(ob, k, t, sizeof(t)));
 			return false;
 		}
 	}
@@ -469,24 +528,14 @@ const char *type_text(mode_t m)
 static bool check_name(struct worker *w, int n)
 {
 	struct stat st[2];
-	char p[PATH_MAX];
 	struct res res[2];
-	char a[96], b[96];
-	int s;
 
 	if (n < 0)
 		return true;
 	atomic_store(&w->phase, "stat after the operation");
-	for (s = 0; s < 2; s++) {
-		path_of(w, s, names[n], p, sizeof(p));
-		set(&res[s], stat(p, &st[s]));
-	}
+	stat_both(w, names[n], st, res);
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		differ(w, C_STAT,
-		       "  then stat of %s\n  mount:  %s\n  mirror: %s\n",
-		       names[n], a, b);
+		differ_res(w, C_STAT, res, "  then stat of %s", names[n]);
 		return false;
 	}
 	if (res[MNT].r < 0)
@@ -617,25 +666,15 @@ static bool ent_same(const struct ent *a, const struct ent *b)
 /* The whole contents of the regular file REL, through fresh descriptors. */
 static bool compare_file(struct worker *w, const char *rel)
 {
-	char p[PATH_MAX], a[96], b[96];
 	struct res res[2];
-	struct stat st;
 	uint64_t off = 0, size = 0;
-	int fd[2] = {-1, -1}, s;
+	int fd[2], s;
 	bool ok = false;
 
 	atomic_store(&w->phase, "the contents check");
-	for (s = 0; s < 2; s++) {
-		path_of(w, s, rel, p, sizeof(p));
-		fd[s] = open(p, O_RDONLY | O_CLOEXEC);
-		set(&res[s], fd[s] < 0 ? -1 : 0);
-	}
+	open_both(w, rel, fd, res);
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		differ(w, C_RESULT,
-		       "  open %s for reading\n  mount:  %s\n  mirror: %s\n",
-		       rel, a, b);
+		differ_res(w, C_RESULT, res, "  open %s for reading", rel);
 		goto out;
 	}
 	if (fd[MIR] < 0) {
@@ -643,14 +682,9 @@ static bool compare_file(struct worker *w, const char *rel)
 		goto out;
 	}
 	for (s = 0; s < 2; s++)
-		set(&res[s],
-		    fstat(fd[s], &st) < 0 ? -1 : (long long)st.st_size);
+		set_size(&res[s], fd[s]);
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		differ(w, C_SIZE,
-		       "  fstat %s: size\n  mount:  %s\n  mirror: %s\n", rel, a,
-		       b);
+		differ_res(w, C_SIZE, res, "  fstat %s: size", rel);
 		goto out;
 	}
 	size = (uint64_t)res[MIR].r;
@@ -658,13 +692,10 @@ static bool compare_file(struct worker *w, const char *rel)
 		for (s = 0; s < 2; s++)
 			set(&res[s], pread(fd[s], w->b[s], CHUNK, (off_t)off));
 		if (!same(res)) {
-			fmt_res(&res[MNT], a, sizeof(a));
-			fmt_res(&res[MIR], b, sizeof(b));
-			differ(w, C_RESULT,
-			       "  pread %s off=%" PRIu64
-			       " len=%u (size %" PRIu64
-			       ")\n  mount:  %s\n  mirror: %s\n",
-			       rel, off, CHUNK, size, a, b);
+			differ_res(w, C_RESULT, res,
+				   "  pread %s off=%" PRIu64
+				   " len=%u (size %" PRIu64 ")",
+				   rel, off, CHUNK, size);
 			goto out;
 		}
 		if (res[MIR].r <= 0)
@@ -688,11 +719,7 @@ out:
 	for (s = 0; s < 2; s++)
 		set(&res[s], fd[s] < 0 ? 0 : close(fd[s]));
 	if (ok && !same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		differ(w, C_RESULT,
-		       "  close %s after reading\n  mount:  %s\n  mirror: %s\n",
-		       rel, a, b);
+		differ_res(w, C_RESULT, res, "  close %s after reading", rel);
 		ok = false;
 	}
 	return ok;

@@ -315,6 +315,14 @@ const char *fd_text(const struct obj *ob, int k, char *out, size_t n);
 void path_of(const struct worker *w, int s, const char *rel, char *out,
 	     size_t n);
 const char *type_text(mode_t m);
+/* The size of the descriptor FD as a result (-1 when fstat fails). */
+void set_size(struct res *res, int fd);
+/* stat of REL on both sides, into ST and RES. */
+void stat_both(const struct worker *w, const char *rel, struct stat st[2],
+	       struct res res[2]);
+/* REL opened read-only on both sides: the descriptors (or -1) in FD. */
+void open_both(const struct worker *w, const char *rel, int fd[2],
+	       struct res res[2]);
 
 /* Append to SB (a failed allocation drops the text). */
 __attribute__((format(printf, 2, 3))) void sb_add(struct sbuf *sb,
@@ -331,6 +339,13 @@ void bytes_text(struct sbuf *sb, const unsigned char *a, const unsigned char *b,
 __attribute__((format(printf, 3, 4))) void differ(struct worker *w,
 						  enum cat cat, const char *fmt,
 						  ...);
+/* The lines "  mount:  A\n  mirror: B\n" of the results RES. */
+void res_lines(struct sbuf *sb, const struct res res[2]);
+/* differ() with the line FMT (no newline) then res_lines() of RES. */
+__attribute__((format(printf, 4, 5))) void differ_res(struct worker *w,
+						      enum cat cat,
+						      const struct res res[2],
+						      const char *fmt, ...);
 /* A line of the replay log (printed with -v). */
 __attribute__((format(printf, 2, 3))) void record(struct worker *w,
 						  const char *fmt, ...);

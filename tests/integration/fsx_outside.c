@@ -243,19 +243,15 @@ static bool probe_read(struct worker *w, const int fd[2], uint64_t off,
 		       uint64_t len, const char *what, struct sbuf *why)
 {
 	struct res res[2];
-	char a[96], b[96];
 	int s;
 
 	len = min_u(len, CHUNK);
 	for (s = 0; s < 2; s++)
 		set(&res[s], pread(fd[s], w->b[s], len, (off_t)off));
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		sb_add(why,
-		       "  pread %s off=%" PRIu64 " len=%" PRIu64
-		       "\n  mount:  %s\n  mirror: %s\n",
-		       what, off, len, a, b);
+		sb_add(why, "  pread %s off=%" PRIu64 " len=%" PRIu64 "\n",
+		       what, off, len);
+		res_lines(why, res);
 		return false;
 	}
 	if (res[MIR].r > 0 &&
@@ -287,18 +283,13 @@ static bool probe_size(const int fd[2], const char *what, uint64_t *size,
 		       struct sbuf *why)
 {
 	struct res res[2];
-	struct stat st;
-	char a[96], b[96];
 	int s;
 
 	for (s = 0; s < 2; s++)
-		set(&res[s],
-		    fstat(fd[s], &st) < 0 ? -1 : (long long)st.st_size);
+		set_size(&res[s], fd[s]);
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		sb_add(why, "  fstat %s: size\n  mount:  %s\n  mirror: %s\n",
-		       what, a, b);
+		sb_add(why, "  fstat %s: size\n", what);
+		res_lines(why, res);
 		return false;
 	}
 	*size = res[MIR].r < 0 ? 0 : (uint64_t)res[MIR].r;
@@ -338,18 +329,11 @@ static bool probe_name(struct worker *w, int n, const struct touched *t,
 {
 	struct stat st[2];
 	struct res res[2];
-	char p[PATH_MAX], a[96], b[96];
-	int s;
 
-	for (s = 0; s < 2; s++) {
-		path_of(w, s, names[n], p, sizeof(p));
-		set(&res[s], stat(p, &st[s]));
-	}
+	stat_both(w, names[n], st, res);
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		sb_add(why, "  stat %s\n  mount:  %s\n  mirror: %s\n", names[n],
-		       a, b);
+		sb_add(why, "  stat %s\n", names[n]);
+		res_lines(why, res);
 		return false;
 	}
 	if (res[MIR].r < 0)
@@ -429,23 +413,17 @@ out:
 static bool probe_fresh(struct worker *w, int n, const struct touched *t,
 			struct sbuf *why)
 {
-	char p[PATH_MAX], a[96], b[96], what[80];
+	char what[80];
 	struct res res[2];
 	uint64_t size;
 	int fd[2], s;
 	bool ok = false;
 
-	for (s = 0; s < 2; s++) {
-		path_of(w, s, names[n], p, sizeof(p));
-		fd[s] = open(p, O_RDONLY | O_CLOEXEC);
-		set(&res[s], fd[s] < 0 ? -1 : 0);
-	}
+	open_both(w, names[n], fd, res);
 	snprintf(what, sizeof(what), "%s opened afresh", names[n]);
 	if (!same(res)) {
-		fmt_res(&res[MNT], a, sizeof(a));
-		fmt_res(&res[MIR], b, sizeof(b));
-		sb_add(why, "  open %s\n  mount:  %s\n  mirror: %s\n", what, a,
-		       b);
+		sb_add(why, "  open %s\n", what);
+		res_lines(why, res);
 	} else {
 		ok = fd[MIR] < 0 || (probe_size(fd, what, &size, why) &&
 				     probe_bytes(w, fd, size, t, what, why));
