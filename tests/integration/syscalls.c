@@ -129,22 +129,22 @@ static const char *esc(const char *s)
 	return out;
 }
 
+/* The short name of the file type of the mode M. */
 static const char *type_name(mode_t m)
 {
-	if (S_ISREG(m))
-		return "reg";
-	if (S_ISDIR(m))
-		return "dir";
-	if (S_ISLNK(m))
-		return "lnk";
-	if (S_ISFIFO(m))
-		return "fifo";
-	if (S_ISSOCK(m))
-		return "sock";
-	if (S_ISCHR(m))
-		return "chr";
-	if (S_ISBLK(m))
-		return "blk";
+	static const struct {
+		mode_t fmt;
+		const char *name;
+	} types[] = {
+		{S_IFREG, "reg"},  {S_IFDIR, "dir"},   {S_IFLNK, "lnk"},
+		{S_IFIFO, "fifo"}, {S_IFSOCK, "sock"}, {S_IFCHR, "chr"},
+		{S_IFBLK, "blk"},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if ((m & S_IFMT) == types[i].fmt)
+			return types[i].name;
 	return "unknown";
 }
 
@@ -178,29 +178,23 @@ static void show_fstat(const char *what, int fd)
 	fflush(stdout);
 }
 
-/* The times this program set (an lstat: the entry itself). */
-static void show_times(const char *what, const char *path)
+/* The times this program set (an lstat: the entry itself): the mtime,
+ * after the atime when ATIME. */
+static void show_times(const char *what, const char *path, bool atime)
 {
 	struct stat st;
 
-	if (lstat(path, &st) < 0)
+	if (lstat(path, &st) < 0) {
 		printf("%s: %s\n", what, errname(errno));
-	else
-		printf("%s: atime %lld.%09ld mtime %lld.%09ld\n", what,
-		       (long long)st.st_atim.tv_sec, st.st_atim.tv_nsec,
-		       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-	fflush(stdout);
-}
-
-static void show_mtime(const char *what, const char *path)
-{
-	struct stat st;
-
-	if (lstat(path, &st) < 0)
-		printf("%s: %s\n", what, errname(errno));
-	else
-		printf("%s: mtime %lld.%09ld\n", what,
-		       (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	} else {
+		printf("%s:", what);
+		if (atime)
+			printf(" atime %lld.%09ld",
+			       (long long)st.st_atim.tv_sec,
+			       st.st_atim.tv_nsec);
+		printf(" mtime %lld.%09ld\n", (long long)st.st_mtim.tv_sec,
+		       st.st_mtim.tv_nsec);
+	}
 	fflush(stdout);
 }
 
@@ -615,17 +609,17 @@ static void attrs(void)
 	tv[1].tv_sec = 1200000000;
 	tv[1].tv_nsec = 987654321;
 	STEP("utimensat c", utimensat(AT_FDCWD, "c", tv, 0));
-	show_times("times c", "c");
+	show_times("times c", "c", true);
 	tv[0].tv_nsec = UTIME_OMIT;
 	tv[1].tv_sec = 1300000000;
 	tv[1].tv_nsec = 5;
 	STEP("utimensat c mtime only", utimensat(AT_FDCWD, "c", tv, 0));
-	show_times("times c", "c");
+	show_times("times c", "c", true);
 	tv[0].tv_sec = 1100000000;
 	tv[0].tv_nsec = 0;
 	tv[1].tv_nsec = UTIME_OMIT;
 	STEP("utimensat c atime only", utimensat(AT_FDCWD, "c", tv, 0));
-	show_times("times c", "c");
+	show_times("times c", "c", true);
 	STEP("symlink c sc", symlink("c", "sc"));
 	tv[0].tv_sec = 900000000;
 	tv[0].tv_nsec = 1;
@@ -633,13 +627,13 @@ static void attrs(void)
 	tv[1].tv_nsec = 2;
 	STEP("utimensat sc AT_SYMLINK_NOFOLLOW",
 	     utimensat(AT_FDCWD, "sc", tv, AT_SYMLINK_NOFOLLOW));
-	show_mtime("mtime c (the target is unchanged)", "c");
+	show_times("mtime c (the target is unchanged)", "c", false);
 	tv[1].tv_sec = 1400000000;
 	tv[1].tv_nsec = 0;
 	STEP("utimensat sc (follows)", utimensat(AT_FDCWD, "sc", tv, 0));
-	show_mtime("mtime c", "c");
+	show_times("mtime c", "c", false);
 	STEP("utimensat d", utimensat(AT_FDCWD, "d", tv, 0));
-	show_mtime("mtime d", "d");
+	show_times("mtime d", "d", false);
 	STEP("utimensat missing", utimensat(AT_FDCWD, "missing", tv, 0));
 
 	puts("== errors of open");
