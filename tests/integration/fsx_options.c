@@ -160,6 +160,17 @@ static bool parse_steps(const char *arg)
 	return true;
 }
 
+/* A whole number from LO to HI into OUT (untouched when it is not). */
+static bool parse_uint(const char *s, uint64_t lo, uint64_t hi, unsigned *out)
+{
+	uint64_t v;
+
+	if (!parse_u64(s, &v, false) || v < lo || v > hi)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
 enum {
 	OPT_SEED = 256,
 	OPT_OPS,
@@ -201,12 +212,10 @@ int parse(int argc, char *argv[])
 		{NULL, 0, NULL, 0},
 	};
 	bool seed_set = false;
-	uint64_t v;
 	int c;
 
 	o.argv0 = argv[0];
 	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
-		v = 0;
 		switch (c) {
 		case OPT_SEED:
 			if (!parse_u64(optarg, &o.seed, false))
@@ -219,10 +228,8 @@ int parse(int argc, char *argv[])
 				goto bad;
 			break;
 		case OPT_WORKERS:
-			if (!parse_u64(optarg, &v, false) || v < 1 ||
-			    v > WORKERS_MAX)
+			if (!parse_uint(optarg, 1, WORKERS_MAX, &o.workers))
 				goto bad;
-			o.workers = (unsigned)v;
 			break;
 		case OPT_MAX_SIZE:
 			if (!parse_u64(optarg, &o.max_size, true) ||
@@ -230,20 +237,16 @@ int parse(int argc, char *argv[])
 				goto bad;
 			break;
 		case OPT_LARGE:
-			if (!parse_u64(optarg, &v, false) || v > 100)
+			if (!parse_uint(optarg, 0, 100, &o.large_pct))
 				goto bad;
-			o.large_pct = (unsigned)v;
 			break;
 		case OPT_CHECK_EVERY:
-			if (!parse_u64(optarg, &v, false) || v < 1 ||
-			    v > UINT32_MAX)
+			if (!parse_uint(optarg, 1, UINT32_MAX, &o.check_every))
 				goto bad;
-			o.check_every = (unsigned)v;
 			break;
 		case OPT_OP_TIMEOUT:
-			if (!parse_u64(optarg, &v, false) || v < 1 || v > 86400)
+			if (!parse_uint(optarg, 1, 86400, &o.op_timeout))
 				goto bad;
-			o.op_timeout = (unsigned)v;
 			break;
 		case OPT_SKIP:
 			o.skip_arg = optarg;
@@ -255,11 +258,9 @@ int parse(int argc, char *argv[])
 			break;
 		case OPT_MINIMIZE:
 			o.minimize = 300;
-			if (optarg != NULL && (!parse_u64(optarg, &v, false) ||
-					       v < 1 || v > 100000))
+			if (optarg != NULL &&
+			    !parse_uint(optarg, 1, 100000, &o.minimize))
 				goto bad;
-			if (optarg != NULL)
-				o.minimize = (unsigned)v;
 			break;
 		case OPT_VERIFY_ONLY:
 			o.verify_only = true;
@@ -268,15 +269,12 @@ int parse(int argc, char *argv[])
 			o.root[OUT] = optarg;
 			break;
 		case OPT_OUTSIDE_PCT:
-			if (!parse_u64(optarg, &v, false) || v > 100)
+			if (!parse_uint(optarg, 0, 100, &o.outside_pct))
 				goto bad;
-			o.outside_pct = (unsigned)v;
 			break;
 		case OPT_SETTLE_MS:
-			if (!parse_u64(optarg, &v, false) || v < 1 ||
-			    v > 600000)
+			if (!parse_uint(optarg, 1, 600000, &o.settle_ms))
 				goto bad;
-			o.settle_ms = (unsigned)v;
 			break;
 		case OPT_CLOSE_OPEN:
 			o.close_open = true;
