@@ -360,6 +360,23 @@ START_TEST(agent_write_and_list)
 }
 END_TEST
 
+/* Open REL with FLAGS, write DATA at offset 0, flush when FLUSH, release:
+ * the file on disk then holds WANT. */
+static void write_release(const char *rel, int flags, const char *data,
+			  bool flush, const char *want)
+{
+	struct fuse_file_info fi;
+	int len = (int)strlen(data);
+
+	fi_init(&fi, flags);
+	ck_assert_int_eq(ops->open(box, rel, &fi), 0);
+	ck_assert_int_eq(ops->write(box, rel, data, (size_t)len, 0, &fi), len);
+	if (flush)
+		ck_assert_int_eq(ops->flush(box, rel, &fi), 0);
+	ck_assert_int_eq(ops->release(box, rel, &fi), 0);
+	expect_on_disk(rel, want);
+}
+
 START_TEST(agent_open_modes)
 {
 	struct fuse_file_info fi;
@@ -369,12 +386,7 @@ START_TEST(agent_open_modes)
 	put_dir("o");
 	put("o/f", "hello");
 	/* O_APPEND writes land at the end whatever offset comes. */
-	fi_init(&fi, O_WRONLY | O_APPEND);
-	ck_assert_int_eq(ops->open(box, "o/f", &fi), 0);
-	ck_assert_int_eq(ops->write(box, "o/f", "XYZ", 3, 0, &fi), 3);
-	ck_assert_int_eq(ops->flush(box, "o/f", &fi), 0);
-	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
-	expect_on_disk("o/f", "helloXYZ");
+	write_release("o/f", O_WRONLY | O_APPEND, "XYZ", true, "helloXYZ");
 
 	/* O_RDWR: a write in the middle keeps the rest. */
 	fi_init(&fi, O_RDWR);
@@ -399,11 +411,7 @@ START_TEST(agent_open_modes)
 	ck_assert_int_eq(st.st_size, 0);
 
 	/* Changes made after the last flush go out at release. */
-	fi_init(&fi, O_WRONLY);
-	ck_assert_int_eq(ops->open(box, "o/f", &fi), 0);
-	ck_assert_int_eq(ops->write(box, "o/f", "late", 4, 0, &fi), 4);
-	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
-	expect_on_disk("o/f", "late");
+	write_release("o/f", O_WRONLY, "late", false, "late");
 
 	/* Errors at open. */
 	fi_init(&fi, O_RDONLY);
@@ -424,12 +432,7 @@ START_TEST(agent_open_modes)
 	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
 	/* Through O_TRUNC a large file can still be replaced. */
 	ck_assert_int_eq(truncate(on_disk("o/f"), 32 * 1024 * 1024 + 1), 0);
-	fi_init(&fi, O_WRONLY | O_TRUNC);
-	ck_assert_int_eq(ops->open(box, "o/f", &fi), 0);
-	ck_assert_int_eq(ops->write(box, "o/f", "small", 5, 0, &fi), 5);
-	ck_assert_int_eq(ops->flush(box, "o/f", &fi), 0);
-	ck_assert_int_eq(ops->release(box, "o/f", &fi), 0);
-	expect_on_disk("o/f", "small");
+	write_release("o/f", O_WRONLY | O_TRUNC, "small", true, "small");
 }
 END_TEST
 
