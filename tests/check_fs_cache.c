@@ -745,6 +745,22 @@ START_TEST(attr_forget_ino_finds_every_name)
 }
 END_TEST
 
+/* The attributes A of REL asked for before FORGET forgets GONE (nothing
+ * when FORGET is NULL) and put after it: whether the cache then has REL,
+ * its attributes in GOT. */
+static bool put_across(void (*forget)(struct cache *, const char *,
+				      const char *),
+		       const char *gone, const char *rel,
+		       const struct proto_attr *a, struct proto_attr *got)
+{
+	uint64_t mark = cache_mark(c);
+
+	if (forget != NULL)
+		forget(c, SBX, gone);
+	cache_put_seen(c, SBX, rel, a, NULL, mark);
+	return cache_get(c, SBX, rel, got, NULL);
+}
+
 START_TEST(answers_older_than_a_change_are_dropped)
 {
 	struct proto_attr old = attr_n(1), now = attr_n(2), got;
@@ -761,20 +777,12 @@ START_TEST(answers_older_than_a_change_are_dropped)
 	ck_assert(cache_get(c, SBX, "f", &got, NULL));
 	ck_assert_uint_eq(got.size, 2);
 	/* ... and after a forget nothing comes back from the old answer. */
-	mark = cache_mark(c);
-	cache_forget(c, SBX, "f");
-	cache_put_seen(c, SBX, "f", &old, NULL, mark);
-	ck_assert(!cache_get(c, SBX, "f", &got, NULL));
+	ck_assert(!put_across(cache_forget, "f", "f", &old, &got));
 	/* An answer asked for after the change is kept. */
-	mark = cache_mark(c);
-	cache_put_seen(c, SBX, "f", &old, NULL, mark);
-	ck_assert(cache_get(c, SBX, "f", &got, NULL));
+	ck_assert(put_across(NULL, NULL, "f", &old, &got));
 	ck_assert_uint_eq(got.size, 1);
 	/* Other paths are not held back by a change. */
-	mark = cache_mark(c);
-	cache_forget(c, SBX, "f");
-	cache_put_seen(c, SBX, "g", &old, NULL, mark);
-	ck_assert(cache_get(c, SBX, "g", &got, NULL));
+	ck_assert(put_across(cache_forget, "f", "g", &old, &got));
 
 	/* A listing asked before a name was made here is dropped. */
 	cache_dir_put(c, SBX, "d", NULL, NULL, 0);
@@ -787,10 +795,7 @@ START_TEST(answers_older_than_a_change_are_dropped)
 	ck_assert(!present);
 
 	/* A subtree forgotten: every answer under way is old. */
-	mark = cache_mark(c);
-	cache_forget_tree(c, SBX, "elsewhere");
-	cache_put_seen(c, SBX, "h", &old, NULL, mark);
-	ck_assert(!cache_get(c, SBX, "h", &got, NULL));
+	ck_assert(!put_across(cache_forget_tree, "elsewhere", "h", &old, &got));
 }
 END_TEST
 
