@@ -163,6 +163,13 @@ static bool is_loopback(const struct sockaddr *sa)
 
 /* ---- one direction ------------------------------------------------------ */
 
+/* A read or send of a non-blocking socket failed (not EINTR): 0 when it
+ * would block, else -errno. */
+static int io_failed(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+}
+
 static void dir_drop(struct dir *d)
 {
 	struct chunk *c = d->head, *next;
@@ -190,13 +197,10 @@ static int dir_read(struct dir *d, int64_t now)
 	while (!d->eof && d->queued < px.maxbuf) {
 		room = px.maxbuf - d->queued;
 		n = read(d->from, buf, room < sizeof(buf) ? room : sizeof(buf));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			return -errno;
-		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return io_failed();
 		if (n == 0) {
 			d->eof = true;
 			return 0;
@@ -233,13 +237,10 @@ static int dir_flush(struct dir *d, int64_t now)
 	while ((c = d->head) != NULL && c->due_ns <= now) {
 		n = send(d->to, c->data + c->off, c->len - c->off,
 			 MSG_NOSIGNAL);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			return -errno;
-		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return io_failed();
 		c->off += (size_t)n;
 		if (c->off < c->len)
 			continue;
