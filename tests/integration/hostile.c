@@ -29,6 +29,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,22 @@ out:
 	close(fd);
 }
 
+/* Send the LEN bytes of DATA on the connection *FD (none when it is -1),
+ * after reading a byte when PEEK: the connection is closed, and *FD set to
+ * -1, when the agent has closed its end or the send fails. */
+static void dribble(int *fd, const char *data, size_t len, bool peek)
+{
+	char c;
+
+	if (*fd < 0)
+		return;
+	if ((peek && recv(*fd, &c, 1, MSG_DONTWAIT) == 0) ||
+	    send(*fd, data, len, MSG_NOSIGNAL) < 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
 static int do_slowloris(const char *addr, int n, int secs)
 {
 	static const char start[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
@@ -194,29 +211,15 @@ static int do_slowloris(const char *addr, int n, int secs)
 	}
 	for (i = 0; i < n; i++) {
 		fds[i] = dial(addr);
-		if (fds[i] >= 0) {
+		if (fds[i] >= 0)
 			fcntl(fds[i], F_SETFL, O_NONBLOCK);
-			if (send(fds[i], start, sizeof(start) - 1,
-				 MSG_NOSIGNAL) < 0) {
-				close(fds[i]);
-				fds[i] = -1;
-			}
-		}
+		dribble(&fds[i], start, sizeof(start) - 1, false);
 	}
 	while (now_ms() < end) {
 		if (now_ms() - last >= 1000) {
 			last = now_ms();
-			for (i = 0; i < n; i++) {
-				char c;
-
-				if (fds[i] < 0)
-					continue;
-				if (recv(fds[i], &c, 1, MSG_DONTWAIT) == 0 ||
-				    send(fds[i], "X", 1, MSG_NOSIGNAL) < 0) {
-					close(fds[i]);
-					fds[i] = -1;
-				}
-			}
+			for (i = 0; i < n; i++)
+				dribble(&fds[i], "X", 1, true);
 		}
 		t0 = now_ms();
 		health(addr, line, sizeof(line), 10000);
