@@ -242,39 +242,55 @@ static int parse_with(unsigned i, const char *value)
 	return rc;
 }
 
+/* One field of a good record replaced: what the parser says. */
+struct field_case {
+	unsigned field;
+	const char *value;
+	int want;
+};
+
 START_TEST(parse_malformed)
 {
 	/* clang-format off */
 	static const char cut[] = "f\0" "644\0" "1\0" "1\0" "0\0" "0\0" "1\0"
 				  "0\0" "1\0" "1\0" "1\0" "name\0" "tgt";
 	/* clang-format on */
+	static const struct field_case cases[] = {
+		{0, "f", 1},
+		{0, "", -EBADMSG},
+		{0, "fd", -EBADMSG},
+		{1, "10000", -EBADMSG},
+		{1, "8", -EBADMSG},
+		{1, "", -EBADMSG},
+		{2, "12a", -EBADMSG},
+		{2, "-1", -EBADMSG},
+		{2, "18446744073709551616", -EBADMSG},
+		{2, "18446744073709551615", 1},
+		{4, "4294967296", -EBADMSG},
+		{5, " 1", -EBADMSG},
+		{8, "", -EBADMSG},
+		{8, "-", -EBADMSG},
+		{8, ".5", -EBADMSG},
+		{9, "1.", -EBADMSG},
+		{9, "1.2.3", -EBADMSG},
+		{10, "99999999999999999999", -EBADMSG},
+		{10, "-9223372036854775807.5", 1},
+	};
 	struct fs_v1_rec r;
-	size_t pos = 0;
+	size_t pos = 0, i;
+	int rc;
 
-	ck_assert_int_eq(parse_with(0, "f"), 1);
 	/* Record cut inside its last field, or after a field. */
 	ck_assert_int_eq(
 		fs_files_v1_parse(cut, sizeof(cut) - 1, &pos, false, &r),
 		-EBADMSG);
 	ck_assert_int_eq(fs_files_v1_parse(cut, 12, &pos, false, &r), -EBADMSG);
-	ck_assert_int_eq(parse_with(0, ""), -EBADMSG);
-	ck_assert_int_eq(parse_with(0, "fd"), -EBADMSG);
-	ck_assert_int_eq(parse_with(1, "10000"), -EBADMSG);
-	ck_assert_int_eq(parse_with(1, "8"), -EBADMSG);
-	ck_assert_int_eq(parse_with(1, ""), -EBADMSG);
-	ck_assert_int_eq(parse_with(2, "12a"), -EBADMSG);
-	ck_assert_int_eq(parse_with(2, "-1"), -EBADMSG);
-	ck_assert_int_eq(parse_with(2, "18446744073709551616"), -EBADMSG);
-	ck_assert_int_eq(parse_with(2, "18446744073709551615"), 1);
-	ck_assert_int_eq(parse_with(4, "4294967296"), -EBADMSG);
-	ck_assert_int_eq(parse_with(5, " 1"), -EBADMSG);
-	ck_assert_int_eq(parse_with(8, ""), -EBADMSG);
-	ck_assert_int_eq(parse_with(8, "-"), -EBADMSG);
-	ck_assert_int_eq(parse_with(8, ".5"), -EBADMSG);
-	ck_assert_int_eq(parse_with(9, "1."), -EBADMSG);
-	ck_assert_int_eq(parse_with(9, "1.2.3"), -EBADMSG);
-	ck_assert_int_eq(parse_with(10, "99999999999999999999"), -EBADMSG);
-	ck_assert_int_eq(parse_with(10, "-9223372036854775807.5"), 1);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		rc = parse_with(cases[i].field, cases[i].value);
+		ck_assert_msg(rc == cases[i].want,
+			      "field %u = '%s': %d, not %d", cases[i].field,
+			      cases[i].value, rc, cases[i].want);
+	}
 }
 END_TEST
 
