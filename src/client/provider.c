@@ -30,15 +30,9 @@ const char *provider_state_name(enum provider_state s)
 
 void provider_record_cleanup(struct provider_record *r)
 {
-	size_t i;
-
 	if (r == NULL)
 		return;
-	for (i = 0; i < r->nlabels; i++) {
-		free(r->labels[i].key);
-		free(r->labels[i].value);
-	}
-	free(r->labels);
+	proto_labels_free(r->labels, r->nlabels);
 	free(r->route_hint);
 	memset(r, 0, sizeof(*r));
 }

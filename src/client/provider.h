@@ -29,6 +29,7 @@
 #include <sys/statvfs.h>
 
 #include "common/buf.h"
+#include "common/proto_record.h"
 #include "client/sbx_error.h"
 
 #define PROVIDER_ID_MAX 63
@@ -47,16 +48,11 @@ enum provider_state {
 /* "Running" ...; "Unknown" for PROVIDER_STATE_UNKNOWN. */
 const char *provider_state_name(enum provider_state s);
 
-struct provider_label {
-	char *key;
-	char *value;
-};
-
 /* What the transport core needs from a provider record. */
 struct provider_record {
 	char id[PROVIDER_ID_MAX + 1];
 	enum provider_state state;
-	struct provider_label *labels;
+	struct proto_label *labels; /* the record's labels (common) */
 	size_t nlabels;
 	char *route_hint; /* informational (e.g. the recorded agentUrl) */
 };

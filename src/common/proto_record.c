@@ -37,17 +37,22 @@ void proto_record_init(struct proto_record *r)
 	r->exec_gid = -1;
 }
 
-void proto_record_cleanup(struct proto_record *r)
+void proto_labels_free(struct proto_label *labels, size_t n)
 {
 	size_t i;
 
+	for (i = 0; i < n; i++) {
+		free(labels[i].key);
+		free(labels[i].value);
+	}
+	free(labels);
+}
+
+void proto_record_cleanup(struct proto_record *r)
+{
 	if (r == NULL)
 		return;
-	for (i = 0; i < r->nlabels; i++) {
-		free(r->labels[i].key);
-		free(r->labels[i].value);
-	}
-	free(r->labels);
+	proto_labels_free(r->labels, r->nlabels);
 	free(r->id);
 	free(r->agent_url);
 	free(r->exec_user);

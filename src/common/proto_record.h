@@ -97,6 +97,8 @@ struct proto_record {
 void proto_record_init(struct proto_record *r);
 /* Free everything the record owns and re-init it. NULL-safe. */
 void proto_record_cleanup(struct proto_record *r);
+/* Free n labels and their array. */
+void proto_labels_free(struct proto_label *labels, size_t n);
 
 /* "Running" ...; NULL for PROTO_RECORD_UNKNOWN. */
 const char *proto_record_state_name(enum proto_record_state s);

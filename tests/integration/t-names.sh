@@ -29,20 +29,26 @@ no_hidden() {
 		fail "$2: hidden names left in the sandbox: $(hidden_names "$1")"
 }
 
+# The file open on descriptor 3, which lost its name through the mount,
+# still has the contents $1: opened again through the descriptor
+# (/proc/PID/fd/N, as a program given /dev/stdin does), as on a local file
+# system, and read through it. Then closed, and its hidden name gone.
+fd3_keeps() {
+	got=$(cat "/proc/$$/fd/3")
+	assert_eq "$1" "$got" "$2 opened again by its descriptor"
+	got=$(cat <&3)
+	assert_eq "$1" "$got" "$2 read through its descriptor"
+	exec 3<&-
+	no_hidden "$B" "$3"
+}
+
 # 1. Removed while open for reading: the descriptor reads the old bytes.
 printf 'old contents\n' >"$B/r"
 exec 3<"$F/r" || die "open r"
 assert_ok rm "$F/r"
 [ -e "$F/r" ] && fail "rm: r still there"
 [ -e "$B/r" ] && fail "rm: r still in the sandbox under its name"
-# Opened again through the descriptor (/proc/PID/fd/N, as a program given
-# /dev/stdin does): the same removed file, as on a local file system.
-got=$(cat "/proc/$$/fd/3")
-assert_eq "old contents" "$got" "a removed file opened again by its descriptor"
-got=$(cat <&3)
-assert_eq "old contents" "$got" "a removed file read through its descriptor"
-exec 3<&-
-no_hidden "$B" "removed while open"
+fd3_keeps "old contents" "a removed file" "removed while open"
 
 # 2. Renamed over while open: the descriptor keeps the old file, the name
 # shows the new one.
@@ -52,12 +58,7 @@ exec 3<"$F/x" || die "open x"
 assert_ok mv "$F/y" "$F/x"
 assert_content "$F/x" "second" "the name after mv over an open file"
 assert_content "$B/x" "second" "the sandbox's name after mv"
-got=$(cat "/proc/$$/fd/3")
-assert_eq "first" "$got" "the replaced file opened again by its descriptor"
-got=$(cat <&3)
-assert_eq "first" "$got" "the replaced file read through its descriptor"
-exec 3<&-
-no_hidden "$B" "renamed over while open"
+fd3_keeps "first" "the replaced file" "renamed over while open"
 
 # 3. Removed while open for writing: writes still succeed, close is clean,
 # nothing is left behind.
