@@ -195,6 +195,11 @@ bool ll_moved_since(struct sbfs *fs, struct ll_moved *m)
 
 	if (m->tries >= LL_MOVED_TRIES)
 		return false;
+	/* The common case, on every answered read and stat: nothing
+	 * changed and nothing is in flight, seen without the lock. */
+	if (__atomic_load_n(&fs->names_gen, __ATOMIC_ACQUIRE) == m->gen &&
+	    __atomic_load_n(&fs->names_busy, __ATOMIC_ACQUIRE) == 0)
+		return false;
 	pthread_mutex_lock(&fs->names_lock);
 	if (fs->names_gen == m->gen && fs->names_busy == 0) {
 		pthread_mutex_unlock(&fs->names_lock);
@@ -214,6 +219,19 @@ bool ll_moved_since(struct sbfs *fs, struct ll_moved *m)
 bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc)
 {
 	return rc == -ENOENT && ll_moved_since(fs, m);
+}
+
+bool ll_moved_off(struct sbfs *fs, struct ll_moved *m, fuse_ino_t ino,
+		  const struct fuse_file_info *fi, const char *path)
+{
+	char now[LL_PATH_MAX];
+	int rc;
+
+	if (!ll_moved_since(fs, m))
+		return false;
+	rc = fi != NULL ? ll_file_path(fs, ino, fi, now, sizeof(now))
+			: ll_node_path(fs, ino, now, sizeof(now));
+	return rc == 0 && strcmp(now, path) != 0;
 }
 
 /*
@@ -330,17 +348,13 @@ static void reply_attr(struct sbfs *fs, fuse_req_t req, fuse_ino_t ino,
 
 	memset(&st, 0, sizeof(st));
 	while (rc == 0) {
-		char now[LL_PATH_MAX];
-
 		rc = attr_path(fs, ino, fi, path, size, &f, &fp);
 		if (rc == 0)
 			rc = OPS->getattr(path, &st, fp);
 		/* Answered for a path the node left meanwhile (another file
 		 * may have it now): asked again. */
 		if (ll_moved_again(fs, m, rc) ||
-		    (rc == 0 && ll_moved_since(fs, m) &&
-		     attr_path(fs, ino, fi, now, sizeof(now), &f, &fp) == 0 &&
-		     strcmp(now, path) != 0))
+		    (rc == 0 && ll_moved_off(fs, m, ino, fi, path)))
 			rc = 0;
 		else
 			break;

@@ -71,7 +71,6 @@ static int open_node(struct sbfs *fs, fuse_ino_t ino,
 		     const struct fuse_file_info *fi, struct fuse_file_info *f,
 		     char *path, size_t size)
 {
-	char now[LL_PATH_MAX];
 	struct ll_moved m;
 	int rc;
 
@@ -89,9 +88,7 @@ static int open_node(struct sbfs *fs, fuse_ino_t ino,
 		 * temporary): opened again under the file's name now. A
 		 * truncating open is not made twice. */
 		if (rc < 0 || (fi->flags & O_TRUNC) ||
-		    !ll_moved_since(fs, &m) ||
-		    ll_node_path(fs, ino, now, sizeof(now)) < 0 ||
-		    strcmp(now, path) == 0)
+		    !ll_moved_off(fs, &m, ino, NULL, path))
 			return rc;
 		(void)OPS->release(path, f);
 	}
@@ -188,18 +185,6 @@ struct io {
 	int datasync;
 };
 
-/* Bytes read by a path the file left while they were read: they may be
- * another file's (the one that has the name now), read again. */
-static bool read_moved(struct sbfs *fs, struct ll_moved *m, fuse_ino_t ino,
-		       struct fuse_file_info *fi, const char *path)
-{
-	char now[LL_PATH_MAX];
-
-	return ll_moved_since(fs, m) &&
-	       ll_file_path(fs, ino, fi, now, sizeof(now)) == 0 &&
-	       strcmp(now, path) != 0;
-}
-
 /* io on the open file ino: the bytes read or written, 0, or -errno;
  * asked again under the file's new name when a rename moved it
  * meanwhile (ll_moved_again). */
@@ -231,8 +216,10 @@ static int file_io(struct sbfs *fs, fuse_ino_t ino, struct fuse_file_info *fi,
 			break;
 		}
 	} while (ll_moved_again(fs, &m, rc) ||
+		 /* Bytes read by a path the file left meanwhile may be
+		  * another file's: read again. */
 		 (io->op == IO_READ && rc >= 0 &&
-		  read_moved(fs, &m, ino, fi, path)));
+		  ll_moved_off(fs, &m, ino, fi, path)));
 	return rc;
 }
 

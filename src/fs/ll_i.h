@@ -91,10 +91,10 @@ const char *ll_release_path(struct sbfs *fs, fuse_ino_t ino,
  * a change was still in flight), resolves the path again and retries
  * once the changes in flight are done (at most LL_MOVED_TRIES times, each
  * wait at most a second). An answer that is not an error is only the
- * node's when its path is still the one asked: ll_moved_since says
- * whether a change ran (and waits for those in flight), and the caller
- * that can ask again (open, read, getattr) resolves the path again and
- * asks again when it differs.
+ * node's when its path is still the one asked: ll_moved_off says
+ * whether a change ran (waiting for those in flight) and ino's path now
+ * (the open file's with fi, else the node's) is not path any more; the
+ * caller that can ask again (open, read, getattr) then does.
  */
 #define LL_MOVED_TRIES 4
 struct ll_moved {
@@ -104,6 +104,8 @@ struct ll_moved {
 void ll_moved_init(struct sbfs *fs, struct ll_moved *m);
 bool ll_moved_again(struct sbfs *fs, struct ll_moved *m, int rc);
 bool ll_moved_since(struct sbfs *fs, struct ll_moved *m);
+bool ll_moved_off(struct sbfs *fs, struct ll_moved *m, fuse_ino_t ino,
+		  const struct fuse_file_info *fi, const char *path);
 
 /* st's change time in nanoseconds since the epoch (inodes_set_fino). */
 int64_t ll_ctime_ns(const struct stat *st);
