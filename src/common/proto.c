@@ -56,16 +56,37 @@ cJSON *pj_parse_object(const char *p, size_t n, int *err)
 	return root;
 }
 
-static const cJSON *field(const cJSON *obj, const char *key)
+const cJSON *pj_member(const cJSON *obj, const char *key)
 {
 	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
 
 	return cJSON_IsNull(it) ? NULL : it;
 }
 
+int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
+	      void *tmp, void *out)
+{
+	cJSON *root;
+	int rc = 0;
+
+	root = b->parse(p, n, &rc);
+	if (root == NULL)
+		return rc;
+	memset(tmp, 0, b->size);
+	rc = b->fill(root, tmp, arg);
+	cJSON_Delete(root);
+	if (rc < 0) {
+		if (b->cleanup != NULL)
+			b->cleanup(tmp);
+		return rc;
+	}
+	memcpy(out, tmp, b->size);
+	return 0;
+}
+
 int pj_str(const cJSON *obj, const char *key, bool required, const char **out)
 {
-	const cJSON *it = field(obj, key);
+	const cJSON *it = pj_member(obj, key);
 
 	if (it == NULL)
 		return required ? -EINVAL : -ENOENT;
@@ -122,17 +143,17 @@ static int item_i64(const cJSON *it, bool required, int64_t *out)
 
 int pj_u64(const cJSON *obj, const char *key, bool required, uint64_t *out)
 {
-	return item_u64(field(obj, key), required, out);
+	return item_u64(pj_member(obj, key), required, out);
 }
 
 int pj_i64(const cJSON *obj, const char *key, bool required, int64_t *out)
 {
-	return item_i64(field(obj, key), required, out);
+	return item_i64(pj_member(obj, key), required, out);
 }
 
 int pj_bool(const cJSON *obj, const char *key, bool required, bool *out)
 {
-	const cJSON *it = field(obj, key);
+	const cJSON *it = pj_member(obj, key);
 
 	if (it == NULL)
 		return required ? -EINVAL : -ENOENT;
@@ -464,7 +485,7 @@ static int digits_u64(const char *s, uint64_t *out)
 int pj_u64_exact(const cJSON *obj, const char *key, bool required,
 		 uint64_t *out)
 {
-	return pj_item_u64_exact(field(obj, key), required, out);
+	return pj_item_u64_exact(pj_member(obj, key), required, out);
 }
 
 int pj_item_u64_exact(const cJSON *it, bool required, uint64_t *out)
@@ -479,7 +500,7 @@ int pj_item_u64_exact(const cJSON *it, bool required, uint64_t *out)
 /* A signed integer field: a JSON number or a string "-?digits". */
 int pj_i64_exact(const cJSON *obj, const char *key, bool required, int64_t *out)
 {
-	return pj_item_i64_exact(field(obj, key), required, out);
+	return pj_item_i64_exact(pj_member(obj, key), required, out);
 }
 
 int pj_item_i64_exact(const cJSON *it, bool required, int64_t *out)
@@ -512,7 +533,7 @@ int pj_item_i64_exact(const cJSON *it, bool required, int64_t *out)
 int pj_u32_max(const cJSON *obj, const char *key, bool required, uint32_t max,
 	       uint32_t *out)
 {
-	return pj_item_u32_max(field(obj, key), required, max, out);
+	return pj_item_u32_max(pj_member(obj, key), required, max, out);
 }
 
 int pj_item_u32_max(const cJSON *it, bool required, uint32_t max, uint32_t *out)
@@ -678,60 +699,65 @@ static void copy_str(char *dst, size_t dstsz, const char *src)
 	snprintf(dst, dstsz, "%s", src ? src : "");
 }
 
-int proto_health_decode(const char *p, size_t n, struct proto_health *out)
+/* A health answer's members into h; what is missing or odd stays zero
+ * (proto_health_decode). */
+static int health_fill(const cJSON *root, void *dst, void *arg)
 {
-	struct proto_health h;
+	struct proto_health *h = dst;
 	const cJSON *it, *img, *ext;
 	const char *s;
-	cJSON *root;
-	int err = 0;
 
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	memset(&h, 0, sizeof(h));
 	it = cJSON_GetObjectItemCaseSensitive(root, "protocolVersion");
 	if (cJSON_IsNumber(it) && it->valuedouble >= 0 &&
 	    it->valuedouble < 1e9 && it->valuedouble == floor(it->valuedouble))
-		h.protocol_version = (long)it->valuedouble;
+		h->protocol_version = (long)it->valuedouble;
 	if (pj_str(root, "status", false, &s) == 0)
-		copy_str(h.status, sizeof(h.status), s);
+		copy_str(h->status, sizeof(h->status), s);
 	if (pj_str(root, "bootId", false, &s) == 0)
-		copy_str(h.boot_id, sizeof(h.boot_id), s);
+		copy_str(h->boot_id, sizeof(h->boot_id), s);
 	img = cJSON_GetObjectItemCaseSensitive(root, "imageCommand");
 	if (cJSON_IsObject(img) && pj_str(img, "status", false, &s) == 0)
-		copy_str(h.image_status, sizeof(h.image_status), s);
+		copy_str(h->image_status, sizeof(h->image_status), s);
 	ext = cJSON_GetObjectItemCaseSensitive(root, "extensions");
 	if (cJSON_IsObject(ext)) {
 		uint64_t v, u, g;
 
 		if (pj_u64(ext, PROTO_EXT_FILES, false, &v) == 0 && v < 1000)
-			h.ext_files = (long)v;
+			h->ext_files = (long)v;
 		if (pj_u64(ext, "maxWrite", false, &v) == 0)
-			h.ext_max_write = v;
+			h->ext_max_write = v;
 		if (pj_u64(ext, "uid", false, &u) == 0 && u < UINT32_MAX &&
 		    pj_u64(ext, "gid", false, &g) == 0 && g < UINT32_MAX) {
-			h.ext_has_ids = true;
-			h.ext_uid = (uint32_t)u;
-			h.ext_gid = (uint32_t)g;
+			h->ext_has_ids = true;
+			h->ext_uid = (uint32_t)u;
+			h->ext_gid = (uint32_t)g;
 		}
-		h.ext_owner_access = cJSON_IsTrue(
+		h->ext_owner_access = cJSON_IsTrue(
 			cJSON_GetObjectItemCaseSensitive(ext, "ownerAccess"));
 		if (pj_u64(ext, PROTO_EXT_REPLY_CACHE, false, &v) == 0 &&
 		    v < 1000)
-			h.ext_reply_cache = (long)v;
+			h->ext_reply_cache = (long)v;
 		if (pj_u64(ext, PROTO_EXT_JOBS, false, &v) == 0 && v < 1000)
-			h.ext_jobs = (long)v;
+			h->ext_jobs = (long)v;
 		if (pj_u64(ext, "maxRunningJobs", false, &v) == 0)
-			h.ext_max_running = v;
+			h->ext_max_running = v;
 		if (pj_u64(ext, PROTO_EXT_EVENTS, false, &v) == 0 && v < 1000)
-			h.ext_events = (long)v;
+			h->ext_events = (long)v;
 		if (pj_str(ext, "eventsUnavailable", false, &s) == 0)
-			copy_str(h.ext_events_why, sizeof(h.ext_events_why), s);
+			copy_str(h->ext_events_why, sizeof(h->ext_events_why),
+				 s);
 	}
-	cJSON_Delete(root);
-	*out = h;
 	return 0;
+}
+
+static const struct pj_body health_body = {pj_parse_object, health_fill, NULL,
+					   sizeof(struct proto_health)};
+
+int proto_health_decode(const char *p, size_t n, struct proto_health *out)
+{
+	struct proto_health h;
+
+	return pj_decode(p, n, &health_body, NULL, &h, out);
 }
 
 bool proto_health_ready(const struct proto_health *h)

@@ -394,37 +394,38 @@ void proto_azure_list_cleanup(struct proto_azure_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-int proto_azure_list_decode(const char *p, size_t n,
-			    struct proto_azure_list *out, const char **why)
+/* A body that is not a JSON object is not valid JSON here (-EBADMSG). */
+static cJSON *parse_page(const char *p, size_t n, int *err)
 {
-	struct proto_azure_list l;
-	const char *reason = "not a JSON object";
-	const cJSON *value, *it;
-	cJSON *root;
-	int count, rc = 0;
+	cJSON *root = pj_parse_object(p, n, err);
 
-	memset(&l, 0, sizeof(l));
-	root = pj_parse_object(p, n, &rc);
-	if (root == NULL) {
-		if (rc == -EINVAL)
-			rc = -EBADMSG;
-		goto out;
-	}
-	count = pj_array(root, "value", PROTO_AZURE_MAX_LIST, sizeof(*l.ids),
-			 &value, (void **)&l.ids);
-	reason = count == -EINVAL  ? "\"value\" is missing or not an array"
-		 : count == -EFBIG ? "the page lists too many sandboxes"
-				   : "out of memory";
+	if (root == NULL && *err == -EINVAL)
+		*err = -EBADMSG;
+	return root;
+}
+
+/* A page of the sandbox list into l; *(const char **)arg says why it
+ * failed (proto_azure_list_decode). */
+static int list_fill(const cJSON *root, void *dst, void *arg)
+{
+	struct proto_azure_list *l = dst;
+	const char **reason = arg;
+	const cJSON *value, *it;
+	int count, rc;
+
+	count = pj_array(root, "value", PROTO_AZURE_MAX_LIST, sizeof(*l->ids),
+			 &value, (void **)&l->ids);
+	*reason = count == -EINVAL  ? "\"value\" is missing or not an array"
+		  : count == -EFBIG ? "the page lists too many sandboxes"
+				    : "out of memory";
 	if (count > 0) {
-		l.records = calloc((size_t)count, sizeof(*l.records));
-		l.decoded = calloc((size_t)count, sizeof(*l.decoded));
-		if (l.records == NULL || l.decoded == NULL)
+		l->records = calloc((size_t)count, sizeof(*l->records));
+		l->decoded = calloc((size_t)count, sizeof(*l->decoded));
+		if (l->records == NULL || l->decoded == NULL)
 			count = -ENOMEM;
 	}
-	if (count < 0) {
-		rc = count;
-		goto out;
-	}
+	if (count < 0)
+		return count;
 	cJSON_ArrayForEach(it, value)
 	{
 		const char *id = str_of(it, "id");
@@ -432,42 +433,50 @@ int proto_azure_list_decode(const char *p, size_t n,
 
 		if (!cJSON_IsObject(it) || id == NULL || *id == '\0' ||
 		    strlen(id) > MAX_STRING) {
-			reason = "a \"value\" entry has no id";
-			rc = -EINVAL;
-			goto out;
+			*reason = "a \"value\" entry has no id";
+			return -EINVAL;
 		}
-		sandbox_init(&l.records[l.n]);
-		l.ids[l.n] = strdup(id);
-		l.n++;
-		if (l.ids[l.n - 1] == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
+		sandbox_init(&l->records[l->n]);
+		l->ids[l->n] = strdup(id);
+		l->n++;
+		if (l->ids[l->n - 1] == NULL)
+			return -ENOMEM;
 		text = cJSON_PrintUnformatted(it);
-		if (text == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		l.decoded[l.n - 1] = proto_azure_sandbox_decode(
-					     text, strlen(text),
-					     &l.records[l.n - 1], NULL) == 0;
+		if (text == NULL)
+			return -ENOMEM;
+		l->decoded[l->n - 1] =
+			proto_azure_sandbox_decode(text, strlen(text),
+						   &l->records[l->n - 1],
+						   NULL) == 0;
 		cJSON_free(text);
 	}
-	reason = "\"nextLink\" is not a string";
-	rc = pj_opt_str_max(root, "nextLink", MAX_STRING, &l.next_link);
-	if (rc == 0 && l.next_link != NULL && *l.next_link == '\0') {
-		free(l.next_link);
-		l.next_link = NULL;
+	*reason = "\"nextLink\" is not a string";
+	rc = pj_opt_str_max(root, "nextLink", MAX_STRING, &l->next_link);
+	if (rc == 0 && l->next_link != NULL && *l->next_link == '\0') {
+		free(l->next_link);
+		l->next_link = NULL;
 	}
-out:
-	cJSON_Delete(root);
-	if (rc < 0) {
+	return rc;
+}
+
+static void list_clean(void *dst)
+{
+	proto_azure_list_cleanup(dst);
+}
+
+static const struct pj_body list_body = {parse_page, list_fill, list_clean,
+					 sizeof(struct proto_azure_list)};
+
+int proto_azure_list_decode(const char *p, size_t n,
+			    struct proto_azure_list *out, const char **why)
+{
+	struct proto_azure_list l;
+	const char *reason = "not a JSON object";
+	int rc = pj_decode(p, n, &list_body, &reason, &l, out);
+
+	if (rc < 0)
 		say(why, reason);
-		proto_azure_list_cleanup(&l);
-		return rc;
-	}
-	*out = l;
-	return 0;
+	return rc;
 }
 
 /* ---- ports ------------------------------------------------------------- */
@@ -600,42 +609,42 @@ static int local_time_field(const char *s, int64_t *out)
 	return 0;
 }
 
-int proto_azure_token_decode(const char *p, size_t n, int64_t now,
-			     struct proto_azure_token *out, const char **why)
-{
-	struct proto_azure_token t = {NULL, 0};
-	const char *reason = "not a JSON object", *s;
-	int64_t v = 0;
-	cJSON *root;
-	size_t i, len;
-	int rc = 0;
+/* What a token decoding is told (now) and tells (why it failed). */
+struct token_arg {
+	int64_t now;
+	const char *reason;
+};
 
-	root = pj_parse_object(p, n, &rc);
-	if (root == NULL)
-		goto out;
+/* A token answer's members into t (proto_azure_token_decode). */
+static int token_fill(const cJSON *root, void *dst, void *arg)
+{
+	struct proto_azure_token *t = dst;
+	struct token_arg *a = arg;
+	const char *s;
+	int64_t v = 0;
+	size_t i, len;
+	int rc;
+
 	rc = pj_str(root, "access_token", false, &s);
 	if (rc == -ENOENT)
 		rc = pj_str(root, "accessToken", false, &s);
-	reason = "it carries no access token";
-	if (rc < 0) {
-		rc = -EINVAL;
-		goto out;
-	}
+	a->reason = "it carries no access token";
+	if (rc < 0)
+		return -EINVAL;
 	len = strlen(s);
-	reason = "its access token is empty, too long or not printable";
-	rc = -EINVAL;
+	a->reason = "its access token is empty, too long or not printable";
 	if (len == 0 || len > PROTO_AZURE_MAX_TOKEN)
-		goto out;
+		return -EINVAL;
 	/* It goes into an HTTP header: nothing but visible ASCII. */
 	for (i = 0; i < len; i++)
 		if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
-			goto out;
-	reason = "its expiry is not a time";
+			return -EINVAL;
+	a->reason = "its expiry is not a time";
 	rc = seconds_field(root, "expires_on", &v);
 	if (rc == -ENOENT) {
 		rc = seconds_field(root, "expires_in", &v);
 		if (rc == 0)
-			v += now;
+			v += a->now;
 	}
 	if (rc == -ENOENT) {
 		const char *when;
@@ -645,27 +654,31 @@ int proto_azure_token_decode(const char *p, size_t n, int64_t now,
 			rc = local_time_field(when, &v);
 	}
 	if (rc == -ENOENT)
-		reason = "it carries no expiry";
-	if (rc < 0) {
-		rc = -EINVAL;
-		goto out;
+		a->reason = "it carries no expiry";
+	if (rc < 0)
+		return -EINVAL;
+	t->token = strdup(s);
+	if (t->token == NULL) {
+		a->reason = "out of memory";
+		return -ENOMEM;
 	}
-	t.token = strdup(s);
-	if (t.token == NULL) {
-		rc = -ENOMEM;
-		reason = "out of memory";
-		goto out;
-	}
-	t.expires_on = v;
-	rc = 0;
-out:
-	cJSON_Delete(root);
-	if (rc < 0) {
-		say(why, reason);
-		return rc;
-	}
-	*out = t;
+	t->expires_on = v;
 	return 0;
+}
+
+static const struct pj_body token_body = {pj_parse_object, token_fill, NULL,
+					  sizeof(struct proto_azure_token)};
+
+int proto_azure_token_decode(const char *p, size_t n, int64_t now,
+			     struct proto_azure_token *out, const char **why)
+{
+	struct token_arg a = {now, "not a JSON object"};
+	struct proto_azure_token t;
+	int rc = pj_decode(p, n, &token_body, &a, &t, out);
+
+	if (rc < 0)
+		say(why, a.reason);
+	return rc;
 }
 
 /* ---- error bodies -------------------------------------------------------- */

@@ -191,70 +191,74 @@ static int event_from_json(const cJSON *obj, struct proto_event *out)
 	return 0;
 }
 
-int proto_events_decode(const char *p, size_t n, struct proto_events *out)
+/* An events answer's members into r (proto_events_decode). */
+static int events_fill(const cJSON *root, void *dst, void *arg)
 {
-	struct proto_events r;
+	struct proto_events *r = dst;
 	const cJSON *events, *it;
 	const char *s;
-	cJSON *root;
 	bool lost = false;
-	int rc = 0;
+	int rc;
 
-	memset(&r, 0, sizeof(r));
-	if (n > PROTO_EXT_EVENTS_MAX_BYTES)
-		return -EPROTO;
-	root = pj_parse_strict(p, n, &rc);
-	if (root == NULL)
-		return rc == -ENOMEM ? rc : -EPROTO;
 	rc = pj_str(root, "bootId", true, &s);
-	if (rc == 0 && strlen(s) >= sizeof(r.boot_id))
+	if (rc == 0 && strlen(s) >= sizeof(r->boot_id))
 		rc = -EINVAL;
 	if (rc < 0)
-		goto out;
-	strlcpy_s(r.boot_id, s, sizeof(r.boot_id));
-	rc = pj_u64_exact(root, "next", true, &r.next);
+		return rc;
+	strlcpy_s(r->boot_id, s, sizeof(r->boot_id));
+	rc = pj_u64_exact(root, "next", true, &r->next);
 	if (rc < 0)
-		goto out;
+		return rc;
 	rc = pj_str(root, "unavailable", false, &s);
 	if (rc == 0)
-		strlcpy_s(r.unavailable, s, sizeof(r.unavailable));
+		strlcpy_s(r->unavailable, s, sizeof(r->unavailable));
 	else if (rc != -ENOENT)
-		goto out;
-	rc = pj_array(root, "events", PROTO_EXT_EVENTS_MAX, sizeof(*r.ev),
-		      &events, (void **)&r.ev);
+		return rc;
+	rc = pj_array(root, "events", PROTO_EXT_EVENTS_MAX, sizeof(*r->ev),
+		      &events, (void **)&r->ev);
 	if (rc < 0)
-		goto out;
-	rc = 0;
+		return rc;
 	cJSON_ArrayForEach(it, events)
 	{
-		struct proto_event *e = &r.ev[r.n];
+		struct proto_event *e = &r->ev[r->n];
 
 		rc = event_from_json(it, e);
 		if (rc < 0)
-			goto out;
-		r.n++;
+			return rc;
+		r->n++;
 		/* In order, and none past the point the answer says it has
 		 * reached: a client resumes from next. */
-		if ((r.n > 1 && e->seq <= e[-1].seq) || e->seq > r.next) {
-			rc = -EINVAL;
-			goto out;
-		}
+		if ((r->n > 1 && e->seq <= e[-1].seq) || e->seq > r->next)
+			return -EINVAL;
 		if (e->type == PROTO_EV_LOST)
 			lost = true;
 	}
 	/* A lost event makes every other one moot: the client forgets all. */
-	if (lost || r.unavailable[0] != '\0') {
-		events_free(r.ev, r.n);
-		r.ev = NULL;
-		r.n = 0;
-		r.lost = true;
+	if (lost || r->unavailable[0] != '\0') {
+		events_free(r->ev, r->n);
+		r->ev = NULL;
+		r->n = 0;
+		r->lost = true;
 	}
-out:
-	cJSON_Delete(root);
-	if (rc < 0) {
-		proto_events_cleanup(&r);
-		return rc == -ENOMEM ? rc : -EPROTO;
-	}
-	*out = r;
 	return 0;
+}
+
+static void events_clean(void *dst)
+{
+	proto_events_cleanup(dst);
+}
+
+static const struct pj_body events_body = {pj_parse_strict, events_fill,
+					   events_clean,
+					   sizeof(struct proto_events)};
+
+int proto_events_decode(const char *p, size_t n, struct proto_events *out)
+{
+	struct proto_events r;
+	int rc;
+
+	if (n > PROTO_EXT_EVENTS_MAX_BYTES)
+		return -EPROTO;
+	rc = pj_decode(p, n, &events_body, NULL, &r, out);
+	return rc == -ENOMEM || rc == 0 ? rc : -EPROTO;
 }

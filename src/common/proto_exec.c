@@ -130,64 +130,71 @@ static int decode_env(const cJSON *root, struct proto_exec_req *r)
 	return 0;
 }
 
+/* A command request's members into r; *(bool *)arg says whether the
+ * directory came as workingDirectory (proto_exec_req_decode). */
+static int exec_req_fill(const cJSON *root, void *dst, void *arg)
+{
+	struct proto_exec_req *r = dst;
+	bool *from_wd = arg;
+	const char *s;
+	int rc;
+
+	rc = pj_str_array(cJSON_GetObjectItemCaseSensitive(root, "command"),
+			  PROTO_EXEC_MAX_ARGS, -EFBIG, &r->argv, &r->argc);
+	if (rc < 0)
+		return rc;
+	/* Clients since alien 3.3.1x send timeoutMs; older ones deadlineMs. */
+	rc = pj_u64(root, "timeoutMs", false, &r->timeout_ms);
+	if (rc == -ENOENT)
+		rc = pj_u64(root, "deadlineMs", true, &r->timeout_ms);
+	if (rc < 0)
+		return rc;
+	rc = pj_str(root, "cwd", false, &s);
+	*from_wd = rc == -ENOENT;
+	if (*from_wd)
+		rc = pj_str(root, "workingDirectory", false, &s);
+	if (rc == 0)
+		rc = pj_dup(s, &r->cwd);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	rc = decode_env(root, r);
+	if (rc < 0)
+		return rc;
+	r->flow = cJSON_IsTrue(
+		cJSON_GetObjectItemCaseSensitive(root, "flowControl"));
+	return 0;
+}
+
+static void exec_req_clean(void *dst)
+{
+	proto_exec_req_cleanup(dst);
+}
+
+static const struct pj_body exec_req_body = {pj_parse_object, exec_req_fill,
+					     exec_req_clean,
+					     sizeof(struct proto_exec_req)};
+
 int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 {
 	struct proto_exec_req r;
-	bool from_wd;
-	const char *s;
-	cJSON *root;
-	int err = 0, rc;
+	bool from_wd = false;
+	int rc;
 
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	memset(&r, 0, sizeof(r));
-	rc = pj_str_array(cJSON_GetObjectItemCaseSensitive(root, "command"),
-			  PROTO_EXEC_MAX_ARGS, -EFBIG, &r.argv, &r.argc);
-	if (rc < 0)
-		goto out;
-	/* Clients since alien 3.3.1x send timeoutMs; older ones deadlineMs. */
-	rc = pj_u64(root, "timeoutMs", false, &r.timeout_ms);
-	if (rc == -ENOENT)
-		rc = pj_u64(root, "deadlineMs", true, &r.timeout_ms);
-	if (rc < 0)
-		goto out;
-	rc = pj_str(root, "cwd", false, &s);
-	from_wd = rc == -ENOENT;
-	if (from_wd)
-		rc = pj_str(root, "workingDirectory", false, &s);
-	if (rc == 0) {
-		rc = pj_dup(s, &r.cwd);
-		if (rc < 0)
-			goto out;
-	} else if (rc != -ENOENT) {
-		goto out;
-	}
-	rc = decode_env(root, &r);
-	if (rc < 0)
-		goto out;
-	r.flow = cJSON_IsTrue(
-		cJSON_GetObjectItemCaseSensitive(root, "flowControl"));
-	if (memmem(p, n, "\\u0000", 6) != NULL) {
+	rc = pj_decode(p, n, &exec_req_body, &from_wd, &r, out);
+	if (rc == 0 && memmem(p, n, "\\u0000", 6) != NULL) {
 		struct request_nul nul;
 		struct jscan js = {p, p + n};
 
 		memset(&nul, 0, sizeof(nul));
 		(void)js_members(&js, request_member, &nul);
 		if (nul.nul[0])
-			r.flags |= PROTO_EXEC_ARG_NUL;
+			out->flags |= PROTO_EXEC_ARG_NUL;
 		if (nul.nul[1])
-			r.flags |= PROTO_EXEC_ENV_NUL;
+			out->flags |= PROTO_EXEC_ENV_NUL;
 		/* The flag follows the spelling the value came from. */
-		if (r.cwd != NULL && nul.nul[from_wd ? 3 : 2])
-			r.flags |= PROTO_EXEC_CWD_NUL;
+		if (out->cwd != NULL && nul.nul[from_wd ? 3 : 2])
+			out->flags |= PROTO_EXEC_CWD_NUL;
 	}
-	*out = r;
-	memset(&r, 0, sizeof(r));
-	rc = 0;
-out:
-	proto_exec_req_cleanup(&r);
-	cJSON_Delete(root);
 	return rc;
 }
 

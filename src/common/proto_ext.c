@@ -341,42 +341,43 @@ static int dirents_from_json(const cJSON *entries, struct proto_dirent *v,
 	return 0;
 }
 
+/* A listing page's members into l (proto_list_decode). */
+static int list_fill(const cJSON *root, void *dst, void *arg)
+{
+	struct proto_list *l = dst;
+	const cJSON *entries;
+	const char *next;
+	int rc;
+
+	rc = pj_array(root, "entries", PROTO_EXT_LIST_MAX, sizeof(*l->entries),
+		      &entries, (void **)&l->entries);
+	if (rc >= 0)
+		rc = dirents_from_json(entries, l->entries, &l->n);
+	if (rc < 0)
+		return rc;
+	rc = pj_str(root, "next", false, &next);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == 0 && (*next == '\0' || strlen(next) > 64))
+		return -EINVAL;
+	if (rc == 0)
+		rc = pj_dup(next, &l->next);
+	return rc;
+}
+
+static void list_clean(void *dst)
+{
+	proto_list_cleanup(dst);
+}
+
+static const struct pj_body list_body = {pj_parse_strict, list_fill, list_clean,
+					 sizeof(struct proto_list)};
+
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 {
 	struct proto_list l;
-	const cJSON *entries;
-	const char *next;
-	cJSON *root;
-	int rc = 0;
 
-	memset(&l, 0, sizeof(l));
-	root = pj_parse_strict(p, n, &rc);
-	if (root == NULL)
-		return rc;
-	rc = pj_array(root, "entries", PROTO_EXT_LIST_MAX, sizeof(*l.entries),
-		      &entries, (void **)&l.entries);
-	if (rc >= 0)
-		rc = dirents_from_json(entries, l.entries, &l.n);
-	if (rc < 0)
-		goto out;
-	rc = pj_str(root, "next", false, &next);
-	if (rc == 0) {
-		if (*next == '\0' || strlen(next) > 64) {
-			rc = -EINVAL;
-			goto out;
-		}
-		rc = pj_dup(next, &l.next);
-	} else if (rc == -ENOENT) {
-		rc = 0;
-	}
-out:
-	cJSON_Delete(root);
-	if (rc < 0) {
-		proto_list_cleanup(&l);
-		return rc;
-	}
-	*out = l;
-	return 0;
+	return pj_decode(p, n, &list_body, NULL, &l, out);
 }
 
 /* ---- subtrees ------------------------------------------------------------ */
@@ -429,26 +430,22 @@ void proto_tree_cleanup(struct proto_tree *t)
 	memset(t, 0, sizeof(*t));
 }
 
-int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
+/* A subtree's members into t (proto_tree_decode). */
+static int tree_fill(const cJSON *root, void *dst, void *arg)
 {
-	struct proto_tree t;
+	struct proto_tree *t = dst;
 	const cJSON *dirs, *d;
 	size_t total = 0;
-	cJSON *root;
-	int rc = 0;
 	bool complete = false;
+	int rc;
 
-	memset(&t, 0, sizeof(t));
-	root = pj_parse_strict(p, n, &rc);
-	if (root == NULL)
-		return rc;
-	rc = pj_array(root, "dirs", PROTO_EXT_TREE_MAX, sizeof(*t.dirs), &dirs,
-		      (void **)&t.dirs);
+	rc = pj_array(root, "dirs", PROTO_EXT_TREE_MAX, sizeof(*t->dirs), &dirs,
+		      (void **)&t->dirs);
 	if (rc < 0)
-		goto out;
+		return rc;
 	cJSON_ArrayForEach(d, dirs)
 	{
-		struct proto_tree_dir *td = &t.dirs[t.ndirs];
+		struct proto_tree_dir *td = &t->dirs[t->ndirs];
 		const cJSON *entries;
 		const char *path;
 
@@ -458,32 +455,40 @@ int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 		if (rc == 0)
 			rc = pj_dup(path, &td->path);
 		if (rc < 0)
-			goto out;
-		t.ndirs++;
+			return rc;
+		t->ndirs++;
 		/* The entries of all the directories count against one
 		 * bound. */
 		rc = pj_array(d, "entries", PROTO_EXT_TREE_MAX - total,
 			      sizeof(*td->entries), &entries,
 			      (void **)&td->entries);
 		if (rc < 0)
-			goto out;
+			return rc;
 		total += (size_t)rc;
 		rc = dirents_from_json(entries, td->entries, &td->n);
 		if (rc < 0)
-			goto out;
+			return rc;
 	}
 	rc = pj_bool(root, "complete", true, &complete);
 	if (rc < 0)
-		goto out;
-	t.complete = complete;
-out:
-	cJSON_Delete(root);
-	if (rc < 0) {
-		proto_tree_cleanup(&t);
 		return rc;
-	}
-	*out = t;
+	t->complete = complete;
 	return 0;
+}
+
+static void tree_clean(void *dst)
+{
+	proto_tree_cleanup(dst);
+}
+
+static const struct pj_body tree_body = {pj_parse_strict, tree_fill, tree_clean,
+					 sizeof(struct proto_tree)};
+
+int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
+{
+	struct proto_tree t;
+
+	return pj_decode(p, n, &tree_body, NULL, &t, out);
 }
 
 /* ---- operation bodies ---------------------------------------------------- */
@@ -677,59 +682,66 @@ static int time_from_json(const cJSON *obj, const char *key,
 	return 0;
 }
 
-int proto_ext_req_decode(const char *op, const char *p, size_t n,
-			 struct proto_ext_req *out)
+/* The members of an operation body into r, as the op_spec at arg wants
+ * them (proto_ext_req_decode); every failure but -ENOMEM is -EINVAL. */
+static int ext_req_fill(const cJSON *root, void *dst, void *arg)
 {
-	const struct op_spec *spec = op_find(op);
-	struct proto_ext_req r;
-	unsigned want;
-	cJSON *root;
-	int rc = 0;
+	const struct op_spec *spec = arg;
+	struct proto_ext_req *r = dst;
+	unsigned want = spec->required | spec->optional;
+	int rc;
 
-	if (spec == NULL)
-		return -EINVAL;
-	root = pj_parse_strict(p, n, &rc);
-	if (root == NULL)
-		return rc;
-	memset(&r, 0, sizeof(r));
-	want = spec->required | spec->optional;
 	if (want & F_FROM)
-		rc = pj_str_dup(root, "from", true, &r.path);
+		rc = pj_str_dup(root, "from", true, &r->path);
 	else
-		rc = pj_str_dup(root, "path", true, &r.path);
+		rc = pj_str_dup(root, "path", true, &r->path);
 	if (rc == 0 && (want & F_TO))
-		rc = pj_str_dup(root, "to", true, &r.to);
+		rc = pj_str_dup(root, "to", true, &r->to);
 	if (rc == 0 && (want & F_TARGET))
-		rc = pj_str_dup(root, "target", true, &r.target);
+		rc = pj_str_dup(root, "target", true, &r->target);
 	if (rc == 0 && (want & F_MODE)) {
 		rc = pj_u32_max(root, "mode", spec->required & F_MODE, 07777,
-				&r.mode);
-		r.has_mode = rc == 0;
+				&r->mode);
+		r->has_mode = rc == 0;
 		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0 && (want & F_SIZE)) {
 		rc = pj_u64_exact(root, "size", spec->required & F_SIZE,
-				  &r.size);
-		r.has_size = rc == 0;
+				  &r->size);
+		r->has_size = rc == 0;
 		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0)
-		rc = flags_from_json(root, want, &r);
+		rc = flags_from_json(root, want, r);
 	if (rc == 0 && (want & F_NOFOLLOW))
-		rc = pj_opt_bool(root, "nofollow", &r.nofollow);
+		rc = pj_opt_bool(root, "nofollow", &r->nofollow);
 	if (rc == 0 && (want & F_TIMES))
-		rc = time_from_json(root, "atime", &r.atime);
+		rc = time_from_json(root, "atime", &r->atime);
 	if (rc == 0 && (want & F_TIMES))
-		rc = time_from_json(root, "mtime", &r.mtime);
-	cJSON_Delete(root);
-	if (rc < 0) {
-		proto_ext_req_cleanup(&r);
-		return rc == -ENOMEM ? rc : -EINVAL;
-	}
-	*out = r;
-	return 0;
+		rc = time_from_json(root, "mtime", &r->mtime);
+	return rc == -ENOMEM || rc == 0 ? rc : -EINVAL;
+}
+
+static void ext_req_clean(void *dst)
+{
+	proto_ext_req_cleanup(dst);
+}
+
+static const struct pj_body ext_req_body = {pj_parse_strict, ext_req_fill,
+					    ext_req_clean,
+					    sizeof(struct proto_ext_req)};
+
+int proto_ext_req_decode(const char *op, const char *p, size_t n,
+			 struct proto_ext_req *out)
+{
+	const struct op_spec *spec = op_find(op);
+	struct proto_ext_req r;
+
+	if (spec == NULL)
+		return -EINVAL;
+	return pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
 }
 
 void proto_ext_req_cleanup(struct proto_ext_req *r)
@@ -763,21 +775,23 @@ int proto_statfs_encode(const struct proto_statfs *s, struct buf *out)
 	return jw_end(&w);
 }
 
+/* A statfs answer's members into s; every failure is -EINVAL. */
+static int statfs_fill(const cJSON *root, void *dst, void *arg)
+{
+	int rc = nums_from_json(root, statfs_fields, NFIELDS(statfs_fields),
+				dst);
+
+	return rc < 0 ? -EINVAL : 0;
+}
+
+static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill, NULL,
+					   sizeof(struct proto_statfs)};
+
 int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)
 {
 	struct proto_statfs s;
-	cJSON *root;
-	int rc = 0;
 
-	root = pj_parse_strict(p, n, &rc);
-	if (root == NULL)
-		return rc;
-	rc = nums_from_json(root, statfs_fields, NFIELDS(statfs_fields), &s);
-	cJSON_Delete(root);
-	if (rc < 0)
-		return -EINVAL;
-	*out = s;
-	return 0;
+	return pj_decode(p, n, &statfs_body, NULL, &s, out);
 }
 
 /* ---- contents of a directory's small files -------------------------------- */

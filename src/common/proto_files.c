@@ -118,6 +118,18 @@ int proto_file_contents_encode(const void *data, size_t n, struct buf *out)
 	return rc;
 }
 
+/* The contentsBase64 member of the body p[0..n) parsed as root (borrowed
+ * from the tree); a text holding an escaped NUL is refused with bad. */
+static int contents_member(const cJSON *root, const char *p, size_t n, int bad,
+			   const char **s)
+{
+	int rc = pj_str(root, "contentsBase64", true, s);
+
+	if (rc == 0 && pj_has_nul_escape(p, n))
+		rc = bad;
+	return rc;
+}
+
 int proto_file_contents_decode(const char *p, size_t n, struct buf *content)
 {
 	const char *s;
@@ -130,13 +142,9 @@ int proto_file_contents_decode(const char *p, size_t n, struct buf *content)
 	root = pj_parse_object(p, n, &err);
 	if (root == NULL)
 		return err;
-	rc = pj_str(root, "contentsBase64", true, &s);
+	rc = contents_member(root, p, n, -EILSEQ, &s);
 	if (rc < 0)
 		goto out;
-	if (pj_has_nul_escape(p, n)) {
-		rc = -EILSEQ;
-		goto out;
-	}
 	slen = strlen(s);
 	if (slen == 0) {
 		rc = 0;
@@ -206,13 +214,9 @@ int proto_file_write_decode_why(const char *p, size_t n,
 		return err;
 	rc = pj_str(root, "path", true, &path);
 	if (rc == 0)
-		rc = pj_str(root, "contentsBase64", true, &s);
+		rc = contents_member(root, p, n, -EINVAL, &s);
 	if (rc < 0)
 		goto out;
-	if (pj_has_nul_escape(p, n)) {
-		rc = -EINVAL;
-		goto out;
-	}
 	slen = strlen(s);
 	if (slen > 0) {
 		w.data = malloc(b64_decoded_max(slen) + 1);

@@ -46,6 +46,31 @@ int pj_array(const cJSON *obj, const char *key, size_t max, size_t elemsz,
 /* Take out back to len bytes (a failed encode leaves no half text). */
 void pj_rollback(struct buf *out, size_t len);
 
+/* ---- the decoding of one body ------------------------------------------- */
+
+/*
+ * What pj_decode does for one kind of body: parse is pj_parse_object,
+ * pj_parse_strict or one of the caller's; fill reads the tree into a
+ * zeroed struct of size bytes (arg is the caller's, NULL when it needs
+ * none) and returns 0 or a negative errno; cleanup (NULL when there is
+ * nothing to free) frees what a failed fill left in the struct.
+ */
+struct pj_body {
+	cJSON *(*parse)(const char *p, size_t n, int *err);
+	int (*fill)(const cJSON *root, void *dst, void *arg);
+	void (*cleanup)(void *dst);
+	size_t size;
+};
+
+/* Decode p[0..n) as b says, working in tmp (b->size bytes): the parse's
+ * or the fill's error, or 0 with tmp copied to out. The tree is deleted
+ * either way; out is written only on success. */
+int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
+	      void *tmp, void *out);
+
+/* The member key of obj, NULL when it is absent or JSON null. */
+const cJSON *pj_member(const cJSON *obj, const char *key);
+
 /* ---- a small JSON writer ------------------------------------------------- */
 
 /*

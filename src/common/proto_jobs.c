@@ -47,21 +47,20 @@ static int copy_job_id(const cJSON *root, char job_id[PROTO_JOB_ID_MAX + 1])
 	return 0;
 }
 
+static int job_id_fill(const cJSON *root, void *dst, void *arg)
+{
+	return copy_job_id(root, dst);
+}
+
+static const struct pj_body job_id_body = {pj_parse_object, job_id_fill, NULL,
+					   PROTO_JOB_ID_MAX + 1};
+
 int proto_job_id_decode(const char *p, size_t n,
 			char job_id[PROTO_JOB_ID_MAX + 1])
 {
 	char id[PROTO_JOB_ID_MAX + 1];
-	cJSON *root;
-	int err = 0, rc;
 
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	rc = copy_job_id(root, id);
-	cJSON_Delete(root);
-	if (rc == 0)
-		memcpy(job_id, id, sizeof(id));
-	return rc;
+	return pj_decode(p, n, &job_id_body, NULL, id, job_id);
 }
 
 /* ---- poll requests ------------------------------------------------------- */
@@ -86,36 +85,39 @@ int proto_job_poll_req_encode(const struct proto_job_poll_req *r,
 	return rc;
 }
 
+/* A poll request's members into r (proto_job_poll_req_decode). */
+static int poll_req_fill(const cJSON *root, void *dst, void *arg)
+{
+	struct proto_job_poll_req *r = dst;
+	int rc;
+
+	rc = copy_job_id(root, r->job_id);
+	if (rc < 0)
+		return rc;
+	rc = pj_u64(root, "sinceSeq", false, &r->since_seq);
+	if (rc == 0)
+		r->has_since = true;
+	else if (rc != -ENOENT)
+		return rc;
+	rc = pj_u64(root, "waitMs", false, &r->wait_ms);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	rc = pj_u64(root, "maxBytes", false, &r->max_bytes);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	return 0;
+}
+
+static const struct pj_body poll_req_body = {pj_parse_object, poll_req_fill,
+					     NULL,
+					     sizeof(struct proto_job_poll_req)};
+
 int proto_job_poll_req_decode(const char *p, size_t n,
 			      struct proto_job_poll_req *out)
 {
 	struct proto_job_poll_req r;
-	cJSON *root;
-	int err = 0, rc;
 
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	memset(&r, 0, sizeof(r));
-	rc = copy_job_id(root, r.job_id);
-	if (rc < 0)
-		goto out;
-	rc = pj_u64(root, "sinceSeq", false, &r.since_seq);
-	if (rc == 0)
-		r.has_since = true;
-	else if (rc != -ENOENT)
-		goto out;
-	rc = pj_u64(root, "waitMs", false, &r.wait_ms);
-	if (rc < 0 && rc != -ENOENT)
-		goto out;
-	rc = pj_u64(root, "maxBytes", false, &r.max_bytes);
-	if (rc < 0 && rc != -ENOENT)
-		goto out;
-	*out = r;
-	rc = 0;
-out:
-	cJSON_Delete(root);
-	return rc;
+	return pj_decode(p, n, &poll_req_body, NULL, &r, out);
 }
 
 /* ---- poll answers -------------------------------------------------------- */
@@ -558,46 +560,46 @@ static int job_info_from_json(const cJSON *o, struct proto_job_info *ji)
 	return 0;
 }
 
+/* A job listing's members into l (proto_job_list_decode). */
+static int job_list_fill(const cJSON *root, void *dst, void *arg)
+{
+	struct proto_job_list *l = dst;
+	const cJSON *jobs, *it;
+	size_t count;
+	int rc;
+
+	jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
+	if (!cJSON_IsArray(jobs))
+		return -EINVAL;
+	rc = pj_bool(root, "complete", true, &l->complete);
+	if (rc < 0)
+		return rc;
+	count = (size_t)cJSON_GetArraySize(jobs);
+	l->jobs = calloc(count ? count : 1, sizeof(*l->jobs));
+	if (l->jobs == NULL)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, jobs)
+	{
+		rc = job_info_from_json(it, &l->jobs[l->n]);
+		l->n++;
+		if (rc < 0)
+			return rc == -ENOMEM ? rc : -EINVAL;
+	}
+	return 0;
+}
+
+static void job_list_clean(void *dst)
+{
+	proto_job_list_cleanup(dst);
+}
+
+static const struct pj_body job_list_body = {pj_parse_object, job_list_fill,
+					     job_list_clean,
+					     sizeof(struct proto_job_list)};
+
 int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
 {
 	struct proto_job_list l;
-	const cJSON *jobs, *it;
-	cJSON *root;
-	size_t count;
-	int err = 0, rc;
 
-	root = pj_parse_object(p, n, &err);
-	if (root == NULL)
-		return err;
-	memset(&l, 0, sizeof(l));
-	rc = -EINVAL;
-	jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
-	if (!cJSON_IsArray(jobs))
-		goto out;
-	rc = pj_bool(root, "complete", true, &l.complete);
-	if (rc < 0)
-		goto out;
-	count = (size_t)cJSON_GetArraySize(jobs);
-	l.jobs = calloc(count ? count : 1, sizeof(*l.jobs));
-	if (l.jobs == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	cJSON_ArrayForEach(it, jobs)
-	{
-		rc = job_info_from_json(it, &l.jobs[l.n]);
-		l.n++;
-		if (rc < 0) {
-			if (rc != -ENOMEM)
-				rc = -EINVAL;
-			goto out;
-		}
-	}
-	*out = l;
-	memset(&l, 0, sizeof(l));
-	rc = 0;
-out:
-	proto_job_list_cleanup(&l);
-	cJSON_Delete(root);
-	return rc;
+	return pj_decode(p, n, &job_list_body, NULL, &l, out);
 }
