@@ -100,8 +100,8 @@ static int decode_port(const cJSON *it, struct proto_azure_port *p,
 	rc = pj_opt_str_max(it, "url", MAX_STRING, &p->url);
 	if (rc < 0)
 		return rc;
-	auth = cJSON_GetObjectItemCaseSensitive(it, "auth");
-	if (auth != NULL && !cJSON_IsNull(auth)) {
+	auth = pj_member(it, "auth");
+	if (auth != NULL) {
 		if (!cJSON_IsObject(auth)) {
 			say(why, "a \"ports\" entry's auth is not an object");
 			return -EINVAL;
@@ -127,11 +127,11 @@ static int decode_port(const cJSON *it, struct proto_azure_port *p,
 static int decode_ports(const cJSON *root, struct proto_azure_sandbox *s,
 			const char **why)
 {
-	const cJSON *ports = cJSON_GetObjectItemCaseSensitive(root, "ports");
+	const cJSON *ports = pj_member(root, "ports");
 	const cJSON *it;
 	int rc;
 
-	if (ports == NULL || cJSON_IsNull(ports))
+	if (ports == NULL)
 		return 0;
 	rc = pj_array(root, "ports", PROTO_AZURE_MAX_PORTS, sizeof(*s->ports),
 		      &ports, (void **)&s->ports);
@@ -156,7 +156,7 @@ static const char *check_host_rules(const cJSON *rules, size_t *count)
 {
 	const cJSON *it;
 
-	if (rules == NULL || cJSON_IsNull(rules))
+	if (rules == NULL)
 		return NULL;
 	if (!cJSON_IsArray(rules))
 		return "hostRules is not an array";
@@ -185,7 +185,7 @@ static const char *check_rules(const cJSON *rules, size_t *count)
 	const cJSON *it, *match, *action, *f;
 	size_t i;
 
-	if (rules == NULL || cJSON_IsNull(rules))
+	if (rules == NULL)
 		return NULL;
 	if (!cJSON_IsArray(rules))
 		return "rules is not an array";
@@ -195,16 +195,14 @@ static const char *check_rules(const cJSON *rules, size_t *count)
 			return "rules has too many entries";
 		if (!cJSON_IsObject(it))
 			return "a rules entry is not an object";
-		match = cJSON_GetObjectItemCaseSensitive(it, "match");
-		if (match != NULL && !cJSON_IsNull(match)) {
+		match = pj_member(it, "match");
+		if (match != NULL) {
 			if (!cJSON_IsObject(match))
 				return "a rules entry's match is not an "
 				       "object";
 			for (i = 0; i < 3; i++) {
-				f = cJSON_GetObjectItemCaseSensitive(match,
-								     fields[i]);
-				if (f != NULL && !cJSON_IsNull(f) &&
-				    !cJSON_IsString(f))
+				f = pj_member(match, fields[i]);
+				if (f != NULL && !cJSON_IsString(f))
 					return "a rules entry's match has a "
 					       "host, path or method that is "
 					       "not a string";
@@ -223,13 +221,12 @@ static int decode_egress(const cJSON *root, struct proto_azure_egress *e)
 {
 	static const char *const inspections[] = {"Full", "Partial", "Legacy",
 						  "None"};
-	const cJSON *pol =
-		cJSON_GetObjectItemCaseSensitive(root, "egressPolicy");
+	const cJSON *pol = pj_member(root, "egressPolicy");
 	const cJSON *it;
 	const char *problem = NULL, *s;
 	size_t i;
 
-	if (pol == NULL || cJSON_IsNull(pol))
+	if (pol == NULL)
 		return 0;
 	e->present = true;
 	if (!cJSON_IsObject(pol)) {
@@ -237,8 +234,8 @@ static int decode_egress(const cJSON *root, struct proto_azure_egress *e)
 		return 0;
 	}
 	e->object = true;
-	it = cJSON_GetObjectItemCaseSensitive(pol, "defaultAction");
-	if (it == NULL || cJSON_IsNull(it)) {
+	it = pj_member(pol, "defaultAction");
+	if (it == NULL) {
 		problem = "it has no defaultAction";
 	} else if (!cJSON_IsString(it)) {
 		problem = "its defaultAction is not a string";
@@ -248,16 +245,14 @@ static int decode_egress(const cJSON *root, struct proto_azure_egress *e)
 		if (!is_action(it->valuestring))
 			problem = "its defaultAction is neither Allow nor Deny";
 	}
-	s = check_host_rules(cJSON_GetObjectItemCaseSensitive(pol, "hostRules"),
-			     &e->nhost_rules);
+	s = check_host_rules(pj_member(pol, "hostRules"), &e->nhost_rules);
 	if (problem == NULL)
 		problem = s;
-	s = check_rules(cJSON_GetObjectItemCaseSensitive(pol, "rules"),
-			&e->nrules);
+	s = check_rules(pj_member(pol, "rules"), &e->nrules);
 	if (problem == NULL)
 		problem = s;
-	it = cJSON_GetObjectItemCaseSensitive(pol, "trafficInspection");
-	if (it != NULL && !cJSON_IsNull(it)) {
+	it = pj_member(pol, "trafficInspection");
+	if (it != NULL) {
 		if (!cJSON_IsString(it)) {
 			s = "its trafficInspection is not a string";
 		} else {
@@ -557,10 +552,10 @@ void proto_azure_token_cleanup(struct proto_azure_token *t)
  * -ENOENT when absent or null. */
 static int seconds_field(const cJSON *root, const char *key, int64_t *out)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	const cJSON *it = pj_member(root, key);
 	double v;
 
-	if (it == NULL || cJSON_IsNull(it))
+	if (it == NULL)
 		return -ENOENT;
 	if (cJSON_IsNumber(it)) {
 		if (pj_num_range(it, 0, 1e12, &v) < 0)

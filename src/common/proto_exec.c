@@ -93,13 +93,11 @@ static int env_put(struct proto_exec_req *r, const char *key, const char *value)
 
 static int decode_env(const cJSON *root, struct proto_exec_req *r)
 {
-	const cJSON *env = cJSON_GetObjectItemCaseSensitive(root, "env");
+	const cJSON *env = pj_member(root, "env");
 	const cJSON *it;
 	size_t n = 0;
 	int rc;
 
-	if (cJSON_IsNull(env))
-		env = NULL;
 	if (env != NULL && !cJSON_IsObject(env))
 		return -EINVAL;
 	if (env != NULL) {

@@ -651,11 +651,11 @@ int proto_ext_req_encode(const char *op, const struct proto_ext_req *r,
 static int time_from_json(const cJSON *obj, const char *key,
 			  struct proto_time *out)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	const cJSON *it = pj_member(obj, key);
 	struct proto_time t = {PROTO_TIME_OMIT, 0, 0};
 	int rc;
 
-	if (it == NULL || cJSON_IsNull(it)) {
+	if (it == NULL) {
 		*out = t;
 		return 0;
 	}

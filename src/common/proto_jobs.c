@@ -220,8 +220,8 @@ static int poll_tail_from_json(const cJSON *root, struct proto_job_poll *r)
 		return rc;
 	if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "frames")))
 		return -EINVAL;
-	it = cJSON_GetObjectItemCaseSensitive(root, "exitCode");
-	if (it != NULL && !cJSON_IsNull(it)) {
+	it = pj_member(root, "exitCode");
+	if (it != NULL) {
 		rc = pj_i32(it, &r->exit_code);
 		if (rc < 0)
 			return rc;
@@ -230,8 +230,8 @@ static int poll_tail_from_json(const cJSON *root, struct proto_job_poll *r)
 	rc = pj_bool(root, "truncated", false, &r->truncated);
 	if (rc == -EINVAL)
 		return rc;
-	e = cJSON_GetObjectItemCaseSensitive(root, "error");
-	if (e != NULL && !cJSON_IsNull(e)) {
+	e = pj_member(root, "error");
+	if (e != NULL) {
 		rc = pj_error(e, &r->err_code, &r->err_message);
 		if (rc < 0)
 			return rc;

@@ -159,11 +159,11 @@ enum proto_record_transport proto_record_transport(const struct proto_record *r)
 static int opt_long(const cJSON *root, const char *key, double lo, double hi,
 		    long *dst)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	const cJSON *it = pj_member(root, key);
 	double v;
 	int rc;
 
-	if (it == NULL || cJSON_IsNull(it))
+	if (it == NULL)
 		return 0;
 	rc = pj_num_range(it, lo, hi, &v);
 	if (rc == 0)
@@ -174,11 +174,11 @@ static int opt_long(const cJSON *root, const char *key, double lo, double hi,
 /* An optional positive count (a limit); *dst untouched when absent. */
 static int opt_count(const cJSON *root, const char *key, uint64_t *dst)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+	const cJSON *it = pj_member(root, key);
 	double v;
 	int rc;
 
-	if (it == NULL || cJSON_IsNull(it))
+	if (it == NULL)
 		return 0;
 	rc = pj_num_range(it, 1, 9007199254740992.0, &v);
 	if (rc == 0)
@@ -189,11 +189,11 @@ static int opt_count(const cJSON *root, const char *key, uint64_t *dst)
 static int decode_labels(const cJSON *root, struct proto_record *r,
 			 const char **why)
 {
-	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(root, "labels");
+	const cJSON *labels = pj_member(root, "labels");
 	const cJSON *it;
 	int rc;
 
-	if (labels == NULL || cJSON_IsNull(labels))
+	if (labels == NULL)
 		return 0;
 	if (!cJSON_IsObject(labels)) {
 		*why = "\"labels\" is not an object";
