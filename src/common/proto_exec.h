@@ -236,6 +236,10 @@ enum proto_job_state {
 	PROTO_JOB_CANCELLED,
 };
 
+/* A state's name on the wire ("running", "exited", "failed",
+ * "cancelled"); NULL for a value outside the enum. */
+const char *proto_job_state_name(enum proto_job_state s);
+
 /*
  * One job of the listing: {"jobId","command":[...],"cwd":null|"..",
  * "env":[names],"timeoutMs","startedAtMs","state","flowControl",

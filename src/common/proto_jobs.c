@@ -416,6 +416,13 @@ int proto_job_poll_decode(const char *p, size_t n, struct proto_job_poll *out)
 static const char *const job_states[] = {"running", "exited", "failed",
 					 "cancelled"};
 
+#define NSTATES (sizeof(job_states) / sizeof(job_states[0]))
+
+const char *proto_job_state_name(enum proto_job_state s)
+{
+	return (unsigned)s < NSTATES ? job_states[s] : NULL;
+}
+
 int proto_job_list_encode_head(struct buf *out)
 {
 	return buf_append_str(out, "{\"jobs\":[");
@@ -424,9 +431,10 @@ int proto_job_list_encode_head(struct buf *out)
 int proto_job_list_encode_entry(const struct proto_job_info *ji, bool first,
 				struct buf *out)
 {
+	const char *state = proto_job_state_name(ji->state);
 	int rc = first ? 0 : buf_append_str(out, ",");
 
-	if ((unsigned)ji->state >= sizeof(job_states) / sizeof(job_states[0]))
+	if (state == NULL)
 		return -EINVAL;
 	if (rc == 0)
 		rc = buf_append_str(out, "{\"jobId\":");
@@ -446,12 +454,12 @@ int proto_job_list_encode_entry(const struct proto_job_info *ji, bool first,
 	if (rc == 0)
 		rc = pj_put_strs(out, ji->env, ji->envc, true);
 	if (rc == 0)
-		rc = buf_printf(
-			out,
-			",\"timeoutMs\":%" PRIu64 ",\"startedAtMs\":%" PRId64
-			",\"state\":\"%s\",\"flowControl\":%s",
-			ji->timeout_ms, ji->started_ms, job_states[ji->state],
-			ji->flow ? "true" : "false");
+		rc = buf_printf(out,
+				",\"timeoutMs\":%" PRIu64
+				",\"startedAtMs\":%" PRId64
+				",\"state\":\"%s\",\"flowControl\":%s",
+				ji->timeout_ms, ji->started_ms, state,
+				ji->flow ? "true" : "false");
 	if (rc == 0 && ji->state != PROTO_JOB_RUNNING)
 		rc = buf_printf(out, ",\"endedAtMs\":%" PRId64, ji->ended_ms);
 	if (rc == 0 && ji->state == PROTO_JOB_EXITED)
@@ -535,10 +543,10 @@ static int job_info_from_json(const cJSON *o, struct proto_job_info *ji)
 	rc = pj_str(o, "state", true, &s);
 	if (rc < 0)
 		return rc;
-	for (u = 0; u < sizeof(job_states) / sizeof(job_states[0]); u++)
+	for (u = 0; u < NSTATES; u++)
 		if (strcmp(s, job_states[u]) == 0)
 			break;
-	if (u == sizeof(job_states) / sizeof(job_states[0]))
+	if (u == NSTATES)
 		return -EINVAL;
 	ji->state = (enum proto_job_state)u;
 	rc = pj_bool(o, "flowControl", false, &ji->flow);

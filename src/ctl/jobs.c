@@ -83,19 +83,12 @@ static char *command_text(const struct proto_job_info *ji)
 	return buf_take(&b, NULL);
 }
 
+/* The state as the listing names it (proto_jobs.c), "?" when unknown. */
 static const char *state_text(enum proto_job_state s)
 {
-	switch (s) {
-	case PROTO_JOB_RUNNING:
-		return "running";
-	case PROTO_JOB_EXITED:
-		return "exited";
-	case PROTO_JOB_FAILED:
-		return "failed";
-	case PROTO_JOB_CANCELLED:
-		return "cancelled";
-	}
-	return "?";
+	const char *name = proto_job_state_name(s);
+
+	return name != NULL ? name : "?";
 }
 
 /* The exit code, or a failed job's error code (timeoutExceeded ...). */
