@@ -195,6 +195,18 @@ int pj_i32(const cJSON *item, int32_t *out)
 	return rc;
 }
 
+void pj_vec_free(void *v, size_t n, size_t elemsz, const size_t *offs,
+		 size_t noffs)
+{
+	char *elem = v;
+	size_t i, j;
+
+	for (i = 0; elem != NULL && i < n; i++, elem += elemsz)
+		for (j = 0; j < noffs; j++)
+			free(*(char **)(elem + offs[j]));
+	free(v);
+}
+
 void pj_strv_free(char **v, size_t n)
 {
 	size_t i;

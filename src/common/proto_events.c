@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,15 +117,14 @@ int proto_events_end(struct buf *out, uint64_t next, const char *unavailable)
 	return jw_end(&w);
 }
 
+/* The heap strings of an event. */
+static const size_t event_strs[] = {offsetof(struct proto_event, path),
+				    offsetof(struct proto_event, to)};
+
 static void events_free(struct proto_event *ev, size_t n)
 {
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(ev[i].path);
-		free(ev[i].to);
-	}
-	free(ev);
+	pj_vec_free(ev, n, sizeof(*ev), event_strs,
+		    sizeof(event_strs) / sizeof(event_strs[0]));
 }
 
 void proto_events_cleanup(struct proto_events *e)

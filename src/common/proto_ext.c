@@ -276,15 +276,13 @@ int proto_list_end(struct buf *out, const char *next)
 	return rc;
 }
 
+/* The heap strings of an entry. */
+static const size_t dirent_strs[] = {offsetof(struct proto_dirent, name),
+				     offsetof(struct proto_dirent, target)};
+
 void proto_dirents_free(struct proto_dirent *v, size_t n)
 {
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(v[i].name);
-		free(v[i].target);
-	}
-	free(v);
+	pj_vec_free(v, n, sizeof(*v), dirent_strs, NFIELDS(dirent_strs));
 }
 
 void proto_list_cleanup(struct proto_list *l)

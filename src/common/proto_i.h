@@ -43,6 +43,11 @@ int pj_dup(const char *s, char **out);
 int pj_array(const cJSON *obj, const char *key, size_t max, size_t elemsz,
 	     const cJSON **arr, void **v);
 
+/* Free the heap strings at offs[0..noffs) of each of the n elements of v
+ * (elemsz bytes apart), then v itself. NULL-safe. */
+void pj_vec_free(void *v, size_t n, size_t elemsz, const size_t *offs,
+		 size_t noffs);
+
 /* Take out back to len bytes (a failed encode leaves no half text). */
 void pj_rollback(struct buf *out, size_t len);
 

@@ -37,15 +37,14 @@ void proto_record_init(struct proto_record *r)
 	r->exec_gid = -1;
 }
 
+/* The heap strings of a label. */
+static const size_t label_strs[] = {offsetof(struct proto_label, key),
+				    offsetof(struct proto_label, value)};
+
 void proto_labels_free(struct proto_label *labels, size_t n)
 {
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		free(labels[i].key);
-		free(labels[i].value);
-	}
-	free(labels);
+	pj_vec_free(labels, n, sizeof(*labels), label_strs,
+		    sizeof(label_strs) / sizeof(label_strs[0]));
 }
 
 void proto_record_cleanup(struct proto_record *r)
