@@ -389,20 +389,19 @@ int proto_tree_dir(struct buf *out, bool first, const char *path,
 		   const char *entries, size_t len)
 {
 	size_t start = out->len;
-	int rc = 0;
+	int rc = first ? 0 : buf_append(out, ",", 1);
+	struct jw w;
 
-	if (!first)
-		rc = buf_append(out, ",", 1);
-	if (rc == 0)
-		rc = buf_append_str(out, "{\"path\":");
-	if (rc == 0)
-		rc = proto_json_string(out, path);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\"entries\":[");
-	if (rc == 0)
-		rc = buf_append(out, entries, len);
-	if (rc == 0)
-		rc = buf_append_str(out, "]}");
+	if (rc != 0)
+		return rc;
+	jw_begin(&w, out);
+	jw_str(&w, "path", path);
+	jw_raw(&w, "entries", "[");
+	if (w.rc == 0)
+		w.rc = buf_append(out, entries, len);
+	if (w.rc == 0)
+		w.rc = buf_append(out, "]", 1);
+	rc = jw_end(&w);
 	if (rc != 0)
 		pj_rollback(out, start);
 	return rc;

@@ -178,24 +178,21 @@ out:
 int proto_file_write_encode(const char *path, const void *data, size_t n,
 			    struct buf *out)
 {
-	size_t mark = out->len;
-	int err = 0, rc;
+	struct jw w;
+	int err = 0;
 
 	if (buf_reserve(out, strlen(path) * 6 + b64_encoded_len(n) + 40,
 			&err) == NULL)
 		return err;
-	rc = buf_append_str(out, "{\"path\":");
-	if (rc == 0)
-		rc = proto_json_string(out, path);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\"contentsBase64\":\"");
-	if (rc == 0)
-		rc = append_b64(out, data, n);
-	if (rc == 0)
-		rc = buf_append_str(out, contents_tail);
-	if (rc < 0)
-		pj_rollback(out, mark);
-	return rc;
+	/* The writer rolls out back to where it began on failure. */
+	jw_begin(&w, out);
+	jw_str(&w, "path", path);
+	jw_raw(&w, "contentsBase64", "\"");
+	if (w.rc == 0)
+		w.rc = append_b64(out, data, n);
+	if (w.rc == 0)
+		w.rc = buf_append(out, "\"", 1);
+	return jw_end(&w);
 }
 
 int proto_file_write_decode_why(const char *p, size_t n,
