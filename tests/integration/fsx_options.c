@@ -189,6 +189,33 @@ enum {
 	OPT_CLOSE_OPEN,
 };
 
+/* The options that take a whole number in a range, and their field of o. */
+struct bounded_opt {
+	int opt;
+	uint64_t lo, hi;
+	unsigned *out;
+};
+
+static const struct bounded_opt bounded[] = {
+	{OPT_WORKERS, 1, WORKERS_MAX, &o.workers},
+	{OPT_LARGE, 0, 100, &o.large_pct},
+	{OPT_CHECK_EVERY, 1, UINT32_MAX, &o.check_every},
+	{OPT_OP_TIMEOUT, 1, 86400, &o.op_timeout},
+	{OPT_OUTSIDE_PCT, 0, 100, &o.outside_pct},
+	{OPT_SETTLE_MS, 1, 600000, &o.settle_ms},
+};
+
+/* The row of bounded for option C, NULL when C takes no such number. */
+static const struct bounded_opt *bounded_find(int c)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(bounded) / sizeof(bounded[0]); i++)
+		if (bounded[i].opt == c)
+			return &bounded[i];
+	return NULL;
+}
+
 int parse(int argc, char *argv[])
 {
 	static const struct option lopts[] = {
@@ -216,6 +243,13 @@ int parse(int argc, char *argv[])
 
 	o.argv0 = argv[0];
 	while ((c = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
+		const struct bounded_opt *b = bounded_find(c);
+
+		if (b != NULL) {
+			if (!parse_uint(optarg, b->lo, b->hi, b->out))
+				goto bad;
+			continue;
+		}
 		switch (c) {
 		case OPT_SEED:
 			if (!parse_u64(optarg, &o.seed, false))
@@ -227,25 +261,9 @@ int parse(int argc, char *argv[])
 			    o.ops > UINT32_MAX)
 				goto bad;
 			break;
-		case OPT_WORKERS:
-			if (!parse_uint(optarg, 1, WORKERS_MAX, &o.workers))
-				goto bad;
-			break;
 		case OPT_MAX_SIZE:
 			if (!parse_u64(optarg, &o.max_size, true) ||
 			    o.max_size < 1 || o.max_size > SIZE_CAP)
-				goto bad;
-			break;
-		case OPT_LARGE:
-			if (!parse_uint(optarg, 0, 100, &o.large_pct))
-				goto bad;
-			break;
-		case OPT_CHECK_EVERY:
-			if (!parse_uint(optarg, 1, UINT32_MAX, &o.check_every))
-				goto bad;
-			break;
-		case OPT_OP_TIMEOUT:
-			if (!parse_uint(optarg, 1, 86400, &o.op_timeout))
 				goto bad;
 			break;
 		case OPT_SKIP:
@@ -267,14 +285,6 @@ int parse(int argc, char *argv[])
 			break;
 		case OPT_OUTSIDE:
 			o.root[OUT] = optarg;
-			break;
-		case OPT_OUTSIDE_PCT:
-			if (!parse_uint(optarg, 0, 100, &o.outside_pct))
-				goto bad;
-			break;
-		case OPT_SETTLE_MS:
-			if (!parse_uint(optarg, 1, 600000, &o.settle_ms))
-				goto bad;
 			break;
 		case OPT_CLOSE_OPEN:
 			o.close_open = true;
