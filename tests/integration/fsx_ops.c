@@ -359,7 +359,7 @@ static bool op_write(struct worker *w, struct rng *r, enum kind kind)
 	return post(w, ob, ob, ob->name, ob->name);
 }
 
-static bool op_truncate(struct worker *w, struct rng *r)
+static bool op_truncate(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct res res[2];
 	struct stat st;
@@ -371,9 +371,8 @@ static bool op_truncate(struct worker *w, struct rng *r)
 	if (stat(p, &st) == 0)
 		size = (uint64_t)st.st_size;
 	len = rlen(r, size);
-	begin_op(w, K_TRUNCATE,
-		 "truncate %s len=%" PRIu64 " (size %" PRIu64 ")", names[n],
-		 len, size);
+	begin_op(w, kind, "truncate %s len=%" PRIu64 " (size %" PRIu64 ")",
+		 names[n], len, size);
 	for (s = 0; s < 2; s++) {
 		path_of(w, s, names[n], p, sizeof(p));
 		set(&res[s], truncate(p, (off_t)len));
@@ -383,7 +382,7 @@ static bool op_truncate(struct worker *w, struct rng *r)
 	return post(w, name_obj(w, n), name_obj(w, n), n, n);
 }
 
-static bool op_ftruncate(struct worker *w, struct rng *r)
+static bool op_ftruncate(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct obj *ob = NULL;
 	struct xfd *x;
@@ -398,8 +397,7 @@ static bool op_ftruncate(struct worker *w, struct rng *r)
 		return ok;
 	size = mir_size(x);
 	len = rlen(r, size);
-	begin_op(w, K_FTRUNCATE,
-		 "ftruncate %s len=%" PRIu64 " (size %" PRIu64 ")",
+	begin_op(w, kind, "ftruncate %s len=%" PRIu64 " (size %" PRIu64 ")",
 		 fd_text(ob, k, t, sizeof(t)), len, size);
 	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
 		set(&res[s], ftruncate(x->fd[s], (off_t)len));
@@ -408,7 +406,7 @@ static bool op_ftruncate(struct worker *w, struct rng *r)
 	return post(w, ob, ob, ob->name, ob->name);
 }
 
-static bool op_rename(struct worker *w, struct rng *r)
+static bool op_rename(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct res res[2];
 	char p[PATH_MAX], q[PATH_MAX];
@@ -421,7 +419,7 @@ static bool op_rename(struct worker *w, struct rng *r)
 		return false;
 	moved = name_obj(w, a);
 	gone = a != b ? name_obj(w, b) : NULL;
-	begin_op(w, K_RENAME, "rename %s -> %s", names[a], names[b]);
+	begin_op(w, kind, "rename %s -> %s", names[a], names[b]);
 	for (s = 0; s < 2; s++) {
 		path_of(w, s, names[a], p, sizeof(p));
 		path_of(w, s, names[b], q, sizeof(q));
@@ -440,7 +438,7 @@ static bool op_rename(struct worker *w, struct rng *r)
 	return post(w, moved, gone, a, b);
 }
 
-static bool op_unlink(struct worker *w, struct rng *r)
+static bool op_unlink(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct res res[2];
 	char p[PATH_MAX];
@@ -450,7 +448,7 @@ static bool op_unlink(struct worker *w, struct rng *r)
 	if (name_obj(w, n) != NULL && !orphan_room(w))
 		return false;
 	ob = name_obj(w, n);
-	begin_op(w, K_UNLINK, "unlink %s", names[n]);
+	begin_op(w, kind, "unlink %s", names[n]);
 	for (s = 0; s < 2; s++) {
 		path_of(w, s, names[n], p, sizeof(p));
 		set(&res[s], unlink(p));
@@ -462,7 +460,7 @@ static bool op_unlink(struct worker *w, struct rng *r)
 	return post(w, ob, ob, n, n);
 }
 
-static bool op_create(struct worker *w, struct rng *r)
+static bool op_create(struct worker *w, struct rng *r, enum kind kind)
 {
 	int n = (int)rnd(r, NNAMES);
 	int flags = O_CREAT | (pct(r, 80) ? O_RDWR : O_WRONLY);
@@ -471,10 +469,10 @@ static bool op_create(struct worker *w, struct rng *r)
 		flags |= O_EXCL;
 	if (pct(r, 30))
 		flags |= O_TRUNC;
-	return open_name(w, r, n, flags, K_CREATE, NULL);
+	return open_name(w, r, n, flags, kind, NULL);
 }
 
-static bool op_reopen(struct worker *w, struct rng *r)
+static bool op_reopen(struct worker *w, struct rng *r, enum kind kind)
 {
 	int n = (int)rnd(r, NNAMES), k;
 	struct obj *ob = name_obj(w, n);
@@ -488,21 +486,22 @@ static bool op_reopen(struct worker *w, struct rng *r)
 		if (!xclose(w, ob, k))
 			return false;
 	}
-	return open_name(w, r, n, draw_flags(r, false), K_REOPEN, NULL);
+	return open_name(w, r, n, draw_flags(r, false), kind, NULL);
 }
 
-static bool op_close(struct worker *w, struct rng *r)
+static bool op_close(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct obj *ob = NULL;
 	bool ok = true;
 	int k = 0;
 
+	(void)kind;
 	if (pick_fd(w, r, &ob, &k, &ok, W_ANY) == NULL)
 		return ok;
 	return xclose(w, ob, k);
 }
 
-static bool op_lseek(struct worker *w, struct rng *r)
+static bool op_lseek(struct worker *w, struct rng *r, enum kind kind)
 {
 	static const char *const whence_text[] = {"SEEK_SET", "SEEK_CUR",
 						  "SEEK_END"};
@@ -533,7 +532,7 @@ static bool op_lseek(struct worker *w, struct rng *r)
 				 : (long long)rsize(r) - 1;
 		break;
 	}
-	begin_op(w, K_LSEEK, "lseek %s %lld %s (size %" PRIu64 ")",
+	begin_op(w, kind, "lseek %s %lld %s (size %" PRIu64 ")",
 		 fd_text(ob, k, t, sizeof(t)), off, whence_text[whence],
 		 mir_size(x));
 	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
@@ -543,7 +542,7 @@ static bool op_lseek(struct worker *w, struct rng *r)
 	return post(w, ob, ob, ob->name, ob->name);
 }
 
-static bool op_fsync(struct worker *w, struct rng *r)
+static bool op_fsync(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct obj *ob = NULL;
 	struct xfd *x;
@@ -556,7 +555,7 @@ static bool op_fsync(struct worker *w, struct rng *r)
 	if (x == NULL)
 		return ok;
 	data = pct(r, 30);
-	begin_op(w, K_FSYNC, "%s %s", data ? "fdatasync" : "fsync",
+	begin_op(w, kind, "%s %s", data ? "fdatasync" : "fsync",
 		 fd_text(ob, k, t, sizeof(t)));
 	for (s = 0; s < 2 && !lost_skip(w, x, NULL, s, res); s++)
 		set(&res[s], data ? fdatasync(x->fd[s]) : fsync(x->fd[s]));
@@ -656,7 +655,7 @@ static bool op_mmap(struct worker *w, struct rng *r, enum kind kind)
 	return post(w, ob, ob, ob->name, ob->name);
 }
 
-static bool op_copy(struct worker *w, struct rng *r)
+static bool op_copy(struct worker *w, struct rng *r, enum kind kind)
 {
 	struct obj *oa = NULL, *ob = NULL;
 	struct xfd *xa, *xb;
@@ -697,7 +696,7 @@ static bool op_copy(struct worker *w, struct rng *r)
 		}
 	}
 	len = off_out >= o.max_size ? 0 : min_u(len, o.max_size - off_out);
-	begin_op(w, K_COPY,
+	begin_op(w, kind,
 		 "copy_file_range %s %s=%" PRIu64 " -> %s %s=%" PRIu64
 		 " len=%" PRIu64 " (sizes %" PRIu64 ", %" PRIu64 ")",
 		 fd_text(oa, ka, t, sizeof(t)), use_pos ? "pos" : "off", off_in,
@@ -715,50 +714,32 @@ static bool op_copy(struct worker *w, struct rng *r)
 	return post(w, oa, ob, oa->name, ob->name);
 }
 
+/* What runs a step of each drawn kind; each is given the kind drawn. */
+static bool (*const steps[NDRAWN])(struct worker *w, struct rng *r,
+				   enum kind kind) = {
+	[K_READ] = op_read,
+	[K_PREAD] = op_read,
+	[K_WRITE] = op_write,
+	[K_PWRITE] = op_write,
+	[K_APPEND] = op_write,
+	[K_TRUNCATE] = op_truncate,
+	[K_FTRUNCATE] = op_ftruncate,
+	[K_RENAME] = op_rename,
+	[K_MMAP_READ] = op_mmap,
+	[K_MMAP_WRITE] = op_mmap,
+	[K_COPY] = op_copy,
+	[K_FSYNC] = op_fsync,
+	[K_REOPEN] = op_reopen,
+	[K_CLOSE] = op_close,
+	[K_UNLINK] = op_unlink,
+	[K_CREATE] = op_create,
+	[K_LSEEK] = op_lseek,
+	[K_OUT_WRITE... K_OUT_UTIMES] = op_outside,
+};
+
 bool one_step(struct worker *w, struct rng *r, enum kind kind)
 {
-	switch (kind) {
-	case K_READ:
-	case K_PREAD:
-		return op_read(w, r, kind);
-	case K_WRITE:
-	case K_PWRITE:
-	case K_APPEND:
-		return op_write(w, r, kind);
-	case K_TRUNCATE:
-		return op_truncate(w, r);
-	case K_FTRUNCATE:
-		return op_ftruncate(w, r);
-	case K_RENAME:
-		return op_rename(w, r);
-	case K_MMAP_READ:
-	case K_MMAP_WRITE:
-		return op_mmap(w, r, kind);
-	case K_COPY:
-		return op_copy(w, r);
-	case K_FSYNC:
-		return op_fsync(w, r);
-	case K_REOPEN:
-		return op_reopen(w, r);
-	case K_CLOSE:
-		return op_close(w, r);
-	case K_UNLINK:
-		return op_unlink(w, r);
-	case K_CREATE:
-		return op_create(w, r);
-	case K_LSEEK:
-		return op_lseek(w, r);
-	case K_OUT_WRITE:
-	case K_OUT_APPEND:
-	case K_OUT_TRUNCATE:
-	case K_OUT_CREATE:
-	case K_OUT_REPLACE:
-	case K_OUT_RENAME:
-	case K_OUT_UNLINK:
-	case K_OUT_CHMOD:
-	case K_OUT_UTIMES:
-		return op_outside(w, r, kind);
-	default:
+	if ((unsigned)kind >= NDRAWN)
 		return true;
-	}
+	return steps[kind](w, r, kind);
 }
