@@ -143,13 +143,19 @@ else
 fi
 
 # ---- Ctrl-C and SIGTERM cancel the job in the sandbox ----------------------------------
+# start_sleep SECONDS: exec `sleep SECONDS` in sb in the background (its pid in
+# ip, SIGINT not ignored) and wait until the job runs in the sandbox.
+start_sleep() {
+	env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" exec sb -- sleep "$1" >"$OUT" 2>"$ERR" &
+	ip=$!
+	wait_for 20 sh -c "pgrep -x sleep -a | grep -q ' $1\$'" ||
+		fail "the job 'sleep $1' did not start"
+}
+
 # interrupt SIGNAL STATUS SECONDS: exec `sleep SECONDS`, signal it while the job
 # runs, expect STATUS and a cancelled job whose process is gone.
 interrupt() {
-	env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" exec sb -- sleep "$3" >"$OUT" 2>"$ERR" &
-	ip=$!
-	wait_for 20 sh -c "pgrep -x sleep -a | grep -q ' $3\$'" ||
-		fail "the job 'sleep $3' did not start"
+	start_sleep "$3"
 	kill -"$1" "$ip"
 	reap "$ip" 20 "sandboxctl did not exit within 20 s of SIG$1"
 	assert_eq "$2" "$?" "exit status after SIG$1"
@@ -164,9 +170,7 @@ interrupt TERM 143 1002
 # A second SIGINT leaves at once, even while the cancel waits for an agent
 # that does not answer (stopped here).
 apid=$(sbx_agent_pid sb)
-env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" exec sb -- sleep 1003 >"$OUT" 2>"$ERR" &
-ip=$!
-wait_for 20 sh -c "pgrep -x sleep -a | grep -q ' 1003\$'" || fail "the job 'sleep 1003' did not start"
+start_sleep 1003
 kill -STOP "$apid"
 kill -INT "$ip"
 sleep 1
@@ -222,9 +226,7 @@ grep -q 'dropped part of the output' "$ERR" || fail "a capped output: stderr '$(
 sbx_stop old
 
 # ---- a dead agent mid-job ---------------------------------------------------------------------
-"$SBFS_CTL" --state-dir "$STATE" exec sb -- sleep 1004 >"$OUT" 2>"$ERR" &
-ip=$!
-wait_for 20 sh -c "pgrep -x sleep -a | grep -q ' 1004\$'" || fail "the job 'sleep 1004' did not start"
+start_sleep 1004
 kill -KILL "$(sbx_agent_pid sb)"
 reap "$ip" 20 "sandboxctl did not notice its agent's death within 20 s"
 assert_eq 122 "$?" "exit status when the agent dies mid-job"
@@ -258,10 +260,15 @@ truncate -s 1G "$TMP/bigsrc/big" || hard_error "truncate"
 entries() {
 	ls -A "$STATE/sandboxes" | tr '\n' ' '
 }
+# start_create NAME: create NAME from the big file in the background (its pid
+# in cp, SIGINT not ignored) and wait until the copy has begun.
+start_create() {
+	env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" create "$1" --from "$TMP/bigsrc" >"$OUT" 2>"$ERR" &
+	cp=$!
+	wait_for 30 test -e "$STATE/sandboxes/$1/root/big" || fail "the copy of the big file did not start"
+}
 before=$(entries)
-env --default-signal=INT "$SBFS_CTL" --state-dir "$STATE" create cut --from "$TMP/bigsrc" >"$OUT" 2>"$ERR" &
-cp=$!
-wait_for 30 test -e "$STATE/sandboxes/cut/root/big" || fail "the copy of the big file did not start"
+start_create cut
 kill -INT "$cp"
 reap "$cp" 30 "an interrupted create did not end within 30 s"
 assert_eq 130 "$?" "exit status of an interrupted create"
@@ -270,9 +277,7 @@ ctl ls | grep -q '^cut ' && fail "an interrupted create is listed: $(ctl ls)"
 assert_eq "$before" "$(entries)" "the state directory after an interrupted create"
 
 # A create killed outright stays Creating, shown as such, and rm removes it.
-"$SBFS_CTL" --state-dir "$STATE" create dead --from "$TMP/bigsrc" >/dev/null 2>&1 &
-cp=$!
-wait_for 30 test -e "$STATE/sandboxes/dead/root/big" || fail "the copy of the big file did not start"
+start_create dead
 kill -KILL "$cp"
 wait "$cp" 2>/dev/null
 ctl ls | grep -Eq '^dead +Creating ' || fail "a killed create is not listed as Creating: $(ctl ls)"
