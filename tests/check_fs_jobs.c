@@ -209,42 +209,39 @@ START_TEST(poll_frames_in_order)
 }
 END_TEST
 
+/* A new job NAME given the poll answer P: its status reads WANT. */
+static void expect_poll_status(const char *name, const struct proto_job_poll *p,
+			       const char *want)
+{
+	struct fs_job *j = job(name);
+
+	pthread_mutex_lock(&j->lock);
+	ck_assert(fs_job_apply_poll(j, p));
+	pthread_mutex_unlock(&j->lock);
+	ck_assert_str_eq(status(j), want);
+	fs_job_unref(j);
+}
+
 START_TEST(poll_ends)
 {
 	struct proto_job_poll p;
-	struct fs_job *j;
 
 	memset(&p, 0, sizeof(p));
 	p.running = false;
 	p.has_error = true;
 	p.err_code = (char *)"cancelled";
 	p.err_message = (char *)"the job was cancelled";
-	j = job("a");
-	pthread_mutex_lock(&j->lock);
-	ck_assert(fs_job_apply_poll(j, &p));
-	pthread_mutex_unlock(&j->lock);
-	ck_assert_str_eq(status(j), "cancelled\n");
-	fs_job_unref(j);
+	expect_poll_status("a", &p, "cancelled\n");
 
 	p.err_code = (char *)"timeoutExceeded";
 	p.err_message = (char *)"exceeded its 300ms timeout";
-	j = job("b");
-	pthread_mutex_lock(&j->lock);
-	ck_assert(fs_job_apply_poll(j, &p));
-	pthread_mutex_unlock(&j->lock);
-	ck_assert_str_eq(
-		status(j),
+	expect_poll_status(
+		"b", &p,
 		"failed timeoutExceeded: exceeded its 300ms timeout\n");
-	fs_job_unref(j);
 
 	/* not running, but neither an exit nor an error: unknown */
 	memset(&p, 0, sizeof(p));
-	j = job("c");
-	pthread_mutex_lock(&j->lock);
-	ck_assert(fs_job_apply_poll(j, &p));
-	pthread_mutex_unlock(&j->lock);
-	ck_assert_str_eq(status(j), "unknown\n");
-	fs_job_unref(j);
+	expect_poll_status("c", &p, "unknown\n");
 }
 END_TEST
 
@@ -682,17 +679,20 @@ END_TEST
 
 START_TEST(table_name_rules)
 {
+	static const struct {
+		const char *name;
+		bool ok;
+	} cases[] = {
+		{"abc-DEF_0.9", true}, {"unknown-1", true}, {"", false},
+		{".", false},	       {"..", false},	    {"latest", false},
+		{"a/b", false},	       {"a b", false},	    {"a\nb", false},
+	};
 	char longname[FS_JOB_NAME_MAX + 2];
+	size_t i;
 
-	ck_assert(fs_job_name_ok("abc-DEF_0.9"));
-	ck_assert(fs_job_name_ok("unknown-1"));
-	ck_assert(!fs_job_name_ok(""));
-	ck_assert(!fs_job_name_ok("."));
-	ck_assert(!fs_job_name_ok(".."));
-	ck_assert(!fs_job_name_ok("latest"));
-	ck_assert(!fs_job_name_ok("a/b"));
-	ck_assert(!fs_job_name_ok("a b"));
-	ck_assert(!fs_job_name_ok("a\nb"));
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(fs_job_name_ok(cases[i].name) == cases[i].ok,
+			      "%s", cases[i].name);
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
 	ck_assert(!fs_job_name_ok(longname));
@@ -703,32 +703,41 @@ END_TEST
 
 START_TEST(table_evicts_oldest_finished)
 {
+	/* Each step ends a job (when end is set), adds one (of kind "job",
+	 * already ended or not), then expects the names and the latest (when
+	 * set). */
+	static const struct {
+		const char *end, *add;
+		bool ended;
+		const char *names, *latest;
+	} steps[] = {
+		{NULL, "a", true, NULL, NULL},
+		{NULL, "b", false, NULL, NULL},
+		{NULL, "c", true, "a b c", NULL},
+		/* a fourth job: the oldest finished one (a) goes */
+		{NULL, "d", true, "b c d", NULL},
+		/* b still runs: c is the oldest finished one */
+		{NULL, "e", false, "b d e", NULL},
+		{NULL, "f", false, "b e f", NULL},
+		/* only running jobs are older: nothing can go, the table
+		 * grows */
+		{NULL, "g", true, "b e f g", "g"},
+		/* once one ends, the next addition trims back to the bound */
+		{"e", "h", false, "b f h", NULL},
+		{"b", "i", false, "f h i", "i"},
+	};
 	struct fs_jobs *js = fs_jobs_new(spool, 3, 1024);
+	size_t i;
 
-	add(js, "a", "job", true);
-	add(js, "b", "job", false);
-	add(js, "c", "job", true);
-	assert_names(js, "a b c");
-	/* a fourth job: the oldest finished one (a) goes */
-	add(js, "d", "job", true);
-	assert_names(js, "b c d");
-	/* b still runs: c is the oldest finished one */
-	add(js, "e", "job", false);
-	assert_names(js, "b d e");
-	add(js, "f", "job", false);
-	assert_names(js, "b e f");
-	/* only running jobs are older: nothing can go, the table grows */
-	add(js, "g", "job", true);
-	assert_names(js, "b e f g");
-	assert_latest(js, "g");
-	/* once one ends, the next addition trims back to the bound */
-	end(js, "e");
-	add(js, "h", "job", false);
-	assert_names(js, "b f h");
-	end(js, "b");
-	add(js, "i", "job", false);
-	assert_names(js, "f h i");
-	assert_latest(js, "i");
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		if (steps[i].end != NULL)
+			end(js, steps[i].end);
+		add(js, steps[i].add, "job", steps[i].ended);
+		if (steps[i].names != NULL)
+			assert_names(js, steps[i].names);
+		if (steps[i].latest != NULL)
+			assert_latest(js, steps[i].latest);
+	}
 	fs_jobs_destroy(js);
 }
 END_TEST
