@@ -610,6 +610,17 @@ void ta_ext_req(const struct th_agent *a, const char *method,
 	th_http(method, url, h, body, len, out);
 }
 
+void ta_ext_expect_no_credential(const struct th_agent *a, const char *target)
+{
+	char url[8192 + 256];
+	struct th_resp r;
+
+	snprintf(url, sizeof(url), "%s/sandboxfs/v1/%s", a->base, target);
+	th_http("GET", url, NULL, NULL, 0, &r);
+	ck_assert_int_eq(r.status, 401);
+	th_resp_cleanup(&r);
+}
+
 void ta_ext_get(const struct th_agent *a, const char *op, const char *path,
 		const char *more, const char *extra, struct th_resp *out)
 {
