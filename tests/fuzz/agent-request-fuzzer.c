@@ -9,8 +9,8 @@
  * survive encode-then-decode unchanged.
  *
  * Built as a libFuzzer target with --enable-fuzzing. Otherwise the same
- * file gets a main() (FUZZ_REPLAY) that runs every file of the corpus, as
- * a `make check` test.
+ * file is linked with the main() of replay.c, which runs every file of the
+ * corpus as a `make check` test.
  */
 #include "config.h"
 
@@ -27,12 +27,8 @@
 #include "common/proto_files.h"
 #include "tests/fuzz/replay.h"
 
-#define FAIL(what)                                                            \
-	do {                                                                  \
-		fprintf(stderr, "agent-request-fuzzer: %s (line %d)\n", what, \
-			__LINE__);                                            \
-		abort();                                                      \
-	} while (0)
+/* Its corpus, and the name in FAIL's messages (replay.h). */
+const char fuzz_corpus[] = "agent-request";
 
 static const char *const ext_ops[] = {
 	"truncate", "create",  "mkdir", "unlink",  "rmdir", "rename",
@@ -195,11 +191,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_ext(p, size);
 	return 0;
 }
-
-#ifdef FUZZ_REPLAY
-int main(int argc, char **argv)
-{
-	return fuzz_replay_main("agent-request-fuzzer", "agent-request", argc,
-				argv);
-}
-#endif

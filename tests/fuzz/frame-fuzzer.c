@@ -8,8 +8,8 @@
  * whatever decodes must survive encode-then-decode unchanged.
  *
  * Built as a libFuzzer target with --enable-fuzzing. Otherwise the same
- * file gets a main() (FUZZ_REPLAY) that runs every file of the corpus, as
- * a `make check` test.
+ * file is linked with the main() of replay.c, which runs every file of the
+ * corpus as a `make check` test.
  */
 #include "config.h"
 
@@ -24,12 +24,8 @@
 #include "common/proto_files.h"
 #include "tests/fuzz/replay.h"
 
-#define FAIL(what)                                                    \
-	do {                                                          \
-		fprintf(stderr, "frame-fuzzer: %s (line %d)\n", what, \
-			__LINE__);                                    \
-		abort();                                              \
-	} while (0)
+/* Its corpus, and the name in FAIL's messages (replay.h). */
+const char fuzz_corpus[] = "frame";
 
 static bool str_same(const char *a, const char *b)
 {
@@ -330,10 +326,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_events(data, size);
 	return 0;
 }
-
-#ifdef FUZZ_REPLAY
-int main(int argc, char **argv)
-{
-	return fuzz_replay_main("frame-fuzzer", "frame", argc, argv);
-}
-#endif

@@ -12,7 +12,7 @@ frame_fuzzer_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
 else
 check_PROGRAMS += frame-fuzzer
 TESTS += frame-fuzzer
-frame_fuzzer_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_REPLAY
+frame_fuzzer_CPPFLAGS = $(AM_CPPFLAGS)
 frame_fuzzer_SOURCES += %reldir%/replay.c
 endif
 frame_fuzzer_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)
@@ -32,7 +32,7 @@ agent_request_fuzzer_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_LDFLAGS)
 else
 check_PROGRAMS += agent-request-fuzzer
 TESTS += agent-request-fuzzer
-agent_request_fuzzer_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_REPLAY
+agent_request_fuzzer_CPPFLAGS = $(AM_CPPFLAGS)
 agent_request_fuzzer_SOURCES += %reldir%/replay.c
 endif
 agent_request_fuzzer_CFLAGS = $(AM_CFLAGS) $(CJSON_CFLAGS)

@@ -68,8 +68,9 @@ static int replay_dir(const char *prog, const char *dir)
 	return count;
 }
 
-int fuzz_replay_main(const char *prog, const char *corpus, int argc,
-		     char **argv)
+/* The replay of the program prog over the corpus corpus (replay.h). */
+static int replay_main(const char *prog, const char *corpus, int argc,
+		       char **argv)
 {
 	const char *src = getenv("SBFS_SRCDIR");
 	char dir[4096];
@@ -97,4 +98,13 @@ int fuzz_replay_main(const char *prog, const char *corpus, int argc,
 	}
 	printf("%s: %d inputs replayed\n", prog, total);
 	return 0;
+}
+
+/* The replay program of the fuzzer whose corpus is fuzz_corpus. */
+int main(int argc, char **argv)
+{
+	char prog[256];
+
+	snprintf(prog, sizeof(prog), "%s-fuzzer", fuzz_corpus);
+	return replay_main(prog, fuzz_corpus, argc, argv);
 }
