@@ -69,6 +69,28 @@ static bool body_starts(const struct th_resp *r, const char *prefix)
 	       strncmp(r->body.data, prefix, strlen(prefix)) == 0;
 }
 
+/* Whether an answer must be replayed from the cache or be a fresh run. */
+enum replay { EITHER, FRESH, REPLAYED };
+
+/* Post json under key to b's path, expect the status (0: any), how it was
+ * answered and a body that starts with prefix (NULL: any), then free the
+ * answer. */
+static void post_expect(struct ta_box *b, const char *path, const char *key,
+			const char *json, long status, enum replay how,
+			const char *prefix)
+{
+	struct th_resp r;
+
+	post(b, path, key, json, &r);
+	if (status != 0)
+		ck_assert_int_eq(r.status, status);
+	if (how != EITHER)
+		ck_assert(replayed(&r) == (how == REPLAYED));
+	if (prefix != NULL)
+		ck_assert(body_starts(&r, prefix));
+	th_resp_cleanup(&r);
+}
+
 static void mkdir_json(char *out, size_t size, const char *path)
 {
 	snprintf(out, size, "{\"path\":\"%s\",\"mode\":493}", path);
@@ -131,33 +153,25 @@ END_TEST
  */
 START_TEST(a_key_reused_for_another_request_is_refused)
 {
-	struct th_resp r;
 	struct ta_box b;
 	char json[128], path[256];
 	struct stat st;
 
 	box_start(&b, NULL, NULL);
 	mkdir_json(json, sizeof(json), "a");
-	post(&b, "/sandboxfs/v1/mkdir", "same", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "same", json, 200, EITHER, NULL);
 	mkdir_json(json, sizeof(json), "b");
-	post(&b, "/sandboxfs/v1/mkdir", "same", json, &r);
-	ck_assert_int_eq(r.status, 422);
-	ck_assert(body_starts(&r, PROTO_ERR_KEY_REUSED ": "));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "same", json, 422, EITHER,
+		    PROTO_ERR_KEY_REUSED ": ");
 	snprintf(path, sizeof(path), "%s/b", b.root);
 	ck_assert_int_lt(stat(path, &st), 0);
-	post(&b, "/sandboxfs/v1/rmdir", "same", "{\"path\":\"a\"}", &r);
-	ck_assert_int_eq(r.status, 422);
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/rmdir", "same", "{\"path\":\"a\"}", 422,
+		    EITHER, NULL);
 	snprintf(path, sizeof(path), "%s/a", b.root);
 	ck_assert_int_eq(stat(path, &st), 0);
 
-	post(&b, "/sandboxfs/v1/mkdir", "no spaces", json, &r);
-	ck_assert_int_eq(r.status, 400);
-	ck_assert(body_starts(&r, PROTO_ERR_REQUEST_INVALID ": "));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "no spaces", json, 400, EITHER,
+		    PROTO_ERR_REQUEST_INVALID ": ");
 	ta_box_stop(&b);
 }
 END_TEST
@@ -220,6 +234,17 @@ static void expect_runs(const struct ta_box *b, unsigned n)
 	ck_assert_uint_eq(lines_in(path), n);
 }
 
+/* The two deliveries c1 and c2 to b ran the command once; their answers
+ * are freed and b is stopped. */
+static void ran_once_then_stop(struct ta_box *b, struct exec_call *c1,
+			       struct exec_call *c2)
+{
+	expect_runs(b, 1);
+	th_resp_cleanup(&c1->r);
+	th_resp_cleanup(&c2->r);
+	ta_box_stop(b);
+}
+
 /*
  * Two deliveries of one keyed command, the second while the first runs
  * (a second and a half): the second waits and gets the same output
@@ -248,10 +273,7 @@ START_TEST(a_repeat_during_the_first_run_waits_for_it)
 	ck_assert_mem_eq(c1.r.body.data, c2.r.body.data, c1.r.body.len);
 	ck_assert_ptr_nonnull(strstr(c2.r.body.data, "\"t\":\"exit\""));
 	ck_assert_msg(c2.elapsed >= 900, "%lld ms", c2.elapsed);
-	expect_runs(&b, 1);
-	th_resp_cleanup(&c1.r);
-	th_resp_cleanup(&c2.r);
-	ta_box_stop(&b);
+	ran_once_then_stop(&b, &c1, &c2);
 }
 END_TEST
 
@@ -278,10 +300,7 @@ START_TEST(a_repeat_waits_no_longer_than_its_bound)
 		      c2.elapsed);
 	pthread_join(t1, NULL);
 	ck_assert_int_eq(c1.r.status, 200);
-	expect_runs(&b, 1);
-	th_resp_cleanup(&c1.r);
-	th_resp_cleanup(&c2.r);
-	ta_box_stop(&b);
+	ran_once_then_stop(&b, &c1, &c2);
 }
 END_TEST
 
@@ -298,22 +317,18 @@ START_TEST(entries_are_bounded_in_number_and_bytes)
 	char json[128];
 
 	box_start(&b, "entries=2,entry=64", NULL);
-	post(&b, "/sandboxfs/v1/unlink", "k1", "{\"path\":\"x\"}", &r);
-	ck_assert_int_eq(r.status, 404);
-	th_resp_cleanup(&r);
-	post(&b, "/sandboxfs/v1/unlink", "k2", "{\"path\":\"y\"}", &r);
-	th_resp_cleanup(&r);
-	post(&b, "/sandboxfs/v1/unlink", "k3", "{\"path\":\"z\"}", &r);
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/unlink", "k1", "{\"path\":\"x\"}", 404,
+		    EITHER, NULL);
+	post_expect(&b, "/sandboxfs/v1/unlink", "k2", "{\"path\":\"y\"}", 0,
+		    EITHER, NULL);
+	post_expect(&b, "/sandboxfs/v1/unlink", "k3", "{\"path\":\"z\"}", 0,
+		    EITHER, NULL);
 	/* k3 is still kept: replayed. */
-	post(&b, "/sandboxfs/v1/unlink", "k3", "{\"path\":\"z\"}", &r);
-	ck_assert(replayed(&r));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/unlink", "k3", "{\"path\":\"z\"}", 0,
+		    REPLAYED, NULL);
 	/* k1 was forgotten: it runs again (not replayed). */
-	post(&b, "/sandboxfs/v1/unlink", "k1", "{\"path\":\"x\"}", &r);
-	ck_assert_int_eq(r.status, 404);
-	ck_assert(!replayed(&r));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/unlink", "k1", "{\"path\":\"x\"}", 404,
+		    FRESH, NULL);
 
 	/* An attribute answer is well over 64 bytes. */
 	mkdir_json(json, sizeof(json), "big");
@@ -321,10 +336,8 @@ START_TEST(entries_are_bounded_in_number_and_bytes)
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_uint_gt(r.body.len, 64);
 	th_resp_cleanup(&r);
-	post(&b, "/sandboxfs/v1/mkdir", "k4", json, &r);
-	ck_assert_int_eq(r.status, 409);
-	ck_assert(body_starts(&r, PROTO_ERR_REPLY_NOT_KEPT ": "));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "k4", json, 409, EITHER,
+		    PROTO_ERR_REPLY_NOT_KEPT ": ");
 	ta_box_stop(&b);
 }
 END_TEST
@@ -332,25 +345,16 @@ END_TEST
 /* A finished entry expires (ttl 300 ms): its key then runs again. */
 START_TEST(entries_expire)
 {
-	struct th_resp r;
 	struct ta_box b;
 	char json[128];
 
 	box_start(&b, "ttl=300", NULL);
 	mkdir_json(json, sizeof(json), "e");
-	post(&b, "/sandboxfs/v1/mkdir", "k", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	th_resp_cleanup(&r);
-	post(&b, "/sandboxfs/v1/mkdir", "k", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	ck_assert(replayed(&r));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "k", json, 200, EITHER, NULL);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "k", json, 200, REPLAYED, NULL);
 	usleep(2500 * 1000);
-	post(&b, "/sandboxfs/v1/mkdir", "k", json, &r);
-	ck_assert_int_eq(r.status, 409);
-	ck_assert(!replayed(&r));
-	ck_assert(body_starts(&r, "FS_ERROR: EEXIST"));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/sandboxfs/v1/mkdir", "k", json, 409, FRESH,
+		    "FS_ERROR: EEXIST");
 	ta_box_stop(&b);
 }
 END_TEST
@@ -365,7 +369,7 @@ START_TEST(strict_v1_has_no_reply_cache)
 	static const char json[] =
 		"{\"command\":[\"sh\",\"-c\",\"echo run >> runs\"],"
 		"\"timeoutMs\":20000}";
-	struct th_resp r, h;
+	struct th_resp h;
 	struct ta_box b;
 	char url[256];
 
@@ -374,13 +378,8 @@ START_TEST(strict_v1_has_no_reply_cache)
 	th_http("GET", url, NULL, NULL, 0, &h);
 	ck_assert_ptr_null(strstr(h.body.data, "replyCache"));
 	th_resp_cleanup(&h);
-	post(&b, "/v1/exec", "k", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	th_resp_cleanup(&r);
-	post(&b, "/v1/exec", "k", json, &r);
-	ck_assert_int_eq(r.status, 200);
-	ck_assert(!replayed(&r));
-	th_resp_cleanup(&r);
+	post_expect(&b, "/v1/exec", "k", json, 200, EITHER, NULL);
+	post_expect(&b, "/v1/exec", "k", json, 200, FRESH, NULL);
 	expect_runs(&b, 2);
 	ta_box_stop(&b);
 }
