@@ -227,20 +227,40 @@ static int not_regular(const struct stat *st)
 	return S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
 }
 
+/* fd's attributes into *s: 0 when it is a regular file, else -errno. */
+static int fstat_regular(int fd, struct stat *s)
+{
+	int rc = fstat_into(fd, s);
+
+	if (rc == 0 && !S_ISREG(s->st_mode))
+		rc = not_regular(s);
+	return rc;
+}
+
+/* rel opened (access: O_RDONLY or O_WRONLY) as a regular file: the
+ * descriptor with *s its attributes, or -errno (nothing left open). */
+static int open_regular(const struct agent *a, const char *rel, int access,
+			struct stat *s)
+{
+	int fd, rc;
+
+	fd = open_beneath(a, rel, access | O_NONBLOCK | O_NOCTTY, 0);
+	if (fd < 0)
+		return fd;
+	rc = fstat_regular(fd, s);
+	if (rc < 0)
+		return close_keep_errno(fd, rc);
+	return fd;
+}
+
 int fsops_open_read(const struct agent *a, const char *rel, struct stat *st)
 {
 	struct stat s;
-	int fd, rc;
+	int fd;
 
-	fd = open_beneath(a, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	if (fd < 0)
-		return fd;
-	rc = fstat_into(fd, &s);
-	if (rc == 0 && !S_ISREG(s.st_mode))
-		rc = not_regular(&s);
-	if (rc < 0)
-		return close_keep_errno(fd, rc);
-	*st = s;
+	fd = open_regular(a, rel, O_RDONLY, &s);
+	if (fd >= 0)
+		*st = s;
 	return fd;
 }
 
@@ -306,9 +326,7 @@ int fsops_write(const struct agent *a, const char *rel, uint64_t off,
 				  0);
 	if (fd < 0)
 		return fd;
-	rc = fstat_into(fd, &s);
-	if (rc == 0 && !S_ISREG(s.st_mode))
-		rc = not_regular(&s);
+	rc = fstat_regular(fd, &s);
 	while (rc == 0 && done < n) {
 		ssize_t w;
 
@@ -353,14 +371,10 @@ int fsops_truncate(const struct agent *a, const char *rel, uint64_t size,
 
 	if (size > (uint64_t)INT64_MAX)
 		return -EFBIG;
-	fd = open_beneath(a, rel, O_WRONLY | O_NONBLOCK | O_NOCTTY, 0);
+	fd = open_regular(a, rel, O_WRONLY, &s);
 	if (fd < 0)
 		return fd;
-	rc = fstat_into(fd, &s);
-	if (rc == 0 && !S_ISREG(s.st_mode))
-		rc = not_regular(&s);
-	if (rc == 0 && ftruncate(fd, (off_t)size) < 0)
-		rc = -errno;
+	rc = ftruncate(fd, (off_t)size) < 0 ? -errno : 0;
 	return close_with_stat(fd, rc, st);
 }
 
@@ -600,24 +614,22 @@ int fsops_statfs(const struct agent *a, struct statfs *out)
 
 /* ---- listing ------------------------------------------------------------- */
 
+/* The file type a directory entry's d_type names (0: unknown). */
 static mode_t dtype_mode(unsigned char t)
 {
-	switch (t) {
-	case DT_REG:
-		return S_IFREG;
-	case DT_DIR:
-		return S_IFDIR;
-	case DT_LNK:
-		return S_IFLNK;
-	case DT_FIFO:
-		return S_IFIFO;
-	case DT_SOCK:
-		return S_IFSOCK;
-	case DT_CHR:
-		return S_IFCHR;
-	case DT_BLK:
-		return S_IFBLK;
-	}
+	static const struct {
+		unsigned char dtype;
+		mode_t mode;
+	} types[] = {
+		{DT_REG, S_IFREG},  {DT_DIR, S_IFDIR},	 {DT_LNK, S_IFLNK},
+		{DT_FIFO, S_IFIFO}, {DT_SOCK, S_IFSOCK}, {DT_CHR, S_IFCHR},
+		{DT_BLK, S_IFBLK},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (types[i].dtype == t)
+			return types[i].mode;
 	return 0;
 }
 
