@@ -84,35 +84,30 @@ const char *ext_path_arg(struct agent_req *r, char *rel, int *rc)
 	return raw;
 }
 
+/* The protocol's file type for a mode's type bits. */
+static enum proto_ftype ftype_of(mode_t mode)
+{
+	static const struct {
+		mode_t ifmt;
+		enum proto_ftype type;
+	} types[] = {
+		{S_IFREG, PROTO_FT_FILE},    {S_IFDIR, PROTO_FT_DIR},
+		{S_IFLNK, PROTO_FT_SYMLINK}, {S_IFIFO, PROTO_FT_FIFO},
+		{S_IFSOCK, PROTO_FT_SOCKET}, {S_IFCHR, PROTO_FT_CHAR},
+		{S_IFBLK, PROTO_FT_BLOCK},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (types[i].ifmt == (mode & S_IFMT))
+			return types[i].type;
+	return PROTO_FT_UNKNOWN;
+}
+
 void ext_attr_from_stat(const struct stat *st, struct proto_attr *pa)
 {
 	memset(pa, 0, sizeof(*pa));
-	switch (st->st_mode & S_IFMT) {
-	case S_IFREG:
-		pa->type = PROTO_FT_FILE;
-		break;
-	case S_IFDIR:
-		pa->type = PROTO_FT_DIR;
-		break;
-	case S_IFLNK:
-		pa->type = PROTO_FT_SYMLINK;
-		break;
-	case S_IFIFO:
-		pa->type = PROTO_FT_FIFO;
-		break;
-	case S_IFSOCK:
-		pa->type = PROTO_FT_SOCKET;
-		break;
-	case S_IFCHR:
-		pa->type = PROTO_FT_CHAR;
-		break;
-	case S_IFBLK:
-		pa->type = PROTO_FT_BLOCK;
-		break;
-	default:
-		pa->type = PROTO_FT_UNKNOWN;
-		break;
-	}
+	pa->type = ftype_of(st->st_mode);
 	pa->perm = st->st_mode & 07777;
 	pa->size = st->st_size > 0 ? (uint64_t)st->st_size : 0;
 	pa->nlink = st->st_nlink;
