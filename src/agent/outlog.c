@@ -90,29 +90,34 @@ static void mem_get(const unsigned char *ring, size_t size, uint64_t pos,
 	memcpy(p + first, ring, n - first);
 }
 
-/* The same between a linear buffer and the ring file. */
-static int file_put(const struct outlog *l, uint64_t pos,
-		    const unsigned char *p, size_t n)
+/* One piece of a copy with the ring file at off: skip bytes into src
+ * written there, or (src NULL) read from there into dst. 0 or -errno. */
+static int file_piece(int fd, const unsigned char *src, unsigned char *dst,
+		      size_t skip, size_t n, uint64_t off)
+{
+	if (src != NULL)
+		return fdio_pwrite_all(fd, src + skip, n, off);
+	return fdio_pread_all(fd, dst + skip, n, off);
+}
+
+/* The same between a linear buffer and the ring file: n bytes of src put
+ * at pos, or (src NULL) got from pos into dst. 0 or -errno. */
+static int file_copy(const struct outlog *l, uint64_t pos,
+		     const unsigned char *src, unsigned char *dst, size_t n)
 {
 	uint64_t at;
 	size_t first = ring_first(l->cap, pos, n, &at);
-	int rc = fdio_pwrite_all(l->fd, p, first, at);
+	int rc = file_piece(l->fd, src, dst, 0, first, at);
 
 	if (rc == 0 && n > first)
-		rc = fdio_pwrite_all(l->fd, p + first, n - first, 0);
+		rc = file_piece(l->fd, src, dst, first, n - first, 0);
 	return rc;
 }
 
-static int file_get(const struct outlog *l, uint64_t pos, unsigned char *p,
-		    size_t n)
+static int file_put(const struct outlog *l, uint64_t pos,
+		    const unsigned char *p, size_t n)
 {
-	uint64_t at;
-	size_t first = ring_first(l->cap, pos, n, &at);
-	int rc = fdio_pread_all(l->fd, p, first, at);
-
-	if (rc == 0 && n > first)
-		rc = fdio_pread_all(l->fd, p + first, n - first, 0);
-	return rc;
+	return file_copy(l, pos, p, NULL, n);
 }
 
 /* Room for need bytes kept at once: a larger memory ring, or the file. */
@@ -201,7 +206,7 @@ int outlog_read(const struct outlog *l, uint64_t pos, void *dst, size_t n)
 		mem_get(l->mem, l->mem_size, pos, dst, n);
 		return 0;
 	}
-	return file_get(l, pos, dst, n);
+	return file_copy(l, pos, NULL, dst, n);
 }
 
 void outlog_drop(struct outlog *l, uint64_t pos)
