@@ -811,31 +811,22 @@ static void slirp_args_make(const struct agent_net_cfg *nc,
 static int slirp_await(struct agent_net *n, int ready_r, char *why,
 		       size_t whysz)
 {
-	int64_t deadline = clock_mono_ms() + NET_READY_MS;
 	int status;
+	ssize_t got;
 	char c = 0;
 
 	/* It writes "1" once the interface is up; an end of file is its
 	 * death. */
-	for (;;) {
-		struct pollfd pf = {ready_r, POLLIN, 0};
-		int64_t left = deadline - clock_mono_ms();
-		ssize_t got;
-
-		if (left <= 0 || poll(&pf, 1, (int)left) == 0) {
-			snprintf(why, whysz,
-				 "slirp4netns did not configure the network "
-				 "within %d ms",
-				 NET_READY_MS);
-			return -ETIMEDOUT;
-		}
-		got = read(ready_r, &c, 1);
-		if (got < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (got == 1)
-			return 0;
-		break;
+	got = proc_read_bounded(ready_r, &c, 1, clock_mono_ms() + NET_READY_MS);
+	if (got == -ETIMEDOUT) {
+		snprintf(why, whysz,
+			 "slirp4netns did not configure the network "
+			 "within %d ms",
+			 NET_READY_MS);
+		return -ETIMEDOUT;
 	}
+	if (got == 1)
+		return 0;
 	status = proc_reap_bounded(n->pid, n->pidfd,
 				   clock_mono_ms() + NET_STOP_MS);
 	n->pid = -1;

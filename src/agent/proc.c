@@ -70,6 +70,23 @@ int proc_reap_bounded(pid_t pid, int pidfd, long long deadline)
 	return status;
 }
 
+ssize_t proc_read_bounded(int fd, void *p, size_t n, long long deadline)
+{
+	for (;;) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		long long left = deadline - clock_mono_ms();
+		ssize_t got;
+
+		if (left <= 0 || poll(&pf, 1, (int)left) == 0)
+			return -ETIMEDOUT;
+		got = read(fd, p, n);
+		if (got >= 0)
+			return got;
+		if (errno != EINTR && errno != EAGAIN)
+			return 0;
+	}
+}
+
 PROC_CHILD_CODE void proc_cloexec_from(int lowfd, int maxfd)
 {
 	int fd;

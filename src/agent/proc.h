@@ -36,6 +36,10 @@ void proc_pidfd_kill(int pidfd);
  * its pidfd (-1: none, no wait); SIGKILL it past that, and reap it. Its
  * status as waitpid gives it, or -1 (also for a pid <= 0: nothing). */
 int proc_reap_bounded(pid_t pid, int pidfd, long long deadline);
+/* Read at most n bytes of fd into p once it is readable, waiting until
+ * deadline (clock_mono_ms): how many, 0 at its end (or on a read error),
+ * or -ETIMEDOUT past the deadline. */
+ssize_t proc_read_bounded(int fd, void *p, size_t n, long long deadline);
 
 /* Mark every descriptor from lowfd on close-on-exec (below maxfd when the
  * kernel cannot do it in one call). */

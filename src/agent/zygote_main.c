@@ -300,18 +300,14 @@ static int zawait_exec(int rep_r, int pidfd)
 	int err = 0;
 
 	for (;;) {
-		struct pollfd pfd = {rep_r, POLLIN, 0};
-		int64_t left = deadline - clock_mono_ms();
-		ssize_t n;
+		ssize_t n = proc_read_bounded(rep_r, (char *)&r + have,
+					      sizeof(r) - have, deadline);
 
-		if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
+		if (n == -ETIMEDOUT) {
 			proc_pidfd_kill(pidfd);
 			return ETIMEDOUT;
 		}
-		n = read(rep_r, (char *)&r + have, sizeof(r) - have);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
+		if (n == 0)
 			break;
 		have += (size_t)n;
 		if (have == sizeof(r)) {
