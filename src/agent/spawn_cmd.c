@@ -292,28 +292,22 @@ static const char **bwrap_argv(const struct agent_spawner *sp,
 			       const struct proto_exec_req *req,
 			       const char *box_cwd)
 {
+	const char *const mid[] = {
+		"--bind", agent_box_bind_source(&sp->box_each),
+		AGENT_SANDBOX_DIR,
+		/* The command's own /dev/shm, bounded; nothing else of the
+		 * view bubblewrap made (its root, /dev) is writable. */
+		"--size", sp->tmp_arg, "--tmpfs", "/dev/shm", "--remount-ro",
+		"/", "--remount-ro", "/dev", "--chdir", box_cwd, "--"};
+	const size_t midc = sizeof(mid) / sizeof(mid[0]);
 	const char **v =
-		xcalloc(sp->bwrap_headc + req->argc + 16, sizeof(char *));
+		xcalloc(sp->bwrap_headc + midc + req->argc + 1, sizeof(char *));
 	size_t n = 0, i;
 
 	for (i = 0; i < sp->bwrap_headc; i++)
 		v[n++] = sp->bwrap_head[i];
-	v[n++] = "--bind";
-	v[n++] = agent_box_bind_source(&sp->box_each);
-	v[n++] = AGENT_SANDBOX_DIR;
-	/* The command's own /dev/shm, bounded; nothing else of the view
-	 * bubblewrap made (its root, /dev) is writable. */
-	v[n++] = "--size";
-	v[n++] = sp->tmp_arg;
-	v[n++] = "--tmpfs";
-	v[n++] = "/dev/shm";
-	v[n++] = "--remount-ro";
-	v[n++] = "/";
-	v[n++] = "--remount-ro";
-	v[n++] = "/dev";
-	v[n++] = "--chdir";
-	v[n++] = box_cwd;
-	v[n++] = "--";
+	for (i = 0; i < midc; i++)
+		v[n++] = mid[i];
 	for (i = 0; i < req->argc; i++)
 		v[n++] = req->argv[i];
 	v[n] = NULL;
