@@ -83,11 +83,7 @@ struct zreport {
 /* What the init and the command read; owned by the zygote, untouched by
  * it until both are done with it. */
 struct zplan {
-	char **argv;
-	char **envp;
-	const char **sh_argv; /* ENOEXEC: /bin/sh, the file, argv[1]... */
-	const char *path; /* PATH of envp */
-	const char *cwd;
+	struct zreq req; /* the command, its environment and cwd */
 	int in_fd, out_fd, err_fd, rep_w;
 	int maxfd; /* above every descriptor the zygote may have */
 	char *cmd_stack; /* top of the command's stack */
@@ -118,18 +114,18 @@ PROC_CHILD_CODE static int command_main(void *arg)
 	 * successful exec is an empty read for the zygote. */
 	proc_cloexec_from(3, p->maxfd);
 	stage = ZST_CWD;
-	if (chdir(p->cwd) < 0)
+	if (chdir(p->req.cwd) < 0)
 		goto fail;
 	stage = ZST_EXEC;
-	errno = proc_find_program(p->argv[0], p->path, NULL, NULL, found,
-				  sizeof(found));
+	errno = proc_find_program(p->req.argv[0], p->req.path, NULL, NULL,
+				  found, sizeof(found));
 	if (errno != 0)
 		goto fail;
-	execve(found, p->argv, p->envp);
+	execve(found, p->req.argv, p->req.envp);
 	if (errno == ENOEXEC) {
 		/* What execvp does with a script that has no #! line. */
-		p->sh_argv[1] = found;
-		execve("/bin/sh", (char *const *)p->sh_argv, p->envp);
+		p->req.sh_argv[1] = found;
+		execve("/bin/sh", (char *const *)p->req.sh_argv, p->req.envp);
 	}
 fail:
 	report(p, stage, errno);
@@ -359,11 +355,7 @@ static int zspawn(struct zygote *z, const struct zmsg *m, int *fds, size_t nfd)
 		goto reply;
 	}
 	memset(&p, 0, sizeof(p));
-	p.argv = req.argv;
-	p.envp = req.envp;
-	p.sh_argv = req.sh_argv;
-	p.path = req.path;
-	p.cwd = req.cwd;
+	p.req = req;
 	p.in_fd = fds[1];
 	p.out_fd = fds[2];
 	p.err_fd = fds[3];
