@@ -124,7 +124,8 @@ static void track_evict_oldest(struct agent_http *h,
 {
 	struct conn_track *t, *old = NULL;
 
-	for (t = h->tracks; t != NULL; t = t->next)
+	for (t = track_of(h->tracks.first); t != NULL;
+	     t = track_of(t->link.next))
 		if (t != keep && !t->shut && t->phase != CP_HANDLING &&
 		    (old == NULL || t->since < old->since))
 			old = t;
@@ -151,10 +152,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 		t->phase = CP_IDLE;
 		t->since = clock_mono_ms();
 		pthread_mutex_lock(&h->cmu);
-		t->next = h->tracks;
-		if (h->tracks != NULL)
-			h->tracks->prev = t;
-		h->tracks = t;
+		dlist_push_front(&h->tracks, &t->link);
 		h->nlive++;
 		if (h->nlive > h->limit)
 			track_evict_oldest(h, t);
@@ -167,12 +165,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 		return;
 	*socket_context = NULL;
 	pthread_mutex_lock(&h->cmu);
-	if (t->prev != NULL)
-		t->prev->next = t->next;
-	else
-		h->tracks = t->next;
-	if (t->next != NULL)
-		t->next->prev = t->prev;
+	dlist_remove(&h->tracks, &t->link);
 	if (!t->shut)
 		h->nlive--;
 	pthread_mutex_unlock(&h->cmu);
@@ -215,7 +208,8 @@ static void track_tick(struct agent_http *h)
 	unsigned n = 0;
 
 	pthread_mutex_lock(&h->cmu);
-	for (t = h->tracks; t != NULL; t = t->next) {
+	for (t = track_of(h->tracks.first); t != NULL;
+	     t = track_of(t->link.next)) {
 		if (t->shut || t->phase == CP_HANDLING)
 			continue;
 		if (now - t->since <
@@ -541,11 +535,13 @@ static size_t stop_sweep(struct agent_http *h)
 	size_t n = 0, i;
 
 	pthread_mutex_lock(&h->mu);
-	for (pk = h->parks; pk != NULL; pk = pk->next)
+	for (pk = park_of(h->parks.first); pk != NULL;
+	     pk = park_of(pk->link.next))
 		n++;
 	list = xcalloc(n + 1, sizeof(*list));
 	n = 0;
-	for (pk = h->parks; pk != NULL; pk = pk->next) {
+	for (pk = park_of(h->parks.first); pk != NULL;
+	     pk = park_of(pk->link.next)) {
 		atomic_fetch_add(&pk->refs, 1);
 		list[n++] = pk;
 	}
@@ -566,7 +562,8 @@ static bool any_suspended(struct agent_http *h)
 	bool any = false;
 
 	pthread_mutex_lock(&h->mu);
-	for (pk = h->parks; pk != NULL && !any; pk = pk->next) {
+	for (pk = park_of(h->parks.first); pk != NULL && !any;
+	     pk = park_of(pk->link.next)) {
 		pthread_mutex_lock(&pk->mu);
 		any = pk->suspended;
 		pthread_mutex_unlock(&pk->mu);

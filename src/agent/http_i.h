@@ -50,6 +50,7 @@
 
 #include "agent/http.h"
 #include "agent/routes.h"
+#include "common/dlist.h"
 
 /* Bodies of small JSON routes (mkdir, activate, extension metadata), and
  * what a refused request may send before it is answered. */
@@ -79,8 +80,14 @@ struct conn_track {
 	enum conn_phase phase;
 	long long since; /* when the phase began (monotonic ms) */
 	bool shut; /* shut down by the agent, closing */
-	struct conn_track *next, *prev;
+	struct dlist_node link; /* in the server's tracks */
 };
+
+/* The connection a node of the server's tracks is (NULL: none). */
+static inline struct conn_track *track_of(struct dlist_node *n)
+{
+	return n != NULL ? dlist_entry(n, struct conn_track, link) : NULL;
+}
 
 struct agent_http {
 	struct agent *a;
@@ -96,7 +103,7 @@ struct agent_http {
 	/* Every connection the library holds, under cmu. nlive counts those
 	 * not shut down yet, against the limit. */
 	pthread_mutex_t cmu;
-	struct conn_track *tracks;
+	struct dlist tracks; /* of struct conn_track */
 	unsigned nlive;
 	unsigned limit;
 	long long idle_ms, request_ms;
@@ -105,7 +112,7 @@ struct agent_http {
 	/* Parks whose connection side is alive, for the stop sweep and the
 	 * hang-up watcher. */
 	pthread_mutex_t mu;
-	struct park *parks;
+	struct dlist parks; /* of struct park */
 	uint64_t next_id;
 	int watch_epfd;
 	int watch_wake;
@@ -177,7 +184,7 @@ struct park {
 	struct agent_http *srv; /* fixed; used by the connection side only */
 	/* Under the server's mu. */
 	struct agent_http *h; /* NULL once unregistered */
-	struct park *next, *prev;
+	struct dlist_node link; /* in h's parks */
 	uint64_t id;
 	int sock; /* duplicate of the client socket, watched; -1 */
 
@@ -198,6 +205,12 @@ struct park {
 	struct rc_entry *rce;
 	struct reply_cache *rc;
 };
+
+/* The park a node of the server's parks is (NULL: none). */
+static inline struct park *park_of(struct dlist_node *n)
+{
+	return n != NULL ? dlist_entry(n, struct park, link) : NULL;
+}
 
 struct agent_stream {
 	struct park pk;

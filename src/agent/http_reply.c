@@ -112,11 +112,7 @@ static void park_register(struct agent_http *h, struct park *pk)
 	pthread_mutex_lock(&h->mu);
 	pk->h = h;
 	pk->id = ++h->next_id;
-	pk->next = h->parks;
-	pk->prev = NULL;
-	if (h->parks != NULL)
-		h->parks->prev = pk;
-	h->parks = pk;
+	dlist_push_front(&h->parks, &pk->link);
 	if (ci != NULL)
 		pk->sock = fcntl(ci->connect_fd, F_DUPFD_CLOEXEC, 3);
 	if (pk->sock >= 0) {
@@ -148,12 +144,7 @@ static void park_unregister(struct park *pk)
 		close(pk->sock);
 		pk->sock = -1;
 	}
-	if (pk->prev != NULL)
-		pk->prev->next = pk->next;
-	else
-		h->parks = pk->next;
-	if (pk->next != NULL)
-		pk->next->prev = pk->prev;
+	dlist_remove(&h->parks, &pk->link);
 	pk->h = NULL;
 	pthread_mutex_unlock(&h->mu);
 }
@@ -180,7 +171,8 @@ struct park *park_find(struct agent_http *h, uint64_t id)
 	struct park *pk;
 
 	pthread_mutex_lock(&h->mu);
-	for (pk = h->parks; pk != NULL; pk = pk->next) {
+	for (pk = park_of(h->parks.first); pk != NULL;
+	     pk = park_of(pk->link.next)) {
 		if (pk->id == id) {
 			atomic_fetch_add(&pk->refs, 1);
 			break;

@@ -26,6 +26,7 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/sleep.c %reldir%/sleep.h \
 	%reldir%/dirstream.c %reldir%/dirstream.h \
 	%reldir%/hmap.c %reldir%/hmap.h \
+	%reldir%/dlist.c %reldir%/dlist.h \
 	%reldir%/hex.c %reldir%/hex.h \
 	%reldir%/unixaddr.c %reldir%/unixaddr.h \
 	%reldir%/numarg.c %reldir%/numarg.h \

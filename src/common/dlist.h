@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dlist: an intrusive doubly linked list, for the lists of the tree whose
+ * entries live in structs of their own and leave from anywhere in the
+ * list (connections, parked replies, entries by age).
+ *
+ * An entry embeds a struct dlist_node and is found again with
+ * dlist_entry(). A list starts zeroed (DLIST_INIT or memset) and knows
+ * its first and last entry, so an entry joins at either end and leaves
+ * in constant time.
+ *
+ * Ownership: the list owns nothing; entries are the caller's.
+ * Thread-safety: none. Each user guards its list with its own lock.
+ */
+#ifndef SBFS_COMMON_DLIST_H
+#define SBFS_COMMON_DLIST_H
+
+#include <stddef.h>
+
+struct dlist_node {
+	struct dlist_node *prev, *next;
+};
+
+struct dlist {
+	struct dlist_node *first, *last;
+};
+
+#define DLIST_INIT         \
+	{                  \
+		NULL, NULL \
+	}
+
+/* The struct of type that holds node as its member. */
+#define dlist_entry(node, type, member) \
+	((type *)(void *)((char *)(node)-offsetof(type, member)))
+
+/* Add n (in no list) at the front or at the back of l. */
+void dlist_push_front(struct dlist *l, struct dlist_node *n);
+void dlist_push_back(struct dlist *l, struct dlist_node *n);
+/* Take n (which must be in l) out of l; its links are cleared. */
+void dlist_remove(struct dlist *l, struct dlist_node *n);
+
+#endif
