@@ -62,7 +62,7 @@ struct rc_entry {
 	long long done_ms;
 	struct rc_waiter *waiters;
 	struct rc_entry *hnext; /* bucket chain */
-	struct rc_entry *older, *newer; /* finished entries, by age */
+	struct dlist_node age; /* in the finished entries, by age */
 };
 
 struct rc_done {
@@ -81,7 +81,7 @@ struct reply_cache {
 	bool enabled;
 	struct agent_reply_cache_limits lim;
 	struct rc_entry *buckets[RC_BUCKETS];
-	struct rc_entry *oldest, *newest;
+	struct dlist done; /* finished entries, oldest first */
 	size_t entries;
 	size_t bytes;
 	struct rc_stats stats;
@@ -115,18 +115,12 @@ static bool rc_key_ok(const char *k)
 			 "0123456789-._~:") == n;
 }
 
-/* Under mu. */
-static void rc_unlink_done(struct reply_cache *c, struct rc_entry *e)
+/* Under mu: the oldest finished entry, or NULL. */
+static struct rc_entry *rc_oldest(const struct reply_cache *c)
 {
-	if (e->older != NULL)
-		e->older->newer = e->newer;
-	else if (c->oldest == e)
-		c->oldest = e->newer;
-	if (e->newer != NULL)
-		e->newer->older = e->older;
-	else if (c->newest == e)
-		c->newest = e->older;
-	e->older = e->newer = NULL;
+	return c->done.first != NULL
+		       ? dlist_entry(c->done.first, struct rc_entry, age)
+		       : NULL;
 }
 
 /* Under mu: forget a finished entry. */
@@ -138,7 +132,7 @@ static void rc_drop(struct reply_cache *c, struct rc_entry *e)
 		pp = &(*pp)->hnext;
 	if (*pp == e)
 		*pp = e->hnext;
-	rc_unlink_done(c, e);
+	dlist_remove(&c->done, &e->age);
 	c->bytes -= e->body.len;
 	c->entries--;
 	buf_cleanup(&e->body);
@@ -149,10 +143,13 @@ static void rc_drop(struct reply_cache *c, struct rc_entry *e)
  * by forgetting the oldest finished entries. */
 static bool rc_room(struct reply_cache *c, size_t n, bool entry)
 {
-	while (c->oldest != NULL && ((entry && c->entries >= c->lim.entries) ||
-				     c->bytes + n > c->lim.bytes)) {
+	struct rc_entry *e;
+
+	while ((e = rc_oldest(c)) != NULL &&
+	       ((entry && c->entries >= c->lim.entries) ||
+		c->bytes + n > c->lim.bytes)) {
 		c->stats.evicted++;
-		rc_drop(c, c->oldest);
+		rc_drop(c, e);
 	}
 	return c->bytes + n <= c->lim.bytes;
 }
@@ -238,13 +235,7 @@ static struct rc_done *rc_finish_locked(struct reply_cache *c,
 		return NULL;
 	e->done = true;
 	e->done_ms = clock_mono_ms();
-	e->older = c->newest;
-	e->newer = NULL;
-	if (c->newest != NULL)
-		c->newest->newer = e;
-	else
-		c->oldest = e;
-	c->newest = e;
+	dlist_push_back(&c->done, &e->age);
 	for (w = e->waiters; w != NULL; w = next) {
 		struct rc_done *dn = xcalloc(1, sizeof(*dn));
 
@@ -317,14 +308,16 @@ void rcache_tick(struct reply_cache *c)
 {
 	struct rc_done *list = NULL;
 	long long now = clock_mono_ms();
+	struct rc_entry *old;
 	size_t i;
 
 	if (!c->enabled)
 		return;
 	pthread_mutex_lock(&c->mu);
-	while (c->oldest != NULL && now - c->oldest->done_ms >= c->lim.ttl_ms) {
+	while ((old = rc_oldest(c)) != NULL &&
+	       now - old->done_ms >= c->lim.ttl_ms) {
 		c->stats.expired++;
-		rc_drop(c, c->oldest);
+		rc_drop(c, old);
 	}
 	for (i = 0; i < RC_BUCKETS; i++) {
 		struct rc_entry *e;
