@@ -124,8 +124,8 @@ static void track_evict_oldest(struct agent_http *h,
 {
 	struct conn_track *t, *old = NULL;
 
-	for (t = track_of(h->tracks.first); t != NULL;
-	     t = track_of(t->link.next))
+	for (t = dlist_item(h->tracks.first, struct conn_track, link);
+	     t != NULL; t = dlist_item(t->link.next, struct conn_track, link))
 		if (t != keep && !t->shut && t->phase != CP_HANDLING &&
 		    (old == NULL || t->since < old->since))
 			old = t;
@@ -208,8 +208,8 @@ static void track_tick(struct agent_http *h)
 	unsigned n = 0;
 
 	pthread_mutex_lock(&h->cmu);
-	for (t = track_of(h->tracks.first); t != NULL;
-	     t = track_of(t->link.next)) {
+	for (t = dlist_item(h->tracks.first, struct conn_track, link);
+	     t != NULL; t = dlist_item(t->link.next, struct conn_track, link)) {
 		if (t->shut || t->phase == CP_HANDLING)
 			continue;
 		if (now - t->since <
@@ -535,13 +535,13 @@ static size_t stop_sweep(struct agent_http *h)
 	size_t n = 0, i;
 
 	pthread_mutex_lock(&h->mu);
-	for (pk = park_of(h->parks.first); pk != NULL;
-	     pk = park_of(pk->link.next))
+	for (pk = dlist_item(h->parks.first, struct park, link); pk != NULL;
+	     pk = dlist_item(pk->link.next, struct park, link))
 		n++;
 	list = xcalloc(n + 1, sizeof(*list));
 	n = 0;
-	for (pk = park_of(h->parks.first); pk != NULL;
-	     pk = park_of(pk->link.next)) {
+	for (pk = dlist_item(h->parks.first, struct park, link); pk != NULL;
+	     pk = dlist_item(pk->link.next, struct park, link)) {
 		atomic_fetch_add(&pk->refs, 1);
 		list[n++] = pk;
 	}
@@ -562,8 +562,9 @@ static bool any_suspended(struct agent_http *h)
 	bool any = false;
 
 	pthread_mutex_lock(&h->mu);
-	for (pk = park_of(h->parks.first); pk != NULL && !any;
-	     pk = park_of(pk->link.next)) {
+	for (pk = dlist_item(h->parks.first, struct park, link);
+	     pk != NULL && !any;
+	     pk = dlist_item(pk->link.next, struct park, link)) {
 		pthread_mutex_lock(&pk->mu);
 		any = pk->suspended;
 		pthread_mutex_unlock(&pk->mu);

@@ -118,9 +118,7 @@ static bool rc_key_ok(const char *k)
 /* Under mu: the oldest finished entry, or NULL. */
 static struct rc_entry *rc_oldest(const struct reply_cache *c)
 {
-	return c->done.first != NULL
-		       ? dlist_entry(c->done.first, struct rc_entry, age)
-		       : NULL;
+	return dlist_item(c->done.first, struct rc_entry, age);
 }
 
 /* Under mu: forget a finished entry. */

@@ -83,12 +83,6 @@ struct conn_track {
 	struct dlist_node link; /* in the server's tracks */
 };
 
-/* The connection a node of the server's tracks is (NULL: none). */
-static inline struct conn_track *track_of(struct dlist_node *n)
-{
-	return n != NULL ? dlist_entry(n, struct conn_track, link) : NULL;
-}
-
 struct agent_http {
 	struct agent *a;
 	struct MHD_Daemon *d;
@@ -205,12 +199,6 @@ struct park {
 	struct rc_entry *rce;
 	struct reply_cache *rc;
 };
-
-/* The park a node of the server's parks is (NULL: none). */
-static inline struct park *park_of(struct dlist_node *n)
-{
-	return n != NULL ? dlist_entry(n, struct park, link) : NULL;
-}
 
 struct agent_stream {
 	struct park pk;

@@ -171,8 +171,8 @@ struct park *park_find(struct agent_http *h, uint64_t id)
 	struct park *pk;
 
 	pthread_mutex_lock(&h->mu);
-	for (pk = park_of(h->parks.first); pk != NULL;
-	     pk = park_of(pk->link.next)) {
+	for (pk = dlist_item(h->parks.first, struct park, link); pk != NULL;
+	     pk = dlist_item(pk->link.next, struct park, link)) {
 		if (pk->id == id) {
 			atomic_fetch_add(&pk->refs, 1);
 			break;

@@ -34,6 +34,15 @@ struct dlist {
 #define dlist_entry(node, type, member) \
 	((type *)(void *)((char *)(node)-offsetof(type, member)))
 
+/* The same, NULL for a NULL node: an end of the list, or past it. */
+#define dlist_item(node, type, member) \
+	((type *)dlist_item_at((node), offsetof(type, member)))
+
+static inline void *dlist_item_at(struct dlist_node *n, size_t offset)
+{
+	return n != NULL ? (void *)((char *)n - offset) : NULL;
+}
+
 /* Add n (in no list) at the front or at the back of l. */
 void dlist_push_front(struct dlist *l, struct dlist_node *n);
 void dlist_push_back(struct dlist *l, struct dlist_node *n);
