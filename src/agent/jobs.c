@@ -32,7 +32,8 @@ struct job *ajobs_find(struct agent_jobs *j, const char *id)
 {
 	struct job *job;
 
-	for (job = j->first; job != NULL; job = job->next)
+	for (job = dlist_item(j->jobs.first, struct job, link); job != NULL;
+	     job = dlist_item(job->link.next, struct job, link))
 		if (strcmp(job->id, id) == 0)
 			return job;
 	return NULL;
@@ -42,16 +43,7 @@ struct job *ajobs_find(struct agent_jobs *j, const char *id)
  * nothing left but to return (done). */
 static void evict(struct agent_jobs *j, struct job *victim)
 {
-	struct job **pp, *prev = NULL;
-
-	for (pp = &j->first; *pp != NULL; prev = *pp, pp = &(*pp)->next) {
-		if (*pp != victim)
-			continue;
-		*pp = victim->next;
-		if (j->last == victim)
-			j->last = prev;
-		break;
-	}
+	dlist_remove(&j->jobs, &victim->link);
 	j->count--;
 	j->kept -= outlog_used(&victim->log);
 	pthread_join(victim->thread, NULL);
@@ -70,7 +62,8 @@ static struct job *oldest_finished(struct agent_jobs *j, bool only_delivered)
 {
 	struct job *job, *any = NULL;
 
-	for (job = j->first; job != NULL; job = job->next) {
+	for (job = dlist_item(j->jobs.first, struct job, link); job != NULL;
+	     job = dlist_item(job->link.next, struct job, link)) {
 		if (!reclaimable(job))
 			continue;
 		if (job->delivered)
@@ -95,8 +88,9 @@ static int64_t sweep(struct agent_jobs *j, int64_t now)
 
 	if (j->strict)
 		return next;
-	for (job = j->first; job != NULL; job = nx) {
-		nx = job->next;
+	for (job = dlist_item(j->jobs.first, struct job, link); job != NULL;
+	     job = nx) {
+		nx = dlist_item(job->link.next, struct job, link);
 		if (!reclaimable(job))
 			continue;
 		if (now - job->ended_mono >= j->retention_ms) {
@@ -300,7 +294,8 @@ void agent_jobs_free(struct agent_jobs *j)
 	j->stopping = true;
 	for (w = j->watches; w != NULL; w = w->next)
 		kill(-w->pgid, SIGKILL);
-	for (job = j->first; job != NULL; job = job->next) {
+	for (job = dlist_item(j->jobs.first, struct job, link); job != NULL;
+	     job = dlist_item(job->link.next, struct job, link)) {
 		uint64_t one = 1;
 
 		if (job->pid > 0)
@@ -314,12 +309,13 @@ void agent_jobs_free(struct agent_jobs *j)
 	pthread_mutex_unlock(&j->lock);
 	ajobs_send_replies(replies);
 
-	for (job = j->first; job != NULL; job = next) {
-		next = job->next;
+	for (job = dlist_item(j->jobs.first, struct job, link); job != NULL;
+	     job = next) {
+		next = dlist_item(job->link.next, struct job, link);
 		pthread_join(job->thread, NULL);
 		ajob_free(job);
 	}
-	j->first = j->last = NULL;
+	j->jobs.first = j->jobs.last = NULL;
 	if (j->timer_started)
 		pthread_join(j->timer, NULL);
 

@@ -27,6 +27,7 @@
 #include "agent/jobs.h"
 #include "agent/outlog.h"
 #include "common/buf.h"
+#include "common/dlist.h"
 #include "common/proto.h"
 #include "common/proto_exec.h"
 
@@ -36,7 +37,7 @@
 #define JOB_ID_SIZE 37
 
 struct job {
-	struct job *next; /* the registry, oldest first */
+	struct dlist_node link; /* in the registry, oldest first */
 	char id[JOB_ID_SIZE];
 	uint64_t ordinal;
 	struct agent_jobs *reg;
@@ -110,7 +111,7 @@ struct agent_jobs {
 	pthread_t timer;
 	bool timer_started;
 	bool stopping;
-	struct job *first, *last;
+	struct dlist jobs; /* the registry, of struct job */
 	size_t count; /* jobs in the registry */
 	unsigned running; /* of them not ended */
 	uint64_t kept; /* bytes every job's log holds */

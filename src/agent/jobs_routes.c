@@ -101,11 +101,7 @@ int agent_route_jobs_start(struct agent_req *r)
 		pthread_mutex_unlock(&j->lock);
 		goto out;
 	}
-	if (j->last != NULL)
-		j->last->next = job;
-	else
-		j->first = job;
-	j->last = job;
+	dlist_push_back(&j->jobs, &job->link);
 	j->count++;
 	j->running++;
 	memcpy(id, job->id, sizeof(id));
@@ -278,7 +274,9 @@ int agent_route_jobs_list(struct agent_req *r)
 
 	rc = proto_job_list_encode_head(&b);
 	pthread_mutex_lock(&j->lock);
-	for (job = j->first; rc == 0 && job != NULL; job = job->next) {
+	for (job = dlist_item(j->jobs.first, struct job, link);
+	     rc == 0 && job != NULL;
+	     job = dlist_item(job->link.next, struct job, link)) {
 		size_t mark = b.len;
 
 		job_info(job, &ji);
