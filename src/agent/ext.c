@@ -219,6 +219,17 @@ int agent_route_ext_statfs(struct agent_req *r)
 
 /* ---- GET list ------------------------------------------------------------ */
 
+/* One entry of a listing, the n-th of buf b, with its attributes from st:
+ * what proto_list_add returns. */
+static int listing_add(struct buf *b, size_t n, const char *name,
+		       const struct stat *st, const char *target)
+{
+	struct proto_attr pa;
+
+	ext_attr_from_stat(st, &pa);
+	return proto_list_add(b, n == 0, name, &pa, target);
+}
+
 struct page {
 	struct buf b;
 	size_t n, limit;
@@ -228,15 +239,13 @@ static int page_add(void *ud, const char *name, const struct stat *st,
 		    const char *target)
 {
 	struct page *pg = ud;
-	struct proto_attr pa;
 	int rc;
 
 	/* The byte budget keeps a page of long escaped names bounded however
 	 * large the limit; the entry refused here opens the next page. */
 	if (pg->n >= pg->limit || pg->b.len >= PROTO_EXT_LIST_PAGE_BYTES)
 		return FSOPS_LIST_FULL;
-	ext_attr_from_stat(st, &pa);
-	rc = proto_list_add(&pg->b, pg->n == 0, name, &pa, target);
+	rc = listing_add(&pg->b, pg->n, name, st, target);
 	if (rc == -EFBIG && pg->n > 0)
 		return FSOPS_LIST_FULL;
 	if (rc < 0)
@@ -314,15 +323,13 @@ static int tree_add(void *ud, const char *name, const struct stat *st,
 		    const char *target)
 {
 	struct tree_walk *w = ud;
-	struct proto_attr pa;
 	int rc;
 
 	if (w->n >= w->budget) {
 		w->over = true;
 		return FSOPS_LIST_FULL;
 	}
-	ext_attr_from_stat(st, &pa);
-	rc = proto_list_add(&w->dirents, w->n == 0, name, &pa, target);
+	rc = listing_add(&w->dirents, w->n, name, st, target);
 	if (rc == -EFBIG) {
 		w->over = true;
 		return FSOPS_LIST_FULL;
