@@ -5,7 +5,7 @@
  * list (connections, parked replies, entries by age).
  *
  * An entry embeds a struct dlist_node and is found again with
- * dlist_entry(). A list starts zeroed (DLIST_INIT or memset) and knows
+ * dlist_item(). A list starts zeroed (calloc or memset) and knows
  * its first and last entry, so an entry joins at either end and leaves
  * in constant time.
  *
@@ -25,19 +25,14 @@ struct dlist {
 	struct dlist_node *first, *last;
 };
 
-#define DLIST_INIT         \
-	{                  \
-		NULL, NULL \
-	}
-
-/* The struct of type that holds node as its member. */
-#define dlist_entry(node, type, member) \
-	((type *)(void *)((char *)(node)-offsetof(type, member)))
-
-/* The same, NULL for a NULL node: an end of the list, or past it. */
+/* The struct of type that holds node as its member; NULL for a NULL node
+ * (an end of the list, or past it), so a walk is
+ * for (e = dlist_item(l.first, ...); e != NULL;
+ *      e = dlist_item(e->member.next, ...)). */
 #define dlist_item(node, type, member) \
 	((type *)dlist_item_at((node), offsetof(type, member)))
 
+/* The address offset bytes before n, or NULL for a NULL n. */
 static inline void *dlist_item_at(struct dlist_node *n, size_t offset)
 {
 	return n != NULL ? (void *)((char *)n - offset) : NULL;
