@@ -195,15 +195,54 @@ int pj_i32(const cJSON *item, int32_t *out)
 	return rc;
 }
 
+/* The pointer member at byte offset off of s, read and written through
+ * memcpy: a char or unsigned char pointer has void *'s representation. */
+static void *member_get(const void *s, size_t off)
+{
+	void *p;
+
+	memcpy(&p, (const char *)s + off, sizeof(p));
+	return p;
+}
+
+static void member_set(void *s, size_t off, void *p)
+{
+	memcpy((char *)s + off, &p, sizeof(p));
+}
+
+void pj_strs_free(void *s, const size_t *offs, size_t noffs)
+{
+	size_t j;
+
+	for (j = 0; j < noffs; j++) {
+		free(member_get(s, offs[j]));
+		member_set(s, offs[j], NULL);
+	}
+}
+
+int pj_strs_dup(void *dst, const void *src, const size_t *offs, size_t noffs)
+{
+	char *copy = NULL;
+	size_t j;
+	int rc = 0;
+
+	for (j = 0; j < noffs; j++)
+		member_set(dst, offs[j], NULL);
+	for (j = 0; rc == 0 && j < noffs; j++) {
+		rc = pj_dup(member_get(src, offs[j]), &copy);
+		member_set(dst, offs[j], copy);
+	}
+	return rc;
+}
+
 void pj_vec_free(void *v, size_t n, size_t elemsz, const size_t *offs,
 		 size_t noffs)
 {
 	char *elem = v;
-	size_t i, j;
+	size_t i;
 
 	for (i = 0; elem != NULL && i < n; i++, elem += elemsz)
-		for (j = 0; j < noffs; j++)
-			free(*(char **)(elem + offs[j]));
+		pj_strs_free(elem, offs, noffs);
 	free(v);
 }
 

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,26 +55,27 @@ static void sandbox_init(struct proto_azure_sandbox *s)
 	proto_record_init(&s->rec);
 }
 
-static void port_cleanup(struct proto_azure_port *p)
-{
-	free(p->url);
-	free(p->activation_mode);
-	free(p->protocol);
-}
+/* The heap strings of a port, and those a sandbox holds beside its
+ * record and its ports. */
+static const size_t port_strs[] = {
+	offsetof(struct proto_azure_port, url),
+	offsetof(struct proto_azure_port, activation_mode),
+	offsetof(struct proto_azure_port, protocol),
+};
+static const size_t sandbox_strs[] = {
+	offsetof(struct proto_azure_sandbox, egress.default_action),
+	offsetof(struct proto_azure_sandbox, egress.traffic_inspection),
+	offsetof(struct proto_azure_sandbox, vnet),
+};
 
 void proto_azure_sandbox_cleanup(struct proto_azure_sandbox *s)
 {
-	size_t i;
-
 	if (s == NULL)
 		return;
 	proto_record_cleanup(&s->rec);
-	for (i = 0; i < s->nports; i++)
-		port_cleanup(&s->ports[i]);
-	free(s->ports);
-	free(s->egress.default_action);
-	free(s->egress.traffic_inspection);
-	free(s->vnet);
+	pj_vec_free(s->ports, s->nports, sizeof(*s->ports), port_strs,
+		    NFIELDS(port_strs));
+	pj_strs_free(s, sandbox_strs, NFIELDS(sandbox_strs));
 	sandbox_init(s);
 }
 
@@ -342,26 +344,14 @@ int proto_azure_sandbox_copy(struct proto_azure_sandbox *dst,
 		struct proto_azure_port *to = &s.ports[i];
 
 		s.nports++;
-		to->port = from->port;
-		to->anonymous = from->anonymous;
-		rc = pj_dup(from->url, &to->url);
-		if (rc == 0)
-			rc = pj_dup(from->activation_mode,
-				    &to->activation_mode);
-		if (rc == 0)
-			rc = pj_dup(from->protocol, &to->protocol);
+		*to = *from;
+		rc = pj_strs_dup(to, from, port_strs, NFIELDS(port_strs));
 	}
-	s.egress = src->egress;
-	s.egress.default_action = NULL;
-	s.egress.traffic_inspection = NULL;
-	if (rc == 0)
-		rc = pj_dup(src->egress.default_action,
-			    &s.egress.default_action);
-	if (rc == 0)
-		rc = pj_dup(src->egress.traffic_inspection,
-			    &s.egress.traffic_inspection);
-	if (rc == 0)
-		rc = pj_dup(src->vnet, &s.vnet);
+	/* The egress policy's scalars are copied, its strings duplicated. */
+	if (rc == 0) {
+		s.egress = src->egress;
+		rc = pj_strs_dup(&s, src, sandbox_strs, NFIELDS(sandbox_strs));
+	}
 	if (rc < 0) {
 		proto_azure_sandbox_cleanup(&s);
 		return rc;

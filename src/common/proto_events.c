@@ -123,8 +123,7 @@ static const size_t event_strs[] = {offsetof(struct proto_event, path),
 
 static void events_free(struct proto_event *ev, size_t n)
 {
-	pj_vec_free(ev, n, sizeof(*ev), event_strs,
-		    sizeof(event_strs) / sizeof(event_strs[0]));
+	pj_vec_free(ev, n, sizeof(*ev), event_strs, NFIELDS(event_strs));
 }
 
 void proto_events_cleanup(struct proto_events *e)

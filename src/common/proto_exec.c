@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,14 +338,24 @@ int proto_frame_encode(const struct proto_frame *f, struct buf *out)
 	return rc;
 }
 
+/* The heap members of a frame. */
+static const size_t frame_ptrs[] = {
+	offsetof(struct proto_frame, data),
+	offsetof(struct proto_frame, err_code),
+	offsetof(struct proto_frame, err_message),
+};
+
 void proto_frame_cleanup(struct proto_frame *f)
 {
 	if (f == NULL)
 		return;
-	free(f->data);
-	free(f->err_code);
-	free(f->err_message);
+	pj_strs_free(f, frame_ptrs, NFIELDS(frame_ptrs));
 	memset(f, 0, sizeof(*f));
+}
+
+void pj_frames_free(struct proto_frame *v, size_t n)
+{
+	pj_vec_free(v, n, sizeof(*v), frame_ptrs, NFIELDS(frame_ptrs));
 }
 
 int pj_frame_from_json(const cJSON *obj, struct proto_frame *out)

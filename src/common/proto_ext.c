@@ -114,8 +114,6 @@ static const struct num_field statfs_fields[] = {
 };
 #undef STATFS
 
-#define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
-
 static void nums_to_json(struct jw *w, const struct num_field *f, size_t n,
 			 const void *base)
 {
@@ -741,14 +739,17 @@ int proto_ext_req_decode(const char *op, const char *p, size_t n,
 	return pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
 }
 
+/* The heap strings of an operation body. */
+static const size_t ext_req_strs[] = {
+	offsetof(struct proto_ext_req, path),
+	offsetof(struct proto_ext_req, to),
+	offsetof(struct proto_ext_req, target),
+};
+
 void proto_ext_req_cleanup(struct proto_ext_req *r)
 {
-	if (r == NULL)
-		return;
-	free(r->path);
-	free(r->to);
-	free(r->target);
-	r->path = r->to = r->target = NULL;
+	if (r != NULL)
+		pj_strs_free(r, ext_req_strs, NFIELDS(ext_req_strs));
 }
 
 /* ---- readlink and statfs ------------------------------------------------- */

@@ -262,9 +262,7 @@ void proto_file_write_cleanup(struct proto_file_write *w)
 		return;
 	free(w->path);
 	free(w->data);
-	w->path = NULL;
-	w->data = NULL;
-	w->len = 0;
+	memset(w, 0, sizeof(*w));
 }
 
 int proto_path_encode(const char *path, struct buf *out)

@@ -43,6 +43,16 @@ int pj_dup(const char *s, char **out);
 int pj_array(const cJSON *obj, const char *key, size_t max, size_t elemsz,
 	     const cJSON **arr, void **v);
 
+/* The number of elements of a static array (a table of fields). */
+#define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
+
+/* Free the heap pointers (char or unsigned char) at byte offsets
+ * offs[0..noffs) of the struct at s and set them to NULL. */
+void pj_strs_free(void *s, const size_t *offs, size_t noffs);
+/* Set the strings at offs[0..noffs) of dst to heap copies of src's (NULL
+ * stays NULL). On -ENOMEM the ones not copied are NULL, so dst's strings
+ * can be freed with pj_strs_free either way. */
+int pj_strs_dup(void *dst, const void *src, const size_t *offs, size_t noffs);
 /* Free the heap strings at offs[0..noffs) of each of the n elements of v
  * (elemsz bytes apart), then v itself. NULL-safe. */
 void pj_vec_free(void *v, size_t n, size_t elemsz, const size_t *offs,
@@ -165,5 +175,7 @@ int pj_error(const cJSON *e, char **code, char **message);
 struct proto_frame;
 int pj_frame_json(const struct proto_frame *f, struct buf *out);
 int pj_frame_from_json(const cJSON *obj, struct proto_frame *out);
+/* Free the frames v[0..n) and v. NULL-safe. */
+void pj_frames_free(struct proto_frame *v, size_t n);
 
 #endif

@@ -188,13 +188,9 @@ int proto_job_poll_encode(const struct proto_job_poll *p, struct buf *out)
 
 void proto_job_poll_cleanup(struct proto_job_poll *p)
 {
-	size_t i;
-
 	if (p == NULL)
 		return;
-	for (i = 0; i < p->nframes; i++)
-		proto_frame_cleanup(&p->frames[i]);
-	free(p->frames);
+	pj_frames_free(p->frames, p->nframes);
 	free(p->err_code);
 	free(p->err_message);
 	memset(p, 0, sizeof(*p));
@@ -391,14 +387,11 @@ int proto_job_poll_decode(const char *p, size_t n, struct proto_job_poll *out)
 {
 	struct frame_list l = {NULL, 0, 0};
 	struct proto_job_poll r;
-	size_t i;
 	int rc;
 
 	rc = proto_job_poll_decode_each(p, n, collect_frame, &l, &r);
 	if (rc < 0) {
-		for (i = 0; i < l.n; i++)
-			proto_frame_cleanup(&l.v[i]);
-		free(l.v);
+		pj_frames_free(l.v, l.n);
 		return rc;
 	}
 	r.frames = l.v != NULL ? l.v : calloc(1, sizeof(*r.frames));

@@ -44,21 +44,7 @@ static const size_t label_strs[] = {offsetof(struct proto_label, key),
 void proto_labels_free(struct proto_label *labels, size_t n)
 {
 	pj_vec_free(labels, n, sizeof(*labels), label_strs,
-		    sizeof(label_strs) / sizeof(label_strs[0]));
-}
-
-void proto_record_cleanup(struct proto_record *r)
-{
-	if (r == NULL)
-		return;
-	proto_labels_free(r->labels, r->nlabels);
-	free(r->id);
-	free(r->agent_url);
-	free(r->exec_user);
-	free(r->network);
-	free(r->created_at);
-	free(r->started_at);
-	proto_record_init(r);
+		    NFIELDS(label_strs));
 }
 
 const char *proto_record_state_name(enum proto_record_state s)
@@ -279,7 +265,21 @@ static const struct record_field record_fields[] = {
 };
 #undef FIELD
 
-#define NFIELDS (sizeof(record_fields) / sizeof(record_fields[0]))
+/* Free what r owns (the string members of record_fields, the id and the
+ * labels) and make it empty again. */
+void proto_record_cleanup(struct proto_record *r)
+{
+	size_t i;
+
+	if (r == NULL)
+		return;
+	proto_labels_free(r->labels, r->nlabels);
+	free(r->id);
+	for (i = 0; i < NFIELDS(record_fields); i++)
+		if (record_fields[i].kind == FIELD_STR)
+			pj_strs_free(r, &record_fields[i].off, 1);
+	proto_record_init(r);
+}
 
 /* One optional member into r; absent leaves r's field as it is. */
 static int field_from_json(const cJSON *root, const struct record_field *f,
@@ -351,7 +351,7 @@ int proto_record_decode(const char *p, size_t n, struct proto_record *out,
 	}
 	r.state = proto_record_state_parse(s);
 	rc = decode_labels(root, &r, &reason);
-	for (i = 0; rc == 0 && i < NFIELDS; i++) {
+	for (i = 0; rc == 0 && i < NFIELDS(record_fields); i++) {
 		reason = record_fields[i].why;
 		rc = field_from_json(root, &record_fields[i], &r);
 	}
