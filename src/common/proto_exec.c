@@ -257,19 +257,30 @@ int proto_exec_req_encode(const struct proto_exec_req *r, struct buf *out)
 
 /* ---- frames -------------------------------------------------------------- */
 
+/* The "t" of each frame type, for the encoder and the decoder. */
+static const char *const frame_names[] = {
+	[PROTO_FRAME_STDOUT] = "stdout",
+	[PROTO_FRAME_STDERR] = "stderr",
+	[PROTO_FRAME_EXIT] = "exit",
+	[PROTO_FRAME_ERROR] = "error",
+};
+
 static const char *frame_name(enum proto_frame_type t)
 {
-	switch (t) {
-	case PROTO_FRAME_STDOUT:
-		return "stdout";
-	case PROTO_FRAME_STDERR:
-		return "stderr";
-	case PROTO_FRAME_EXIT:
-		return "exit";
-	case PROTO_FRAME_ERROR:
-		return "error";
-	}
-	return NULL;
+	return (size_t)t < NFIELDS(frame_names) ? frame_names[t] : NULL;
+}
+
+/* The frame type named t; -EBADMSG for a name that is none. */
+static int frame_type(const char *t, enum proto_frame_type *out)
+{
+	size_t i;
+
+	for (i = 0; i < NFIELDS(frame_names); i++)
+		if (strcmp(frame_names[i], t) == 0) {
+			*out = (enum proto_frame_type)i;
+			return 0;
+		}
+	return -EBADMSG;
 }
 
 size_t proto_frame_output_len(uint64_t seq, size_t len)
@@ -365,12 +376,13 @@ int pj_frame_from_json(const cJSON *obj, struct proto_frame *out)
 	long n;
 	int rc = -EBADMSG;
 
-	if (!cJSON_IsObject(obj) || pj_str(obj, "t", true, &t) < 0)
-		return -EBADMSG;
 	memset(&f, 0, sizeof(f));
-	if (strcmp(t, "stdout") == 0 || strcmp(t, "stderr") == 0) {
-		f.type = strcmp(t, "stdout") == 0 ? PROTO_FRAME_STDOUT
-						  : PROTO_FRAME_STDERR;
+	if (!cJSON_IsObject(obj) || pj_str(obj, "t", true, &t) < 0 ||
+	    frame_type(t, &f.type) < 0)
+		return -EBADMSG;
+	switch (f.type) {
+	case PROTO_FRAME_STDOUT:
+	case PROTO_FRAME_STDERR:
 		if (pj_u64(obj, "seq", true, &f.seq) < 0 ||
 		    pj_str(obj, "data", true, &s) < 0)
 			goto out;
@@ -390,24 +402,23 @@ int pj_frame_from_json(const cJSON *obj, struct proto_frame *out)
 		}
 		f.has_off = rc == 0;
 		rc = -EBADMSG;
-	} else if (strcmp(t, "exit") == 0) {
-		f.type = PROTO_FRAME_EXIT;
+		break;
+	case PROTO_FRAME_EXIT:
 		if (pj_i32(cJSON_GetObjectItemCaseSensitive(obj, "code"),
 			   &f.code) < 0)
 			goto out;
 		/* Clients default a missing flag to false (doc/protocol-v1.md 3.6). */
 		if (pj_bool(obj, "truncated", false, &f.truncated) == -EINVAL)
 			goto out;
-	} else if (strcmp(t, "error") == 0) {
-		f.type = PROTO_FRAME_ERROR;
+		break;
+	case PROTO_FRAME_ERROR:
 		rc = pj_error(obj, &f.err_code, &f.err_message);
 		if (rc < 0) {
 			if (rc != -ENOMEM)
 				rc = -EBADMSG;
 			goto out;
 		}
-	} else {
-		goto out;
+		break;
 	}
 	*out = f;
 	memset(&f, 0, sizeof(f));
