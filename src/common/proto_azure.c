@@ -154,67 +154,82 @@ static int decode_ports(const cJSON *root, struct proto_azure_sandbox *s,
 	return 0;
 }
 
-static const char *check_host_rules(const cJSON *rules, size_t *count)
+/* A hostRules entry: a pattern and an action of Allow or Deny. */
+static const char *check_host_rule(const cJSON *it)
 {
-	const cJSON *it;
-
-	if (rules == NULL)
-		return NULL;
-	if (!cJSON_IsArray(rules))
-		return "hostRules is not an array";
-	cJSON_ArrayForEach(it, rules)
-	{
-		if (++*count > PROTO_AZURE_MAX_RULES)
-			return "hostRules has too many entries";
-		if (!cJSON_IsObject(it) || str_of(it, "pattern") == NULL)
-			return "a hostRules entry has no pattern";
-		if (!is_action(str_of(it, "action")))
-			return "a hostRules entry's action is neither Allow "
-			       "nor Deny";
-	}
+	if (!cJSON_IsObject(it) || str_of(it, "pattern") == NULL)
+		return "a hostRules entry has no pattern";
+	if (!is_action(str_of(it, "action")))
+		return "a hostRules entry's action is neither Allow nor Deny";
 	return NULL;
 }
 
 /*
- * Rules match on host, path and method (each optional: a rule with no
- * match, or one on a path only, is valid) and act with Allow, Deny,
- * Transform or Rewrite; what a Transform or Rewrite carries (headers, a
- * target) is the data plane's business.
+ * A rules entry matches on host, path and method (each optional: a rule
+ * with no match, or one on a path only, is valid) and acts with Allow,
+ * Deny, Transform or Rewrite; what a Transform or Rewrite carries
+ * (headers, a target) is the data plane's business.
  */
-static const char *check_rules(const cJSON *rules, size_t *count)
+static const char *check_rule(const cJSON *it)
 {
 	static const char *const fields[] = {"host", "path", "method"};
-	const cJSON *it, *match, *action, *f;
+	const cJSON *match, *action, *f;
 	size_t i;
+
+	if (!cJSON_IsObject(it))
+		return "a rules entry is not an object";
+	match = pj_member(it, "match");
+	if (match != NULL) {
+		if (!cJSON_IsObject(match))
+			return "a rules entry's match is not an object";
+		for (i = 0; i < 3; i++) {
+			f = pj_member(match, fields[i]);
+			if (f != NULL && !cJSON_IsString(f))
+				return "a rules entry's match has a "
+				       "host, path or method that is "
+				       "not a string";
+		}
+	}
+	action = cJSON_GetObjectItemCaseSensitive(it, "action");
+	if (!cJSON_IsObject(action) || !is_rule_action(str_of(action, "type")))
+		return "a rules entry's action.type is not Allow, "
+		       "Deny, Transform or Rewrite";
+	return NULL;
+}
+
+/* A list of egress rules: its problems as an array, and the check of one
+ * of its entries (NULL when the entry is valid). */
+struct rule_list {
+	const char *not_array;
+	const char *too_many;
+	const char *(*check)(const cJSON *entry);
+};
+
+static const struct rule_list host_rule_list = {
+	"hostRules is not an array", "hostRules has too many entries",
+	check_host_rule};
+static const struct rule_list rule_list = {
+	"rules is not an array", "rules has too many entries", check_rule};
+
+/* The first problem of the list rules (absent is none), counting into
+ * *count the entries walked. */
+static const char *check_rules(const cJSON *rules, const struct rule_list *l,
+			       size_t *count)
+{
+	const cJSON *it;
+	const char *why;
 
 	if (rules == NULL)
 		return NULL;
 	if (!cJSON_IsArray(rules))
-		return "rules is not an array";
+		return l->not_array;
 	cJSON_ArrayForEach(it, rules)
 	{
 		if (++*count > PROTO_AZURE_MAX_RULES)
-			return "rules has too many entries";
-		if (!cJSON_IsObject(it))
-			return "a rules entry is not an object";
-		match = pj_member(it, "match");
-		if (match != NULL) {
-			if (!cJSON_IsObject(match))
-				return "a rules entry's match is not an "
-				       "object";
-			for (i = 0; i < 3; i++) {
-				f = pj_member(match, fields[i]);
-				if (f != NULL && !cJSON_IsString(f))
-					return "a rules entry's match has a "
-					       "host, path or method that is "
-					       "not a string";
-			}
-		}
-		action = cJSON_GetObjectItemCaseSensitive(it, "action");
-		if (!cJSON_IsObject(action) ||
-		    !is_rule_action(str_of(action, "type")))
-			return "a rules entry's action.type is not Allow, "
-			       "Deny, Transform or Rewrite";
+			return l->too_many;
+		why = l->check(it);
+		if (why != NULL)
+			return why;
 	}
 	return NULL;
 }
@@ -247,10 +262,11 @@ static int decode_egress(const cJSON *root, struct proto_azure_egress *e)
 		if (!is_action(it->valuestring))
 			problem = "its defaultAction is neither Allow nor Deny";
 	}
-	s = check_host_rules(pj_member(pol, "hostRules"), &e->nhost_rules);
+	s = check_rules(pj_member(pol, "hostRules"), &host_rule_list,
+			&e->nhost_rules);
 	if (problem == NULL)
 		problem = s;
-	s = check_rules(pj_member(pol, "rules"), &e->nrules);
+	s = check_rules(pj_member(pol, "rules"), &rule_list, &e->nrules);
 	if (problem == NULL)
 		problem = s;
 	it = pj_member(pol, "trafficInspection");
