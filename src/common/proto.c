@@ -381,10 +381,17 @@ int proto_json_string(struct buf *out, const char *s)
 
 void jw_begin(struct jw *w, struct buf *out)
 {
+	jw_begin_item(w, out, true);
+}
+
+void jw_begin_item(struct jw *w, struct buf *out, bool first)
+{
 	w->out = out;
 	w->start = out->len;
 	w->first = true;
-	w->rc = buf_append(out, "{", 1);
+	w->rc = first ? 0 : buf_append(out, ",", 1);
+	if (w->rc == 0)
+		w->rc = buf_append(out, "{", 1);
 }
 
 static void jw_key(struct jw *w, const char *key)
@@ -457,8 +464,13 @@ void jw_bool(struct jw *w, const char *key, bool v)
 void jw_raw(struct jw *w, const char *key, const char *text)
 {
 	jw_key(w, key);
+	jw_append(w, text, strlen(text));
+}
+
+void jw_append(struct jw *w, const char *text, size_t len)
+{
 	if (w->rc == 0)
-		w->rc = buf_append_str(w->out, text);
+		w->rc = buf_append(w->out, text, len);
 }
 
 void pj_rollback(struct buf *out, size_t len)

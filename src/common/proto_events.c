@@ -80,15 +80,9 @@ static void jw_path(struct jw *w, const char *key, const char *rel)
 
 int proto_events_add(struct buf *out, bool first, const struct proto_event *e)
 {
-	size_t start = out->len;
 	struct jw w;
-	int rc = 0;
 
-	if (!first)
-		rc = buf_append(out, ",", 1);
-	if (rc != 0)
-		return rc;
-	jw_begin(&w, out);
+	jw_begin_item(&w, out, first);
 	jw_u64(&w, "seq", e->seq);
 	jw_str(&w, "type", proto_event_type_name(e->type));
 	if (e->type != PROTO_EV_LOST) {
@@ -99,10 +93,7 @@ int proto_events_add(struct buf *out, bool first, const struct proto_event *e)
 		if (e->by[0] != '\0')
 			jw_str(&w, "by", e->by);
 	}
-	rc = jw_end(&w);
-	if (rc != 0)
-		pj_rollback(out, start);
-	return rc;
+	return jw_end(&w);
 }
 
 int proto_events_end(struct buf *out, uint64_t next, const char *unavailable)
@@ -110,7 +101,7 @@ int proto_events_end(struct buf *out, uint64_t next, const char *unavailable)
 	size_t start = out->len;
 	struct jw w = {out, start, false, 0};
 
-	w.rc = buf_append(out, "]", 1);
+	jw_append(&w, "]", 1);
 	jw_u64(&w, "next", next);
 	if (unavailable != NULL)
 		jw_str(&w, "unavailable", unavailable);

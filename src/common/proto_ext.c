@@ -181,19 +181,27 @@ static int nums_from_json(const cJSON *obj, const struct num_field *f, size_t n,
 	return rc;
 }
 
+/* The members of an attribute object (name and target when not NULL),
+ * then its closing brace: the writer's result. */
+static int attr_to_json(struct jw *w, const struct proto_attr *a,
+			const char *name, const char *target)
+{
+	if (name != NULL)
+		jw_str(w, "name", name);
+	jw_str(w, "type", proto_ftype_name(a->type));
+	nums_to_json(w, attr_fields, NFIELDS(attr_fields), a);
+	if (target != NULL)
+		jw_str(w, "target", target);
+	return jw_end(w);
+}
+
 int proto_attr_encode(const struct proto_attr *a, const char *name,
 		      const char *target, struct buf *out)
 {
 	struct jw w;
 
 	jw_begin(&w, out);
-	if (name != NULL)
-		jw_str(&w, "name", name);
-	jw_str(&w, "type", proto_ftype_name(a->type));
-	nums_to_json(&w, attr_fields, NFIELDS(attr_fields), a);
-	if (target != NULL)
-		jw_str(&w, "target", target);
-	return jw_end(&w);
+	return attr_to_json(&w, a, name, target);
 }
 
 static int attr_from_json(const cJSON *obj, struct proto_attr *out)
@@ -245,16 +253,10 @@ int proto_list_begin(struct buf *out)
 int proto_list_add(struct buf *out, bool first, const char *name,
 		   const struct proto_attr *a, const char *target)
 {
-	size_t start = out->len;
-	int rc = 0;
+	struct jw w;
 
-	if (!first)
-		rc = buf_append(out, ",", 1);
-	if (rc == 0)
-		rc = proto_attr_encode(a, name, target, out);
-	if (rc != 0)
-		pj_rollback(out, start);
-	return rc;
+	jw_begin_item(&w, out, first);
+	return attr_to_json(&w, a, name, target);
 }
 
 int proto_list_end(struct buf *out, const char *next)
@@ -386,23 +388,14 @@ int proto_tree_begin(struct buf *out)
 int proto_tree_dir(struct buf *out, bool first, const char *path,
 		   const char *entries, size_t len)
 {
-	size_t start = out->len;
-	int rc = first ? 0 : buf_append(out, ",", 1);
 	struct jw w;
 
-	if (rc != 0)
-		return rc;
-	jw_begin(&w, out);
+	jw_begin_item(&w, out, first);
 	jw_str(&w, "path", path);
 	jw_raw(&w, "entries", "[");
-	if (w.rc == 0)
-		w.rc = buf_append(out, entries, len);
-	if (w.rc == 0)
-		w.rc = buf_append(out, "]", 1);
-	rc = jw_end(&w);
-	if (rc != 0)
-		pj_rollback(out, start);
-	return rc;
+	jw_append(&w, entries, len);
+	jw_append(&w, "]", 1);
+	return jw_end(&w);
 }
 
 int proto_tree_end(struct buf *out, bool complete)

@@ -190,8 +190,7 @@ int proto_file_write_encode(const char *path, const void *data, size_t n,
 	jw_raw(&w, "contentsBase64", "\"");
 	if (w.rc == 0)
 		w.rc = append_b64(out, data, n);
-	if (w.rc == 0)
-		w.rc = buf_append(out, "\"", 1);
+	jw_append(&w, "\"", 1);
 	return jw_end(&w);
 }
 

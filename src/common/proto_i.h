@@ -103,12 +103,17 @@ struct jw {
 };
 
 void jw_begin(struct jw *w, struct buf *out);
+/* The same for an element of an array: a comma first unless first (a
+ * failed element is rolled back with its comma). */
+void jw_begin_item(struct jw *w, struct buf *out, bool first);
 void jw_u64(struct jw *w, const char *key, uint64_t v);
 void jw_i64(struct jw *w, const char *key, int64_t v);
 void jw_str(struct jw *w, const char *key, const char *s);
 void jw_bool(struct jw *w, const char *key, bool v);
 /* key and text as they are (a nested value, "" to start one). */
 void jw_raw(struct jw *w, const char *key, const char *text);
+/* len bytes of text as they are, inside a value jw_raw began. */
+void jw_append(struct jw *w, const char *text, size_t len);
 /* The closing brace; the writer's result (0 or the first error). */
 int jw_end(struct jw *w);
 
