@@ -337,12 +337,11 @@ static int take_answer(struct azure_auth *a, enum azure_auth_source src,
 			      msg[0] ? ": " : "", msg);
 		return -EIO;
 	}
-	sbx_error_set(err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED,
-		      "azure: the %s credential was refused: HTTP %ld%s%s%s%s",
-		      name, resp->status, code[0] ? " " : "", code,
-		      msg[0] ? ": " : "", msg);
-	err->err = EACCES;
-	return -EACCES;
+	return sbx_error_fail(
+		err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED, EACCES,
+		"azure: the %s credential was refused: HTTP %ld%s%s%s%s", name,
+		resp->status, code[0] ? " " : "", code, msg[0] ? ": " : "",
+		msg);
 }
 
 static void http_failed(struct sbx_error *err, enum azure_auth_source src,
@@ -471,12 +470,12 @@ static int read_assertion(const char *path, char **out, struct sbx_error *err)
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = -errno;
-		sbx_error_set(err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED,
-			      "azure: the workload identity token file %s "
-			      "cannot be read: %s",
-			      path, strerror(-rc));
-		err->err = EACCES;
-		return -EACCES;
+		return sbx_error_fail(
+			err, SBX_COMMAND_FAILED, AZURE_AUTH_FAIL_REFUSED,
+			EACCES,
+			"azure: the workload identity token file %s "
+			"cannot be read: %s",
+			path, strerror(-rc));
 	}
 	rc = azure_auth_read_fd(fd, &b);
 	while (rc == 0 && b.len > 0 &&

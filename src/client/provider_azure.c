@@ -56,10 +56,8 @@ bool azure_id_valid(const char *id)
 
 int azure_bad_id(const char *id, struct sbx_error *err)
 {
-	sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-		      "azure: '%.64s' is not a sandbox name", id);
-	err->err = ENOENT;
-	return -ENOENT;
+	return sbx_error_fail(err, SBX_INVALID_INPUT, NULL, ENOENT,
+			      "azure: '%.64s' is not a sandbox name", id);
 }
 
 static struct entry *entry_find(struct azure_priv *ap, const char *id)
@@ -758,9 +756,8 @@ static int parse_pins(const char *text, char ***out, struct sbx_error *err)
 
 static int invalid(struct sbx_error *err, const char *what)
 {
-	sbx_error_set(err, SBX_INVALID_INPUT, NULL, "azure: %s", what);
-	err->err = EINVAL;
-	return -EINVAL;
+	return sbx_error_fail(err, SBX_INVALID_INPUT, NULL, EINVAL, "azure: %s",
+			      what);
 }
 
 int provider_azure_open(const struct provider_azure_config *cfg,

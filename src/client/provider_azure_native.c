@@ -27,13 +27,11 @@ static int native_path(struct azure_priv *ap, const char *rel, bool allow_root,
 	enum path_verdict v;
 
 	v = path_normalize(rel, strlen(rel), allow_root, norm, sizeof(norm));
-	if (v != PATH_OK) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "Path '%.256s' refused: %s", rel,
-			      path_verdict_reason(v));
-		err->err = EACCES;
-		return -EACCES;
-	}
+	if (v != PATH_OK)
+		return sbx_error_fail(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED, EACCES,
+				      "Path '%.256s' refused: %s", rel,
+				      path_verdict_reason(v));
 	if (norm[0] == '\0')
 		*out = xstrdup(ap->native_root);
 	else if (strcmp(ap->native_root, "/") == 0)

@@ -118,11 +118,9 @@ static int load_file(const char *path, struct provider_azure_settings *s,
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = -errno;
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "azure: azure_config %s: %s", path,
-			      strerror(-rc));
-		err->err = -rc;
-		return rc;
+		return sbx_error_fail(err, SBX_INVALID_INPUT, NULL, -rc,
+				      "azure: azure_config %s: %s", path,
+				      strerror(-rc));
 	}
 	rc = azure_auth_read_fd(fd, &b);
 	if (rc < 0) {

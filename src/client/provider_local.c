@@ -122,12 +122,9 @@ static int with_record(struct local_priv *lp, const char *id,
 	char *path;
 	int rc;
 
-	if (!local_state_id_valid(id)) {
-		sbx_error_set(err, SBX_INVALID_INPUT, NULL,
-			      "'%s' is not a valid sandbox name", id);
-		err->err = ENOENT;
-		return -ENOENT;
-	}
+	if (!local_state_id_valid(id))
+		return sbx_error_fail(err, SBX_INVALID_INPUT, NULL, ENOENT,
+				      "'%s' is not a valid sandbox name", id);
 	path = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_RECORD);
 	if (stat(path, &st) < 0) {
 		rc = -errno;
@@ -457,13 +454,11 @@ static int local_native_read(struct provider *p, const char *id,
 		return -ENOENT;
 	}
 	verdict = path_normalize(path, strlen(path), false, rel, sizeof(rel));
-	if (verdict != PATH_OK) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "sandbox.readFile: Path '%s' refused: %s", path,
-			      path_verdict_reason(verdict));
-		err->err = EACCES;
-		return -EACCES;
-	}
+	if (verdict != PATH_OK)
+		return sbx_error_fail(err, SBX_COMMAND_FAILED,
+				      SBX_FAIL_AGENT_REFUSED, EACCES,
+				      "sandbox.readFile: Path '%s' refused: %s",
+				      path, path_verdict_reason(verdict));
 	rc = open_root(lp, id, &rootfd, err);
 	if (rc < 0)
 		return rc;
@@ -626,14 +621,12 @@ static int local_native_exec(struct provider *p, const char *id,
 	rc = with_record(lp, id, copy_plan, &x, err);
 	if (rc < 0)
 		return rc;
-	if (cwd != NULL && strstr(cwd, "..") != NULL) {
-		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
-			      "sandbox.runCommand: the working directory "
-			      "'%s' is refused",
-			      cwd);
-		err->err = EACCES;
-		return -EACCES;
-	}
+	if (cwd != NULL && strstr(cwd, "..") != NULL)
+		return sbx_error_fail(
+			err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED, EACCES,
+			"sandbox.runCommand: the working directory "
+			"'%s' is refused",
+			cwd);
 	root = local_state_path(lp->ctl.state_dir, id, LOCAL_PATH_ROOT);
 	/* The session root in the environment, not on the command line
 	 * (doc/security.md). */

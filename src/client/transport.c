@@ -237,29 +237,24 @@ static int unix_route(struct conn *c, const char *url, struct sbx_error *err)
 	*slash = '/';
 	if (!S_ISSOCK(st.st_mode) ||
 	    (c->check_owner && st.st_uid != c->owner && st.st_uid != 0)) {
-		sbx_error_set(err, SBX_COMMAND_FAILED,
-			      SBX_FAIL_TRANSPORT_INVALID,
-			      "%s: %s %s %ld, not to the agent's user "
-			      "(uid %ld): refused, nothing was sent",
-			      TRANSPORT_OP_AGENT, path,
-			      S_ISSOCK(st.st_mode)
-				      ? "belongs to uid"
-				      : "is not a socket; it belongs to uid",
-			      (long)st.st_uid, (long)c->owner);
-		err->err = EPROTO;
-		return -EPROTO;
+		return sbx_error_fail(
+			err, SBX_COMMAND_FAILED, SBX_FAIL_TRANSPORT_INVALID,
+			EPROTO,
+			"%s: %s %s %ld, not to the agent's user "
+			"(uid %ld): refused, nothing was sent",
+			TRANSPORT_OP_AGENT, path,
+			S_ISSOCK(st.st_mode)
+				? "belongs to uid"
+				: "is not a socket; it belongs to uid",
+			(long)st.st_uid, (long)c->owner);
 	}
 	c->unix_path =
 		xasprintf("/proc/self/fd/%d/%s", c->sock_dirfd, slash + 1);
-	if (strlen(c->unix_path) >=
-	    sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		sbx_error_set(err, SBX_COMMAND_FAILED,
-			      SBX_FAIL_TRANSPORT_INVALID,
-			      "%s: the agent's socket name in %s is too long",
-			      TRANSPORT_OP_AGENT, url);
-		err->err = EPROTO;
-		return -EPROTO;
-	}
+	if (strlen(c->unix_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return sbx_error_fail(
+			err, SBX_COMMAND_FAILED, SBX_FAIL_TRANSPORT_INVALID,
+			EPROTO, "%s: the agent's socket name in %s is too long",
+			TRANSPORT_OP_AGENT, url);
 	c->base = xstrdup("http://localhost");
 	return 0;
 }

@@ -254,11 +254,9 @@ static int read_success_body(struct transport *t, struct xfer *x,
 	case XFER_OK:
 		return 0;
 	case XFER_TOO_BIG:
-		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
-			      "%s: the answer is larger than %zu bytes",
-			      req->op, req->max_body);
-		err->err = EFBIG;
-		return -EFBIG;
+		return sbx_error_fail(err, SBX_UNEXPECTED_FORMAT, NULL, EFBIG,
+				      "%s: the answer is larger than %zu bytes",
+				      req->op, req->max_body);
 	case XFER_SINK:
 		sbx_error_set(err, SBX_UNEXPECTED_FORMAT, NULL,
 			      "%s: the answer could not be used (%s)", req->op,
