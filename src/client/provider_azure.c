@@ -902,17 +902,7 @@ int provider_azure_new(const struct provider_opts *o, struct provider **out,
 	rc = provider_azure_settings_load(o, NULL, &s, err);
 	if (rc < 0)
 		return rc;
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.subscription = s.subscription;
-	cfg.resource_group = s.resource_group;
-	cfg.group = s.group;
-	cfg.region = s.region;
-	cfg.endpoint = s.endpoint;
-	cfg.token_path = s.token_path;
-	cfg.native_root = s.native_root;
-	cfg.ca_file = s.ca_file;
-	cfg.resolve = s.resolve;
-	cfg.record_cache_ms = s.record_cache_ms;
+	provider_azure_settings_config(&s, &cfg);
 	cfg.connect_timeout_ms = o != NULL ? o->connect_timeout_ms : 0;
 	rc = provider_azure_open(&cfg, &p, err);
 	provider_azure_settings_cleanup(&s);

@@ -126,7 +126,14 @@ int azure_read_file(struct azure_priv *ap, const char *id, const char *path,
 		    size_t max, const char *what, struct transport_resp *resp,
 		    struct sbx_error *err) __attribute__((warn_unused_result));
 
-/* ---- provider_azure_native.c ------------------------------------------------ */
+/* ---- provider_azure_settings.c --------------------------------------------- */
+
+/* cfg from s: its strings point into s, which must outlive it; the rest of
+ * cfg is zero. */
+void provider_azure_settings_config(const struct provider_azure_settings *s,
+				    struct provider_azure_config *cfg);
+
+/* ---- provider_azure_native.c ----------------------------------------------- */
 
 /* The provider_ops of native sessions. */
 int azure_native_read(struct provider *p, const char *id, const char *path,

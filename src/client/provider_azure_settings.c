@@ -20,27 +20,77 @@
 #include "common/buf.h"
 #include "common/xalloc.h"
 #include "client/azure_auth.h"
-#include "client/provider_azure.h"
+#include "client/provider_azure_i.h"
 
 extern char **environ;
 
 #define MAX_CONFIG_BYTES (64UL * 1024)
 
+/* The opt of a setting that is not a -o option. */
+#define NO_OPTION ((size_t)-1)
+
+/*
+ * The string settings, one row each: the key (azure_config file and -o),
+ * the field in the settings, in the -o options (NO_OPTION: not one) and
+ * in the provider's config (doc/azure.md).
+ */
+#define SETTING(name, opt)                                                   \
+	{                                                                    \
+		"azure_" #name,                                              \
+			offsetof(struct provider_azure_settings, name), opt, \
+			offsetof(struct provider_azure_config, name)         \
+	}
+#define OPTION(name) offsetof(struct provider_opts, azure_##name)
+static const struct setting {
+	const char *key;
+	size_t off;
+	size_t opt;
+	size_t cfg;
+} settings[] = {
+	SETTING(subscription, OPTION(subscription)),
+	SETTING(resource_group, OPTION(resource_group)),
+	SETTING(group, OPTION(group)),
+	SETTING(region, OPTION(region)),
+	SETTING(endpoint, OPTION(endpoint)),
+	SETTING(token_path, OPTION(token_path)),
+	SETTING(native_root, NO_OPTION),
+	SETTING(ca_file, OPTION(ca_file)),
+	SETTING(resolve, OPTION(resolve)),
+};
+#undef OPTION
+#undef SETTING
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+/* The string field of setting i in s. */
+static char **setting_field(struct provider_azure_settings *s, size_t i)
+{
+	return (char **)(void *)((char *)s + settings[i].off);
+}
+
 void provider_azure_settings_cleanup(struct provider_azure_settings *s)
 {
+	size_t i;
+
 	if (s == NULL)
 		return;
-	free(s->subscription);
-	free(s->resource_group);
-	free(s->group);
-	free(s->region);
-	free(s->endpoint);
-	free(s->token_path);
-	free(s->native_root);
-	free(s->ca_file);
-	free(s->resolve);
+	for (i = 0; i < NSETTINGS; i++)
+		free(*setting_field(s, i));
 	memset(s, 0, sizeof(*s));
 	s->record_cache_ms = -1;
+}
+
+void provider_azure_settings_config(const struct provider_azure_settings *s,
+				    struct provider_azure_config *cfg)
+{
+	size_t i;
+
+	memset(cfg, 0, sizeof(*cfg));
+	for (i = 0; i < NSETTINGS; i++)
+		*(const char **)(void *)((char *)cfg + settings[i].cfg) =
+			*(char *const *)(const void *)((const char *)s +
+						       settings[i].off);
+	cfg->record_cache_ms = s->record_cache_ms;
 }
 
 static void set(char **field, const char *value)
@@ -69,30 +119,30 @@ static int cache_seconds(const char *v, long *ms)
 static int set_key(struct provider_azure_settings *s, const char *key,
 		   const char *value)
 {
-#define KEY(name)                                                              \
-	{                                                                      \
-		"azure_" #name, offsetof(struct provider_azure_settings, name) \
-	}
-	static const struct {
-		const char *key;
-		size_t off;
-	} keys[] = {
-		KEY(subscription), KEY(resource_group), KEY(group),
-		KEY(region),	   KEY(endpoint),	KEY(token_path),
-		KEY(native_root),  KEY(ca_file),	KEY(resolve),
-	};
-#undef KEY
 	size_t i;
 
 	if (strcmp(key, "azure_record_cache") == 0)
 		return cache_seconds(value, &s->record_cache_ms);
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		if (strcmp(key, keys[i].key) == 0) {
-			set((char **)((char *)s + keys[i].off), value);
+	for (i = 0; i < NSETTINGS; i++) {
+		if (strcmp(key, settings[i].key) == 0) {
+			set(setting_field(s, i), value);
 			return 0;
 		}
 	}
 	return -ENOENT;
+}
+
+/* The settings given as -o options into s. */
+static void set_options(struct provider_azure_settings *s,
+			const struct provider_opts *o)
+{
+	size_t i;
+
+	for (i = 0; i < NSETTINGS; i++)
+		if (settings[i].opt != NO_OPTION)
+			set(setting_field(s, i),
+			    *(char *const *)(const void *)((const char *)o +
+							   settings[i].opt));
 }
 
 static char *trim(char *s)
@@ -216,14 +266,7 @@ int provider_azure_settings_load(const struct provider_opts *o,
 			goto fail;
 	}
 	if (o != NULL) {
-		set(&s.subscription, o->azure_subscription);
-		set(&s.resource_group, o->azure_resource_group);
-		set(&s.group, o->azure_group);
-		set(&s.region, o->azure_region);
-		set(&s.endpoint, o->azure_endpoint);
-		set(&s.token_path, o->azure_token_path);
-		set(&s.ca_file, o->azure_ca_file);
-		set(&s.resolve, o->azure_resolve);
+		set_options(&s, o);
 		if (o->azure_record_cache != NULL &&
 		    cache_seconds(o->azure_record_cache, &s.record_cache_ms) <
 			    0) {
