@@ -161,42 +161,83 @@ out:
 	return rc;
 }
 
+/* One poll of poll_bounded: 0 done, 1 not yet, or a negative errno that
+ * ends the wait (err set). */
+typedef int poll_fn(struct transport *t, const char *id, long long deadline,
+		    void *arg, struct sbx_error *err);
+
+/*
+ * Poll until done or failed, every ready_interval_ms within timeout_ms
+ * (op_bound: the polls' own requests are bounded by it too); clip: a
+ * pause ends at the deadline at the latest. Returns the last poll's
+ * result, or 1 when the deadline passed first (the operation is then
+ * marked timed out; the caller says why in err).
+ */
+static int poll_bounded(struct transport *t, const char *id, long timeout_ms,
+			bool clip, poll_fn *poll, void *arg,
+			struct sbx_error *err)
+{
+	long long saved, deadline, now;
+	long pause;
+	int rc;
+
+	deadline = op_bound(timeout_ms, &saved);
+	for (;;) {
+		rc = poll(t, id, deadline, arg, err);
+		if (rc <= 0)
+			break;
+		now = clock_mono_ms();
+		if (now >= deadline) {
+			tr_op_mark_timed_out();
+			break;
+		}
+		pause = t->cfg.ready_interval_ms;
+		if (clip && deadline - now < pause)
+			pause = (long)(deadline - now);
+		sleep_ms(pause);
+	}
+	transport_op_set_deadline(saved);
+	return rc;
+}
+
+/* What a readiness wait probes, and the health it read. */
+struct ready_wait {
+	struct slot *s;
+	struct proto_health health;
+};
+
+/* A readiness poll (poll_fn): one probe, again while it may yet succeed;
+ * arg is the ready_wait. */
+static int ready_poll(struct transport *t, const char *id, long long deadline,
+		      void *arg, struct sbx_error *err)
+{
+	struct ready_wait *w = arg;
+	int rc;
+
+	memset(&w->health, 0, sizeof(w->health));
+	sbx_error_clear(err);
+	rc = ready_probe(t, w->s, id, deadline, &w->health, err);
+	if (rc < 0 && err->retryable)
+		return 1;
+	return rc;
+}
+
 int transport_wait_ready(struct transport *t, const char *id,
 			 struct proto_health *health_out, struct sbx_error *err)
 {
-	struct slot *s = tr_slot_get(t, id);
-	struct proto_health health;
-	long long saved, deadline;
+	struct ready_wait w = {.s = tr_slot_get(t, id)};
 	int rc;
 
 	/* The readiness deadline bounds everything the probes do: waiting
 	 * for the slot, the provider's fetch, the activation (rules 7). */
-	deadline = op_bound(t->cfg.ready_timeout_ms, &saved);
-	for (;;) {
-		long long now;
-
-		memset(&health, 0, sizeof(health));
-		sbx_error_clear(err);
-		rc = ready_probe(t, s, id, deadline, &health, err);
-		if (rc == 0) {
-			if (health_out != NULL)
-				*health_out = health;
-			break;
-		}
-		now = clock_mono_ms();
-		if (!err->retryable)
-			break;
-		if (now >= deadline) {
-			tr_op_mark_timed_out();
-			tr_not_ready(err);
-			rc = -EIO;
-			break;
-		}
-		sleep_ms(deadline - now < t->cfg.ready_interval_ms
-				 ? (long)(deadline - now)
-				 : t->cfg.ready_interval_ms);
+	rc = poll_bounded(t, id, t->cfg.ready_timeout_ms, true, ready_poll, &w,
+			  err);
+	if (rc > 0) {
+		tr_not_ready(err);
+		rc = -EIO;
 	}
-	transport_op_set_deadline(saved);
+	if (rc == 0 && health_out != NULL)
+		*health_out = w.health;
 	return rc;
 }
 
@@ -205,46 +246,47 @@ static bool state_asleep(enum provider_state st)
 	return st == PROVIDER_STATE_STOPPED || st == PROVIDER_STATE_SUSPENDED;
 }
 
+/* A poll of the record until Running (poll_fn); arg is the state last
+ * read. */
+static int running_poll(struct transport *t, const char *id, long long deadline,
+			void *arg, struct sbx_error *err)
+{
+	enum provider_state *st = arg;
+	struct provider_record rec;
+	int rc;
+
+	(void)deadline;
+	memset(&rec, 0, sizeof(rec));
+	rc = t->prov->ops->record(t->prov, id, &rec, err);
+	if (rc == -ENOENT)
+		return tr_record_gone(err, "sandbox.resume", id);
+	if (rc < 0)
+		return rc;
+	*st = rec.state;
+	provider_record_cleanup(&rec);
+	if (*st == PROVIDER_STATE_RUNNING)
+		return 0;
+	if (*st == PROVIDER_STATE_DELETING)
+		return tr_record_gone(err, "sandbox.resume", id);
+	return 1;
+}
+
 static int wait_running(struct transport *t, const char *id,
 			struct sbx_error *err)
 {
-	struct provider_record rec;
-	long long saved, deadline;
+	enum provider_state st = PROVIDER_STATE_UNKNOWN;
 	int rc;
 
 	/* The record reads are bounded by the same deadline. */
-	deadline = op_bound(t->cfg.running_timeout_ms, &saved);
-	for (;;) {
-		enum provider_state st;
-
-		memset(&rec, 0, sizeof(rec));
-		rc = t->prov->ops->record(t->prov, id, &rec, err);
-		if (rc == -ENOENT) {
-			rc = tr_record_gone(err, "sandbox.resume", id);
-			break;
-		}
-		if (rc < 0)
-			break;
-		st = rec.state;
-		provider_record_cleanup(&rec);
-		if (st == PROVIDER_STATE_RUNNING)
-			break;
-		if (st == PROVIDER_STATE_DELETING) {
-			rc = tr_record_gone(err, "sandbox.resume", id);
-			break;
-		}
-		if (clock_mono_ms() >= deadline) {
-			tr_op_mark_timed_out();
-			sbx_error_set(err, SBX_UNREACHABLE, NULL,
-				      "sandbox.resume: sandbox '%s' did not "
-				      "reach Running (still %s)",
-				      id, provider_state_name(st));
-			rc = -EIO;
-			break;
-		}
-		sleep_ms(t->cfg.ready_interval_ms);
+	rc = poll_bounded(t, id, t->cfg.running_timeout_ms, false, running_poll,
+			  &st, err);
+	if (rc > 0) {
+		sbx_error_set(err, SBX_UNREACHABLE, NULL,
+			      "sandbox.resume: sandbox '%s' did not "
+			      "reach Running (still %s)",
+			      id, provider_state_name(st));
+		rc = -EIO;
 	}
-	transport_op_set_deadline(saved);
 	return rc;
 }
 
