@@ -358,6 +358,19 @@ static void agent_env_free(char **env)
 	free(env);
 }
 
+/* Append "flag value" to argv at argc when value is set (not 0), the
+ * value written into text; the new argc. */
+static size_t limit_arg(const char **argv, size_t argc, const char *flag,
+			uint64_t value, char *text, size_t size)
+{
+	if (value == 0)
+		return argc;
+	snprintf(text, size, "%llu", (unsigned long long)value);
+	argv[argc++] = flag;
+	argv[argc++] = text;
+	return argc;
+}
+
 size_t local_confine_args(struct local_confine *cf, const char **argv,
 			  size_t argc)
 {
@@ -371,24 +384,12 @@ size_t local_confine_args(struct local_confine *cf, const char **argv,
 	 * agent says why). */
 	argv[argc++] = "--confine";
 	argv[argc++] = "bwrap";
-	if (cf->pids > 0) {
-		snprintf(cf->text[1], sizeof(cf->text[1]), "%llu",
-			 (unsigned long long)cf->pids);
-		argv[argc++] = "--pids";
-		argv[argc++] = cf->text[1];
-	}
-	if (cf->memory > 0) {
-		snprintf(cf->text[2], sizeof(cf->text[2]), "%llu",
-			 (unsigned long long)cf->memory);
-		argv[argc++] = "--memory";
-		argv[argc++] = cf->text[2];
-	}
-	if (cf->tmp_size > 0) {
-		snprintf(cf->text[3], sizeof(cf->text[3]), "%llu",
-			 (unsigned long long)cf->tmp_size);
-		argv[argc++] = "--tmp-size";
-		argv[argc++] = cf->text[3];
-	}
+	argc = limit_arg(argv, argc, "--pids", cf->pids, cf->text[1],
+			 sizeof(cf->text[1]));
+	argc = limit_arg(argv, argc, "--memory", cf->memory, cf->text[2],
+			 sizeof(cf->text[2]));
+	argc = limit_arg(argv, argc, "--tmp-size", cf->tmp_size, cf->text[3],
+			 sizeof(cf->text[3]));
 	if (cf->network != NULL) {
 		argv[argc++] = "--network";
 		argv[argc++] = cf->network;
@@ -401,17 +402,16 @@ size_t local_confine_args(struct local_confine *cf, const char **argv,
 static void boot_argv(struct local_ctl *c, const struct proto_record *rec,
 		      struct local_confine *cf, const char **argv)
 {
-	size_t argc = 0;
+	/* Its files, by option (doc/security.md). */
+	static const char *const files[] = {
+		"--socket",   "boot/agent.sock", "--token-file", "boot/token",
+		"--pid-file", "boot/pid",	 "--lock-file",	 "agent.lock",
+	};
+	size_t argc = 0, i;
 
 	argv[argc++] = c->agent;
-	argv[argc++] = "--socket";
-	argv[argc++] = "boot/agent.sock";
-	argv[argc++] = "--token-file";
-	argv[argc++] = "boot/token";
-	argv[argc++] = "--pid-file";
-	argv[argc++] = "boot/pid";
-	argv[argc++] = "--lock-file";
-	argv[argc++] = "agent.lock";
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		argv[argc++] = files[i];
 	if (rec->strict_v1)
 		argv[argc++] = "--strict-v1";
 	cf->uid =
