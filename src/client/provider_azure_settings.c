@@ -32,13 +32,14 @@ extern char **environ;
 /*
  * The string settings, one row each: the key (azure_config file and -o),
  * the field in the settings, in the -o options (NO_OPTION: not one) and
- * in the provider's config (doc/azure.md).
+ * in the provider's config, and the environment variable (NULL: none)
+ * (doc/azure.md).
  */
-#define SETTING(name, opt)                                                   \
+#define SETTING(name, opt, env)                                              \
 	{                                                                    \
 		"azure_" #name,                                              \
 			offsetof(struct provider_azure_settings, name), opt, \
-			offsetof(struct provider_azure_config, name)         \
+			offsetof(struct provider_azure_config, name), env    \
 	}
 #define OPTION(name) offsetof(struct provider_opts, azure_##name)
 static const struct setting {
@@ -46,16 +47,17 @@ static const struct setting {
 	size_t off;
 	size_t opt;
 	size_t cfg;
+	const char *env;
 } settings[] = {
-	SETTING(subscription, OPTION(subscription)),
-	SETTING(resource_group, OPTION(resource_group)),
-	SETTING(group, OPTION(group)),
-	SETTING(region, OPTION(region)),
-	SETTING(endpoint, OPTION(endpoint)),
-	SETTING(token_path, OPTION(token_path)),
-	SETTING(native_root, NO_OPTION),
-	SETTING(ca_file, OPTION(ca_file)),
-	SETTING(resolve, OPTION(resolve)),
+	SETTING(subscription, OPTION(subscription), "AZURE_SUBSCRIPTION_ID"),
+	SETTING(resource_group, OPTION(resource_group), "AZURE_RESOURCE_GROUP"),
+	SETTING(group, OPTION(group), "SANDBOXFS_AZURE_GROUP"),
+	SETTING(region, OPTION(region), "SANDBOXFS_AZURE_REGION"),
+	SETTING(endpoint, OPTION(endpoint), NULL),
+	SETTING(token_path, OPTION(token_path), NULL),
+	SETTING(native_root, NO_OPTION, NULL),
+	SETTING(ca_file, OPTION(ca_file), NULL),
+	SETTING(resolve, OPTION(resolve), NULL),
 };
 #undef OPTION
 #undef SETTING
@@ -251,15 +253,16 @@ int provider_azure_settings_load(const struct provider_opts *o,
 {
 	struct provider_azure_settings s;
 	char missing[160] = "";
+	size_t i;
 	int rc;
 
 	memset(&s, 0, sizeof(s));
 	s.record_cache_ms = -1;
 	/* Lowest first: the environment, the file, then the options. */
-	set(&s.subscription, env_value(env, "AZURE_SUBSCRIPTION_ID"));
-	set(&s.resource_group, env_value(env, "AZURE_RESOURCE_GROUP"));
-	set(&s.group, env_value(env, "SANDBOXFS_AZURE_GROUP"));
-	set(&s.region, env_value(env, "SANDBOXFS_AZURE_REGION"));
+	for (i = 0; i < NSETTINGS; i++)
+		if (settings[i].env != NULL)
+			set(setting_field(&s, i),
+			    env_value(env, settings[i].env));
 	if (o != NULL && o->azure_config != NULL) {
 		rc = load_file(o->azure_config, &s, err);
 		if (rc < 0)
