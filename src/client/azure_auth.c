@@ -165,6 +165,7 @@ int azure_auth_new(const struct azure_auth_config *cfg, struct azure_auth **out,
 		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
 	a->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
 	a->cli_ms = cfg->cli_timeout_ms > 0 ? cfg->cli_timeout_ms : 60000;
+	a->pool = cfg->pool;
 
 	a->tenant = dup_or_null(azure_auth_env(a->env, "AZURE_TENANT_ID"));
 	a->client_id = dup_or_null(azure_auth_env(a->env, "AZURE_CLIENT_ID"));
@@ -376,6 +377,7 @@ static int token_exchange(struct azure_auth *a, enum azure_auth_source src,
 	req->resolve = (const char *const *)a->resolve;
 	req->connect_timeout_ms = connect_ms;
 	req->timeout_ms = a->timeout_ms;
+	req->pool = a->pool;
 	transport_resp_init(&resp);
 	sbx_error_clear(&herr);
 	rc = transport_http(req, &resp, &herr);

@@ -78,6 +78,9 @@ struct azure_auth_config {
 	long connect_timeout_ms; /* token endpoints, default 10000 */
 	long timeout_ms; /* one token request, default 30000 */
 	long cli_timeout_ms; /* az, default 60000 */
+	/* Kept-alive connections to the token endpoints (borrowed: it
+	 * outlives the chain), or NULL: a connection per request. */
+	struct transport_http_pool *pool;
 };
 
 struct azure_auth;

@@ -46,6 +46,7 @@ struct azure_auth {
 	char **resolve;
 	long connect_ms;
 	long timeout_ms;
+	struct transport_http_pool *pool; /* borrowed, or NULL */
 	long cli_ms;
 	enum azure_auth_source kept; /* the source that worked */
 	bool imds_unavailable;

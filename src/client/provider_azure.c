@@ -668,6 +668,7 @@ static void azure_free(struct provider *p)
 		free(e);
 	}
 	azure_auth_free(ap->auth);
+	transport_http_pool_free(ap->pool);
 	for (i = 0; ap->resolve != NULL && ap->resolve[i] != NULL; i++)
 		free(ap->resolve[i]);
 	free(ap->resolve);
@@ -843,6 +844,8 @@ int provider_azure_open(const struct provider_azure_config *cfg,
 	acfg.ca_file = ap->ca_file;
 	acfg.resolve = (const char *const *)ap->resolve;
 	acfg.connect_timeout_ms = ap->connect_ms;
+	ap->pool = transport_http_pool_new();
+	acfg.pool = ap->pool;
 	rc = azure_auth_new(&acfg, &ap->auth, err);
 	if (rc < 0)
 		goto fail;

@@ -209,6 +209,7 @@ static void dp_request(struct azure_priv *ap, const struct dp_req *r,
 	req->resolve = (const char *const *)ap->resolve;
 	req->connect_timeout_ms = ap->connect_ms;
 	req->timeout_ms = r->timeout_ms;
+	req->pool = ap->pool;
 }
 
 /* A call the data plane did not answer (transport_http's rc and why). */

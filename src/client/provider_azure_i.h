@@ -57,6 +57,8 @@ struct azure_priv {
 	long cache_ms;
 	long connect_ms;
 	struct azure_auth *auth;
+	/* The data plane's and the token endpoints' kept-alive connections. */
+	struct transport_http_pool *pool;
 	pthread_mutex_t lock; /* entries, nentries, stats */
 	struct entry *entries;
 	size_t nentries;

@@ -336,6 +336,17 @@ void transport_forget(struct transport *t, const char *id);
  * (connect or TLS handshake failure), -ETIMEDOUT at a deadline, -EFBIG,
  * -EIO.
  */
+/*
+ * Kept-alive connections for one owner's provider requests (a provider's
+ * control plane, its token endpoints), so that a handshake is not paid per
+ * call. Thread-safe; the owner frees it after its last request.
+ */
+struct transport_http_pool;
+
+struct transport_http_pool *transport_http_pool_new(void);
+/* Close the idle connections and free. NULL-safe. */
+void transport_http_pool_free(struct transport_http_pool *p);
+
 struct transport_http_req {
 	const char *method;
 	const char *url;
@@ -348,6 +359,9 @@ struct transport_http_req {
 	const char *const *resolve; /* pinned resolution, or NULL */
 	long connect_timeout_ms;
 	long timeout_ms; /* whole exchange */
+	/* Where the connection is taken from and given back to; NULL: a
+	 * connection for this exchange only. */
+	struct transport_http_pool *pool;
 };
 
 int transport_http(const struct transport_http_req *req,

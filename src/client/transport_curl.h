@@ -63,11 +63,6 @@ struct xfer_pool {
 	unsigned max; /* kept at the most; more are freed */
 };
 
-#define XFER_POOL_INIT(maxidle)                               \
-	{                                                     \
-		PTHREAD_MUTEX_INITIALIZER, NULL, 0, (maxidle) \
-	}
-
 void xfer_pool_init(struct xfer_pool *p, unsigned max);
 /* Free the idle pairs (none may be taken any more). */
 void xfer_pool_cleanup(struct xfer_pool *p);

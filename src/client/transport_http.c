@@ -7,19 +7,37 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/xalloc.h"
 #include "client/transport.h"
 #include "client/transport_curl.h"
 #include "client/transport_i.h"
 
-/*
- * Provider requests share a small pool of handles, so that a control
- * plane's connections (and TLS sessions) are kept alive between calls
- * instead of a handshake per call.
- */
-static struct xfer_pool http_pool = XFER_POOL_INIT(8);
+/* The idle handles a pool keeps at the most. */
+#define HTTP_POOL_IDLE 8
+
+struct transport_http_pool {
+	struct xfer_pool xp;
+};
+
+struct transport_http_pool *transport_http_pool_new(void)
+{
+	struct transport_http_pool *p = xcalloc(1, sizeof(*p));
+
+	xfer_pool_init(&p->xp, HTTP_POOL_IDLE);
+	return p;
+}
+
+void transport_http_pool_free(struct transport_http_pool *p)
+{
+	if (p == NULL)
+		return;
+	xfer_pool_cleanup(&p->xp);
+	free(p);
+}
 
 /* What became of the exchange, as transport_http tells it. */
 static int http_outcome(const struct transport_http_req *hreq,
@@ -78,6 +96,7 @@ int transport_http(const struct transport_http_req *hreq,
 		 * on again (doc/transport-rules.md 8). */
 		.fresh = !safe,
 	};
+	struct xfer_pool once, *pool;
 	struct xfer_handle *h;
 	struct xfer x;
 	enum xfer_outcome o;
@@ -95,7 +114,11 @@ int transport_http(const struct transport_http_req *hreq,
 		tr_op_late(err, "provider.http", "before the request was sent");
 		return -ETIMEDOUT;
 	}
-	h = xfer_pool_take(&http_pool);
+	/* Without a pool of the caller's, a pool that keeps nothing: the
+	 * handle is freed when it is given back. */
+	xfer_pool_init(&once, 0);
+	pool = hreq->pool != NULL ? &hreq->pool->xp : &once;
+	h = xfer_pool_take(pool);
 	resp->body.max = hreq->max_body;
 	xfer_init(&x, h, &req, resp);
 	rc = xfer_setup(&x, &spec);
@@ -113,6 +136,7 @@ int transport_http(const struct transport_http_req *hreq,
 	rc = http_outcome(hreq, o, &x, err);
 out:
 	xfer_finish(&x);
-	xfer_pool_give(&http_pool, h);
+	xfer_pool_give(pool, h);
+	xfer_pool_cleanup(&once);
 	return rc;
 }
