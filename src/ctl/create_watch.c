@@ -52,14 +52,12 @@ static void draw(struct ctl_create_watch *w, const char *verb,
 	w->shown = end[0] == '\0';
 }
 
-static struct local_copy_progress last_seen;
-
 int ctl_create_watch_progress(void *arg, const struct local_copy_progress *p)
 {
 	struct ctl_create_watch *w = arg;
 	long long now;
 
-	last_seen = *p;
+	w->last = *p;
 	if (got_signal != 0)
 		return -EINTR;
 	if (!w->tty)
@@ -81,7 +79,6 @@ void ctl_create_watch_start(struct ctl_create_watch *w, const char *name)
 	w->name = name;
 	w->tty = isatty(STDERR_FILENO) == 1;
 	got_signal = 0;
-	memset(&last_seen, 0, sizeof(last_seen));
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
@@ -105,8 +102,8 @@ int ctl_create_watch_finish(struct ctl_create_watch *w, int rc)
 	for (i = 0; i < 3; i++)
 		if (w->installed[i])
 			sigaction(watched[i], &w->old[i], NULL);
-	if (w->tty && rc == 0 && last_seen.files + last_seen.bytes > 0)
-		draw(w, "copied", &last_seen, "\n");
+	if (w->tty && rc == 0 && w->last.files + w->last.bytes > 0)
+		draw(w, "copied", &w->last, "\n");
 	else if (w->shown)
 		fputs("\r\033[K", stderr);
 	w->shown = false;

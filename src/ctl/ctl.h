@@ -71,6 +71,7 @@ struct ctl_create_watch {
 	bool tty;
 	bool shown; /* a progress line is on the terminal */
 	long long next_ms; /* earliest next redraw */
+	struct local_copy_progress last; /* the copy's latest figures */
 	const char *name;
 	struct sigaction old[3];
 	bool installed[3];
