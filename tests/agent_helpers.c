@@ -19,23 +19,6 @@
 
 #define MAX_FRAMES 8192
 
-/* ---- suites ------------------------------------------------------------ */
-
-void ta_add_case(Suite *s, const char *name, void (*setup)(void),
-		 void (*teardown)(void), int timeout, const TTest *const *tests)
-{
-	TCase *tc = tcase_create(name);
-	size_t i;
-
-	if (setup != NULL || teardown != NULL)
-		tcase_add_checked_fixture(tc, setup, teardown);
-	if (timeout > 0)
-		tcase_set_timeout(tc, timeout);
-	for (i = 0; tests[i] != NULL; i++)
-		tcase_add_test(tc, tests[i]);
-	suite_add_tcase(s, tc);
-}
-
 /* ---- an agent over a root everyone may write ---------------------------- */
 
 struct ta_box ta_fx;

@@ -24,23 +24,6 @@
 /* The exec user of an agent the tests start as root. */
 #define TA_NOBODY 65534
 
-/* ---- suites ------------------------------------------------------------ */
-
-/*
- * Add the test case called name to s: tests (NULL-terminated), each run
- * between setup and teardown (checked fixtures; NULL: none), within
- * timeout seconds (0: Check's default).
- */
-void ta_add_case(Suite *s, const char *name, void (*setup)(void),
-		 void (*teardown)(void), int timeout,
-		 const TTest *const *tests);
-/* The same with the tests listed. */
-#define TA_CASE(s, name, setup, teardown, timeout, ...)                    \
-	do {                                                               \
-		const TTest *ta_tests_[] = {__VA_ARGS__, NULL};            \
-		ta_add_case(s, name, setup, teardown, timeout, ta_tests_); \
-	} while (0)
-
 /* ---- an agent over a root everyone may write ---------------------------- */
 
 /*

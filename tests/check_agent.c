@@ -33,6 +33,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 #define JSON "Content-Type: application/json"
 #define TEXT "text/plain; charset=utf-8"
@@ -970,20 +971,20 @@ Suite *make_agent_suite(void)
 {
 	Suite *s = suite_create("agent");
 
-	TA_CASE(s, "health", ta_agent_setup_unactivated, ta_agent_teardown, 60,
-		health_before_activation, health_after_activation,
-		health_version_mismatch, health_new_boot_per_start,
-		health_strict_v1, health_max_write_option);
-	TA_CASE(s, "auth", ta_agent_setup_unactivated, ta_agent_teardown, 60,
-		auth_missing_credential, auth_wrong_credential,
-		gate_before_activation, public_routes);
-	TA_CASE(s, "routing", ta_agent_setup, ta_agent_teardown, 60,
-		unknown_route_is_empty_404, wrong_method_is_empty_405);
-	TA_CASE(s, "files", ta_agent_setup, ta_agent_teardown, 120, files_read,
-		files_read_not_found, files_read_bad_paths,
-		files_absolute_paths_stay_inside, files_symlinks_refused,
-		files_not_regular, files_device_node, files_read_limit,
-		files_write, files_write_creates_parents,
-		files_write_bad_bodies, files_write_limit, files_mkdir);
+	TCASE_TABLE(s, "health", ta_agent_setup_unactivated, ta_agent_teardown,
+		    60, health_before_activation, health_after_activation,
+		    health_version_mismatch, health_new_boot_per_start,
+		    health_strict_v1, health_max_write_option);
+	TCASE_TABLE(s, "auth", ta_agent_setup_unactivated, ta_agent_teardown,
+		    60, auth_missing_credential, auth_wrong_credential,
+		    gate_before_activation, public_routes);
+	TCASE_TABLE(s, "routing", ta_agent_setup, ta_agent_teardown, 60,
+		    unknown_route_is_empty_404, wrong_method_is_empty_405);
+	TCASE_TABLE(s, "files", ta_agent_setup, ta_agent_teardown, 120,
+		    files_read, files_read_not_found, files_read_bad_paths,
+		    files_absolute_paths_stay_inside, files_symlinks_refused,
+		    files_not_regular, files_device_node, files_read_limit,
+		    files_write, files_write_creates_parents,
+		    files_write_bad_bodies, files_write_limit, files_mkdir);
 	return s;
 }

@@ -39,6 +39,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 #include "tests/stub_provider.h"
 #include "client/transport.h"
 
@@ -979,12 +980,13 @@ Suite *make_agent_events_suite(void)
 {
 	Suite *s = suite_create("agent_events");
 
-	TA_CASE(s, "wire", wire_setup, wire_teardown, 120, wire_files_and_dirs,
-		wire_new_tree_contents, wire_exchange_and_replace,
-		wire_moved_before_seen, wire_long_poll, wire_refusals,
-		wire_ring_lost, wire_queue_overflow_lost, wire_by_client,
-		wire_strict_v1_and_health, wire_watch_limit,
-		wire_kernel_watch_limit, client_events);
-	TA_CASE(s, "scale", NULL, NULL, 300, scale_100k_directories);
+	TCASE_TABLE(s, "wire", wire_setup, wire_teardown, 120,
+		    wire_files_and_dirs, wire_new_tree_contents,
+		    wire_exchange_and_replace, wire_moved_before_seen,
+		    wire_long_poll, wire_refusals, wire_ring_lost,
+		    wire_queue_overflow_lost, wire_by_client,
+		    wire_strict_v1_and_health, wire_watch_limit,
+		    wire_kernel_watch_limit, client_events);
+	TCASE_TABLE(s, "scale", NULL, NULL, 300, scale_100k_directories);
 	return s;
 }

@@ -18,6 +18,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/agent_helpers.h"
+#include "tests/tcase_table.h"
 #include "tests/check_suites.h"
 
 #define S(lit) lit, sizeof(lit) - 1
@@ -338,8 +339,8 @@ Suite *make_agent_events_decode_suite(void)
 {
 	Suite *s = suite_create("agent_events_decode");
 
-	TA_CASE(s, "decode", NULL, NULL, 0, decode_round_trip,
-		decode_lost_and_unavailable, decode_refusals,
-		decode_health_members);
+	TCASE_TABLE(s, "decode", NULL, NULL, 0, decode_round_trip,
+		    decode_lost_and_unavailable, decode_refusals,
+		    decode_health_members);
 	return s;
 }

@@ -36,6 +36,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* ---- exec ---------------------------------------------------------------- */
 
@@ -698,17 +699,17 @@ Suite *make_agent_exec_suite(void)
 {
 	Suite *s = suite_create("agent_exec");
 
-	TA_CASE(s, "exec", ta_setup, ta_teardown, 60, exec_echo_exact,
-		exec_lines_and_seq, exec_one_counter_both_streams,
-		exec_long_line_cut, exec_exit_code_and_signal,
-		exec_spawn_failed, exec_program_lookup,
-		exec_request_invalid_is_a_frame, exec_environment_cleared,
-		exec_stdin_and_identity, exec_working_directory,
-		exec_working_directory_refused, exec_timeout_kills_the_group,
-		exec_client_gone_kills, exec_timeout_while_client_stalls,
-		exec_malformed_bodies);
-	TA_CASE(s, "cap", NULL, NULL, 60, exec_output_cap);
-	TA_CASE(s, "bwrap", NULL, NULL, 60, bwrap_identity_and_view,
-		bwrap_hides_the_host, bwrap_timeout_kills_everything);
+	TCASE_TABLE(s, "exec", ta_setup, ta_teardown, 60, exec_echo_exact,
+		    exec_lines_and_seq, exec_one_counter_both_streams,
+		    exec_long_line_cut, exec_exit_code_and_signal,
+		    exec_spawn_failed, exec_program_lookup,
+		    exec_request_invalid_is_a_frame, exec_environment_cleared,
+		    exec_stdin_and_identity, exec_working_directory,
+		    exec_working_directory_refused,
+		    exec_timeout_kills_the_group, exec_client_gone_kills,
+		    exec_timeout_while_client_stalls, exec_malformed_bodies);
+	TCASE_TABLE(s, "cap", NULL, NULL, 60, exec_output_cap);
+	TCASE_TABLE(s, "bwrap", NULL, NULL, 60, bwrap_identity_and_view,
+		    bwrap_hides_the_host, bwrap_timeout_kills_everything);
 	return s;
 }

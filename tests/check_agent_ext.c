@@ -35,6 +35,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* ---- fsops in-process ---------------------------------------------------- */
 
@@ -1038,10 +1039,11 @@ Suite *make_agent_ext_suite(void)
 {
 	Suite *s = suite_create("agent_ext");
 
-	TA_CASE(s, "fsops", fsops_setup, fsops_teardown, 0, fsops_confinement,
-		fsops_create_mode_exact, fsops_fifo_and_types,
-		fsops_list_pages_by_cookie);
-	TA_CASE(s, "wire", ta_agent_setup, ta_agent_teardown, 120,
+	TCASE_TABLE(s, "fsops", fsops_setup, fsops_teardown, 0,
+		    fsops_confinement, fsops_create_mode_exact,
+		    fsops_fifo_and_types, fsops_list_pages_by_cookie);
+	TCASE_TABLE(
+		s, "wire", ta_agent_setup, ta_agent_teardown, 120,
 		wire_stat_and_errors, wire_symlinks, wire_list_20000,
 		wire_list_attrs, wire_read_ranges, wire_fifo_read_does_not_hang,
 		wire_read_of_a_shrinking_file_ends, wire_write_and_create,

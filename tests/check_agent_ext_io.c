@@ -28,6 +28,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* ---- PUT write with times ------------------------------------------------ */
 
@@ -446,8 +447,8 @@ Suite *make_agent_ext_io_suite(void)
 {
 	Suite *s = suite_create("agent_ext_io");
 
-	TA_CASE(s, "io", ta_agent_setup, ta_agent_teardown, 120,
-		wire_write_times, wire_write_times_malformed, wire_write_create,
-		wire_contents);
+	TCASE_TABLE(s, "io", ta_agent_setup, ta_agent_teardown, 120,
+		    wire_write_times, wire_write_times_malformed,
+		    wire_write_create, wire_contents);
 	return s;
 }

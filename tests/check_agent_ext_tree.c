@@ -29,6 +29,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* ---- GET tree ------------------------------------------------------------ */
 
@@ -635,12 +636,12 @@ Suite *make_agent_ext_tree_suite(void)
 {
 	Suite *s = suite_create("agent_ext_tree");
 
-	TA_CASE(s, "tree", ta_agent_setup, ta_agent_teardown, 120,
-		wire_tree_whole, wire_tree_budget, wire_tree_symlinks,
-		wire_tree_unreadable_left_out, wire_tree_errors,
-		wire_tree_advertised_and_strict_v1);
+	TCASE_TABLE(s, "tree", ta_agent_setup, ta_agent_teardown, 120,
+		    wire_tree_whole, wire_tree_budget, wire_tree_symlinks,
+		    wire_tree_unreadable_left_out, wire_tree_errors,
+		    wire_tree_advertised_and_strict_v1);
 	/* its own agent, started and stopped by the test */
-	TA_CASE(s, "tree_budget_end", NULL, NULL, 120,
-		wire_tree_stops_at_first_misfit);
+	TCASE_TABLE(s, "tree_budget_end", NULL, NULL, 120,
+		    wire_tree_stops_at_first_misfit);
 	return s;
 }

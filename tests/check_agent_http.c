@@ -31,6 +31,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 #define TOO_LARGE "Failed to buffer the request body: length limit exceeded"
 
@@ -651,16 +652,16 @@ Suite *make_agent_http_suite(void)
 {
 	Suite *s = suite_create("agent_http");
 
-	TA_CASE(s, "http", ta_agent_setup, ta_agent_teardown, 60,
-		http_declared_length_over_limit, http_chunked_over_limit,
-		http_keep_alive, http_ambiguous_framing);
-	TA_CASE(s, "connections", NULL, NULL, 120,
-		conn_slowloris_health_answers,
-		conn_deadlines_close_slow_clients);
-	TA_CASE(s, "credential", ta_agent_setup_unactivated, ta_agent_teardown,
-		60, credential_file, credential_never_shown,
-		credential_parent_made);
-	TA_CASE(s, "config", NULL, NULL, 60, config_errors,
-		config_files_and_exit);
+	TCASE_TABLE(s, "http", ta_agent_setup, ta_agent_teardown, 60,
+		    http_declared_length_over_limit, http_chunked_over_limit,
+		    http_keep_alive, http_ambiguous_framing);
+	TCASE_TABLE(s, "connections", NULL, NULL, 120,
+		    conn_slowloris_health_answers,
+		    conn_deadlines_close_slow_clients);
+	TCASE_TABLE(s, "credential", ta_agent_setup_unactivated,
+		    ta_agent_teardown, 60, credential_file,
+		    credential_never_shown, credential_parent_made);
+	TCASE_TABLE(s, "config", NULL, NULL, 60, config_errors,
+		    config_files_and_exit);
 	return s;
 }

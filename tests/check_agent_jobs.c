@@ -34,6 +34,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* ---- jobs ---------------------------------------------------------------- */
 
@@ -979,18 +980,18 @@ Suite *make_agent_jobs_suite(void)
 {
 	Suite *s = suite_create("agent_jobs");
 
-	TA_CASE(s, "jobs", ta_setup, ta_teardown, 60, jobs_start_poll_replay,
-		jobs_running_then_exit_code, jobs_cancel, jobs_unknown_job,
-		jobs_start_refusals, jobs_failures, jobs_long_poll,
-		jobs_long_poll_times_out, jobs_strict_v1_ignores_wait,
-		jobs_malformed_bodies, jobs_keep_frames_bounded, jobs_max_bytes,
-		jobs_listing);
-	TA_CASE(s, "jobs_strict", ta_setup_strict, ta_teardown, 60,
-		jobs_limit_and_eviction);
-	TA_CASE(s, "jobs_ext", NULL, NULL, 120, jobs_flow_keeps_everything,
-		jobs_flow_releases_only_acknowledged,
-		jobs_flow_paused_job_cancel_and_timeout,
-		jobs_alien_style_still_truncates, jobs_running_limit,
-		jobs_retention, jobs_spool_outside_root);
+	TCASE_TABLE(s, "jobs", ta_setup, ta_teardown, 60,
+		    jobs_start_poll_replay, jobs_running_then_exit_code,
+		    jobs_cancel, jobs_unknown_job, jobs_start_refusals,
+		    jobs_failures, jobs_long_poll, jobs_long_poll_times_out,
+		    jobs_strict_v1_ignores_wait, jobs_malformed_bodies,
+		    jobs_keep_frames_bounded, jobs_max_bytes, jobs_listing);
+	TCASE_TABLE(s, "jobs_strict", ta_setup_strict, ta_teardown, 60,
+		    jobs_limit_and_eviction);
+	TCASE_TABLE(s, "jobs_ext", NULL, NULL, 120, jobs_flow_keeps_everything,
+		    jobs_flow_releases_only_acknowledged,
+		    jobs_flow_paused_job_cancel_and_timeout,
+		    jobs_alien_style_still_truncates, jobs_running_limit,
+		    jobs_retention, jobs_spool_outside_root);
 	return s;
 }

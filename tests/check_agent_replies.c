@@ -24,6 +24,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* An agent (agent_helpers.h's box) with the reply cache as cache_spec
  * says (NULL: its defaults). */
@@ -414,12 +415,12 @@ Suite *make_agent_replies_suite(void)
 {
 	Suite *s = suite_create("agent_replies");
 
-	TA_CASE(s, "reply_cache", NULL, NULL, 60,
-		a_repeated_key_gets_the_first_answer,
-		a_key_reused_for_another_request_is_refused,
-		a_repeat_during_the_first_run_waits_for_it,
-		a_repeat_waits_no_longer_than_its_bound,
-		entries_are_bounded_in_number_and_bytes, entries_expire,
-		strict_v1_has_no_reply_cache, reply_cache_limits_parse);
+	TCASE_TABLE(s, "reply_cache", NULL, NULL, 60,
+		    a_repeated_key_gets_the_first_answer,
+		    a_key_reused_for_another_request_is_refused,
+		    a_repeat_during_the_first_run_waits_for_it,
+		    a_repeat_waits_no_longer_than_its_bound,
+		    entries_are_bounded_in_number_and_bytes, entries_expire,
+		    strict_v1_has_no_reply_cache, reply_cache_limits_parse);
 	return s;
 }

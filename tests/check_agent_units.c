@@ -20,6 +20,7 @@
 #include "common/numarg.h"
 #include "common/proto.h"
 #include "tests/agent_helpers.h"
+#include "tests/tcase_table.h"
 #include "tests/check_suites.h"
 
 static const char *const env_names[] = {
@@ -330,10 +331,11 @@ Suite *make_agent_units_suite(void)
 {
 	Suite *s = suite_create("agent_units");
 
-	TA_CASE(s, "options", clear_env, clear_env, 0, options_defaults,
-		options_each_kind, options_refused_as_worded,
-		options_environment, options_run_help_and_the_rest,
-		exec_user_as_root_and_not);
-	TA_CASE(s, "tables", NULL, NULL, 0, routes_one_table, number_arguments);
+	TCASE_TABLE(s, "options", clear_env, clear_env, 0, options_defaults,
+		    options_each_kind, options_refused_as_worded,
+		    options_environment, options_run_help_and_the_rest,
+		    exec_user_as_root_and_not);
+	TCASE_TABLE(s, "tables", NULL, NULL, 0, routes_one_table,
+		    number_arguments);
 	return s;
 }

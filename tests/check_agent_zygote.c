@@ -35,6 +35,7 @@
 #include "tests/check_suites.h"
 #include "tests/agent_helpers.h"
 #include "tests/helpers.h"
+#include "tests/tcase_table.h"
 
 /* ---- the zygote ---------------------------------------------------------- */
 
@@ -524,9 +525,9 @@ Suite *make_agent_zygote_suite(void)
 {
 	Suite *s = suite_create("agent_zygote");
 
-	TA_CASE(s, "zygote", NULL, NULL, 120, zygote_runs_commands,
-		zygote_spawn_failures, zygote_killed_while_idle,
-		zygote_killed_while_running, zygote_many_at_once,
-		zygote_dies_with_the_agent, zygote_fallback);
+	TCASE_TABLE(s, "zygote", NULL, NULL, 120, zygote_runs_commands,
+		    zygote_spawn_failures, zygote_killed_while_idle,
+		    zygote_killed_while_running, zygote_many_at_once,
+		    zygote_dies_with_the_agent, zygote_fallback);
 	return s;
 }

@@ -665,22 +665,17 @@ END_TEST
 
 Suite *make_azure_suite(void)
 {
-	const TTest *t_proto[] = {sandbox_decode_reads_every_field,
-				  sandbox_decode_refuses_malformed_records,
-				  egress_policy_is_described_not_judged,
-				  list_decode_keeps_odd_records_by_id,
-				  exec_decode_keeps_every_byte,
-				  token_decode_reads_every_source,
-				  error_bodies_of_both_services,
-				  requests_encode_and_decode,
-				  NULL};
-	const TTest *t_settings[] = {
-		route_policy, settings_options_win_then_file_then_environment,
-		settings_errors_name_the_problem, open_checks_each_setting,
-		NULL};
 	Suite *s = suite_create("azure");
 
-	tcase_table(s, "proto", 0, t_proto);
-	tcase_table(s, "settings", 0, t_settings);
+	TCASE_TABLE(s, "proto", NULL, NULL, 0, sandbox_decode_reads_every_field,
+		    sandbox_decode_refuses_malformed_records,
+		    egress_policy_is_described_not_judged,
+		    list_decode_keeps_odd_records_by_id,
+		    exec_decode_keeps_every_byte,
+		    token_decode_reads_every_source,
+		    error_bodies_of_both_services, requests_encode_and_decode);
+	TCASE_TABLE(s, "settings", NULL, NULL, 0, route_policy,
+		    settings_options_win_then_file_then_environment,
+		    settings_errors_name_the_problem, open_checks_each_setting);
 	return s;
 }

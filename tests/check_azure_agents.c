@@ -502,15 +502,12 @@ END_TEST
 
 Suite *make_azure_agents_suite(void)
 {
-	const TTest *tests[] = {
-		a_real_agent_behind_the_proxy,
-		the_data_plane_and_entra_honour_https_proxy,
-		readiness_deadline_bounds_the_credential_fetch,
-		routes_outside_the_policy_are_refused_before_the_credential,
-		activation_is_judged_on_a_fresh_record,
-		NULL};
 	Suite *s = suite_create("azure_agents");
 
-	tcase_table(s, "agents", 60, tests);
+	TCASE_TABLE(s, "agents", NULL, NULL, 60, a_real_agent_behind_the_proxy,
+		    the_data_plane_and_entra_honour_https_proxy,
+		    readiness_deadline_bounds_the_credential_fetch,
+		    routes_outside_the_policy_are_refused_before_the_credential,
+		    activation_is_judged_on_a_fresh_record);
 	return s;
 }

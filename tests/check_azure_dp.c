@@ -649,8 +649,10 @@ END_TEST
 
 Suite *make_azure_data_plane_suite(void)
 {
-	const TTest *tests[] = {
-		list_follows_next_links,
+	Suite *s = suite_create("azure_data_plane");
+
+	TCASE_TABLE(
+		s, "data_plane", NULL, NULL, 60, list_follows_next_links,
 		list_refuses_a_next_link_elsewhere,
 		record_reads_state_labels_and_route,
 		records_are_read_every_time_listings_reuse_them,
@@ -659,10 +661,6 @@ Suite *make_azure_data_plane_suite(void)
 		judge_accepts_documented_policies_and_refuses_malformed_ones,
 		native_sessions_read_and_run_through_the_data_plane,
 		bad_answers_are_clear_errors,
-		a_401_from_the_data_plane_refreshes_the_token_once,
-		NULL};
-	Suite *s = suite_create("azure_data_plane");
-
-	tcase_table(s, "data_plane", 60, tests);
+		a_401_from_the_data_plane_refreshes_the_token_once);
 	return s;
 }

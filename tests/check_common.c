@@ -26,6 +26,7 @@
 #include "common/proto.h"
 #include "common/token.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 /* ---- buf ---------------------------------------------------------------- */
@@ -97,26 +98,14 @@ START_TEST(buf_escaped_keeps_unreserved)
 }
 END_TEST
 
-/* A suite of one test case, named tcase, running tests (NULL-terminated);
- * every suite of this file is one. */
-static Suite *one_case_suite(const char *name, const char *tcase,
-			     const TTest *const *tests)
-{
-	const struct th_case cases[] = {
-		{tcase, tests, NULL},
-		{NULL, NULL, NULL},
-	};
-
-	return th_suite(name, cases);
-}
-
 Suite *make_buf_suite(void)
 {
-	const TTest *t_bounds[] = {buf_append_respects_max,
-				   buf_printf_and_consume, buf_reserve_commit,
-				   buf_escaped_keeps_unreserved, NULL};
+	Suite *s = suite_create("buf");
 
-	return one_case_suite("buf", "bounds", t_bounds);
+	TCASE_TABLE(s, "bounds", NULL, NULL, 0, buf_append_respects_max,
+		    buf_printf_and_consume, buf_reserve_commit,
+		    buf_escaped_keeps_unreserved);
+	return s;
 }
 
 /* ---- hmap --------------------------------------------------------------- */
@@ -229,11 +218,11 @@ END_TEST
 
 Suite *make_hmap_suite(void)
 {
-	const TTest *t_table[] = {hmap_grows_finds_removes,
-				  hmap_equal_hashes_and_walk,
-				  hmap_hashes_are_fnv1a, NULL};
+	Suite *s = suite_create("hmap");
 
-	return one_case_suite("hmap", "table", t_table);
+	TCASE_TABLE(s, "table", NULL, NULL, 0, hmap_grows_finds_removes,
+		    hmap_equal_hashes_and_walk, hmap_hashes_are_fnv1a);
+	return s;
 }
 
 /* ---- b64 ---------------------------------------------------------------- */
@@ -294,10 +283,11 @@ END_TEST
 
 Suite *make_b64_suite(void)
 {
-	const TTest *t_codec[] = {b64_rfc4648_vectors, b64_strict_decoding,
-				  hex_digit_values, NULL};
+	Suite *s = suite_create("b64");
 
-	return one_case_suite("b64", "codec", t_codec);
+	TCASE_TABLE(s, "codec", NULL, NULL, 0, b64_rfc4648_vectors,
+		    b64_strict_decoding, hex_digit_values);
+	return s;
 }
 
 /* ---- path --------------------------------------------------------------- */
@@ -377,11 +367,11 @@ END_TEST
 
 Suite *make_path_suite(void)
 {
-	const TTest *t_lexical[] = {path_normalize_rules,
-				    path_split_and_components,
-				    path_parent_join_and_keys, NULL};
+	Suite *s = suite_create("path");
 
-	return one_case_suite("path", "lexical", t_lexical);
+	TCASE_TABLE(s, "lexical", NULL, NULL, 0, path_normalize_rules,
+		    path_split_and_components, path_parent_join_and_keys);
+	return s;
 }
 
 /* ---- token -------------------------------------------------------------- */
@@ -525,15 +515,14 @@ END_TEST
 
 Suite *make_token_suite(void)
 {
-	const TTest *t_credential[] = {token_generate_is_valid_and_fresh,
-				       token_validation_is_exact,
-				       token_file_is_private,
-				       clock_source_seam,
-				       ids_are_random_uuids,
-				       file_write_atomic_whole_with_mode,
-				       NULL};
+	Suite *s = suite_create("token");
 
-	return one_case_suite("token", "credential", t_credential);
+	TCASE_TABLE(s, "credential", NULL, NULL, 0,
+		    token_generate_is_valid_and_fresh,
+		    token_validation_is_exact, token_file_is_private,
+		    clock_source_seam, ids_are_random_uuids,
+		    file_write_atomic_whole_with_mode);
+	return s;
 }
 
 /* ---- proto (shared parts) ----------------------------------------------- */
@@ -604,9 +593,9 @@ END_TEST
 
 Suite *make_proto_suite(void)
 {
-	const TTest *t_shared[] = {proto_health_round_trip,
-				   proto_health_seed_shapes,
-				   proto_typed_error_bodies, NULL};
+	Suite *s = suite_create("proto");
 
-	return one_case_suite("proto", "shared", t_shared);
+	TCASE_TABLE(s, "shared", NULL, NULL, 0, proto_health_round_trip,
+		    proto_health_seed_shapes, proto_typed_error_bodies);
+	return s;
 }

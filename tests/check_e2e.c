@@ -254,11 +254,10 @@ END_TEST
 
 Suite *make_e2e_suite(void)
 {
-	const TTest *tests[] = {restart_is_picked_up_with_one_new_activation,
-				a_command_of_unknown_outcome_is_not_run_twice,
-				NULL};
 	Suite *s = suite_create("e2e");
 
-	tcase_table(s, "real agents", 120, tests);
+	TCASE_TABLE(s, "real agents", NULL, NULL, 120,
+		    restart_is_picked_up_with_one_new_activation,
+		    a_command_of_unknown_outcome_is_not_run_twice);
 	return s;
 }

@@ -16,6 +16,7 @@
 
 #include "fs/cache.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 #define SBX "sbx"
@@ -801,32 +802,18 @@ END_TEST
 
 Suite *make_fs_cache_suite(void)
 {
-	const TTest *t_dirs[] = {dir_put_each_lookup,
-				 dir_add_remove_in_step,
-				 dir_expires,
-				 dir_ttl_zero_disables,
-				 dir_forget_and_forget_tree,
-				 dir_many_names,
-				 dir_bounded,
-				 NULL};
-	const TTest *t_attrs[] = {attr_put_get_forget,
-				  attr_touch_keeps_access,
-				  attr_forget_ino_finds_every_name,
-				  answers_older_than_a_change_are_dropped,
-				  attr_expires,
-				  sandbox_ttl_overrides,
-				  changed_since_mark,
-				  attr_bounded_oldest_first,
-				  content_put_get_forget_bounded,
-				  content_never_expires,
-				  NULL};
-	static const struct th_fixture fx_long = {long_setup, cache_teardown,
-						  NULL, NULL, 120};
-	const struct th_case cases[] = {
-		{"dirs", t_dirs, &fx_long},
-		{"attrs", t_attrs, &fx_long},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_cache");
 
-	return th_suite("fs_cache", cases);
+	TCASE_TABLE(s, "dirs", long_setup, cache_teardown, 120,
+		    dir_put_each_lookup, dir_add_remove_in_step, dir_expires,
+		    dir_ttl_zero_disables, dir_forget_and_forget_tree,
+		    dir_many_names, dir_bounded);
+	TCASE_TABLE(s, "attrs", long_setup, cache_teardown, 120,
+		    attr_put_get_forget, attr_touch_keeps_access,
+		    attr_forget_ino_finds_every_name,
+		    answers_older_than_a_change_are_dropped, attr_expires,
+		    sandbox_ttl_overrides, changed_since_mark,
+		    attr_bounded_oldest_first, content_put_get_forget_bounded,
+		    content_never_expires);
+	return s;
 }

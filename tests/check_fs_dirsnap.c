@@ -14,6 +14,7 @@
 
 #include "fs/dirsnap.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 static struct dirsnaps *t;
@@ -169,18 +170,13 @@ END_TEST
 
 Suite *make_fs_dirsnap_suite(void)
 {
-	const TTest *tests[] = {offsets_name_the_snapshot_and_the_next_entry,
-				a_reader_comes_back_to_its_own_snapshot,
-				a_snapshot_read_to_the_end_goes,
-				bounds_drop_the_least_recent_never_a_held_one,
-				a_dropped_listing_frees_its_entries,
-				NULL};
-	static const struct th_fixture fx = {NULL, snaps_teardown, NULL, NULL,
-					     30};
-	const struct th_case cases[] = {
-		{"snapshots", tests, &fx},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_dirsnap");
 
-	return th_suite("fs_dirsnap", cases);
+	TCASE_TABLE(s, "snapshots", NULL, snaps_teardown, 30,
+		    offsets_name_the_snapshot_and_the_next_entry,
+		    a_reader_comes_back_to_its_own_snapshot,
+		    a_snapshot_read_to_the_end_goes,
+		    bounds_drop_the_least_recent_never_a_held_one,
+		    a_dropped_listing_frees_its_entries);
+	return s;
 }

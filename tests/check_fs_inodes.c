@@ -15,6 +15,7 @@
 
 #include "fs/inodes.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 static uint64_t look(struct inodes *t, uint64_t parent, const char *name)
@@ -292,17 +293,11 @@ END_TEST
 
 Suite *make_fs_inodes_suite(void)
 {
-	const TTest *t_table[] = {paths_and_lookups,
-				  renames_move_subtrees,
-				  removed_names_detach,
-				  unlinked_while_open,
-				  grows_and_empties,
-				  open_files_keep_identity,
-				  NULL};
-	const struct th_case cases[] = {
-		{"table", t_table, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_inodes");
 
-	return th_suite("fs_inodes", cases);
+	TCASE_TABLE(s, "table", NULL, NULL, 0, paths_and_lookups,
+		    renames_move_subtrees, removed_names_detach,
+		    unlinked_while_open, grows_and_empties,
+		    open_files_keep_identity);
+	return s;
 }

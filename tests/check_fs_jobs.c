@@ -21,6 +21,7 @@
 #include "common/xalloc.h"
 #include "fs/fs_jobs_i.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 /* ---- job ends, status and exit files ------------------------------------- */
@@ -826,34 +827,20 @@ END_TEST
 
 Suite *make_fs_jobs_suite(void)
 {
-	const TTest *t_status[] = {status_each_outcome, status_failed_one_line,
-				   poll_frames_in_order, poll_ends, NULL};
-	const TTest *t_take[] = {take_frames_with_offsets,
-				 take_frame_that_cannot_be_kept,
-				 status_stale_and_truncated, NULL};
-	const TTest *t_store[] = {store_memory_only,
-				  store_spills_past_threshold,
-				  store_memory_bounded,
-				  store_total_bound,
-				  store_spill_failure,
-				  store_gaps,
-				  NULL};
-	const TTest *t_table[] = {table_ids_and_latest,
-				  table_name_rules,
-				  table_evicts_oldest_finished,
-				  table_bound_256,
-				  table_evicted_job_stays_readable,
-				  table_adopts,
-				  NULL};
-	static const struct th_fixture fx_spool = {spool_setup, spool_teardown,
-						   NULL, NULL, 0};
-	const struct th_case cases[] = {
-		{"status", t_status, NULL},
-		{"take", t_take, &fx_spool},
-		{"store", t_store, &fx_spool},
-		{"table", t_table, &fx_spool},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_jobs");
 
-	return th_suite("fs_jobs", cases);
+	TCASE_TABLE(s, "status", NULL, NULL, 0, status_each_outcome,
+		    status_failed_one_line, poll_frames_in_order, poll_ends);
+	TCASE_TABLE(s, "take", spool_setup, spool_teardown, 0,
+		    take_frames_with_offsets, take_frame_that_cannot_be_kept,
+		    status_stale_and_truncated);
+	TCASE_TABLE(s, "store", spool_setup, spool_teardown, 0,
+		    store_memory_only, store_spills_past_threshold,
+		    store_memory_bounded, store_total_bound,
+		    store_spill_failure, store_gaps);
+	TCASE_TABLE(s, "table", spool_setup, spool_teardown, 0,
+		    table_ids_and_latest, table_name_rules,
+		    table_evicts_oldest_finished, table_bound_256,
+		    table_evicted_job_stays_readable, table_adopts);
+	return s;
 }

@@ -17,6 +17,7 @@
 #include "common/proto_exec.h"
 #include "fs/fs_jobs_i.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 #define TIMEOUT_MS 86400000ULL
@@ -245,18 +246,10 @@ END_TEST
 
 Suite *make_fs_jobs_cmd_suite(void)
 {
-	const TTest *t_cmd[] = {cmd_shell_line,
-				cmd_json_request,
-				cmd_json_timeout_default,
-				cmd_refused,
-				cmd_too_long,
-				cmd_file_json,
-				cmd_native_shell_line,
-				NULL};
-	const struct th_case cases[] = {
-		{"cmd", t_cmd, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_jobs_cmd");
 
-	return th_suite("fs_jobs_cmd", cases);
+	TCASE_TABLE(s, "cmd", NULL, NULL, 0, cmd_shell_line, cmd_json_request,
+		    cmd_json_timeout_default, cmd_refused, cmd_too_long,
+		    cmd_file_json, cmd_native_shell_line);
+	return s;
 }

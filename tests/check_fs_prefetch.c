@@ -23,6 +23,7 @@
 #include "fs/fs_i.h"
 #include "fs/prefetch.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/fs_helpers.h"
 #include "tests/helpers.h"
 
@@ -236,21 +237,16 @@ END_TEST
 
 Suite *make_fs_prefetch_suite(void)
 {
-	const TTest *t_agent[] = {
-		one_open_fetches_nothing,
-		second_file_fetches_the_directory,
-		listed_directory_fetches_its_subdirectories,
-		listed_directory_forgotten_still_fetches_ahead,
-		forgotten_attributes_are_not_served,
-		dropped_sandbox_holds_nothing,
-		no_window_no_fetch,
-		NULL};
-	static const struct th_fixture fx_agent = {setup, teardown, agent_start,
-						   agent_stop, 60};
-	const struct th_case cases[] = {
-		{"agent", t_agent, &fx_agent},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_prefetch");
+	TCase *tc;
 
-	return th_suite("fs_prefetch", cases);
+	tc = TCASE_TABLE(s, "agent", setup, teardown, 60,
+			 one_open_fetches_nothing,
+			 second_file_fetches_the_directory,
+			 listed_directory_fetches_its_subdirectories,
+			 listed_directory_forgotten_still_fetches_ahead,
+			 forgotten_attributes_are_not_served,
+			 dropped_sandbox_holds_nothing, no_window_no_fetch);
+	tcase_add_unchecked_fixture(tc, agent_start, agent_stop);
+	return s;
 }

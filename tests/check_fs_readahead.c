@@ -20,6 +20,7 @@
 
 #include "fs/readahead.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 /* A file of the test: its bytes and version, guarded by lock. */
@@ -447,21 +448,13 @@ END_TEST
 
 Suite *make_fs_readahead_suite(void)
 {
-	const TTest *t_exact[] = {sequential_reads_are_whole,
-				  odd_read_sizes_straddle_chunks,
-				  parallel_reads_out_of_order,
-				  a_change_is_never_mixed_in,
-				  failed_fetches_are_read_directly,
-				  invalidate_forgets_chunks_in_flight,
-				  budget_is_shared_and_given_back,
-				  close_frees_the_context,
-				  NULL};
-	static const struct th_fixture fx_stream = {setup, teardown, NULL, NULL,
-						    120};
-	const struct th_case cases[] = {
-		{"exact", t_exact, &fx_stream},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_readahead");
 
-	return th_suite("fs_readahead", cases);
+	TCASE_TABLE(s, "exact", setup, teardown, 120,
+		    sequential_reads_are_whole, odd_read_sizes_straddle_chunks,
+		    parallel_reads_out_of_order, a_change_is_never_mixed_in,
+		    failed_fetches_are_read_directly,
+		    invalidate_forgets_chunks_in_flight,
+		    budget_is_shared_and_given_back, close_frees_the_context);
+	return s;
 }

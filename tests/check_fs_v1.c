@@ -27,6 +27,7 @@
 #include "common/xalloc.h"
 #include "fs/fs_files_v1_i.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 /* Run argv (no shell) with LC_ALL=C in dir (may be NULL); stdout and
@@ -745,16 +746,13 @@ END_TEST
 
 Suite *make_fs_v1_suite(void)
 {
-	const TTest *t_parse[] = {parse_every_type, parse_short_form,
-				  parse_malformed, parse_real_find, NULL};
-	const TTest *t_errno[] = {errno_table, errno_real_tools, NULL};
-	const TTest *t_quote[] = {quote_words, NULL};
-	const TTest *t_buffer[] = {buffer_read_write, buffer_limit, NULL};
-	const struct th_case cases[] = {
-		{"parse", t_parse, NULL}, {"errno", t_errno, NULL},
-		{"quote", t_quote, NULL}, {"buffer", t_buffer, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_v1");
 
-	return th_suite("fs_v1", cases);
+	TCASE_TABLE(s, "parse", NULL, NULL, 0, parse_every_type,
+		    parse_short_form, parse_malformed, parse_real_find);
+	TCASE_TABLE(s, "errno", NULL, NULL, 0, errno_table, errno_real_tools);
+	TCASE_TABLE(s, "quote", NULL, NULL, 0, quote_words);
+	TCASE_TABLE(s, "buffer", NULL, NULL, 0, buffer_read_write,
+		    buffer_limit);
+	return s;
 }

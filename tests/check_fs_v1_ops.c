@@ -29,6 +29,7 @@
 #include "client/local_state.h"
 #include "client/provider_local.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/fs_helpers.h"
 #include "tests/helpers.h"
 #include "tests/stub_provider.h"
@@ -888,30 +889,20 @@ END_TEST
 
 Suite *make_fs_v1_ops_suite(void)
 {
-	const TTest *t_agent[] = {agent_write_and_list,
-				  agent_open_modes,
-				  agent_tree_changes,
-				  agent_times_and_statfs,
-				  agent_read_only_mount,
-				  agent_concurrent_writes,
-				  NULL};
-	const TTest *t_agent_small_cap[] = {agent_listing_past_output_cap,
-					    NULL};
-	const TTest *t_native[] = {native_reads, native_is_read_only, NULL};
-	const TTest *t_native_no_exec[] = {native_without_exec, NULL};
-	static const struct th_fixture fx_agent = {
-		agent_setup, agent_teardown, agent_start, agent_stop, 120};
-	static const struct th_fixture fx_small = {small_setup, agent_teardown,
-						   small_start, small_stop, 60};
-	static const struct th_fixture fx_native = {
-		native_setup, native_teardown, native_start, native_stop, 60};
-	const struct th_case cases[] = {
-		{"agent", t_agent, &fx_agent},
-		{"agent_small_cap", t_agent_small_cap, &fx_small},
-		{"native", t_native, &fx_native},
-		{"native_no_exec", t_native_no_exec, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_v1_ops");
+	TCase *tc;
 
-	return th_suite("fs_v1_ops", cases);
+	tc = TCASE_TABLE(s, "agent", agent_setup, agent_teardown, 120,
+			 agent_write_and_list, agent_open_modes,
+			 agent_tree_changes, agent_times_and_statfs,
+			 agent_read_only_mount, agent_concurrent_writes);
+	tcase_add_unchecked_fixture(tc, agent_start, agent_stop);
+	tc = TCASE_TABLE(s, "agent_small_cap", small_setup, agent_teardown, 60,
+			 agent_listing_past_output_cap);
+	tcase_add_unchecked_fixture(tc, small_start, small_stop);
+	tc = TCASE_TABLE(s, "native", native_setup, native_teardown, 60,
+			 native_reads, native_is_read_only);
+	tcase_add_unchecked_fixture(tc, native_start, native_stop);
+	TCASE_TABLE(s, "native_no_exec", NULL, NULL, 0, native_without_exec);
+	return s;
 }

@@ -17,6 +17,7 @@
 
 #include "fs/wnodes.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 
 static int owner_a, owner_b; /* two sandboxes: only their addresses count */
@@ -268,18 +269,11 @@ END_TEST
 
 Suite *make_fs_wnodes_suite(void)
 {
-	const TTest *t_table[] = {one_node_per_path_and_owner,
-				  rename_and_removal,
-				  pick_and_losses,
-				  window_sends_what_waited,
-				  all_sends_everything,
-				  no_window_no_flusher,
-				  NULL};
-	static const struct th_fixture fx_slow = {NULL, NULL, NULL, NULL, 60};
-	const struct th_case cases[] = {
-		{"table", t_table, &fx_slow},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("fs_wnodes");
 
-	return th_suite("fs_wnodes", cases);
+	TCASE_TABLE(s, "table", NULL, NULL, 60, one_node_per_path_and_owner,
+		    rename_and_removal, pick_and_losses,
+		    window_sends_what_waited, all_sends_everything,
+		    no_window_no_flusher);
+	return s;
 }

@@ -663,25 +663,16 @@ END_TEST
 
 Suite *make_local_suite(void)
 {
-	const TTest *t_names[] = {id_validation, route_rules, unix_routes,
-				  NULL};
-	const TTest *t_dir[] = {state_dir_order, state_dir_relative_and_env,
-				NULL};
-	const TTest *t_files[] = {state_list_and_read,
-				  state_list_skips_strays,
-				  state_corrupt_records,
-				  state_atomic_replace,
-				  state_lock_exclusion,
-				  state_rmtree_deep,
-				  state_rmtree_retry,
-				  state_owner_only,
-				  NULL};
 	Suite *s = suite_create("local");
-	TCase *tc;
 
-	tcase_table(s, "names", 0, t_names);
-	tcase_table(s, "dir", 0, t_dir);
-	tc = tcase_table(s, "files", 30, t_files);
-	tcase_add_checked_fixture(tc, state_setup, state_teardown);
+	TCASE_TABLE(s, "names", NULL, NULL, 0, id_validation, route_rules,
+		    unix_routes);
+	TCASE_TABLE(s, "dir", NULL, NULL, 0, state_dir_order,
+		    state_dir_relative_and_env);
+	TCASE_TABLE(s, "files", state_setup, state_teardown, 30,
+		    state_list_and_read, state_list_skips_strays,
+		    state_corrupt_records, state_atomic_replace,
+		    state_lock_exclusion, state_rmtree_deep, state_rmtree_retry,
+		    state_owner_only);
 	return s;
 }

@@ -928,23 +928,17 @@ END_TEST
 
 Suite *make_local_ctl_suite(void)
 {
-	const TTest *t_create[] = {ctl_create_and_errors,
-				   ctl_identity,
-				   ctl_corrupt_record,
-				   ctl_native,
-				   ctl_create_from,
-				   ctl_create_progress,
-				   NULL};
-	const TTest *t_agent[] = {ctl_lifecycle, ctl_stale_and_foreign_pids,
-				  ctl_start_failures, NULL};
 	Suite *s = suite_create("local_ctl");
 	TCase *tc;
 
-	tc = tcase_table(s, "create", 60, t_create);
+	tc = TCASE_TABLE(s, "create", ctl_setup, ctl_teardown, 60,
+			 ctl_create_and_errors, ctl_identity,
+			 ctl_corrupt_record, ctl_native, ctl_create_from,
+			 ctl_create_progress);
 	tcase_add_unchecked_fixture(tc, ctl_base_setup, ctl_base_teardown);
-	tcase_add_checked_fixture(tc, ctl_setup, ctl_teardown);
-	tc = tcase_table(s, "agent", 180, t_agent);
+	tc = TCASE_TABLE(s, "agent", ctl_setup, ctl_teardown, 180,
+			 ctl_lifecycle, ctl_stale_and_foreign_pids,
+			 ctl_start_failures);
 	tcase_add_unchecked_fixture(tc, ctl_base_setup, ctl_base_teardown);
-	tcase_add_checked_fixture(tc, ctl_setup, ctl_teardown);
 	return s;
 }

@@ -327,13 +327,11 @@ END_TEST
 
 Suite *make_local_records_suite(void)
 {
-	const TTest *tests[] = {
-		record_roundtrip_exact,	 record_minimal_encoding,
-		record_confinement,	 record_every_state,
-		record_azure_object,	 record_rejects,
-		record_labels_and_lists, NULL};
 	Suite *s = suite_create("local_records");
 
-	tcase_table(s, "records", 0, tests);
+	TCASE_TABLE(s, "records", NULL, NULL, 0, record_roundtrip_exact,
+		    record_minimal_encoding, record_confinement,
+		    record_every_state, record_azure_object, record_rejects,
+		    record_labels_and_lists);
 	return s;
 }

@@ -17,6 +17,7 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/proto_exec_helpers.h"
 
@@ -493,24 +494,15 @@ END_TEST
 
 Suite *make_proto_exec_suite(void)
 {
-	const TTest *t_request[] = {
-		req_newest_spelling,	    req_legacy_spelling,
-		req_unknown_fields_ignored, req_shape_errors,
-		req_validation_reasons,	    req_nul_flags,
-		req_env_last_key_wins,	    req_bounds,
-		req_encode_newest,	    NULL};
-	const TTest *t_frame[] = {frame_encode_all_types,
-				  frame_decode_all_types, frame_decode_refusals,
-				  NULL};
-	const TTest *t_ndjson[] = {ndjson_split_across_feeds,
-				   ndjson_many_lines_one_feed,
-				   ndjson_line_over_limit, NULL};
-	const struct th_case cases[] = {
-		{"request", t_request, NULL},
-		{"frame", t_frame, NULL},
-		{"ndjson", t_ndjson, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("proto_exec");
 
-	return th_suite("proto_exec", cases);
+	TCASE_TABLE(s, "request", NULL, NULL, 0, req_newest_spelling,
+		    req_legacy_spelling, req_unknown_fields_ignored,
+		    req_shape_errors, req_validation_reasons, req_nul_flags,
+		    req_env_last_key_wins, req_bounds, req_encode_newest);
+	TCASE_TABLE(s, "frame", NULL, NULL, 0, frame_encode_all_types,
+		    frame_decode_all_types, frame_decode_refusals);
+	TCASE_TABLE(s, "ndjson", NULL, NULL, 0, ndjson_split_across_feeds,
+		    ndjson_many_lines_one_feed, ndjson_line_over_limit);
+	return s;
 }

@@ -19,6 +19,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/proto_ext_helpers.h"
 
@@ -891,29 +892,15 @@ END_TEST
 
 Suite *make_proto_ext_suite(void)
 {
-	const TTest *t_attr[] = {ftype_names,
-				 etag_format,
-				 attr_exact_and_round_trip,
-				 attr_integers_exact,
-				 attr_members_in_any_order,
-				 attr_bad_input,
-				 NULL};
-	const TTest *t_list[] = {list_round_trip, list_add_rolls_back,
-				 list_bad_input, NULL};
-	const TTest *t_tree[] = {tree_round_trip,
-				 tree_exact_small,
-				 tree_dir_rolls_back,
-				 tree_bad_input,
-				 tree_out_untouched_on_error,
-				 tree_entry_bound,
-				 NULL};
-	static const struct th_fixture fx_slow = {NULL, NULL, NULL, NULL, 120};
-	const struct th_case cases[] = {
-		{"attr", t_attr, NULL},
-		{"list", t_list, NULL},
-		{"tree", t_tree, &fx_slow},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("proto_ext");
 
-	return th_suite("proto_ext", cases);
+	TCASE_TABLE(s, "attr", NULL, NULL, 0, ftype_names, etag_format,
+		    attr_exact_and_round_trip, attr_integers_exact,
+		    attr_members_in_any_order, attr_bad_input);
+	TCASE_TABLE(s, "list", NULL, NULL, 0, list_round_trip,
+		    list_add_rolls_back, list_bad_input);
+	TCASE_TABLE(s, "tree", NULL, NULL, 120, tree_round_trip,
+		    tree_exact_small, tree_dir_rolls_back, tree_bad_input,
+		    tree_out_untouched_on_error, tree_entry_bound);
+	return s;
 }

@@ -17,6 +17,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/proto_ext_helpers.h"
 
@@ -376,15 +377,12 @@ END_TEST
 
 Suite *make_proto_ext_ops_suite(void)
 {
-	const TTest *t_requests[] = {
-		req_every_op_round_trip, req_decode_forms,  req_bad_input,
-		req_encode_refuses,	 target_and_statfs, NULL};
-	const TTest *t_contents[] = {contents_round_trip_and_bad_input, NULL};
-	const struct th_case cases[] = {
-		{"requests", t_requests, NULL},
-		{"contents", t_contents, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("proto_ext_ops");
 
-	return th_suite("proto_ext_ops", cases);
+	TCASE_TABLE(s, "requests", NULL, NULL, 0, req_every_op_round_trip,
+		    req_decode_forms, req_bad_input, req_encode_refuses,
+		    target_and_statfs);
+	TCASE_TABLE(s, "contents", NULL, NULL, 0,
+		    contents_round_trip_and_bad_input);
+	return s;
 }

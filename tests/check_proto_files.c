@@ -16,6 +16,7 @@
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/proto_ext_helpers.h"
 
@@ -234,14 +235,11 @@ END_TEST
 
 Suite *make_proto_files_suite(void)
 {
-	const TTest *t_v1[] = {
-		contents_round_trip, contents_in_pieces, contents_refusals,
-		write_round_trip,    write_refusals,	 write_base64_reasons,
-		write_over_limit,    path_body,		 NULL};
-	const struct th_case cases[] = {
-		{"v1", t_v1, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("proto_files");
 
-	return th_suite("proto_files", cases);
+	TCASE_TABLE(s, "v1", NULL, NULL, 0, contents_round_trip,
+		    contents_in_pieces, contents_refusals, write_round_trip,
+		    write_refusals, write_base64_reasons, write_over_limit,
+		    path_body);
+	return s;
 }

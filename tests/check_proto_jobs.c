@@ -18,6 +18,7 @@
 #include "common/proto.h"
 #include "common/proto_exec.h"
 #include "tests/check_suites.h"
+#include "tests/tcase_table.h"
 #include "tests/helpers.h"
 #include "tests/proto_exec_helpers.h"
 
@@ -515,18 +516,13 @@ END_TEST
 
 Suite *make_proto_jobs_suite(void)
 {
-	const TTest *t_jobs[] = {job_id_bodies, poll_request_bodies,
-				 poll_answer_encode_omits_fields,
-				 poll_answer_decode, NULL};
-	const TTest *t_ext[] = {
-		ext_flow_control_request, ext_frame_offset,
-		ext_poll_members,	  poll_decode_one_frame_at_a_time,
-		job_listing_round_trip,	  NULL};
-	const struct th_case cases[] = {
-		{"jobs", t_jobs, NULL},
-		{"ext", t_ext, NULL},
-		{NULL, NULL, NULL},
-	};
+	Suite *s = suite_create("proto_jobs");
 
-	return th_suite("proto_jobs", cases);
+	TCASE_TABLE(s, "jobs", NULL, NULL, 0, job_id_bodies,
+		    poll_request_bodies, poll_answer_encode_omits_fields,
+		    poll_answer_decode);
+	TCASE_TABLE(s, "ext", NULL, NULL, 0, ext_flow_control_request,
+		    ext_frame_offset, ext_poll_members,
+		    poll_decode_one_frame_at_a_time, job_listing_round_trip);
+	return s;
 }

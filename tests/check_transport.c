@@ -781,23 +781,16 @@ END_TEST
 
 Suite *make_transport_suite(void)
 {
-	const TTest *t_pool[] = {
-		keep_alive_reuses_one_connection,
-		concurrent_requests_share_one_activation_without_replay, NULL};
-	const TTest *t_policy[] = {
-		redirects_are_not_followed,
-		route_policy_refusal_reads_no_credential,
-		credential_validation,
-		unknown_label_fails_closed_before_any_route_or_credential,
-		gone_sandbox_is_enoent,
-		typed_fs_error_keeps_the_route,
-		NULL};
-	const TTest *t_errno[] = {refusal_errno_mapping, outcome_errno_mapping,
-				  NULL};
 	Suite *s = suite_create("transport");
 
-	tcase_table(s, "pool", 60, t_pool);
-	tcase_table(s, "policy", 30, t_policy);
-	tcase_table(s, "errno", 0, t_errno);
+	TCASE_TABLE(s, "pool", NULL, NULL, 60, keep_alive_reuses_one_connection,
+		    concurrent_requests_share_one_activation_without_replay);
+	TCASE_TABLE(s, "policy", NULL, NULL, 30, redirects_are_not_followed,
+		    route_policy_refusal_reads_no_credential,
+		    credential_validation,
+		    unknown_label_fails_closed_before_any_route_or_credential,
+		    gone_sandbox_is_enoent, typed_fs_error_keeps_the_route);
+	TCASE_TABLE(s, "errno", NULL, NULL, 0, refusal_errno_mapping,
+		    outcome_errno_mapping);
 	return s;
 }

@@ -714,21 +714,19 @@ END_TEST
 
 Suite *make_transport_deadline_suite(void)
 {
-	const TTest *tests[] = {
-		trickling_answer_fails_at_the_response_deadline,
-		operation_deadline_bounds_each_exchange,
-		operation_deadline_bounds_the_wait_for_a_refresh,
-		readiness_deadline_bounds_the_activation,
-		readiness_probe_drops_only_its_own_connection,
-		connect_deadline_bounds_a_swallowed_connect,
-		response_deadline_is_never_replayed,
-		stalled_success_body_meets_the_idle_deadline,
-		overall_deadline_bounds_a_trickling_body,
-		success_body_bounds,
-		readiness_wait_gives_up_at_its_deadline,
-		NULL};
 	Suite *s = suite_create("transport_deadline");
 
-	tcase_table(s, "deadlines", 60, tests);
+	TCASE_TABLE(s, "deadlines", NULL, NULL, 60,
+		    trickling_answer_fails_at_the_response_deadline,
+		    operation_deadline_bounds_each_exchange,
+		    operation_deadline_bounds_the_wait_for_a_refresh,
+		    readiness_deadline_bounds_the_activation,
+		    readiness_probe_drops_only_its_own_connection,
+		    connect_deadline_bounds_a_swallowed_connect,
+		    response_deadline_is_never_replayed,
+		    stalled_success_body_meets_the_idle_deadline,
+		    overall_deadline_bounds_a_trickling_body,
+		    success_body_bounds,
+		    readiness_wait_gives_up_at_its_deadline);
 	return s;
 }

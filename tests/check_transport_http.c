@@ -243,12 +243,11 @@ END_TEST
 
 Suite *make_transport_http_suite(void)
 {
-	const TTest *t_http[] = {transport_http_is_bounded_and_follows_nothing,
-				 NULL};
-	const TTest *t_stub[] = {stub_agent_counts_and_stops_promptly, NULL};
 	Suite *s = suite_create("transport_http");
 
-	tcase_table(s, "http", 30, t_http);
-	tcase_table(s, "stub", 30, t_stub);
+	TCASE_TABLE(s, "http", NULL, NULL, 30,
+		    transport_http_is_bounded_and_follows_nothing);
+	TCASE_TABLE(s, "stub", NULL, NULL, 30,
+		    stub_agent_counts_and_stops_promptly);
 	return s;
 }

@@ -629,17 +629,15 @@ END_TEST
 
 Suite *make_transport_repeat_suite(void)
 {
-	const TTest *tests[] = {
-		without_a_reply_cache_nothing_unsafe_is_sent_twice,
-		keyed_requests_survive_a_silent_resend,
-		the_transport_asks_again_under_the_same_key,
-		tls_handshake_failure_refreshes_and_replays,
-		transport_http_never_sends_a_post_twice,
-		provider_requests_use_the_environment_proxy_agents_never,
-		a_read_cut_off_is_asked_again,
-		NULL};
 	Suite *s = suite_create("transport_repeat");
 
-	tcase_table(s, "repeats", 60, tests);
+	TCASE_TABLE(s, "repeats", NULL, NULL, 60,
+		    without_a_reply_cache_nothing_unsafe_is_sent_twice,
+		    keyed_requests_survive_a_silent_resend,
+		    the_transport_asks_again_under_the_same_key,
+		    tls_handshake_failure_refreshes_and_replays,
+		    transport_http_never_sends_a_post_twice,
+		    provider_requests_use_the_environment_proxy_agents_never,
+		    a_read_cut_off_is_asked_again);
 	return s;
 }

@@ -766,15 +766,14 @@ END_TEST
 
 Suite *make_transport_seed_suite(void)
 {
-	const TTest *tests[] = {
+	Suite *s = suite_create("transport_seed");
+	TCase *tc = TCASE_TABLE(
+		s, "seed", NULL, NULL, 60,
 		reconnect_activates_a_fresh_boot_and_does_not_retry_authorization_refusal,
 		commands_cross_the_agent_port_without_native_exec,
 		a_cached_connection_activates_new_boots_and_only_replays_a_changed_credential,
 		a_native_session_does_not_advertise_jobs_through_an_upgraded_binding,
-		ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes,
-		NULL};
-	Suite *s = suite_create("transport_seed");
-	TCase *tc = tcase_table(s, "seed", 60, tests);
+		ambiguous_delivery_is_not_replayed_and_the_next_call_refreshes);
 
 	/* The seed's two-parameter scenarios: one run a row. */
 	tcase_add_loop_test(tc, failed_resume_stops_only_the_session_it_woke, 0,

@@ -395,11 +395,11 @@ END_TEST
 
 Suite *make_transport_seed_bodies_suite(void)
 {
-	const TTest *tests[] = {
-		unfinished_not_found_body_is_bounded_and_never_replayed,
-		stalled_unauthorized_body_does_not_block_same_session, NULL};
 	Suite *s = suite_create("transport_seed_bodies");
-	TCase *tc = tcase_table(s, "seed", 60, tests);
+	TCase *tc = TCASE_TABLE(
+		s, "seed", NULL, NULL, 60,
+		unfinished_not_found_body_is_bounded_and_never_replayed,
+		stalled_unauthorized_body_does_not_block_same_session);
 
 	/* The seed's status-by-operation scenarios: one run a row. */
 	tcase_add_loop_test(

@@ -437,25 +437,3 @@ ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 	close(fd);
 	return total;
 }
-
-Suite *th_suite(const char *name, const struct th_case *cases)
-{
-	Suite *s = suite_create(name);
-	const TTest *const *t;
-
-	for (; cases->name != NULL; cases++) {
-		const struct th_fixture *fx = cases->fx;
-		TCase *tc = tcase_create(cases->name);
-
-		if (fx != NULL && (fx->start != NULL || fx->stop != NULL))
-			tcase_add_unchecked_fixture(tc, fx->start, fx->stop);
-		if (fx != NULL && (fx->setup != NULL || fx->teardown != NULL))
-			tcase_add_checked_fixture(tc, fx->setup, fx->teardown);
-		if (fx != NULL && fx->timeout > 0)
-			tcase_set_timeout(tc, fx->timeout);
-		for (t = cases->tests; *t != NULL; t++)
-			tcase_add_test(tc, *t);
-		suite_add_tcase(s, tc);
-	}
-	return s;
-}

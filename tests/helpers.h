@@ -105,25 +105,4 @@ unsigned th_locked_uint(pthread_mutex_t *mu, const unsigned *value);
 void th_locked_set(pthread_mutex_t *mu, void *field, const void *value,
 		   size_t size);
 
-/* What runs around the tests of a case: a checked fixture (setup and
- * teardown, around each test in its own process), an unchecked one
- * (start and stop, once around the case), either may be NULL, and a
- * timeout in seconds (0: Check's). */
-struct th_fixture {
-	SFun setup, teardown;
-	SFun start, stop;
-	double timeout;
-};
-
-/* One test case of a suite: its name, its tests (NULL-terminated) and
- * its fixture (NULL: none). */
-struct th_case {
-	const char *name;
-	const TTest *const *tests;
-	const struct th_fixture *fx;
-};
-
-/* The suite name with the cases (up to the first whose name is NULL). */
-Suite *th_suite(const char *name, const struct th_case *cases);
-
 #endif
