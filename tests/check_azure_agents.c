@@ -411,35 +411,13 @@ START_TEST(routes_outside_the_policy_are_refused_before_the_credential)
 }
 END_TEST
 
-struct counting_agent {
-	pthread_mutex_t mu;
-	unsigned activations;
-	unsigned requests;
-};
-
-static enum stub_next counting_handler(struct stub_agent *s,
-				       const struct stub_req *req, int fd,
-				       void *arg)
-{
-	struct counting_agent *c = arg;
-
-	(void)s;
-	pthread_mutex_lock(&c->mu);
-	c->requests++;
-	if (strcmp(req->path, "/v1/activate") == 0)
-		c->activations++;
-	pthread_mutex_unlock(&c->mu);
-	if (strcmp(req->path, "/v1/activate") == 0)
-		return tt_answered(stub_reply(fd, 204, NULL, NULL));
-	return tt_answered(
-		stub_reply(fd, 200, "application/json",
-			   "{\"protocolVersion\":1,\"status\":\"ready\","
-			   "\"imageCommand\":{\"status\":\"running\"}}"));
-}
-
 START_TEST(activation_is_judged_on_a_fresh_record)
 {
-	struct counting_agent c = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct tt_counting c = {
+		.mu = PTHREAD_MUTEX_INITIALIZER,
+		.type = "application/json",
+		.body = "{\"protocolVersion\":1,\"status\":\"ready\","
+			"\"imageCommand\":{\"status\":\"running\"}}"};
 	struct transport_resp resp;
 	struct transport_req req;
 	struct stub_agent *s;
@@ -450,7 +428,7 @@ START_TEST(activation_is_judged_on_a_fresh_record)
 	unsigned before;
 
 	az_env_start(&e);
-	s = stub_agent_start(counting_handler, &c);
+	s = stub_agent_start(tt_counting_handler, &c);
 	azure_fake_add(e.fake, ID);
 	azure_fake_set_agent(e.fake, ID, stub_agent_port(s), true, NULL, 0);
 	memset(cred, 'A', 43);

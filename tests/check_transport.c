@@ -48,32 +48,14 @@ static struct transport *new_transport(struct stub_provider *sp,
 }
 
 /* An agent whose activation succeeds and whose other routes answer
- * "pong"; it counts activations. */
-struct pong_agent {
-	pthread_mutex_t mu;
-	unsigned activations;
-	unsigned pings;
-};
+ * "pong" (tt_counting). */
+#define PONG_AGENT                                                \
+	{                                                         \
+		.mu = PTHREAD_MUTEX_INITIALIZER, .type = TT_TEXT, \
+		.body = "pong"                                    \
+	}
 
-static enum stub_next pong_handler(struct stub_agent *s,
-				   const struct stub_req *req, int fd,
-				   void *arg)
-{
-	struct pong_agent *a = arg;
-
-	(void)s;
-	pthread_mutex_lock(&a->mu);
-	if (tt_is(req, "POST", "/v1/activate"))
-		a->activations++;
-	else
-		a->pings++;
-	pthread_mutex_unlock(&a->mu);
-	if (tt_is(req, "POST", "/v1/activate"))
-		return tt_answered(stub_reply(fd, 204, NULL, NULL));
-	return tt_answered(stub_reply(fd, 200, TT_TEXT, "pong"));
-}
-
-static unsigned pong_activations(struct pong_agent *a)
+static unsigned pong_activations(struct tt_counting *a)
 {
 	return th_locked_uint(&a->mu, &a->activations);
 }
@@ -83,13 +65,13 @@ static unsigned pong_activations(struct pong_agent *a)
 /* Twenty sequential reads on one sandbox share one TCP connection. */
 START_TEST(keep_alive_reuses_one_connection)
 {
-	struct pong_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct tt_counting a = PONG_AGENT;
 	struct tt_env e;
 	struct transport_resp resp;
 	struct sbx_error err;
 	int i, rc;
 
-	tt_env_start(&e, pong_handler, &a, LONG_MS, TT_CONNECTED);
+	tt_env_start(&e, tt_counting_handler, &a, LONG_MS, TT_CONNECTED);
 	for (i = 0; i < 20; i++) {
 		rc = tt_get(e.t, "/v1/ping", &resp, &err);
 		ck_assert_msg(rc == 0, "request %d: %d %s", i, rc, err.reason);
@@ -334,8 +316,8 @@ START_TEST(route_policy_refusal_reads_no_credential)
 		{"ftp://127.0.0.1:", "/"},
 		{NULL, NULL}, /* a valid route under STUB_POLICY_REFUSE_ALL */
 	};
-	struct pong_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_agent *s = stub_agent_start(pong_handler, &a);
+	struct tt_counting a = PONG_AGENT;
+	struct stub_agent *s = stub_agent_start(tt_counting_handler, &a);
 	size_t i;
 
 	for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
@@ -422,9 +404,10 @@ START_TEST(credential_validation)
 	bad[nbad++].len = 44;
 
 	for (i = 0; i <= nbad + 1; i++) {
-		struct pong_agent a = {.mu = PTHREAD_MUTEX_INITIALIZER};
+		struct tt_counting a = PONG_AGENT;
 		struct stub_provider *sp = stub_provider_new();
-		struct stub_agent *s = stub_agent_start(pong_handler, &a);
+		struct stub_agent *s =
+			stub_agent_start(tt_counting_handler, &a);
 		struct transport_resp resp;
 		struct transport *t;
 		struct sbx_error err;

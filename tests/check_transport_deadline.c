@@ -86,15 +86,24 @@ static void assert_cut_once(const struct tt_env *e, bool command, int rc,
 }
 
 /*
- * An agent that trickles one byte a second never lets the idle deadline
- * fire, but the response deadline bounds the whole exchange: a read (into
- * a buffer) and a command (into a sink) both fail at it, and neither is
- * sent again.
+ * A deadline that cuts a command and a read short, each on a fresh
+ * scenario: the agent fn(arg) under response deadline response_ms on a
+ * connected slot, the read of read_path, the cut after lo_ms to hi_ms
+ * (assert_cut_once), then the case's own checks.
  */
-START_TEST(trickling_answer_fails_at_the_response_deadline)
+struct cut_case {
+	stub_handler_fn *fn;
+	void *arg;
+	long response_ms;
+	const char *read_path;
+	long long lo_ms, hi_ms;
+	void (*check)(const struct tt_env *e, bool command,
+		      const struct buf *streamed, const struct sbx_error *err);
+};
+
+/* Run c for a command (its output streamed) and then for a read. */
+static void cut_command_and_read(const struct cut_case *c)
 {
-	/* Five body bytes, one a second. */
-	static struct tt_trickle trickle = {5, 1000};
 	int command;
 
 	for (command = 0; command <= 1; command++) {
@@ -104,18 +113,44 @@ START_TEST(trickling_answer_fails_at_the_response_deadline)
 		long long elapsed;
 		int rc;
 
-		tt_env_start(&e, tt_trickle_handler, &trickle, 1500,
-			     TT_CONNECTED);
-		rc = timed_send(&e, command, "/v1/files?path=slow", &streamed,
-				&elapsed, &err);
-		/* Not waited for to the trickle's end. */
-		assert_cut_once(&e, command, rc, elapsed, 1400, 3500, &err);
-		if (command)
-			ck_assert_uint_lt(streamed.len, 5);
-
+		tt_env_start(&e, c->fn, c->arg, c->response_ms, TT_CONNECTED);
+		rc = timed_send(&e, command, c->read_path, &streamed, &elapsed,
+				&err);
+		assert_cut_once(&e, command, rc, elapsed, c->lo_ms, c->hi_ms,
+				&err);
+		c->check(&e, command, &streamed, &err);
 		buf_cleanup(&streamed);
 		tt_env_stop(&e);
 	}
+}
+
+/*
+ * An agent that trickles one byte a second never lets the idle deadline
+ * fire, but the response deadline bounds the whole exchange: a read (into
+ * a buffer) and a command (into a sink) both fail at it, and neither is
+ * sent again.
+ */
+/* What a trickling command streamed: less than the whole body. */
+static void trickle_cut_check(const struct tt_env *e, bool command,
+			      const struct buf *streamed,
+			      const struct sbx_error *err)
+{
+	(void)e;
+	(void)err;
+	if (command)
+		ck_assert_uint_lt(streamed->len, 5);
+}
+
+START_TEST(trickling_answer_fails_at_the_response_deadline)
+{
+	/* Five body bytes, one a second. */
+	static struct tt_trickle trickle = {5, 1000};
+	/* Not waited for to the trickle's end. */
+	const struct cut_case c = {tt_trickle_handler,	  &trickle, 1500,
+				   "/v1/files?path=slow", 1400,	    3500,
+				   trickle_cut_check};
+
+	cut_command_and_read(&c);
 }
 END_TEST
 
@@ -532,32 +567,27 @@ static enum stub_next stalled_success_handler(struct stub_agent *s,
  * (retryable) for a buffered read, outcome unknown for a streamed
  * command; never replayed.
  */
+/* A stalled body: a read may be asked again, a command may not; what
+ * the command streamed is what came before the stall; the provider is
+ * not asked for a route. */
+static void stalled_cut_check(const struct tt_env *e, bool command,
+			      const struct buf *streamed,
+			      const struct sbx_error *err)
+{
+	ck_assert_int_eq(err->retryable, !command);
+	if (command)
+		ck_assert_str_eq(streamed->data, "{\"t\":\"stdout\"");
+	ck_assert_uint_eq(stub_provider_calls(e->sp, STUB_CALL_ROUTE), 0);
+}
+
 START_TEST(stalled_success_body_meets_the_idle_deadline)
 {
-	int command;
+	const struct cut_case c = {
+		stalled_success_handler, NULL,		SHORT_MS,
+		"/v1/files?path=a",	 SHORT_MS - 20, 3 * SHORT_MS,
+		stalled_cut_check};
 
-	for (command = 0; command <= 1; command++) {
-		struct tt_env e;
-		struct buf streamed = BUF_INIT(4096);
-		struct sbx_error err;
-		long long elapsed;
-		int rc;
-
-		tt_env_start(&e, stalled_success_handler, NULL, SHORT_MS,
-			     TT_CONNECTED);
-		rc = timed_send(&e, command, "/v1/files?path=a", &streamed,
-				&elapsed, &err);
-		assert_cut_once(&e, command, rc, elapsed, SHORT_MS - 20,
-				3 * SHORT_MS, &err);
-		ck_assert_int_eq(err.retryable, !command);
-		if (command)
-			ck_assert_str_eq(streamed.data, "{\"t\":\"stdout\"");
-		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
-				  0);
-
-		buf_cleanup(&streamed);
-		tt_env_stop(&e);
-	}
+	cut_command_and_read(&c);
 }
 END_TEST
 

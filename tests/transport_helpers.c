@@ -88,6 +88,24 @@ enum stub_next tt_health_handler(struct stub_agent *s,
 	return tt_answered(stub_reply(fd, 200, "application/json", answer));
 }
 
+enum stub_next tt_counting_handler(struct stub_agent *s,
+				   const struct stub_req *req, int fd,
+				   void *arg)
+{
+	struct tt_counting *c = arg;
+	bool activate = tt_is(req, "POST", "/v1/activate");
+
+	(void)s;
+	pthread_mutex_lock(&c->mu);
+	c->requests++;
+	if (activate)
+		c->activations++;
+	pthread_mutex_unlock(&c->mu);
+	if (activate)
+		return tt_answered(stub_reply(fd, 204, NULL, NULL));
+	return tt_answered(stub_reply(fd, 200, c->type, c->body));
+}
+
 enum stub_next tt_trickle_handler(struct stub_agent *s,
 				  const struct stub_req *req, int fd, void *arg)
 {

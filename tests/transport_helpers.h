@@ -54,6 +54,18 @@ struct tt_health {
 
 stub_handler_fn tt_health_handler; /* arg: struct tt_health */
 
+/* An agent whose POST /v1/activate answers 204 and whose other routes
+ * answer 200 with body, of content type type; it counts the activations
+ * and every request. */
+struct tt_counting {
+	pthread_mutex_t mu;
+	const char *type, *body;
+	unsigned activations;
+	unsigned requests;
+};
+
+stub_handler_fn tt_counting_handler; /* arg: struct tt_counting */
+
 /* A 200 whose body trickles: bytes bytes, one each gap_ms. */
 struct tt_trickle {
 	int bytes;
