@@ -284,13 +284,39 @@ START_TEST(redirects_are_not_followed)
 }
 END_TEST
 
+/* rc and err are a refusal: want_rc, the failure named, a command that
+ * failed and may not be asked again, with errno -want_rc. */
+static void assert_refused(int rc, const struct sbx_error *err, int want_rc,
+			   const char *failure)
+{
+	ck_assert_int_eq(rc, want_rc);
+	ck_assert_str_eq(sbx_code_name(err->code), "SANDBOX_COMMAND_FAILED");
+	ck_assert_str_eq(err->failure, failure);
+	ck_assert(!err->retryable);
+	ck_assert_int_eq(sbx_error_errno(err), want_rc);
+}
+
 static void assert_transport_invalid(int rc, const struct sbx_error *err)
 {
-	ck_assert_int_eq(rc, -EPROTO);
-	ck_assert_str_eq(sbx_code_name(err->code), "SANDBOX_COMMAND_FAILED");
-	ck_assert_str_eq(err->failure, SBX_FAIL_TRANSPORT_INVALID);
-	ck_assert(!err->retryable);
-	ck_assert_int_eq(sbx_error_errno(err), -EPROTO);
+	assert_refused(rc, err, -EPROTO, SBX_FAIL_TRANSPORT_INVALID);
+}
+
+/* Both the kind and the caps of t's session are refused (assert_refused). */
+static void assert_kind_and_caps_refused(struct transport *t, int want_rc,
+					 const char *failure)
+{
+	struct transport_caps caps;
+	enum transport_kind kind;
+	struct sbx_error err;
+	int rc;
+
+	sbx_error_clear(&err);
+	rc = transport_session_kind(t, TT_SESSION, TRANSPORT_OP_READ, &kind,
+				    NULL, &err);
+	assert_refused(rc, &err, want_rc, failure);
+	sbx_error_clear(&err);
+	rc = transport_session_caps(t, TT_SESSION, &caps, &err);
+	assert_refused(rc, &err, want_rc, failure);
 }
 
 /*
@@ -478,7 +504,6 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 					      "NATIVE-FILE-V1"};
 	struct tt_env e;
 	struct provider_record r;
-	struct transport_caps caps;
 	enum transport_kind kind;
 	struct sbx_error err;
 	size_t i;
@@ -504,13 +529,7 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 	tt_env_start(&e, NULL, NULL, SHORT_MS, 0);
 	stub_provider_set_label(e.sp, STUB_LABEL_UNKNOWN);
 	stub_provider_set_route(e.sp, "http://127.0.0.1:9/");
-	sbx_error_clear(&err);
-	rc = transport_session_kind(e.t, TT_SESSION, TRANSPORT_OP_READ, &kind,
-				    NULL, &err);
-	assert_transport_invalid(rc, &err);
-	sbx_error_clear(&err);
-	rc = transport_session_caps(e.t, TT_SESSION, &caps, &err);
-	assert_transport_invalid(rc, &err);
+	assert_kind_and_caps_refused(e.t, -EPROTO, SBX_FAIL_TRANSPORT_INVALID);
 	sbx_error_clear(&err);
 	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	ck_assert_int_lt(rc, 0);
@@ -526,37 +545,20 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 }
 END_TEST
 
-static void assert_gone(int rc, const struct sbx_error *err)
-{
-	ck_assert_int_eq(rc, -ENOENT);
-	ck_assert_str_eq(sbx_code_name(err->code), "SANDBOX_COMMAND_FAILED");
-	ck_assert_str_eq(err->failure, SBX_FAIL_GONE);
-	ck_assert(!err->retryable);
-	ck_assert_int_eq(sbx_error_errno(err), -ENOENT);
-}
-
 /* A sandbox whose record is gone is sandboxGone (-ENOENT) everywhere,
  * and nothing is resumed, stopped, routed or read. */
 START_TEST(gone_sandbox_is_enoent)
 {
 	struct tt_env e;
-	struct transport_caps caps;
-	enum transport_kind kind;
 	struct sbx_error err;
 	int rc;
 
 	tt_env_start(&e, NULL, NULL, SHORT_MS, 0);
 	stub_provider_set_gone(e.sp, true);
-	sbx_error_clear(&err);
-	rc = transport_session_kind(e.t, TT_SESSION, TRANSPORT_OP_READ, &kind,
-				    NULL, &err);
-	assert_gone(rc, &err);
-	sbx_error_clear(&err);
-	rc = transport_session_caps(e.t, TT_SESSION, &caps, &err);
-	assert_gone(rc, &err);
+	assert_kind_and_caps_refused(e.t, -ENOENT, SBX_FAIL_GONE);
 	sbx_error_clear(&err);
 	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
-	assert_gone(rc, &err);
+	assert_refused(rc, &err, -ENOENT, SBX_FAIL_GONE);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);

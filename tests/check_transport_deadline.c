@@ -319,6 +319,24 @@ START_TEST(operation_deadline_bounds_the_wait_for_a_refresh)
 }
 END_TEST
 
+/* Waiting for t's sandbox to be ready fails, as an unreachable sandbox,
+ * after lo_ms to hi_ms. */
+static void assert_ready_gives_up(struct transport *t, long long lo_ms,
+				  long long hi_ms)
+{
+	struct sbx_error err;
+	long long t0, elapsed;
+	int rc;
+
+	sbx_error_clear(&err);
+	t0 = th_now_ms();
+	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
+	elapsed = th_now_ms() - t0;
+	ck_assert_int_lt(rc, 0);
+	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
+	ck_assert_msg(elapsed >= lo_ms && elapsed < hi_ms, "%lld ms", elapsed);
+}
+
 /*
  * The readiness deadline bounds the activation it starts: an activation
  * that would take three seconds (under a five-second response deadline)
@@ -338,7 +356,6 @@ START_TEST(readiness_deadline_bounds_the_activation)
 	struct stub_agent *s;
 	struct transport *t;
 	struct sbx_error err;
-	long long t0, elapsed;
 	int rc;
 
 	s = stub_agent_start(slow_activation_handler, &a);
@@ -347,13 +364,7 @@ START_TEST(readiness_deadline_bounds_the_activation)
 	cfg.ready_timeout_ms = 600;
 	t = stub_transport_new(sp, &cfg);
 
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
-	elapsed = th_now_ms() - t0;
-	ck_assert_int_lt(rc, 0);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_msg(elapsed >= 550 && elapsed < 2000, "%lld ms", elapsed);
+	assert_ready_gives_up(t, 550, 2000);
 	ck_assert_int_eq(transport_op_deadline(), 0);
 
 	/* A quick activation passes. */
@@ -697,7 +708,6 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 	struct stub_agent *s;
 	struct transport *t;
 	struct sbx_error err;
-	long long t0, elapsed;
 	int rc;
 
 	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
@@ -713,13 +723,7 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
 				      tt_cred(7));
 
-	sbx_error_clear(&err);
-	t0 = th_now_ms();
-	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
-	elapsed = th_now_ms() - t0;
-	ck_assert_int_lt(rc, 0);
-	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_UNREACHABLE");
-	ck_assert_msg(elapsed >= 380 && elapsed < 1500, "%lld ms", elapsed);
+	assert_ready_gives_up(t, 380, 1500);
 	pthread_mutex_lock(&h.mu);
 	ck_assert_uint_ge(h.polls, 3);
 	ck_assert_uint_le(h.polls, 10);
