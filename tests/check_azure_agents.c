@@ -81,7 +81,6 @@ static void relay(int a, int b)
 static void *tunnel_conn_main(void *arg)
 {
 	struct tunnel_conn *c = arg;
-	struct sockaddr_in sa;
 	char head[2048], host[512];
 	size_t len = 0;
 	unsigned port = 0;
@@ -106,12 +105,8 @@ static void *tunnel_conn_main(void *arg)
 		strcat(c->t->targets, " ");
 	}
 	pthread_mutex_unlock(&c->t->mu);
-	up = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (up < 0 || connect(up, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	up = th_connect_loopback(port);
+	if (up < 0)
 		goto out;
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	if (write(c->client, ok, sizeof(ok) - 1) != (ssize_t)sizeof(ok) - 1)
@@ -150,20 +145,10 @@ static void *tunnel_main(void *arg)
 
 static void tunnel_start(struct tunnel *t)
 {
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-
 	memset(t, 0, sizeof(*t));
 	pthread_mutex_init(&t->mu, NULL);
-	t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	t->fd = th_listen_loopback(16, &t->port);
 	ck_assert_int_ge(t->fd, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(t->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(t->fd, 16), 0);
-	ck_assert_int_eq(getsockname(t->fd, (struct sockaddr *)&sa, &sl), 0);
-	t->port = ntohs(sa.sin_port);
 	ck_assert_int_eq(pthread_create(&t->thread, NULL, tunnel_main, t), 0);
 }
 

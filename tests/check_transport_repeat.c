@@ -383,20 +383,10 @@ static void *plain_main(void *arg)
 
 static void plain_start(struct plain_server *p)
 {
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);
-	p->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	p->fd = th_listen_loopback(16, &p->port);
 	ck_assert_int_ge(p->fd, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(p->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(p->fd, 16), 0);
-	ck_assert_int_eq(getsockname(p->fd, (struct sockaddr *)&sa, &len), 0);
-	p->port = ntohs(sa.sin_port);
 	ck_assert_int_eq(pthread_create(&p->thread, NULL, plain_main, p), 0);
 }
 

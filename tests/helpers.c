@@ -399,22 +399,52 @@ void th_resp_cleanup(struct th_resp *r)
 	buf_cleanup(&r->headers);
 }
 
+int th_listen_loopback(int backlog, unsigned *port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+
+	if (fd < 0)
+		return -errno;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(fd, backlog) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+int th_connect_loopback(unsigned port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+
+	if (fd < 0)
+		return -errno;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 	       int timeout_ms)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET};
 	long long deadline = th_now_ms() + timeout_ms;
 	ssize_t total = 0;
-	int fd;
+	int fd = th_connect_loopback(port);
 
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (fd >= 0)
-			close(fd);
+	if (fd < 0)
 		return -1;
-	}
 	if (n > 0 && send(fd, req, n, MSG_NOSIGNAL) < 0) {
 		close(fd);
 		return total;

@@ -89,6 +89,11 @@ int th_http_timeout(const char *method, const char *url,
 char *th_resp_header(const struct th_resp *r, const char *name);
 void th_resp_cleanup(struct th_resp *r);
 
+/* A socket listening on an ephemeral loopback port, backlog deep, its
+ * port in *port; -errno when there is none. */
+int th_listen_loopback(int backlog, unsigned *port);
+/* A socket connected to port on loopback, or -errno. */
+int th_connect_loopback(unsigned port);
 /* Send raw bytes to 127.0.0.1:port and read what comes back until the
  * peer closes or timeout_ms passes. Returns bytes read, -1 on connect
  * failure. */

@@ -603,8 +603,6 @@ static void *accept_main(void *arg)
 struct stub_agent *stub_agent_start(stub_handler_fn *fn, void *arg)
 {
 	struct stub_agent *s = xcalloc(1, sizeof(*s));
-	struct sockaddr_in sin;
-	socklen_t slen = sizeof(sin);
 
 	s->fn = fn;
 	s->arg = arg;
@@ -612,19 +610,8 @@ struct stub_agent *stub_agent_start(stub_handler_fn *fn, void *arg)
 	clock_cond_init(&s->cond);
 	ck_assert_msg(pipe2(s->wake, O_CLOEXEC) == 0, "pipe: %s",
 		      strerror(errno));
-	s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ck_assert_msg(s->listen_fd >= 0, "socket: %s", strerror(errno));
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_msg(
-		bind(s->listen_fd, (struct sockaddr *)&sin, sizeof(sin)) == 0,
-		"bind: %s", strerror(errno));
-	ck_assert_msg(listen(s->listen_fd, 128) == 0, "listen: %s",
-		      strerror(errno));
-	ck_assert(getsockname(s->listen_fd, (struct sockaddr *)&sin, &slen) ==
-		  0);
-	s->port = ntohs(sin.sin_port);
+	s->listen_fd = th_listen_loopback(128, &s->port);
+	ck_assert_msg(s->listen_fd >= 0, "listen: %s", strerror(-s->listen_fd));
 	snprintf(s->url, sizeof(s->url), "http://127.0.0.1:%u/", s->port);
 	ck_assert(pthread_create(&s->acceptor, NULL, accept_main, s) == 0);
 	return s;
@@ -721,27 +708,16 @@ static int connect_done(int fd, int ms)
 
 int stub_blackhole_open(struct stub_blackhole *b)
 {
-	struct sockaddr_in sin;
-	socklen_t slen = sizeof(sin);
 	unsigned port;
 	int probe, rc;
 
 	memset(b, 0, sizeof(*b));
 	b->listen_fd = -1;
 	b->filler_fd = -1;
-	b->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (b->listen_fd < 0)
-		return -errno;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(b->listen_fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
-	    listen(b->listen_fd, 0) != 0 ||
-	    getsockname(b->listen_fd, (struct sockaddr *)&sin, &slen) != 0) {
-		rc = -errno;
-		goto fail;
-	}
-	port = ntohs(sin.sin_port);
+	rc = th_listen_loopback(0, &port);
+	if (rc < 0)
+		return rc;
+	b->listen_fd = rc;
 	/* Backlog 0 holds one established connection: this one fills it. */
 	b->filler_fd = connect_start(port);
 	if (b->filler_fd < 0) {
