@@ -43,9 +43,7 @@
  * fake's names only resolve through pins) and records each target.
  */
 struct tunnel {
-	int fd;
-	unsigned port;
-	pthread_t thread;
+	struct th_listener l;
 	pthread_mutex_t mu;
 	unsigned connects;
 	char targets[1024];
@@ -127,7 +125,7 @@ static void *tunnel_main(void *arg)
 	for (;;) {
 		struct tunnel_conn *c;
 		pthread_t th;
-		int fd = accept(t->fd, NULL, NULL);
+		int fd = accept(t->l.fd, NULL, NULL);
 
 		if (fd < 0)
 			return NULL;
@@ -147,16 +145,7 @@ static void tunnel_start(struct tunnel *t)
 {
 	memset(t, 0, sizeof(*t));
 	pthread_mutex_init(&t->mu, NULL);
-	t->fd = th_listen_loopback(16, &t->port);
-	ck_assert_int_ge(t->fd, 0);
-	ck_assert_int_eq(pthread_create(&t->thread, NULL, tunnel_main, t), 0);
-}
-
-static void tunnel_stop(struct tunnel *t)
-{
-	shutdown(t->fd, SHUT_RDWR);
-	pthread_join(t->thread, NULL);
-	close(t->fd);
+	th_listener_start(&t->l, tunnel_main, t);
 }
 
 static unsigned tunnel_connects(struct tunnel *t, char *targets, size_t size)
@@ -215,7 +204,7 @@ START_TEST(the_data_plane_and_entra_honour_https_proxy)
 
 	az_env_start(&e);
 	tunnel_start(&tun);
-	snprintf(env, sizeof(env), "http://127.0.0.1:%u", tun.port);
+	snprintf(env, sizeof(env), "http://127.0.0.1:%u", tun.l.port);
 	setenv("HTTPS_PROXY", env, 1);
 	agent_behind_fake(&e, &a, "through no proxy\n", NULL, 0);
 	az_read_record(e.prov, ID);
@@ -249,7 +238,7 @@ START_TEST(the_data_plane_and_entra_honour_https_proxy)
 	unsetenv("NO_PROXY");
 	buf_cleanup(&content);
 	th_agent_stop(&a);
-	tunnel_stop(&tun);
+	th_listener_stop(&tun.l);
 	az_env_stop(&e);
 }
 END_TEST

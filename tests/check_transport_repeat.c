@@ -352,9 +352,7 @@ END_TEST
 /* A loopback listener that answers every connection with plain text and
  * closes it: a TLS client's handshake fails on it. */
 struct plain_server {
-	int fd;
-	unsigned port;
-	pthread_t thread;
+	struct th_listener l;
 	pthread_mutex_t mu;
 	unsigned accepts;
 	bool stop;
@@ -367,7 +365,7 @@ static void *plain_main(void *arg)
 				   "Content-Length: 0\r\n\r\n";
 
 	for (;;) {
-		int c = accept(p->fd, NULL, NULL);
+		int c = accept(p->l.fd, NULL, NULL);
 
 		if (c < 0)
 			break;
@@ -385,16 +383,7 @@ static void plain_start(struct plain_server *p)
 {
 	memset(p, 0, sizeof(*p));
 	pthread_mutex_init(&p->mu, NULL);
-	p->fd = th_listen_loopback(16, &p->port);
-	ck_assert_int_ge(p->fd, 0);
-	ck_assert_int_eq(pthread_create(&p->thread, NULL, plain_main, p), 0);
-}
-
-static void plain_stop(struct plain_server *p)
-{
-	shutdown(p->fd, SHUT_RDWR);
-	pthread_join(p->thread, NULL);
-	close(p->fd);
+	th_listener_start(&p->l, plain_main, p);
 }
 
 /*
@@ -412,7 +401,7 @@ START_TEST(tls_handshake_failure_refreshes_and_replays)
 
 	plain_start(&plain);
 	tt_env_start(&e, dropper_handler, &d, 5000, TT_ROUTED);
-	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.port);
+	snprintf(stale, sizeof(stale), "https://127.0.0.1:%u/", plain.l.port);
 	transport_test_set_connection(e.t, TT_SESSION, stale, tt_cred(7));
 
 	send_done(e.t, TRANSPORT_COMMAND, 5);
@@ -425,7 +414,7 @@ START_TEST(tls_handshake_failure_refreshes_and_replays)
 
 	transport_free(e.t);
 	stub_agent_stop(e.s);
-	plain_stop(&plain);
+	th_listener_stop(&plain.l);
 	stub_provider_free(e.sp);
 }
 END_TEST

@@ -436,6 +436,20 @@ int th_connect_loopback(unsigned port)
 	return fd;
 }
 
+void th_listener_start(struct th_listener *l, void *(*fn)(void *), void *arg)
+{
+	l->fd = th_listen_loopback(16, &l->port);
+	ck_assert_int_ge(l->fd, 0);
+	ck_assert_int_eq(pthread_create(&l->thread, NULL, fn, arg), 0);
+}
+
+void th_listener_stop(struct th_listener *l)
+{
+	shutdown(l->fd, SHUT_RDWR);
+	pthread_join(l->thread, NULL);
+	close(l->fd);
+}
+
 ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 	       int timeout_ms)
 {

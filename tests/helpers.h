@@ -94,6 +94,20 @@ void th_resp_cleanup(struct th_resp *r);
 int th_listen_loopback(int backlog, unsigned *port);
 /* A socket connected to port on loopback, or -errno. */
 int th_connect_loopback(unsigned port);
+
+/* A loopback listener and the thread that accepts on it. */
+struct th_listener {
+	int fd;
+	unsigned port;
+	pthread_t thread;
+};
+
+/* Listen on loopback (backlog 16) and start fn(arg), which accepts on
+ * l->fd until that fails; the test fails when either cannot be done. */
+void th_listener_start(struct th_listener *l, void *(*fn)(void *), void *arg);
+/* Shut the listener down, so that its accept fails, and join its thread. */
+void th_listener_stop(struct th_listener *l);
+
 /* Send raw bytes to 127.0.0.1:port and read what comes back until the
  * peer closes or timeout_ms passes. Returns bytes read, -1 on connect
  * failure. */
