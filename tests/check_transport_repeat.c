@@ -125,12 +125,7 @@ static enum stub_next dropper_handler(struct stub_agent *s,
 
 static unsigned count_of(struct dropper *d, const unsigned *field)
 {
-	unsigned n;
-
-	pthread_mutex_lock(&d->mu);
-	n = *field;
-	pthread_mutex_unlock(&d->mu);
-	return n;
+	return th_locked_uint(&d->mu, field);
 }
 
 static int send_id(struct transport *t, enum transport_class cls, unsigned id,
