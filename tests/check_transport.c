@@ -301,6 +301,16 @@ static void assert_transport_invalid(int rc, const struct sbx_error *err)
 	assert_refused(rc, err, -EPROTO, SBX_FAIL_TRANSPORT_INVALID);
 }
 
+/* sp was asked for no route or credential, and to resume or stop
+ * nothing. */
+static void assert_nothing_resumed_or_routed(struct stub_provider *sp)
+{
+	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 0);
+	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_CREDENTIAL), 0);
+	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_RESUME), 0);
+	ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_STOP), 0);
+}
+
 /* Both the kind and the caps of t's session are refused (assert_refused). */
 static void assert_kind_and_caps_refused(struct transport *t, int want_rc,
 					 const char *failure)
@@ -535,10 +545,7 @@ START_TEST(unknown_label_fails_closed_before_any_route_or_credential)
 	ck_assert_int_lt(rc, 0);
 	ck_assert_str_eq(sbx_code_name(err.code), "SANDBOX_COMMAND_FAILED");
 	ck_assert_str_eq(err.failure, SBX_FAIL_TRANSPORT_INVALID);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP), 0);
+	assert_nothing_resumed_or_routed(e.sp);
 	ck_assert_uint_ge(stub_provider_calls(e.sp, STUB_CALL_RECORD), 3);
 
 	tt_env_stop(&e);
@@ -559,10 +566,7 @@ START_TEST(gone_sandbox_is_enoent)
 	sbx_error_clear(&err);
 	rc = transport_resume(e.t, TT_SESSION, NULL, &err);
 	assert_refused(rc, &err, -ENOENT, SBX_FAIL_GONE);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_CREDENTIAL), 0);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_RESUME), 0);
-	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_STOP), 0);
+	assert_nothing_resumed_or_routed(e.sp);
 
 	tt_env_stop(&e);
 }

@@ -192,6 +192,67 @@ static bool send_done(struct transport *t, enum transport_class cls,
 }
 
 /*
+ * Run scenario once for each of the n classes, each time against a fresh
+ * dropper set as init says and a transport connected to it (a
+ * five-second response deadline).
+ */
+static void each_class(const enum transport_class *classes, size_t n,
+		       const struct dropper *init,
+		       void (*scenario)(struct tt_env *e, struct dropper *d,
+					enum transport_class cls))
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct dropper d = *init;
+		struct tt_env e;
+
+		pthread_mutex_init(&d.mu, NULL);
+		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
+		scenario(&e, &d, classes[i]);
+		tt_env_stop(&e);
+		pthread_mutex_destroy(&d.mu);
+	}
+}
+
+/* How a request of an unsafe class fails when its outcome is not known:
+ * unreachable for a change, outcome unknown for a command. */
+static const char *unsafe_failure(enum transport_class cls)
+{
+	return cls == TRANSPORT_COMMAND ? "SANDBOX_OUTCOME_UNKNOWN"
+					: "SANDBOX_UNREACHABLE";
+}
+
+static void dropped_without_cache(struct tt_env *e, struct dropper *d,
+				  enum transport_class cls)
+{
+	struct transport_resp resp;
+	struct sbx_error err;
+	unsigned accepts;
+	int rc;
+
+	health(e->t);
+	accepts = stub_agent_accepts(e->s);
+	ck_assert_uint_eq(accepts, 1);
+	rc = send_id(e->t, cls, 1, &resp, &err);
+	if (cls == TRANSPORT_SAFE) {
+		ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
+			      err.reason);
+		ck_assert_str_eq(resp.body.data, "done 1");
+		ck_assert_uint_eq(count_of(d, &d->deliveries[1]), 2);
+	} else {
+		ck_assert_msg(rc < 0, "%s: a dropped request succeeded",
+			      class_name(cls));
+		ck_assert_str_eq(sbx_code_name(err.code), unsafe_failure(cls));
+		ck_assert_uint_eq(count_of(d, &d->deliveries[1]), 1);
+		ck_assert_uint_eq(count_of(d, &d->keyed[1]), 0);
+		/* Not the kept-alive connection: a fresh one. */
+		ck_assert_uint_eq(stub_agent_accepts(e->s), accepts + 1);
+	}
+	transport_resp_cleanup(&resp);
+}
+
+/*
  * For each class, against an agent without a reply cache: the connection
  * is kept alive by a health request, then the agent drops the first
  * delivery of the request. A read is delivered twice and succeeds; a
@@ -202,46 +263,37 @@ START_TEST(without_a_reply_cache_nothing_unsafe_is_sent_twice)
 {
 	static const enum transport_class classes[] = {
 		TRANSPORT_SAFE, TRANSPORT_CHANGE, TRANSPORT_COMMAND};
-	size_t i;
+	const struct dropper init = {.drop_first = true};
 
-	for (i = 0; i < 3; i++) {
-		enum transport_class cls = classes[i];
-		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
-				    .drop_first = true};
-		struct tt_env e;
-		struct transport_resp resp;
-		struct sbx_error err;
-		unsigned accepts;
-		int rc;
-
-		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
-		health(e.t);
-		accepts = stub_agent_accepts(e.s);
-		ck_assert_uint_eq(accepts, 1);
-		rc = send_id(e.t, cls, 1, &resp, &err);
-		if (cls == TRANSPORT_SAFE) {
-			ck_assert_msg(rc == 0, "%s: %d %s", class_name(cls), rc,
-				      err.reason);
-			ck_assert_str_eq(resp.body.data, "done 1");
-			ck_assert_uint_eq(count_of(&d, &d.deliveries[1]), 2);
-		} else {
-			ck_assert_msg(rc < 0, "%s: a dropped request succeeded",
-				      class_name(cls));
-			ck_assert_str_eq(sbx_code_name(err.code),
-					 cls == TRANSPORT_COMMAND
-						 ? "SANDBOX_OUTCOME_UNKNOWN"
-						 : "SANDBOX_UNREACHABLE");
-			ck_assert_uint_eq(count_of(&d, &d.deliveries[1]), 1);
-			ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 0);
-			/* Not the kept-alive connection: a fresh one. */
-			ck_assert_uint_eq(stub_agent_accepts(e.s), accepts + 1);
-		}
-		transport_resp_cleanup(&resp);
-
-		tt_env_stop(&e);
-	}
+	each_class(classes, 3, &init, dropped_without_cache);
 }
 END_TEST
+
+static void resent_with_key(struct tt_env *e, struct dropper *d,
+			    enum transport_class cls)
+{
+	struct transport_resp resp;
+	struct sbx_error err;
+	int rc;
+
+	health(e->t);
+
+	/* Undisturbed: keyed, on the same connection. */
+	rc = send_id(e->t, cls, 1, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(count_of(d, &d->keyed[1]), 1);
+	ck_assert_uint_eq(stub_agent_accepts(e->s), 1);
+
+	/* The first delivery dropped on the kept-alive connection. */
+	pthread_mutex_lock(&d->mu);
+	d->drop_first = true;
+	pthread_mutex_unlock(&d->mu);
+	ck_assert(send_done(e->t, cls, 2));
+	ck_assert_uint_eq(count_of(d, &d->deliveries[2]), 2);
+	ck_assert_uint_eq(count_of(d, &d->keyed[2]), 2);
+	ck_assert_uint_eq(count_of(d, &d->runs[2]), 1);
+}
 
 /*
  * With the reply cache advertised, a change and a command carry a key
@@ -251,40 +303,42 @@ END_TEST
  */
 START_TEST(keyed_requests_survive_a_silent_resend)
 {
-	size_t i;
+	const struct dropper init = {.cache = true};
 
-	for (i = 0; i < 2; i++) {
-		enum transport_class cls = unsafe_classes[i];
-		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
-				    .cache = true};
-		struct tt_env e;
-		struct transport_resp resp;
-		struct sbx_error err;
-		int rc;
-
-		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
-		health(e.t);
-
-		/* Undisturbed: keyed, on the same connection. */
-		rc = send_id(e.t, cls, 1, &resp, &err);
-		ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
-		transport_resp_cleanup(&resp);
-		ck_assert_uint_eq(count_of(&d, &d.keyed[1]), 1);
-		ck_assert_uint_eq(stub_agent_accepts(e.s), 1);
-
-		/* The first delivery dropped on the kept-alive connection. */
-		pthread_mutex_lock(&d.mu);
-		d.drop_first = true;
-		pthread_mutex_unlock(&d.mu);
-		ck_assert(send_done(e.t, cls, 2));
-		ck_assert_uint_eq(count_of(&d, &d.deliveries[2]), 2);
-		ck_assert_uint_eq(count_of(&d, &d.keyed[2]), 2);
-		ck_assert_uint_eq(count_of(&d, &d.runs[2]), 1);
-
-		tt_env_stop(&e);
-	}
+	each_class(unsafe_classes, 2, &init, resent_with_key);
 }
 END_TEST
+
+static void asked_again(struct tt_env *e, struct dropper *d,
+			enum transport_class cls)
+{
+	struct transport_resp resp;
+	struct sbx_error err;
+	char url[256];
+	int rc;
+
+	stub_provider_never(e->sp, STUB_CALL_ROUTE);
+	health(e->t);
+	ck_assert(send_done(e->t, cls, 3));
+	ck_assert_uint_eq(count_of(d, &d->deliveries[3]), 2);
+	ck_assert_uint_eq(count_of(d, &d->runs[3]), 1);
+
+	/* The agent cannot tell: still unknown, route kept. */
+	health(e->t);
+	pthread_mutex_lock(&d->mu);
+	d->keyed_answer = PROTO_ERR_IN_PROGRESS
+		": the first request with this key is still running";
+	pthread_mutex_unlock(&d->mu);
+	rc = send_id(e->t, cls, 4, &resp, &err);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_str_eq(sbx_code_name(err.code), unsafe_failure(cls));
+	ck_assert_ptr_nonnull(strstr(err.reason, PROTO_ERR_IN_PROGRESS));
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(count_of(d, &d->runs[4]), 1);
+	ck_assert(
+		transport_test_cached_url(e->t, TT_SESSION, url, sizeof(url)));
+	ck_assert_uint_eq(stub_provider_unexpected(e->sp), 0);
+}
 
 /*
  * With the reply cache advertised and no kept-alive connection to reuse
@@ -296,49 +350,10 @@ END_TEST
  */
 START_TEST(the_transport_asks_again_under_the_same_key)
 {
-	size_t i;
+	const struct dropper init = {
+		.cache = true, .drop_first = true, .health_closes = true};
 
-	for (i = 0; i < 2; i++) {
-		enum transport_class cls = unsafe_classes[i];
-		struct dropper d = {.mu = PTHREAD_MUTEX_INITIALIZER,
-				    .cache = true,
-				    .drop_first = true,
-				    .health_closes = true};
-		struct tt_env e;
-		struct transport_resp resp;
-		struct sbx_error err;
-		char url[256];
-		int rc;
-
-		tt_env_start(&e, dropper_handler, &d, 5000, TT_CONNECTED);
-		stub_provider_never(e.sp, STUB_CALL_ROUTE);
-		health(e.t);
-		ck_assert(send_done(e.t, cls, 3));
-		ck_assert_uint_eq(count_of(&d, &d.deliveries[3]), 2);
-		ck_assert_uint_eq(count_of(&d, &d.runs[3]), 1);
-
-		/* The agent cannot tell: still unknown, route kept. */
-		health(e.t);
-		pthread_mutex_lock(&d.mu);
-		d.keyed_answer = PROTO_ERR_IN_PROGRESS
-			": the first request with this key is still running";
-		pthread_mutex_unlock(&d.mu);
-		rc = send_id(e.t, cls, 4, &resp, &err);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 cls == TRANSPORT_COMMAND
-					 ? "SANDBOX_OUTCOME_UNKNOWN"
-					 : "SANDBOX_UNREACHABLE");
-		ck_assert_ptr_nonnull(
-			strstr(err.reason, PROTO_ERR_IN_PROGRESS));
-		transport_resp_cleanup(&resp);
-		ck_assert_uint_eq(count_of(&d, &d.runs[4]), 1);
-		ck_assert(transport_test_cached_url(e.t, TT_SESSION, url,
-						    sizeof(url)));
-		ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
-
-		tt_env_stop(&e);
-	}
+	each_class(unsafe_classes, 2, &init, asked_again);
 }
 END_TEST
 
