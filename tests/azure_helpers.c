@@ -97,8 +97,7 @@ void az_env_stop(struct az_env *e)
 {
 	provider_free(e->prov);
 	azure_fake_stop(e->fake);
-	th_rmtree(e->dir);
-	free(e->dir);
+	th_rmtree_free(e->dir);
 }
 
 struct provider_azure_stats az_stats(struct provider *p)

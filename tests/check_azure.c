@@ -547,8 +547,7 @@ START_TEST(settings_options_win_then_file_then_environment)
 	ck_assert_ptr_nonnull(strstr(err.reason, "azure_record_cache"));
 	o.azure_record_cache = NULL;
 
-	th_rmtree(dir);
-	free(dir);
+	th_rmtree_free(dir);
 	free(file);
 }
 END_TEST
@@ -596,8 +595,7 @@ START_TEST(settings_errors_name_the_problem)
 						 "azure_resource_group "
 						 "azure_region"));
 	ck_assert_ptr_null(strstr(err.reason, " azure_group"));
-	th_rmtree(dir);
-	free(dir);
+	th_rmtree_free(dir);
 }
 END_TEST
 

@@ -408,8 +408,7 @@ START_TEST(another_ca_is_not_trusted)
 	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_TOKEN), 0);
 	ck_assert_uint_eq(azure_fake_calls(e.fake, AZF_LIST), 0);
 	azure_fake_stop(other);
-	th_rmtree(dir);
-	free(dir);
+	th_rmtree_free(dir);
 	az_env_stop(&e);
 }
 END_TEST

@@ -423,8 +423,7 @@ START_TEST(token_file_is_private)
 	ck_assert_uint_eq(len, 44);
 	ck_assert(memcmp(back, t, 44) == 0);
 	free(back);
-	th_rmtree(dir);
-	free(dir);
+	th_rmtree_free(dir);
 }
 END_TEST
 

@@ -154,8 +154,7 @@ static void state_setup(void)
 
 static void state_teardown(void)
 {
-	th_rmtree(state);
-	free(state);
+	th_rmtree_free(state);
 	state = NULL;
 }
 
@@ -471,8 +470,7 @@ START_TEST(state_rmtree_deep)
 	snprintf(path, sizeof(path), "%s/victim", outside);
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_int_eq(local_state_rmtree("/nonexistent/x", &err), 0);
-	th_rmtree(outside);
-	free(outside);
+	th_rmtree_free(outside);
 }
 END_TEST
 

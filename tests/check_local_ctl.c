@@ -86,8 +86,7 @@ static void ctl_base_teardown(void)
 	}
 	if (d != NULL)
 		closedir(d);
-	th_rmtree(ctl_base);
-	free(ctl_base);
+	th_rmtree_free(ctl_base);
 	ctl_base = NULL;
 }
 
@@ -330,8 +329,7 @@ START_TEST(ctl_identity)
 	ck_assert_ptr_null(claim_of(a));
 	ck_assert_ptr_null(claim_of(c2));
 	local_ctl_cleanup(&other);
-	th_rmtree(dir2);
-	free(dir2);
+	th_rmtree_free(dir2);
 }
 END_TEST
 
@@ -507,8 +505,7 @@ START_TEST(ctl_create_from)
 	ck_assert_int_eq(stat(p, &st), 0);
 	ck_assert_int_eq(st.st_uid, geteuid());
 	free(root);
-	th_rmtree(src);
-	free(src);
+	th_rmtree_free(src);
 }
 END_TEST
 
@@ -766,8 +763,7 @@ START_TEST(ctl_start_failures)
 	free(text);
 	dir = strdup(ctl.agent);
 	*strrchr(dir, '/') = '\0';
-	th_rmtree(dir);
-	free(dir);
+	th_rmtree_free(dir);
 
 	/* An agent that never answers: stopped after the deadline. */
 	dir = ctl_path("f", LOCAL_PATH_DIR);
@@ -797,8 +793,7 @@ START_TEST(ctl_start_failures)
 	proto_record_cleanup(&r);
 	dir = strdup(ctl.agent);
 	*strrchr(dir, '/') = '\0';
-	th_rmtree(dir);
-	free(dir);
+	th_rmtree_free(dir);
 	free(pidfile);
 
 	/* No agent binary at all. */
@@ -921,8 +916,7 @@ START_TEST(ctl_create_progress)
 	ck_assert_int_eq(stat(dir, &st), -1);
 	free(dir);
 	free(data);
-	th_rmtree(src);
-	free(src);
+	th_rmtree_free(src);
 }
 END_TEST
 

@@ -85,6 +85,12 @@ void th_rmtree(const char *path)
 		nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
 }
 
+void th_rmtree_free(char *path)
+{
+	th_rmtree(path);
+	free(path);
+}
+
 static void mkparents(const char *path)
 {
 	char tmp[PATH_MAX];
@@ -269,8 +275,7 @@ int th_agent_terminate(struct th_agent *a)
 void th_agent_stop(struct th_agent *a)
 {
 	th_agent_terminate(a);
-	th_rmtree(a->dir);
-	free(a->dir);
+	th_rmtree_free(a->dir);
 	free(a->root);
 	free(a->token_file);
 	a->dir = a->root = a->token_file = NULL;

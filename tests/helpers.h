@@ -19,6 +19,8 @@
 char *th_tmpdir(const char *tag);
 /* rm -rf (no symlink following). */
 void th_rmtree(const char *path);
+/* th_rmtree(path), then free the string (from th_tmpdir, say). */
+void th_rmtree_free(char *path);
 /* Write a file (creating parents), mode 0644; aborts on failure. */
 void th_write_file(const char *path, const void *data, size_t n);
 /* Read a whole file into a heap buffer (NUL-terminated); NULL if missing. */
