@@ -170,6 +170,60 @@ START_TEST(transport_http_is_bounded_and_follows_nothing)
 }
 END_TEST
 
+/* GET url through pool (NULL: none) and check the plain answer. */
+static void get_plain(const char *url, struct transport_http_pool *pool)
+{
+	struct transport_http_req hr;
+	struct transport_resp resp;
+	struct sbx_error err;
+	int rc;
+
+	tt_http_req(&hr, "GET", url, NULL);
+	hr.pool = pool;
+	rc = tt_http_send(&hr, &resp, &err);
+	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
+	ck_assert_str_eq(resp.body.data, "{\"hello\":1}");
+	transport_resp_cleanup(&resp);
+}
+
+/*
+ * A caller's pool keeps the connection between its requests (one accept
+ * for three GETs); without a pool every request has a connection of its
+ * own, and so has a POST even with one (it may change something, and is
+ * never sent where a kept-alive connection could send it again).
+ */
+START_TEST(a_pool_keeps_the_connection_of_its_owner)
+{
+	struct http_seen h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	struct transport_http_pool *pool = transport_http_pool_new();
+	struct transport_http_req hr;
+	struct transport_resp resp;
+	struct stub_agent *s;
+	struct sbx_error err;
+	char url[256];
+	int i;
+
+	s = stub_agent_start(http_handler, &h);
+	snprintf(url, sizeof(url), "%splain", stub_agent_url(s));
+	for (i = 0; i < 3; i++)
+		get_plain(url, pool);
+	ck_assert_uint_eq(stub_agent_accepts(s), 1);
+	get_plain(url, NULL);
+	get_plain(url, NULL);
+	ck_assert_uint_eq(stub_agent_accepts(s), 3);
+	tt_http_req(&hr, "POST", url, "{}");
+	hr.pool = pool;
+	ck_assert_int_eq(tt_http_send(&hr, &resp, &err), 0);
+	transport_resp_cleanup(&resp);
+	ck_assert_uint_eq(stub_agent_accepts(s), 4);
+	get_plain(url, pool);
+	ck_assert_uint_le(stub_agent_accepts(s), 5);
+	transport_http_pool_free(pool);
+	transport_http_pool_free(NULL);
+	stub_agent_stop(s);
+}
+END_TEST
+
 /* ---- the stub agent itself ----------------------------------------------- */
 
 struct stall_probe {
@@ -246,7 +300,8 @@ Suite *make_transport_http_suite(void)
 	Suite *s = suite_create("transport_http");
 
 	TCASE_TABLE(s, "http", NULL, NULL, 30,
-		    transport_http_is_bounded_and_follows_nothing);
+		    transport_http_is_bounded_and_follows_nothing,
+		    a_pool_keeps_the_connection_of_its_owner);
 	TCASE_TABLE(s, "stub", NULL, NULL, 30,
 		    stub_agent_counts_and_stops_promptly);
 	return s;
