@@ -17,6 +17,7 @@
 #include "common/b64.h"
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/dlist.h"
 #include "common/errname.h"
 #include "common/fileio.h"
 #include "common/hex.h"
@@ -216,12 +217,66 @@ START_TEST(hmap_hashes_are_fnv1a)
 }
 END_TEST
 
+/* ---- dlist --------------------------------------------------------------- */
+
+struct item {
+	char name;
+	struct dlist_node node;
+};
+
+/* The names of l's entries from first to last, and checked back again. */
+static void expect_order(struct dlist *l, const char *want)
+{
+	char fwd[8] = "", back[8] = "";
+	struct item *e;
+	size_t n = 0, i;
+
+	for (e = dlist_item(l->first, struct item, node); e != NULL;
+	     e = dlist_item(e->node.next, struct item, node))
+		fwd[n++] = e->name;
+	ck_assert_str_eq(fwd, want);
+	for (e = dlist_item(l->last, struct item, node), i = n; e != NULL;
+	     e = dlist_item(e->node.prev, struct item, node))
+		back[--i] = e->name;
+	ck_assert_str_eq(back, want);
+}
+
+/* Entries join at either end and leave from the front, the middle and the
+ * back; a removed entry's links are cleared; the last one out leaves the
+ * list as it started. */
+START_TEST(dlist_both_ends_and_anywhere)
+{
+	struct item it[4] = {
+		{.name = 'a'}, {.name = 'b'}, {.name = 'c'}, {.name = 'd'}};
+	struct dlist l = {NULL, NULL};
+
+	dlist_push_back(&l, &it[0].node);
+	dlist_push_back(&l, &it[1].node);
+	dlist_push_back(&l, &it[2].node);
+	dlist_push_front(&l, &it[3].node);
+	expect_order(&l, "dabc");
+	dlist_remove(&l, &it[1].node);
+	ck_assert_ptr_null(it[1].node.prev);
+	ck_assert_ptr_null(it[1].node.next);
+	expect_order(&l, "dac");
+	dlist_remove(&l, &it[3].node);
+	expect_order(&l, "ac");
+	dlist_remove(&l, &it[2].node);
+	expect_order(&l, "a");
+	dlist_remove(&l, &it[0].node);
+	ck_assert_ptr_null(l.first);
+	ck_assert_ptr_null(l.last);
+	ck_assert_ptr_null(dlist_item(l.first, struct item, node));
+}
+END_TEST
+
 Suite *make_hmap_suite(void)
 {
 	Suite *s = suite_create("hmap");
 
 	TCASE_TABLE(s, "table", NULL, NULL, 0, hmap_grows_finds_removes,
 		    hmap_equal_hashes_and_walk, hmap_hashes_are_fnv1a);
+	TCASE_TABLE(s, "dlist", NULL, NULL, 0, dlist_both_ends_and_anywhere);
 	return s;
 }
 
