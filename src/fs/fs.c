@@ -151,6 +151,7 @@ static int fs_parse(const char *path, struct node *n)
 		n->kind = N_EVENTS;
 	} else if (strcmp(part, "jobs") == 0) {
 		n->kind = N_JOBS;
+		n->jf = FS_JOB_DIR;
 		if (*p == '\0')
 			return 0;
 		if (component(&p, n->job, sizeof(n->job)) < 0)
@@ -160,7 +161,6 @@ static int fs_parse(const char *path, struct node *n)
 			return 0;
 		}
 		n->kind = N_JOB;
-		n->jf = FS_JOB_DIR;
 		if (*p == '\0')
 			return 0;
 		if (component(&p, part, sizeof(part)) < 0 || *p != '\0')
@@ -247,72 +247,341 @@ static int not_files(const struct node *n)
 	return n->kind == N_ROOT || n->kind == N_SBX ? -EPERM : -EACCES;
 }
 
+/* ---- what each kind of node does ------------------------------------------ */
+
+/* One operation on one node: where it runs and the kernel's arguments
+ * (each operation reads the ones it takes). */
+struct op_call {
+	struct sbfs *fs;
+	struct sbx *sb;
+	const struct node *n;
+	struct stat *st;
+	char *buf;
+	const char *data;
+	size_t size;
+	off_t off;
+	int datasync;
+	struct fuse_file_info *fi;
+	void *dir;
+	fuse_fill_dir_t filler;
+	enum fuse_readdir_flags fl;
+};
+
+typedef int node_fn(const struct op_call *c);
+
+enum node_op {
+	OP_GETATTR,
+	OP_READDIR,
+	OP_READLINK,
+	OP_OPEN,
+	OP_READ,
+	OP_WRITE,
+	OP_FLUSH,
+	OP_RELEASE,
+	OP_FSYNC,
+	OP_COUNT,
+};
+
+/* Each operation's name (for the sandbox's log and errors), what it
+ * answers on a kind of node that has no handler for it, and whether that
+ * answer comes at once (early), before any deadline or sandbox. */
+static const struct {
+	const char *name;
+	int none;
+	bool early;
+} node_ops[OP_COUNT] = {
+	[OP_GETATTR] = {"getattr", -ENOENT, false},
+	[OP_READDIR] = {"readdir", -ENOTDIR, false},
+	[OP_READLINK] = {"readlink", -EINVAL, true},
+	[OP_OPEN] = {"open", -EISDIR, true},
+	[OP_READ] = {"read", -EBADF, false},
+	[OP_WRITE] = {"write", -EBADF, false},
+	[OP_FLUSH] = {"flush", -EBADF, false},
+	[OP_RELEASE] = {"release", 0, false},
+	[OP_FSYNC] = {"fsync", -EBADF, false},
+};
+
+/* An operation with nothing to do on the node (a flush or fsync of a
+ * synthetic file). */
+static int node_nothing(const struct op_call *c)
+{
+	(void)c;
+	return 0;
+}
+
+/* A sandbox's directory. */
+static int sbx_getattr(const struct op_call *c)
+{
+	sbfs_synth_stat(c->fs, c->st, true, 0555, 0);
+	return 0;
+}
+
+/* A sandbox's entries: the layout's fixed names. */
+static int sbx_readdir(const struct op_call *c)
+{
+	static const char *const entries[] = {"files", "exec", "jobs",
+					      "info",  "ctl",  "events"};
+	size_t i;
+
+	c->filler(c->dir, ".", NULL, 0, 0);
+	c->filler(c->dir, "..", NULL, 0, 0);
+	for (i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+		c->filler(c->dir, entries[i], NULL, 0, 0);
+	return 0;
+}
+
+/* files/ and below: the sandbox's tree table (fs_files or fs_files_v1). */
+static int files_getattr(const struct op_call *c)
+{
+	if (*c->n->rel != '\0')
+		return sbfs_tree_ops(c->sb)->getattr(c->sb, c->n->rel, c->st,
+						     c->fi);
+	/* The session root's own attributes would need the agent (and a
+	 * resume); its directory is shown as the mount's. */
+	sbfs_synth_stat(c->fs, c->st, true, 0755, 0);
+	return 0;
+}
+
+static int files_readdir(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->readdir(c->sb, c->n->rel, c->dir,
+					     c->filler, c->off, c->fi, c->fl);
+}
+
+static int files_readlink(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->readlink(c->sb, c->n->rel, c->buf,
+					      c->size);
+}
+
+static int files_open(const struct op_call *c)
+{
+	int rc = *c->n->rel == '\0'
+			 ? -EISDIR
+			 : sbfs_tree_ops(c->sb)->open(c->sb, c->n->rel, c->fi);
+
+	/* A reader has nothing to flush: spare close(2) a round trip
+	 * (FOPEN_NOFLUSH). */
+	if (rc == 0 && (c->fi->flags & O_ACCMODE) == O_RDONLY)
+		c->fi->noflush = 1;
+	return rc;
+}
+
+static int files_read(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->read(c->sb, c->n->rel, c->buf, c->size,
+					  c->off, c->fi);
+}
+
+static int files_write(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->write(c->sb, c->n->rel, c->data, c->size,
+					   c->off, c->fi);
+}
+
+static int files_flush(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->flush(c->sb, c->n->rel, c->fi);
+}
+
+static int files_release(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->release(c->sb, c->n->rel, c->fi);
+}
+
+static int files_fsync(const struct op_call *c)
+{
+	return sbfs_tree_ops(c->sb)->fsync(c->sb, c->n->rel, c->datasync,
+					   c->fi);
+}
+
+/* exec (fs_jobs). */
+static int exec_getattr(const struct op_call *c)
+{
+	return fs_exec_getattr(c->sb, c->st);
+}
+
+static int exec_open(const struct op_call *c)
+{
+	return fs_exec_open(c->sb, c->fi);
+}
+
+static int exec_read(const struct op_call *c)
+{
+	return fs_exec_read(c->sb, c->buf, c->size, c->off, c->fi);
+}
+
+static int exec_write(const struct op_call *c)
+{
+	return fs_exec_write(c->sb, c->data, c->size, c->off, c->fi);
+}
+
+static int exec_flush(const struct op_call *c)
+{
+	return fs_exec_flush(c->sb, c->fi);
+}
+
+static int exec_release(const struct op_call *c)
+{
+	return fs_exec_release(c->sb, c->fi);
+}
+
+/* jobs/, jobs/latest and jobs/<job>[/file] (fs_jobs): the job a node
+ * names, none for jobs/ itself. */
+static const char *job_id(const struct node *n)
+{
+	return n->kind == N_JOBS ? NULL : n->job;
+}
+
+static int jobs_getattr(const struct op_call *c)
+{
+	return fs_jobs_getattr(c->sb, job_id(c->n), c->n->jf, c->st);
+}
+
+static int jobs_readdir(const struct op_call *c)
+{
+	if (c->n->jf != FS_JOB_DIR)
+		return -ENOTDIR;
+	return fs_jobs_readdir(c->sb, job_id(c->n), c->dir, c->filler);
+}
+
+static int latest_readlink(const struct op_call *c)
+{
+	return fs_jobs_readlink(c->sb, c->buf, c->size);
+}
+
+static int job_open(const struct op_call *c)
+{
+	if (c->n->jf == FS_JOB_DIR)
+		return -EISDIR;
+	return fs_jobs_open(c->sb, c->n->job, c->n->jf, c->fi);
+}
+
+static int job_read(const struct op_call *c)
+{
+	return fs_jobs_read(c->sb, c->n->job, c->n->jf, c->buf, c->size, c->off,
+			    c->fi);
+}
+
+static int job_write(const struct op_call *c)
+{
+	return fs_jobs_write(c->sb, c->n->job, c->n->jf, c->data, c->size,
+			     c->off, c->fi);
+}
+
+static int job_release(const struct op_call *c)
+{
+	return fs_jobs_release(c->sb, c->n->job, c->n->jf, c->fi);
+}
+
+/* info and ctl (fs_info). */
+static int info_getattr(const struct op_call *c)
+{
+	return fs_info_getattr(c->sb, c->n->kind == N_CTL, c->st);
+}
+
+static int info_open(const struct op_call *c)
+{
+	return fs_info_open(c->sb, c->n->kind == N_CTL, c->fi);
+}
+
+static int info_read(const struct op_call *c)
+{
+	return fs_info_read(c->sb, c->n->kind == N_CTL, c->buf, c->size, c->off,
+			    c->fi);
+}
+
+static int info_write(const struct op_call *c)
+{
+	return fs_info_write(c->sb, c->n->kind == N_CTL, c->data, c->size,
+			     c->off, c->fi);
+}
+
+static int info_release(const struct op_call *c)
+{
+	return fs_info_release(c->sb, c->n->kind == N_CTL, c->fi);
+}
+
+/* events (events.c); its reads wait outside any sandbox (fs_read). */
+static int events_getattr(const struct op_call *c)
+{
+	/* The names of what changes, as private as exec's jobs
+	 * (SEMANTICS.md, sharing). */
+	sbfs_synth_stat(c->fs, c->st, false, c->fs->o.shared_exec ? 0444 : 0400,
+			0);
+	return 0;
+}
+
+static int events_open(const struct op_call *c)
+{
+	return fs_events_open(c->sb, c->fi);
+}
+
+static int events_release(const struct op_call *c)
+{
+	return fs_events_release(c->sb, c->fi);
+}
+
+/* Each kind of node's handler of each operation, in the order of enum
+ * node_op; NULL: the operation's answer for the kind is node_ops[].none.
+ * The root is answered by the operations themselves. */
+/* clang-format off */
+static node_fn *const kind_ops[][OP_COUNT] = {
+	/*           getattr         readdir        readlink         open         read         write         flush          release          fsync */
+	[N_SBX]    = {sbx_getattr,    sbx_readdir},
+	[N_FILES]  = {files_getattr,  files_readdir, files_readlink,  files_open,  files_read,  files_write,  files_flush,   files_release,   files_fsync},
+	[N_EXEC]   = {exec_getattr,   NULL,          NULL,            exec_open,   exec_read,   exec_write,   exec_flush,    exec_release,    node_nothing},
+	[N_JOBS]   = {jobs_getattr,   jobs_readdir},
+	[N_LATEST] = {jobs_getattr,   NULL,          latest_readlink},
+	[N_JOB]    = {jobs_getattr,   jobs_readdir,  NULL,            job_open,    job_read,    job_write,    node_nothing,  job_release,     node_nothing},
+	[N_INFO]   = {info_getattr,   NULL,          NULL,            info_open,   info_read,   info_write,   node_nothing,  info_release,    node_nothing},
+	[N_CTL]    = {info_getattr,   NULL,          NULL,            info_open,   info_read,   info_write,   node_nothing,  info_release,    node_nothing},
+	[N_EVENTS] = {events_getattr, NULL,          NULL,            events_open, NULL,        NULL,         NULL,          events_release},
+};
+/* clang-format on */
+
+/* Call the handler of op for the call's node, in the sandbox c->sb. */
+static int node_call(const struct op_call *c, enum node_op op)
+{
+	node_fn *fn = kind_ops[c->n->kind][op];
+
+	return fn != NULL ? fn(c) : node_ops[op].none;
+}
+
+/* Run op on the call's node: start its deadline, enter the sandbox (full:
+ * with the agent, else only look), call the node's handler, leave. */
+static int node_run(struct op_call *c, enum node_op op, bool full)
+{
+	int rc;
+
+	if (node_ops[op].early && kind_ops[c->n->kind][op] == NULL)
+		return node_ops[op].none;
+	op_begin(c->fs, c->n);
+	rc = enter(c->fs, c->n, node_ops[op].name, full, &c->sb);
+	if (rc < 0)
+		return rc;
+	rc = node_call(c, op);
+	sbfs_leave(c->sb);
+	return rc;
+}
+
 /* ---- attributes and directories ----------------------------------------- */
 
 static int fs_getattr(const char *path, struct stat *st,
 		      struct fuse_file_info *fi)
 {
-	struct sbfs *fs = ctx_fs();
-	struct sbx *sb = NULL;
 	struct node n;
+	struct op_call c = {.fs = ctx_fs(), .n = &n, .st = st, .fi = fi};
 	int rc = fs_parse(path, &n);
 
 	if (rc < 0)
 		return rc;
 	if (n.kind == N_ROOT) {
-		sbfs_synth_stat(fs, st, true, 0555, 0);
+		sbfs_synth_stat(c.fs, st, true, 0555, 0);
 		return 0;
 	}
-	op_begin(fs, &n);
-	if (n.kind == N_FILES && *n.rel != '\0') {
-		rc = enter(fs, &n, "getattr", true, &sb);
-		if (rc == 0)
-			rc = sbfs_tree_ops(sb)->getattr(sb, n.rel, st, fi);
-		sbfs_leave(sb);
-		return rc;
-	}
-	rc = enter(fs, &n, "getattr",
-		   n.kind == N_JOB || n.kind == N_JOBS || n.kind == N_LATEST,
-		   &sb);
-	if (rc < 0)
-		return rc;
-	switch (n.kind) {
-	case N_SBX:
-		sbfs_synth_stat(fs, st, true, 0555, 0);
-		break;
-	case N_FILES:
-		/* The session root's own attributes would need the agent
-		 * (and a resume); its directory is shown as the mount's. */
-		sbfs_synth_stat(fs, st, true, 0755, 0);
-		break;
-	case N_EXEC:
-		rc = fs_exec_getattr(sb, st);
-		break;
-	case N_JOBS:
-		rc = fs_jobs_getattr(sb, NULL, FS_JOB_DIR, st);
-		break;
-	case N_LATEST:
-		rc = fs_jobs_getattr(sb, "latest", FS_JOB_DIR, st);
-		break;
-	case N_JOB:
-		rc = fs_jobs_getattr(sb, n.job, n.jf, st);
-		break;
-	case N_INFO:
-	case N_CTL:
-		rc = fs_info_getattr(sb, n.kind == N_CTL, st);
-		break;
-	case N_EVENTS:
-		/* The names of what changes, as private as exec's jobs
-		 * (SEMANTICS.md, sharing). */
-		sbfs_synth_stat(fs, st, false, fs->o.shared_exec ? 0444 : 0400,
-				0);
-		break;
-	default:
-		rc = -ENOENT;
-		break;
-	}
-	sbfs_leave(sb);
-	return rc;
+	/* Only a path below files/ asks the agent. */
+	return node_run(&c, OP_GETATTR, n.kind == N_FILES && *n.rel != '\0');
 }
 
 static int fs_opendir(const char *path, struct fuse_file_info *fi)
@@ -331,91 +600,61 @@ static int fs_opendir(const char *path, struct fuse_file_info *fi)
 	return 0;
 }
 
+/* The root's entries: the provider's sandboxes. */
+static int root_readdir(struct sbfs *fs, void *buf, fuse_fill_dir_t filler)
+{
+	char **ids = NULL;
+	size_t i, nids = 0;
+	int rc = sbfs_list(fs, &ids, &nids);
+
+	if (rc < 0)
+		return rc;
+	filler(buf, ".", NULL, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	for (i = 0; i < nids; i++) {
+		struct stat st;
+
+		sbfs_synth_stat(fs, &st, true, 0555, 0);
+		if (filler(buf, ids[i], &st, 0, FUSE_FILL_DIR_PLUS))
+			break;
+	}
+	sbfs_ids_free(ids, nids);
+	return 0;
+}
+
 static int fs_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		      off_t off, struct fuse_file_info *fi,
 		      enum fuse_readdir_flags fl)
 {
-	static const char *const entries[] = {"files", "exec", "jobs",
-					      "info",  "ctl",  "events"};
-	struct sbfs *fs = ctx_fs();
-	struct sbx *sb = NULL;
 	struct node n;
-	size_t i;
+	struct op_call c = {.fs = ctx_fs(),
+			    .n = &n,
+			    .dir = buf,
+			    .filler = filler,
+			    .off = off,
+			    .fi = fi,
+			    .fl = fl};
 	int rc = fs_parse(path, &n);
 
 	if (rc < 0)
 		return rc;
-	op_begin(fs, &n);
 	if (n.kind == N_ROOT) {
-		char **ids = NULL;
-		size_t nids = 0;
-
-		rc = sbfs_list(fs, &ids, &nids);
-		if (rc < 0)
-			return rc;
-		filler(buf, ".", NULL, 0, 0);
-		filler(buf, "..", NULL, 0, 0);
-		for (i = 0; i < nids; i++) {
-			struct stat st;
-
-			sbfs_synth_stat(fs, &st, true, 0555, 0);
-			if (filler(buf, ids[i], &st, 0, FUSE_FILL_DIR_PLUS))
-				break;
-		}
-		sbfs_ids_free(ids, nids);
-		return 0;
+		op_begin(c.fs, &n);
+		return root_readdir(c.fs, buf, filler);
 	}
-	rc = enter(fs, &n, "readdir", n.kind != N_SBX, &sb);
-	if (rc < 0)
-		return rc;
-	switch (n.kind) {
-	case N_SBX:
-		filler(buf, ".", NULL, 0, 0);
-		filler(buf, "..", NULL, 0, 0);
-		for (i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
-			filler(buf, entries[i], NULL, 0, 0);
-		break;
-	case N_FILES:
-		rc = sbfs_tree_ops(sb)->readdir(sb, n.rel, buf, filler, off, fi,
-						fl);
-		break;
-	case N_JOBS:
-		rc = fs_jobs_readdir(sb, NULL, buf, filler);
-		break;
-	case N_JOB:
-		rc = n.jf == FS_JOB_DIR
-			     ? fs_jobs_readdir(sb, n.job, buf, filler)
-			     : -ENOTDIR;
-		break;
-	default:
-		rc = -ENOTDIR;
-		break;
-	}
-	sbfs_leave(sb);
-	return rc;
+	return node_run(&c, OP_READDIR, n.kind != N_SBX);
 }
 
 static int fs_readlink(const char *path, char *buf, size_t size)
 {
-	struct sbfs *fs = ctx_fs();
-	struct sbx *sb = NULL;
 	struct node n;
+	struct op_call c = {.fs = ctx_fs(), .n = &n, .buf = buf, .size = size};
 	int rc = fs_parse(path, &n);
 
 	if (rc < 0)
 		return rc;
-	if (n.kind != N_FILES && n.kind != N_LATEST)
-		return -EINVAL;
-	op_begin(fs, &n);
-	rc = enter(fs, &n, "readlink", true, &sb);
-	if (rc < 0)
-		return rc;
-	if (n.kind == N_LATEST)
-		rc = fs_jobs_readlink(sb, buf, size);
-	else
-		rc = sbfs_tree_ops(sb)->readlink(sb, n.rel, buf, size);
-	sbfs_leave(sb);
-	return rc;
+	/* Only files/ and jobs/latest have links (early: -EINVAL). */
+	return node_run(&c, OP_READLINK, true);
 }
 
 /* ---- files/ only ---------------------------------------------------------- */
@@ -585,61 +824,31 @@ static int fs_statfs(const char *path, struct statvfs *st)
 
 /* ---- open files ------------------------------------------------------------ */
 
+/* Run op on an open file by its path's node: info and ctl answer without
+ * the agent. */
+static int open_file_op(const char *path, enum node_op op, struct op_call *c)
+{
+	struct node n;
+	int rc = fs_parse(path, &n);
+
+	if (rc < 0)
+		return rc;
+	c->fs = ctx_fs();
+	c->n = &n;
+	return node_run(c, op, n.kind != N_INFO && n.kind != N_CTL);
+}
+
 /*
  * Open files remember which subtree they belong to, so that read, write
  * and release reach the same module whatever happened to the path.
  */
 static int fs_open(const char *path, struct fuse_file_info *fi)
 {
-	struct sbfs *fs = ctx_fs();
-	struct sbx *sb = NULL;
-	struct node n;
-	int rc = fs_parse(path, &n);
+	struct op_call c = {.fi = fi};
 
-	if (rc < 0)
-		return rc;
-	switch (n.kind) {
-	case N_ROOT:
-	case N_SBX:
-	case N_JOBS:
-	case N_LATEST:
-		return -EISDIR;
-	default:
-		break;
-	}
-	op_begin(fs, &n);
-	rc = enter(fs, &n, "open", n.kind != N_INFO && n.kind != N_CTL, &sb);
-	if (rc < 0)
-		return rc;
-	switch (n.kind) {
-	case N_FILES:
-		rc = *n.rel == '\0' ? -EISDIR
-				    : sbfs_tree_ops(sb)->open(sb, n.rel, fi);
-		/* A reader has nothing to flush: spare close(2) a round trip
-		 * (FOPEN_NOFLUSH). */
-		if (rc == 0 && (fi->flags & O_ACCMODE) == O_RDONLY)
-			fi->noflush = 1;
-		break;
-	case N_EXEC:
-		rc = fs_exec_open(sb, fi);
-		break;
-	case N_JOB:
-		rc = n.jf == FS_JOB_DIR ? -EISDIR
-					: fs_jobs_open(sb, n.job, n.jf, fi);
-		break;
-	case N_INFO:
-	case N_CTL:
-		rc = fs_info_open(sb, n.kind == N_CTL, fi);
-		break;
-	case N_EVENTS:
-		rc = fs_events_open(sb, fi);
-		break;
-	default:
-		rc = -ENOENT;
-		break;
-	}
-	sbfs_leave(sb);
-	return rc;
+	/* The root, a sandbox, jobs/ and jobs/latest have no open: they
+	 * are directories (early: -EISDIR). */
+	return open_file_op(path, OP_OPEN, &c);
 }
 
 static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
@@ -647,45 +856,10 @@ static int fs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	FILES_OP("create", create(sb, n.rel, mode, fi));
 }
 
-/* Dispatch an operation on an open file by its path's node. */
-#define OPEN_OP(opname, files_call, exec_call, job_call, info_call)   \
-	do {                                                          \
-		struct sbfs *fs = ctx_fs();                           \
-		struct sbx *sb = NULL;                                \
-		struct node n;                                        \
-		int rc = fs_parse(path, &n);                          \
-		if (rc < 0)                                           \
-			return rc;                                    \
-		op_begin(fs, &n);                                     \
-		rc = enter(fs, &n, opname,                            \
-			   n.kind != N_INFO && n.kind != N_CTL, &sb); \
-		if (rc < 0)                                           \
-			return rc;                                    \
-		switch (n.kind) {                                     \
-		case N_FILES:                                         \
-			rc = sbfs_tree_ops(sb)->files_call;           \
-			break;                                        \
-		case N_EXEC:                                          \
-			rc = exec_call;                               \
-			break;                                        \
-		case N_JOB:                                           \
-			rc = job_call;                                \
-			break;                                        \
-		case N_INFO:                                          \
-		case N_CTL:                                           \
-			rc = info_call;                               \
-			break;                                        \
-		default:                                              \
-			rc = -EBADF;                                  \
-			break;                                        \
-		}                                                     \
-		sbfs_leave(sb);                                       \
-		return rc;                                            \
-	} while (0)
-
 static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
+	struct op_call c = {.buf = buf, .size = size, .off = off, .fi = fi};
 	struct node ev;
 
 	/* A reader of events waits for changes: nothing to ask the agent,
@@ -698,31 +872,28 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off,
 		sbfs_leave(sb);
 		return rc;
 	}
-	OPEN_OP("read", read(sb, n.rel, buf, size, off, fi),
-		fs_exec_read(sb, buf, size, off, fi),
-		fs_jobs_read(sb, n.job, n.jf, buf, size, off, fi),
-		fs_info_read(sb, n.kind == N_CTL, buf, size, off, fi));
+	return open_file_op(path, OP_READ, &c);
 }
 
 static int fs_write(const char *path, const char *buf, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	OPEN_OP("write", write(sb, n.rel, buf, size, off, fi),
-		fs_exec_write(sb, buf, size, off, fi),
-		fs_jobs_write(sb, n.job, n.jf, buf, size, off, fi),
-		fs_info_write(sb, n.kind == N_CTL, buf, size, off, fi));
+	struct op_call c = {.data = buf, .size = size, .off = off, .fi = fi};
+
+	return open_file_op(path, OP_WRITE, &c);
 }
 
 static int fs_flush(const char *path, struct fuse_file_info *fi)
 {
-	OPEN_OP("flush", flush(sb, n.rel, fi), fs_exec_flush(sb, fi), 0, 0);
+	struct op_call c = {.fi = fi};
+
+	return open_file_op(path, OP_FLUSH, &c);
 }
 
 static int fs_release(const char *path, struct fuse_file_info *fi)
 {
-	struct sbfs *fs = ctx_fs();
-	struct sbx *sb = NULL;
 	struct node n;
+	struct op_call c = {.fs = ctx_fs(), .n = &n, .fi = fi};
 	int rc = fs_parse(path, &n);
 
 	if (rc < 0)
@@ -730,40 +901,22 @@ static int fs_release(const char *path, struct fuse_file_info *fi)
 	/* A release must reach its module even when the sandbox is gone or
 	 * unreachable: it frees the handle. The sandbox is known to the
 	 * mount, since something was opened in it. */
-	op_begin(fs, &n);
-	sb = sbfs_known(fs, n.id);
-	if (sb == NULL) {
+	op_begin(c.fs, &n);
+	c.sb = sbfs_known(c.fs, n.id);
+	if (c.sb == NULL) {
 		log_debug("release of %s in an unknown sandbox", path);
 		return 0;
 	}
-	switch (n.kind) {
-	case N_FILES:
-		rc = sbfs_tree_ops(sb)->release(sb, n.rel, fi);
-		break;
-	case N_EXEC:
-		rc = fs_exec_release(sb, fi);
-		break;
-	case N_JOB:
-		rc = fs_jobs_release(sb, n.job, n.jf, fi);
-		break;
-	case N_INFO:
-	case N_CTL:
-		rc = fs_info_release(sb, n.kind == N_CTL, fi);
-		break;
-	case N_EVENTS:
-		rc = fs_events_release(sb, fi);
-		break;
-	default:
-		rc = 0;
-		break;
-	}
-	sbfs_leave(sb);
+	rc = node_call(&c, OP_RELEASE);
+	sbfs_leave(c.sb);
 	return rc;
 }
 
 static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
-	OPEN_OP("fsync", fsync(sb, n.rel, datasync, fi), 0, 0, 0);
+	struct op_call c = {.datasync = datasync, .fi = fi};
+
+	return open_file_op(path, OP_FSYNC, &c);
 }
 
 /* ---- the mount ------------------------------------------------------------- */
