@@ -72,6 +72,27 @@ static int json_str_or_null(struct buf *out, const char *s)
 			 : buf_append_str(out, "null");
 }
 
+/* A piece of info's JSON: literal text, then a string value (null when
+ * there is none). */
+struct json_part {
+	const char *text;
+	const char *value;
+};
+
+/* Append n parts in order; 0, or what the first that fails returns. */
+static int json_parts(struct buf *out, const struct json_part *parts, size_t n)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; rc == 0 && i < n; i++) {
+		rc = buf_append_str(out, parts[i].text);
+		if (rc == 0)
+			rc = json_str_or_null(out, parts[i].value);
+	}
+	return rc;
+}
+
 /* The last warning of a sandbox, as info shows it. */
 struct last_error {
 	bool has;
@@ -80,56 +101,52 @@ struct last_error {
 	char text[1024];
 };
 
+/* info's member lastError: the sandbox's last warning, or null. */
 static int last_error_json(const struct last_error *le, struct buf *out)
 {
 	char stamp[32];
+	const struct json_part parts[] = {
+		{",\n  \"lastError\": {\n    \"time\": ", stamp},
+		{",\n    \"operation\": ", le->op},
+		{",\n    \"message\": ", le->text},
+	};
 	struct tm tm;
 	int rc;
 
 	if (!le->has)
-		return buf_append_str(out, "null");
+		return buf_append_str(out, ",\n  \"lastError\": null");
 	gmtime_r(&le->at.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	rc = buf_printf(out,
-			"{\n    \"time\": \"%s\",\n    \"operation\": ", stamp);
-	if (rc == 0)
-		rc = proto_json_string(out, le->op);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\n    \"message\": ");
-	if (rc == 0)
-		rc = proto_json_string(out, le->text);
-	if (rc == 0)
-		rc = buf_append_str(out, "\n  }");
-	return rc;
+	rc = json_parts(out, parts, sizeof(parts) / sizeof(parts[0]));
+	return rc == 0 ? buf_append_str(out, "\n  }") : rc;
 }
 
 static int info_json(const struct provider_record *rec, bool agent, bool files,
 		     const char *boot_id, const char *route,
 		     const struct last_error *le, struct buf *out)
 {
+	const struct json_part head[] = {
+		{"{\n  \"id\": ", rec->id},
+		{",\n  \"state\": ", provider_state_name(rec->state)},
+		{",\n  \"transport\": ", agent ? "agent" : "native"},
+	};
+	const struct json_part tail[] = {
+		{",\n  \"bootId\": ", boot_id},
+		{",\n  \"route\": ", route},
+	};
 	size_t i;
 	int rc;
 
-	rc = buf_append_str(out, "{\n  \"id\": ");
-	if (rc == 0)
-		rc = proto_json_string(out, rec->id);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\n  \"state\": ");
-	if (rc == 0)
-		rc = proto_json_string(out, provider_state_name(rec->state));
-	if (rc == 0)
-		rc = buf_printf(out, ",\n  \"transport\": \"%s\"",
-				agent ? "agent" : "native");
+	rc = json_parts(out, head, sizeof(head) / sizeof(head[0]));
 	if (rc == 0)
 		rc = buf_append_str(out, ",\n  \"labels\": {");
 	for (i = 0; rc == 0 && i < rec->nlabels; i++) {
-		rc = buf_append_str(out, i > 0 ? ",\n    " : "\n    ");
-		if (rc == 0)
-			rc = proto_json_string(out, rec->labels[i].key);
-		if (rc == 0)
-			rc = buf_append_str(out, ": ");
-		if (rc == 0)
-			rc = json_str_or_null(out, rec->labels[i].value);
+		const struct json_part label[] = {
+			{i > 0 ? ",\n    " : "\n    ", rec->labels[i].key},
+			{": ", rec->labels[i].value},
+		};
+
+		rc = json_parts(out, label, 2);
 	}
 	if (rc == 0)
 		rc = buf_append_str(out, rec->nlabels > 0 ? "\n  }" : "}");
@@ -145,20 +162,10 @@ static int info_json(const struct provider_record *rec, bool agent, bool files,
 				files ? "true" : "false",
 				agent ? "true" : "false");
 	if (rc == 0)
-		rc = buf_append_str(out, ",\n  \"bootId\": ");
-	if (rc == 0)
-		rc = json_str_or_null(out, boot_id);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\n  \"route\": ");
-	if (rc == 0)
-		rc = json_str_or_null(out, route);
-	if (rc == 0)
-		rc = buf_append_str(out, ",\n  \"lastError\": ");
+		rc = json_parts(out, tail, sizeof(tail) / sizeof(tail[0]));
 	if (rc == 0)
 		rc = last_error_json(le, out);
-	if (rc == 0)
-		rc = buf_append_str(out, "\n}\n");
-	return rc;
+	return rc == 0 ? buf_append_str(out, "\n}\n") : rc;
 }
 
 static int info_build(struct sbx *sb, struct buf *out)
