@@ -215,14 +215,23 @@ static bool id_plausible(const char *id)
 			  "0123456789_-") == n;
 }
 
+/* The mount's sandbox id, NULL when it knows none (fs->lock held). */
+static struct sbx *sbx_find(struct sbfs *fs, const char *id)
+{
+	struct sbx *sb;
+
+	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
+		if (strcmp(sb->id, id) == 0)
+			break;
+	return sb;
+}
+
 static struct sbx *sbx_get(struct sbfs *fs, const char *id)
 {
 	struct sbx *sb;
 
 	pthread_mutex_lock(&fs->lock);
-	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
-		if (strcmp(sb->id, id) == 0)
-			break;
+	sb = sbx_find(fs, id);
 	if (sb == NULL) {
 		sb = xcalloc(1, sizeof(*sb));
 		sb->fs = fs;
@@ -241,9 +250,7 @@ struct sbx *sbfs_known(struct sbfs *fs, const char *id)
 	struct sbx *sb;
 
 	pthread_mutex_lock(&fs->lock);
-	for (sb = fs->sandboxes; sb != NULL; sb = sb->next)
-		if (strcmp(sb->id, id) == 0)
-			break;
+	sb = sbx_find(fs, id);
 	if (sb != NULL)
 		sb->refs++;
 	pthread_mutex_unlock(&fs->lock);
@@ -578,11 +585,31 @@ static bool sbfs_link_escapes(const char *rel, const char *target)
 	return false;
 }
 
+/* The path components a shown link target is made of, in order. */
+struct comps {
+	const char **at;
+	size_t *len;
+	size_t n, cap;
+};
+
+/* Add the component at p, l bytes long, after the others. */
+static void comps_push(struct comps *c, const char *p, size_t l)
+{
+	if (c->n == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 8;
+		c->at = xrealloc(c->at, c->cap * sizeof(*c->at));
+		c->len = xrealloc(c->len, c->cap * sizeof(*c->len));
+	}
+	c->at[c->n] = p;
+	c->len[c->n++] = l;
+}
+
 char *sbfs_link_show(const struct sbfs *fs, const char *rel, const char *target)
 {
 	struct buf out = BUF_INIT(0);
-	const char *p = target, **stack = NULL;
-	size_t *lens = NULL, n = 0, cap = 0, depth = 0, i;
+	struct comps c = {NULL, NULL, 0, 0};
+	const char *p = target;
+	size_t depth = 0, i;
 	int rc = 0;
 
 	if (fs->o.raw_symlinks || !sbfs_link_escapes(rel, target))
@@ -605,13 +632,7 @@ char *sbfs_link_show(const struct sbfs *fs, const char *rel, const char *target)
 		for (i = 0; i < depth; i++) {
 			size_t l = strcspn(q, "/");
 
-			if (n == cap) {
-				cap = cap ? cap * 2 : 8;
-				stack = xrealloc(stack, cap * sizeof(*stack));
-				lens = xrealloc(lens, cap * sizeof(*lens));
-			}
-			stack[n] = q;
-			lens[n++] = l;
+			comps_push(&c, q, l);
 			q += l + 1;
 		}
 	}
@@ -620,16 +641,10 @@ char *sbfs_link_show(const struct sbfs *fs, const char *rel, const char *target)
 		size_t l = strcspn(p, "/");
 
 		if (l == 2 && p[0] == '.' && p[1] == '.') {
-			if (n > 0)
-				n--;
+			if (c.n > 0)
+				c.n--;
 		} else if (l > 0 && !(l == 1 && p[0] == '.')) {
-			if (n == cap) {
-				cap = cap ? cap * 2 : 8;
-				stack = xrealloc(stack, cap * sizeof(*stack));
-				lens = xrealloc(lens, cap * sizeof(*lens));
-			}
-			stack[n] = p;
-			lens[n++] = l;
+			comps_push(&c, p, l);
 		}
 		p += l;
 		while (*p == '/')
@@ -638,16 +653,16 @@ char *sbfs_link_show(const struct sbfs *fs, const char *rel, const char *target)
 	/* Up from the link's directory to files/, then down. */
 	for (i = 0; i < depth && rc == 0; i++)
 		rc = buf_append_str(&out,
-				    i + 1 < depth || n > 0 ? "../" : "..");
-	for (i = 0; i < n && rc == 0; i++) {
-		rc = buf_append(&out, stack[i], lens[i]);
-		if (rc == 0 && i + 1 < n)
+				    i + 1 < depth || c.n > 0 ? "../" : "..");
+	for (i = 0; i < c.n && rc == 0; i++) {
+		rc = buf_append(&out, c.at[i], c.len[i]);
+		if (rc == 0 && i + 1 < c.n)
 			rc = buf_append_str(&out, "/");
 	}
 	if (rc == 0 && out.len == 0)
 		rc = buf_append_str(&out, ".");
-	free(stack);
-	free(lens);
+	free(c.at);
+	free(c.len);
 	if (rc < 0) {
 		/* Unbounded buffer: only memory can fail, and xalloc aborts
 		 * on that; keep a safe answer anyway. */
