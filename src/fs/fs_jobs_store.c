@@ -372,6 +372,22 @@ static bool shell_name(const char *s, size_t n)
 	return true;
 }
 
+/* Append the n strings of v, each written by put, with sep between. */
+static int put_words(struct buf *out, char *const *v, size_t n, const char *sep,
+		     int (*put)(struct buf *, const char *))
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; rc == 0 && i < n; i++) {
+		if (i > 0)
+			rc = buf_append_str(out, sep);
+		if (rc == 0)
+			rc = put(out, v[i]);
+	}
+	return rc;
+}
+
 int fs_cmd_shell(const struct fs_cmd *c, struct buf *out)
 {
 	size_t i;
@@ -393,12 +409,8 @@ int fs_cmd_shell(const struct fs_cmd *c, struct buf *out)
 		if (rc == 0)
 			rc = buf_append_str(out, " ");
 	}
-	for (i = 0; rc == 0 && i < c->req.argc; i++) {
-		if (i > 0)
-			rc = buf_append_str(out, " ");
-		if (rc == 0)
-			rc = shell_quote(out, c->req.argv[i]);
-	}
+	if (rc == 0)
+		rc = put_words(out, c->req.argv, c->req.argc, " ", shell_quote);
 	return rc;
 }
 
@@ -414,12 +426,9 @@ int fs_cmd_json(const struct fs_cmd *c, const struct timespec *started,
 	    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		snprintf(when, sizeof(when), "1970-01-01T00:00:00Z");
 	rc = buf_append_str(out, "{\"command\":[");
-	for (i = 0; rc == 0 && i < c->req.argc; i++) {
-		if (i > 0)
-			rc = buf_append_str(out, ",");
-		if (rc == 0)
-			rc = proto_json_string(out, c->req.argv[i]);
-	}
+	if (rc == 0)
+		rc = put_words(out, c->req.argv, c->req.argc, ",",
+			       proto_json_string);
 	if (rc == 0)
 		rc = buf_append_str(out, "],\"cwd\":");
 	if (rc == 0)
