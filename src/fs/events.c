@@ -136,26 +136,47 @@ static uint64_t fino_now(struct sbx *sb, const char *rel, bool *missing,
  */
 #define SETTLE_TRIES 3
 
+/* One try of settling a name: what the mount and the sandbox say. */
+struct settle_look {
+	uint64_t gen; /* the names' generation before the look */
+	uint64_t fino; /* the sandbox's inode number of the open file */
+	int64_t was_ct; /* its change time as the mount last saw it */
+	uint64_t now; /* the sandbox's inode number of the name now */
+	int64_t now_ct; /* and its change time */
+	bool missing; /* the name is gone */
+};
+
+/* Look at the file open through the mount by the name open_rel, and at
+ * what the sandbox has by the name rel now; false when nothing is open
+ * by open_rel. */
+static bool settle_look(struct sbx *sb, const char *open_rel, const char *rel,
+			struct settle_look *l)
+{
+	l->gen = sbfs_names_quiet(sb->fs);
+	l->fino = sbfs_nodes_open_fino(sb->fs, sb->id, open_rel, &l->was_ct);
+	if (l->fino == 0)
+		return false;
+	l->now = fino_now(sb, rel, &l->missing, &l->now_ct);
+	return true;
+}
+
 static void settle_name(struct sbx *sb, const char *rel, bool removed)
 {
 	struct sbfs *fs = sb->fs;
-	uint64_t fino, now, gen, ino;
-	int64_t was_ct, now_ct;
-	bool missing, same;
+	struct settle_look l;
+	uint64_t ino;
+	bool same;
 	int i;
 
 	for (i = 0; i < SETTLE_TRIES; i++) {
-		gen = sbfs_names_quiet(fs);
-		fino = sbfs_nodes_open_fino(fs, sb->id, rel, &was_ct);
-		if (fino == 0)
+		if (!settle_look(sb, rel, rel, &l))
 			return;
-		now = fino_now(sb, rel, &missing, &now_ct);
-		same = now == 0 ||
-		       (now == fino && (!removed || was_ct == 0 ||
-					now_ct == 0 || now_ct == was_ct));
-		if (!missing && same)
+		same = l.now == 0 || (l.now == l.fino &&
+				      (!removed || l.was_ct == 0 ||
+				       l.now_ct == 0 || l.now_ct == l.was_ct));
+		if (!l.missing && same)
 			return;
-		if (sbfs_names_hold(fs, gen)) {
+		if (sbfs_names_hold(fs, l.gen)) {
 			ino = sbfs_nodes_vanish(fs, sb->id, rel);
 			sbfs_names_release(fs);
 			sbfs_nodes_vanished(fs, ino);
@@ -169,26 +190,24 @@ static void settle_name(struct sbx *sb, const char *rel, bool removed)
 static void settle_rename(struct sbx *sb, const char *from, const char *to)
 {
 	struct sbfs *fs = sb->fs;
-	uint64_t fino, now, old, gen, ino;
+	struct settle_look l;
+	uint64_t old, ino;
 	int64_t ct;
-	bool missing;
 	int i;
 
 	for (i = 0; i < SETTLE_TRIES; i++) {
-		gen = sbfs_names_quiet(fs);
-		fino = sbfs_nodes_open_fino(fs, sb->id, from, &ct);
-		if (fino == 0)
+		if (!settle_look(sb, from, to, &l))
 			break;
-		now = fino_now(sb, to, &missing, &ct);
-		if (now != fino) {
+		if (l.now != l.fino) {
 			settle_name(sb, from, false);
 			break;
 		}
 		old = sbfs_nodes_open_fino(fs, sb->id, to, &ct);
-		if (!sbfs_names_hold(fs, gen))
+		if (!sbfs_names_hold(fs, l.gen))
 			continue;
-		ino = old != 0 && old != now ? sbfs_nodes_vanish(fs, sb->id, to)
-					     : 0;
+		ino = old != 0 && old != l.now
+			      ? sbfs_nodes_vanish(fs, sb->id, to)
+			      : 0;
 		sbfs_nodes_move(fs, sb->id, from, to);
 		sbfs_files_moved(sb, from, to);
 		sbfs_names_release(fs);
