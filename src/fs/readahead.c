@@ -231,16 +231,24 @@ int readahead_new(unsigned workers, size_t budget, struct readahead **out)
 	return 0;
 }
 
+/* Set *flag under lock and wake every waiter on cond: the pool's workers
+ * told to stop, or a stream's readers told it is closed. */
+static void set_and_wake(pthread_mutex_t *lock, bool *flag,
+			 pthread_cond_t *cond)
+{
+	pthread_mutex_lock(lock);
+	*flag = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(lock);
+}
+
 void readahead_free(struct readahead *ra)
 {
 	unsigned i;
 
 	if (ra == NULL)
 		return;
-	pthread_mutex_lock(&ra->lock);
-	ra->stopping = true;
-	pthread_cond_broadcast(&ra->work);
-	pthread_mutex_unlock(&ra->lock);
+	set_and_wake(&ra->lock, &ra->stopping, &ra->work);
 	/* A worker inside a fetch returns within the fetch's deadline; the
 	 * queued ones are dropped unfetched. */
 	for (i = 0; ra->started && i < ra->nworkers; i++)
@@ -302,10 +310,7 @@ void ra_stream_close(struct ra_stream *s)
 {
 	if (s == NULL)
 		return;
-	pthread_mutex_lock(&s->lock);
-	s->closed = true;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
+	set_and_wake(&s->lock, &s->closed, &s->cond);
 	stream_unref(s);
 }
 
