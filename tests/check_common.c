@@ -248,24 +248,30 @@ START_TEST(dlist_both_ends_and_anywhere)
 {
 	struct item it[4] = {
 		{.name = 'a'}, {.name = 'b'}, {.name = 'c'}, {.name = 'd'}};
-	struct dlist l = {NULL, NULL};
+	struct dlist l = {NULL, NULL, 0};
 
 	dlist_push_back(&l, &it[0].node);
 	dlist_push_back(&l, &it[1].node);
 	dlist_push_back(&l, &it[2].node);
 	dlist_push_front(&l, &it[3].node);
 	expect_order(&l, "dabc");
+	ck_assert_uint_eq(l.n, 4);
 	dlist_remove(&l, &it[1].node);
 	ck_assert_ptr_null(it[1].node.prev);
 	ck_assert_ptr_null(it[1].node.next);
 	expect_order(&l, "dac");
 	dlist_remove(&l, &it[3].node);
 	expect_order(&l, "ac");
+	ck_assert_ptr_eq(dlist_pop_front(&l), &it[0].node);
+	expect_order(&l, "c");
+	dlist_push_front(&l, &it[0].node);
 	dlist_remove(&l, &it[2].node);
 	expect_order(&l, "a");
 	dlist_remove(&l, &it[0].node);
 	ck_assert_ptr_null(l.first);
 	ck_assert_ptr_null(l.last);
+	ck_assert_uint_eq(l.n, 0);
+	ck_assert_ptr_null(dlist_pop_front(&l));
 	ck_assert_ptr_null(dlist_item(l.first, struct item, node));
 }
 END_TEST

@@ -315,7 +315,7 @@ void agent_jobs_free(struct agent_jobs *j)
 		pthread_join(job->thread, NULL);
 		ajob_free(job);
 	}
-	j->jobs.first = j->jobs.last = NULL;
+	memset(&j->jobs, 0, sizeof(j->jobs));
 	if (j->timer_started)
 		pthread_join(j->timer, NULL);
 

@@ -20,6 +20,7 @@ static void link_between(struct dlist *l, struct dlist_node *n,
 		next->prev = n;
 	else
 		l->last = n;
+	l->n++;
 }
 
 void dlist_push_front(struct dlist *l, struct dlist_node *n)
@@ -43,4 +44,14 @@ void dlist_remove(struct dlist *l, struct dlist_node *n)
 	else
 		l->last = n->prev;
 	n->prev = n->next = NULL;
+	l->n--;
+}
+
+struct dlist_node *dlist_pop_front(struct dlist *l)
+{
+	struct dlist_node *n = l->first;
+
+	if (n != NULL)
+		dlist_remove(l, n);
+	return n;
 }

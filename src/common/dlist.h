@@ -6,7 +6,7 @@
  *
  * An entry embeds a struct dlist_node and is found again with
  * dlist_item(). A list starts zeroed (calloc or memset) and knows
- * its first and last entry, so an entry joins at either end and leaves
+ * its first and last entry and how many it holds, so an entry joins at either end and leaves
  * in constant time.
  *
  * Ownership: the list owns nothing; entries are the caller's.
@@ -23,6 +23,7 @@ struct dlist_node {
 
 struct dlist {
 	struct dlist_node *first, *last;
+	size_t n; /* entries in the list */
 };
 
 /* The struct of type that holds node as its member; NULL for a NULL node
@@ -43,5 +44,7 @@ void dlist_push_front(struct dlist *l, struct dlist_node *n);
 void dlist_push_back(struct dlist *l, struct dlist_node *n);
 /* Take n (which must be in l) out of l; its links are cleared. */
 void dlist_remove(struct dlist *l, struct dlist_node *n);
+/* Take the first entry out of l and return it; NULL when l is empty. */
+struct dlist_node *dlist_pop_front(struct dlist *l);
 
 #endif

@@ -6,7 +6,7 @@
  *  - a direct-mapped table of recently opened directories, each SEEN (one
  *    file opened), FETCHING (a worker is asking the agent) or DONE;
  *  - the bodies that arrived, in a hash table by (sandbox, path)
- *    (common/hmap.h), with a FIFO for eviction past PREFETCH_MAX_BYTES or PREFETCH_MAX_FILES;
+ *    (common/hmap.h), with a FIFO (common/dlist.h) for eviction past PREFETCH_MAX_BYTES or PREFETCH_MAX_FILES;
  *  - a queue of directories to fetch, for PREFETCH_WORKERS threads.
  */
 #include "config.h"
@@ -21,6 +21,7 @@
 
 #include "client/agent_client.h"
 #include "common/clock.h"
+#include "common/dlist.h"
 #include "common/hmap.h"
 #include "common/log.h"
 #include "common/path.h"
@@ -53,7 +54,7 @@ struct body {
 	size_t len;
 	char etag[PROTO_ETAG_MAX];
 	struct hmap_node node; /* in pf->bodies, by key */
-	struct body *older, *newer; /* FIFO */
+	struct dlist_node fifo; /* in pf->fifo */
 };
 
 struct job {
@@ -62,7 +63,7 @@ struct job {
 	char *dir;
 	bool ahead; /* a subdirectory of a walked one: fetches no further */
 	bool listed; /* the walker listed it (prefetch_listed) */
-	struct job *next;
+	struct dlist_node link; /* in pf->queue */
 };
 
 /* A mount's read-ahead of walked directories: everything under lock. */
@@ -74,10 +75,9 @@ struct prefetch {
 	unsigned nthreads; /* workers started */
 	struct dir_rec dirs[DIR_SLOTS];
 	struct hmap bodies;
-	struct body *oldest, *newest;
-	size_t held_bytes, held_files;
-	struct job *q_head, *q_tail;
-	size_t q_len;
+	struct dlist fifo; /* the bodies, oldest first */
+	size_t held_bytes;
+	struct dlist queue; /* the jobs, first queued first */
 	unsigned active; /* jobs a worker is on */
 	bool stopping;
 };
@@ -125,16 +125,8 @@ static struct body *body_find(struct prefetch *pf, const char *key,
 static void body_remove(struct prefetch *pf, struct body *b, bool keep_data)
 {
 	hmap_remove(&pf->bodies, &b->node);
-	if (b->older != NULL)
-		b->older->newer = b->newer;
-	else
-		pf->oldest = b->newer;
-	if (b->newer != NULL)
-		b->newer->older = b->older;
-	else
-		pf->newest = b->older;
+	dlist_remove(&pf->fifo, &b->fifo);
 	pf->held_bytes -= b->len;
-	pf->held_files--;
 	if (!keep_data)
 		free(b->data);
 	free(b->key);
@@ -143,7 +135,7 @@ static void body_remove(struct prefetch *pf, struct body *b, bool keep_data)
 
 static void evict_oldest(struct prefetch *pf)
 {
-	body_remove(pf, pf->oldest, false);
+	body_remove(pf, dlist_item(pf->fifo.first, struct body, fifo), false);
 }
 
 static void body_put(struct prefetch *pf, const char *sbx, const char *rel,
@@ -156,9 +148,9 @@ static void body_put(struct prefetch *pf, const char *sbx, const char *rel,
 	b = body_find(pf, key, keylen);
 	if (b != NULL)
 		body_remove(pf, b, false);
-	while (pf->oldest != NULL &&
+	while (pf->fifo.first != NULL &&
 	       (pf->held_bytes + len > PREFETCH_MAX_BYTES ||
-		pf->held_files + 1 > PREFETCH_MAX_FILES))
+		pf->fifo.n + 1 > PREFETCH_MAX_FILES))
 		evict_oldest(pf);
 	b = xcalloc(1, sizeof(*b));
 	b->key = key;
@@ -169,14 +161,8 @@ static void body_put(struct prefetch *pf, const char *sbx, const char *rel,
 	snprintf(b->etag, sizeof(b->etag), "%s", etag);
 	hmap_insert(&pf->bodies, &b->node,
 		    hmap_hash_bytes(key, keylen, HMAP_SEED));
-	b->older = pf->newest;
-	if (pf->newest != NULL)
-		pf->newest->newer = b;
-	else
-		pf->oldest = b;
-	pf->newest = b;
+	dlist_push_back(&pf->fifo, &b->fifo);
 	pf->held_bytes += len;
-	pf->held_files++;
 }
 
 /* ---- the workers ----------------------------------------------------------- */
@@ -264,7 +250,7 @@ static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 	struct dir_rec *d = dir_slot(pf, sbx, dir);
 	struct job *j;
 
-	if (pf->q_len >= QUEUE_MAX || pf->stopping)
+	if (pf->queue.n >= QUEUE_MAX || pf->stopping)
 		return false;
 	/* Another directory's fetch under way keeps its slot. */
 	if (!dir_is(d, sbx, dir) && d->state == DIR_FETCHING)
@@ -277,12 +263,7 @@ static bool enqueue(struct sbfs *fs, const char *sbx, const char *dir,
 	j->dir = xstrdup(dir);
 	j->ahead = ahead;
 	j->listed = listed;
-	if (pf->q_tail != NULL)
-		pf->q_tail->next = j;
-	else
-		pf->q_head = j;
-	pf->q_tail = j;
-	pf->q_len++;
+	dlist_push_back(&pf->queue, &j->link);
 	pthread_cond_signal(&pf->work);
 	return true;
 }
@@ -364,17 +345,14 @@ static void *pf_worker(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&pf->lock);
-		while (pf->q_head == NULL && !pf->stopping)
+		while (pf->queue.first == NULL && !pf->stopping)
 			pthread_cond_wait(&pf->work, &pf->lock);
-		if (pf->q_head == NULL) {
+		if (pf->queue.first == NULL) {
 			pthread_mutex_unlock(&pf->lock);
 			break;
 		}
-		j = pf->q_head;
-		pf->q_head = j->next;
-		if (pf->q_head == NULL)
-			pf->q_tail = NULL;
-		pf->q_len--;
+		j = dlist_item(pf->queue.first, struct job, link);
+		dlist_remove(&pf->queue, &j->link);
 		pf->active++;
 		pthread_mutex_unlock(&pf->lock);
 
@@ -536,11 +514,13 @@ void prefetch_drop_sandbox(struct sbfs *fs, const char *sbx)
 {
 	struct prefetch *pf = fs->pf;
 	size_t n = strlen(sbx) + 1;
-	struct body *b, *next;
+	struct dlist_node *l, *next;
 
 	pthread_mutex_lock(&pf->lock);
-	for (b = pf->oldest; b != NULL; b = next) {
-		next = b->newer;
+	for (l = pf->fifo.first; l != NULL; l = next) {
+		struct body *b = dlist_item(l, struct body, fifo);
+
+		next = l->next;
 		if (b->keylen >= n && memcmp(b->key, sbx, n) == 0)
 			body_remove(pf, b, false);
 	}
@@ -549,27 +529,26 @@ void prefetch_drop_sandbox(struct sbfs *fs, const char *sbx)
 
 void prefetch_free(struct prefetch *pf)
 {
-	struct job *j;
+	struct dlist_node *l;
 	unsigned i;
 
 	if (pf == NULL)
 		return;
 	pthread_mutex_lock(&pf->lock);
 	pf->stopping = true;
-	while ((j = pf->q_head) != NULL) {
-		pf->q_head = j->next;
+	while ((l = dlist_pop_front(&pf->queue)) != NULL) {
+		struct job *j = dlist_item(l, struct job, link);
+
 		free(j->sbx);
 		free(j->dir);
 		free(j);
 	}
-	pf->q_tail = NULL;
-	pf->q_len = 0;
 	pthread_cond_broadcast(&pf->work);
 	pthread_mutex_unlock(&pf->lock);
 	/* A worker inside a fetch returns within the fetch's deadline. */
 	for (i = 0; i < pf->nthreads; i++)
 		pthread_join(pf->threads[i], NULL);
-	while (pf->oldest != NULL)
+	while (pf->fifo.first != NULL)
 		evict_oldest(pf);
 	hmap_cleanup(&pf->bodies);
 	for (i = 0; i < DIR_SLOTS; i++) {
