@@ -226,13 +226,15 @@ static struct sbx *sbx_find(struct sbfs *fs, const char *id)
 	return sb;
 }
 
-static struct sbx *sbx_get(struct sbfs *fs, const char *id)
+/* The mount's sandbox id with one more reference; when the mount knows
+ * none yet, made with create, else NULL. */
+static struct sbx *sbx_ref(struct sbfs *fs, const char *id, bool create)
 {
 	struct sbx *sb;
 
 	pthread_mutex_lock(&fs->lock);
 	sb = sbx_find(fs, id);
-	if (sb == NULL) {
+	if (sb == NULL && create) {
 		sb = xcalloc(1, sizeof(*sb));
 		sb->fs = fs;
 		snprintf(sb->id, sizeof(sb->id), "%s", id);
@@ -240,21 +242,15 @@ static struct sbx *sbx_get(struct sbfs *fs, const char *id)
 		sb->next = fs->sandboxes;
 		fs->sandboxes = sb;
 	}
-	sb->refs++;
+	if (sb != NULL)
+		sb->refs++;
 	pthread_mutex_unlock(&fs->lock);
 	return sb;
 }
 
 struct sbx *sbfs_known(struct sbfs *fs, const char *id)
 {
-	struct sbx *sb;
-
-	pthread_mutex_lock(&fs->lock);
-	sb = sbx_find(fs, id);
-	if (sb != NULL)
-		sb->refs++;
-	pthread_mutex_unlock(&fs->lock);
-	return sb;
+	return sbx_ref(fs, id, false);
 }
 
 void sbfs_op_begin(const struct sbfs *fs, bool bounded)
@@ -403,7 +399,7 @@ int sbfs_enter(struct sbfs *fs, const char *id, const char *op,
 
 	if (!id_plausible(id))
 		return -ENOENT;
-	sb = sbx_get(fs, id);
+	sb = sbx_ref(fs, id, true);
 	if (just_late(sb)) {
 		log_debug("sandbox %s: %s: failing at once, this caller's last "
 			  "request to it ended at its deadline",
@@ -485,7 +481,7 @@ int sbfs_peek(struct sbfs *fs, const char *id, struct sbx **out)
 
 	if (rc < 0)
 		return rc;
-	*out = sbx_get(fs, id);
+	*out = sbx_ref(fs, id, true);
 	set_kind(*out, kind);
 	return 0;
 }
