@@ -44,16 +44,15 @@ struct v1_handle {
 	bool uploading;
 	bool append;
 	bool native;
-	/* The registry's, guarded by reg_lock. */
+	/* The registry's (the mount's list of v1 open files), guarded by
+	 * fs->v1_lock. */
 	struct sbfs *fs;
 	char id[PROVIDER_ID_MAX + 1];
 	char *rel;
 	unsigned refs;
-	struct v1_handle *prev, *next;
+	struct dlist_node link; /* in fs->v1_open */
+	bool listed;
 };
-
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct v1_handle *reg_head;
 
 static struct v1_handle *handle_new(struct sbx *sb, const char *rel,
 				    bool append, bool native)
@@ -83,13 +82,10 @@ static void handle_free(struct v1_handle *h)
 
 static void reg_add(struct v1_handle *h)
 {
-	pthread_mutex_lock(&reg_lock);
-	h->prev = NULL;
-	h->next = reg_head;
-	if (reg_head != NULL)
-		reg_head->prev = h;
-	reg_head = h;
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_lock(&h->fs->v1_lock);
+	dlist_push_front(&h->fs->v1_open, &h->link);
+	h->listed = true;
+	pthread_mutex_unlock(&h->fs->v1_lock);
 }
 
 /* Drop the open file's reference (and its registry entry); the last
@@ -98,18 +94,13 @@ static void reg_release(struct v1_handle *h)
 {
 	bool last;
 
-	pthread_mutex_lock(&reg_lock);
-	if (h->prev != NULL || reg_head == h) {
-		if (h->prev != NULL)
-			h->prev->next = h->next;
-		else
-			reg_head = h->next;
-		if (h->next != NULL)
-			h->next->prev = h->prev;
-		h->prev = h->next = NULL;
+	pthread_mutex_lock(&h->fs->v1_lock);
+	if (h->listed) {
+		dlist_remove(&h->fs->v1_open, &h->link);
+		h->listed = false;
 	}
 	last = --h->refs == 0;
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&h->fs->v1_lock);
 	if (last)
 		handle_free(h);
 }
@@ -118,9 +109,9 @@ static void reg_unref(struct v1_handle *h)
 {
 	bool last;
 
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&h->fs->v1_lock);
 	last = --h->refs == 0;
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&h->fs->v1_lock);
 	if (last)
 		handle_free(h);
 }
@@ -129,19 +120,18 @@ static void reg_unref(struct v1_handle *h)
  * file moves its registry entry along. */
 static void reg_set_rel(struct v1_handle *h, const char *rel)
 {
-	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&h->fs->v1_lock);
 	if (strcmp(h->rel, rel) != 0) {
 		free(h->rel);
 		h->rel = xstrdup(rel);
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&h->fs->v1_lock);
 }
 
 static bool reg_match(const struct v1_handle *h, const struct sbx *sb,
 		      const char *rel)
 {
-	return h->fs == sb->fs && strcmp(h->id, sb->id) == 0 &&
-	       strcmp(h->rel, rel) == 0;
+	return strcmp(h->id, sb->id) == 0 && strcmp(h->rel, rel) == 0;
 }
 
 static bool handle_dirty(struct v1_handle *h)
@@ -157,8 +147,10 @@ static bool reg_dirty_size(const struct sbx *sb, const char *rel,
 	struct v1_handle *h;
 	bool found = false;
 
-	pthread_mutex_lock(&reg_lock);
-	for (h = reg_head; h != NULL && !found; h = h->next) {
+	pthread_mutex_lock(&sb->fs->v1_lock);
+	for (h = dlist_item(sb->fs->v1_open.first, struct v1_handle, link);
+	     h != NULL && !found;
+	     h = dlist_item(h->link.next, struct v1_handle, link)) {
 		if (!reg_match(h, sb, rel))
 			continue;
 		pthread_mutex_lock(&h->lock);
@@ -168,7 +160,7 @@ static bool reg_dirty_size(const struct sbx *sb, const char *rel,
 		}
 		pthread_mutex_unlock(&h->lock);
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&sb->fs->v1_lock);
 	return found;
 }
 
@@ -251,14 +243,16 @@ int v1_upload_path(struct sbx *sb, const char *op, const char *rel)
 	size_t n = 0, i;
 	int rc = 0, one;
 
-	pthread_mutex_lock(&reg_lock);
-	for (h = reg_head; h != NULL && n < 16; h = h->next) {
+	pthread_mutex_lock(&sb->fs->v1_lock);
+	for (h = dlist_item(sb->fs->v1_open.first, struct v1_handle, link);
+	     h != NULL && n < 16;
+	     h = dlist_item(h->link.next, struct v1_handle, link)) {
 		if (!reg_match(h, sb, rel) || h->native)
 			continue;
 		h->refs++;
 		found[n++] = h;
 	}
-	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&sb->fs->v1_lock);
 	for (i = 0; i < n; i++) {
 		one = upload(sb, op, rel, found[i]);
 		if (rc == 0)

@@ -47,6 +47,7 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
+#include "common/dlist.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "client/provider.h"
@@ -132,6 +133,10 @@ struct sbfs {
 	struct inodes *inodes; /* the kernel's node ids (ll.c) */
 	struct dirsnaps *dirs; /* listings readers are part way through */
 	pthread_mutex_t hide_lock; /* open files losing their name (ll.c) */
+	/* The files open through protocol v1 (fs_files_v1_open.c), and the
+	 * lock of that list and of their reference counts and paths. */
+	pthread_mutex_t v1_lock;
+	struct dlist v1_open;
 	/* Name changes in flight (ll.c, ll_moved_again): how many, and a
 	 * generation bumped as each begins and ends (under names_lock, with
 	 * atomic stores, so that ll_moved_init reads it without the lock). */

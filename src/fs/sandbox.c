@@ -44,6 +44,7 @@ int sbfs_new(const struct sbfs_opts *o, struct provider *prov,
 	fs->gid = getgid();
 	clock_gettime(CLOCK_REALTIME, &fs->start);
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_mutex_init(&fs->v1_lock, NULL);
 	fs->spool_dir = xstrdup(tmp != NULL && *tmp == '/' ? tmp : "/tmp");
 	fs->prov = prov;
 	transport_config_defaults(&cfg);
@@ -128,6 +129,7 @@ void sbfs_free(struct sbfs *fs)
 	}
 	inodes_free(fs->inodes);
 	dirsnaps_free(fs->dirs);
+	pthread_mutex_destroy(&fs->v1_lock);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->spool_dir);
 	free(fs);
