@@ -496,6 +496,19 @@ char *ta_slurp(const char *dir, const char *rel, size_t *len)
 	return text;
 }
 
+void ta_expect_contents(const char *dir, const char *rel, const void *data,
+			size_t n)
+{
+	size_t len;
+	char *text = ta_slurp(dir, rel, &len);
+
+	ck_assert_msg(text != NULL, "%s/%s is missing", dir, rel);
+	ck_assert_msg(len == n && memcmp(text, data, n) == 0,
+		      "%s/%s: not the %zu bytes expected (%zu bytes)", dir, rel,
+		      n, len);
+	free(text);
+}
+
 void ta_lstat_at(const char *dir, const char *rel, struct stat *st)
 {
 	char *p = ta_join(dir, rel);

@@ -163,6 +163,9 @@ void ta_make_dir(const char *dir, const char *rel);
 void ta_make_link(const char *dir, const char *rel, const char *target);
 /* The contents of dir/rel (heap, NUL-terminated), NULL when missing. */
 char *ta_slurp(const char *dir, const char *rel, size_t *len);
+/* dir/rel holds exactly the n bytes data (else the test fails). */
+void ta_expect_contents(const char *dir, const char *rel, const void *data,
+			size_t n);
 void ta_lstat_at(const char *dir, const char *rel, struct stat *st);
 
 /* Status and body exactly, then r is cleaned up. */

@@ -44,23 +44,43 @@ static void assert_ts(const struct timespec *ts, long long sec, long nsec)
 		      (long long)ts->tv_sec, ts->tv_nsec, sec, nsec);
 }
 
+/* PUT write of the n bytes data to rel with the query how; its 200
+ * attribute answer, which must match lstat of rel (ta_expect_attr). */
+static struct proto_attr write_attr(const char *rel, const char *how,
+				    const void *data, size_t n)
+{
+	struct th_resp r;
+
+	ta_ext_write(&ta_ag, rel, how, data, n, &r);
+	return ta_expect_attr(ta_ag.root, &r, rel, NULL);
+}
+
+/* PUT write of the n bytes data to rel with the query how, whose answer
+ * must have the given status (its body not looked at). */
+static void write_status(const char *rel, const char *how, const void *data,
+			 size_t n, long status)
+{
+	struct th_resp r;
+
+	ta_ext_write(&ta_ag, rel, how, data, n, &r);
+	ck_assert_int_eq(r.status, status);
+	th_resp_cleanup(&r);
+}
+
 START_TEST(wire_write_times)
 {
 	struct timespec before, after;
 	struct proto_attr a;
 	struct th_resp r;
 	struct stat st;
-	size_t len;
-	char *text;
 
 	ta_put_file(ta_ag.root, "t", "");
 
 	/* both given: exactly those, after the bytes */
-	ta_ext_write(&ta_ag, "t",
-		     "offset=0&atime=1000000000.000000005"
-		     "&mtime=1500000000.123456789",
-		     "abc", 3, &r);
-	a = ta_expect_attr(ta_ag.root, &r, "t", NULL);
+	a = write_attr("t",
+		       "offset=0&atime=1000000000.000000005"
+		       "&mtime=1500000000.123456789",
+		       "abc", 3);
 	ck_assert_uint_eq(a.size, 3);
 	ck_assert_int_eq(a.atime, 1000000000);
 	ck_assert_uint_eq(a.atime_ns, 5);
@@ -69,15 +89,14 @@ START_TEST(wire_write_times)
 	lstat_root("t", &st);
 	assert_ts(&st.st_atim, 1000000000, 5);
 	assert_ts(&st.st_mtim, 1500000000, 123456789);
-	text = ta_slurp(ta_ag.root, "t", &len);
-	ck_assert(len == 3 && memcmp(text, "abc", 3) == 0);
-	free(text);
+	ta_expect_contents(ta_ag.root, "t", "abc", 3);
 
 	/* the fields of a timespec as they are: before the epoch too */
-	ta_ext_write(&ta_ag, "t",
-		     "append=1&atime=-1.500000000&mtime=0.000000000", "d", 1,
-		     &r);
-	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "t", NULL).size, 4);
+	ck_assert_uint_eq(
+		write_attr("t", "append=1&atime=-1.500000000&mtime=0.000000000",
+			   "d", 1)
+			.size,
+		4);
 	lstat_root("t", &st);
 	assert_ts(&st.st_atim, -1, 500000000);
 	assert_ts(&st.st_mtim, 0, 0);
@@ -117,8 +136,7 @@ START_TEST(wire_write_times)
 		     &r);
 	th_resp_cleanup(&r);
 	clock_gettime(CLOCK_REALTIME, &before);
-	ta_ext_write(&ta_ag, "t", "offset=0&atime=now&mtime=now", "a", 1, &r);
-	a = ta_expect_attr(ta_ag.root, &r, "t", NULL);
+	a = write_attr("t", "offset=0&atime=now&mtime=now", "a", 1);
 	clock_gettime(CLOCK_REALTIME, &after);
 	lstat_root("t", &st);
 	ck_assert_int_ge(st.st_atim.tv_sec, before.tv_sec - 1);
@@ -128,9 +146,7 @@ START_TEST(wire_write_times)
 	ck_assert_int_eq(a.atime, st.st_atim.tv_sec);
 	ck_assert_uint_eq(a.atime_ns, st.st_atim.tv_nsec);
 
-	text = ta_slurp(ta_ag.root, "t", &len);
-	ck_assert(len == 4 && memcmp(text, "aBcd", 4) == 0);
-	free(text);
+	ta_expect_contents(ta_ag.root, "t", "aBcd", 4);
 
 	/* times need what utimensat needs: on a file the agent's user does
 	 * not own, a given time needs the owner's access, which root's agent
@@ -140,18 +156,17 @@ START_TEST(wire_write_times)
 
 		th_write_file(p, "0123", 4);
 		ck_assert(chmod(p, 0644) == 0);
-		ta_ext_write(&ta_ag, "theirs", "offset=0&atime=now&mtime=now",
-			     "a", 1, &r);
-		ck_assert_uint_eq(
-			ta_expect_attr(ta_ag.root, &r, "theirs", NULL).uid, 0);
-		ta_ext_write(&ta_ag, "theirs", "offset=1&mtime=1.000000000",
-			     "b", 1, &r);
-		ck_assert_int_eq(
-			ta_expect_attr(ta_ag.root, &r, "theirs", NULL).mtime,
-			1);
-		text = ta_slurp(ta_ag.root, "theirs", &len);
-		ck_assert(len == 4 && memcmp(text, "ab23", 4) == 0);
-		free(text);
+		ck_assert_uint_eq(write_attr("theirs",
+					     "offset=0&atime=now&mtime=now",
+					     "a", 1)
+					  .uid,
+				  0);
+		ck_assert_int_eq(write_attr("theirs",
+					    "offset=1&mtime=1.000000000", "b",
+					    1)
+					 .mtime,
+				 1);
+		ta_expect_contents(ta_ag.root, "theirs", "ab23", 4);
 		free(p);
 	}
 }
@@ -180,8 +195,7 @@ START_TEST(wire_write_times_malformed)
 	struct stat st0, st;
 	struct th_resp r;
 	char how[128];
-	size_t i, len;
-	char *text;
+	size_t i;
 	int which;
 
 	ta_put_file(ta_ag.root, "t", "keep");
@@ -210,9 +224,7 @@ START_TEST(wire_write_times_malformed)
 		"REQUEST_INVALID: Request invalid: atime and mtime must be "
 		"SEC.NSEC, now or omit");
 	/* nothing was written, nothing moved */
-	text = ta_slurp(ta_ag.root, "t", &len);
-	ck_assert(len == 4 && memcmp(text, "keep", 4) == 0);
-	free(text);
+	ta_expect_contents(ta_ag.root, "t", "keep", 4);
 	lstat_root("t", &st);
 	ck_assert_int_eq(st.st_size, 4);
 	assert_ts(&st.st_mtim, st0.st_mtim.tv_sec, st0.st_mtim.tv_nsec);
@@ -227,46 +239,39 @@ START_TEST(wire_write_create)
 	struct proto_attr a;
 	struct th_resp r;
 	struct stat st;
-	size_t len;
-	char *text;
 
 	/* absent: made with exactly the mode, bytes and times in one go */
-	ta_ext_write(&ta_ag, "n",
-		     "offset=0&create=640&exclusive=1&mtime=1000000000."
-		     "000000007",
-		     "new", 3, &r);
-	a = ta_expect_attr(ta_ag.root, &r, "n", NULL);
+	a = write_attr("n",
+		       "offset=0&create=640&exclusive=1&mtime=1000000000."
+		       "000000007",
+		       "new", 3);
 	ck_assert_uint_eq(a.size, 3);
 	ck_assert_uint_eq(a.perm, 0640);
 	lstat_root("n", &st);
 	ck_assert_uint_eq(st.st_mode & 07777, 0640);
 	assert_ts(&st.st_mtim, 1000000000, 7);
-	text = ta_slurp(ta_ag.root, "n", &len);
-	ck_assert(len == 3 && memcmp(text, "new", 3) == 0);
-	free(text);
+	ta_expect_contents(ta_ag.root, "n", "new", 3);
 
 	/* exclusive and present: EEXIST, nothing written */
 	ta_ext_write(&ta_ag, "n", "offset=0&create=600&exclusive=1", "XXXX", 4,
 		     &r);
 	ta_expect_resp(&r, 409, "FS_ERROR: EEXIST: File exists: n");
-	text = ta_slurp(ta_ag.root, "n", &len);
-	ck_assert(len == 3 && memcmp(text, "new", 3) == 0);
-	free(text);
+	ta_expect_contents(ta_ag.root, "n", "new", 3);
 
 	/* not exclusive and present: written as it is, its mode kept */
-	ta_ext_write(&ta_ag, "n", "offset=3&create=600", "er", 2, &r);
-	a = ta_expect_attr(ta_ag.root, &r, "n", NULL);
+	a = write_attr("n", "offset=3&create=600", "er", 2);
 	ck_assert_uint_eq(a.size, 5);
 	ck_assert_uint_eq(a.perm, 0640);
 
 	/* an empty body makes an empty file; append creates too */
-	ta_ext_write(&ta_ag, "e", "offset=0&create=644&exclusive=true", "", 0,
-		     &r);
-	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "e", NULL).size, 0);
+	ck_assert_uint_eq(
+		write_attr("e", "offset=0&create=644&exclusive=true", "", 0)
+			.size,
+		0);
 	lstat_root("e", &st);
 	ck_assert(S_ISREG(st.st_mode) && st.st_size == 0);
-	ta_ext_write(&ta_ag, "ap", "append=1&create=600", "a", 1, &r);
-	ck_assert_uint_eq(ta_expect_attr(ta_ag.root, &r, "ap", NULL).size, 1);
+	ck_assert_uint_eq(write_attr("ap", "append=1&create=600", "a", 1).size,
+			  1);
 
 	/* without create nothing is made */
 	ta_ext_write(&ta_ag, "none", "offset=0", "a", 1, &r);
@@ -274,23 +279,14 @@ START_TEST(wire_write_create)
 		       "PATH_NOT_FOUND: No such file in the sandbox: none");
 
 	/* malformed: refused before anything happens */
-	ta_ext_write(&ta_ag, "bad", "offset=0&create=8", "a", 1, &r);
-	ck_assert_int_eq(r.status, 400);
-	th_resp_cleanup(&r);
-	ta_ext_write(&ta_ag, "bad", "offset=0&create=17777", "a", 1, &r);
-	ck_assert_int_eq(r.status, 400);
-	th_resp_cleanup(&r);
-	ta_ext_write(&ta_ag, "bad", "offset=0&create=", "a", 1, &r);
-	ck_assert_int_eq(r.status, 400);
-	th_resp_cleanup(&r);
+	write_status("bad", "offset=0&create=8", "a", 1, 400);
+	write_status("bad", "offset=0&create=17777", "a", 1, 400);
+	write_status("bad", "offset=0&create=", "a", 1, 400);
 	ta_ext_write(&ta_ag, "bad", "offset=0&exclusive=1", "a", 1, &r);
 	ta_expect_resp(&r, 400,
 		       "REQUEST_INVALID: Request invalid: exclusive needs "
 		       "create");
-	ta_ext_write(&ta_ag, "bad", "offset=0&create=644&exclusive=2", "a", 1,
-		     &r);
-	ck_assert_int_eq(r.status, 400);
-	th_resp_cleanup(&r);
+	write_status("bad", "offset=0&create=644&exclusive=2", "a", 1, 400);
 	{
 		char *p = ta_join(ta_ag.root, "bad");
 
@@ -299,9 +295,7 @@ START_TEST(wire_write_create)
 	}
 
 	/* the path rules hold: no way out, no symlink followed in between */
-	ta_ext_write(&ta_ag, "../out", "offset=0&create=644", "a", 1, &r);
-	ck_assert_int_eq(r.status, 400);
-	th_resp_cleanup(&r);
+	write_status("../out", "offset=0&create=644", "a", 1, 400);
 }
 END_TEST
 
