@@ -7,11 +7,9 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,8 +357,7 @@ END_TEST
 START_TEST(config_errors)
 {
 	char *dir = th_tmpdir("agent-cfg"), *root, *file, *tok, *err, want[64];
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t sl = sizeof(sa);
+	unsigned port;
 	int status, s;
 
 	ck_assert(asprintf(&root, "%s/root", dir) > 0);
@@ -406,12 +403,9 @@ START_TEST(config_errors)
 		free(err);
 	}
 	/* A port in use. */
-	s = socket(AF_INET, SOCK_STREAM, 0);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(listen(s, 1), 0);
-	ck_assert_int_eq(getsockname(s, (struct sockaddr *)&sa, &sl), 0);
-	snprintf(want, sizeof(want), "%u", ntohs(sa.sin_port));
+	s = th_listen_loopback(1, &port);
+	ck_assert_int_ge(s, 0);
+	snprintf(want, sizeof(want), "%u", port);
 	{
 		/* Exactly one line: nothing else is logged at warn. */
 		const char *args[] = {
@@ -423,8 +417,7 @@ START_TEST(config_errors)
 		status = ta_run_agent(args, &err);
 		ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1);
 		snprintf(want, sizeof(want),
-			 "sandbox-agent: port %u is in use\n",
-			 ntohs(sa.sin_port));
+			 "sandbox-agent: port %u is in use\n", port);
 		ck_assert_str_eq(err, want);
 		free(err);
 	}
@@ -507,18 +500,10 @@ END_TEST
 static int slow_client(unsigned port)
 {
 	static const char start[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n";
-	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = th_connect_loopback(port);
 
-	ck_assert_int_ge(fd, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
+	if (fd < 0)
 		return -1;
-	}
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	if (send(fd, start, sizeof(start) - 1, MSG_NOSIGNAL) < 0) {
 		close(fd);
@@ -616,19 +601,14 @@ START_TEST(conn_deadlines_close_slow_clients)
 					   "--idle-timeout", "3", NULL};
 	enum { N = 8 };
 	int fds[N], idle, i, open;
-	struct sockaddr_in sa;
 	long long end;
 	char c;
 
 	th_agent_start(&ta_ag, args, false);
 	for (i = 0; i < N; i++)
 		fds[i] = slow_client(ta_ag.port);
-	idle = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)ta_ag.port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(connect(idle, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	idle = th_connect_loopback(ta_ag.port);
+	ck_assert_int_ge(idle, 0);
 	/* Within the deadline they are all served still. */
 	usleep(500 * 1000);
 	ck_assert_int_eq(trickle(fds, N), N);
