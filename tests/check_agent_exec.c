@@ -40,12 +40,16 @@
 
 /* ---- exec ---------------------------------------------------------------- */
 
-/* The first n frames of fr are stdout frames numbered 0 to n - 1. */
-static void expect_stdout_seq(const struct ta_frames *fr, size_t n)
+/* Run the exec request json on a: exactly n frames into fr, the first
+ * nout of them stdout frames numbered 0 to nout - 1. */
+static void exec_frames(const struct th_agent *a, const char *json, size_t n,
+			size_t nout, struct ta_frames *fr)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++) {
+	ta_exec(a, json, fr);
+	ck_assert_uint_eq(fr->n, n);
+	for (i = 0; i < nout; i++) {
 		ck_assert_int_eq(fr->f[i].type, PROTO_FRAME_STDOUT);
 		ck_assert_uint_eq(fr->f[i].seq, i);
 	}
@@ -72,12 +76,10 @@ START_TEST(exec_lines_and_seq)
 {
 	struct ta_frames fr;
 
-	ta_exec(&ta_fx.a,
-		"{\"command\":[\"printf\",\"a\\nbb\\nccc\"],\"timeoutMs\":"
-		"5000}",
-		&fr);
-	ck_assert_uint_eq(fr.n, 4);
-	expect_stdout_seq(&fr, 3);
+	exec_frames(&ta_fx.a,
+		    "{\"command\":[\"printf\",\"a\\nbb\\nccc\"],\"timeoutMs\":"
+		    "5000}",
+		    4, 3, &fr);
 	/* One frame per line, the newline kept; the unfinished last line
 	 * comes at the end of the stream. */
 	ck_assert_mem_eq(fr.f[0].data, "a\n", 2);
@@ -124,12 +126,10 @@ START_TEST(exec_long_line_cut)
 	size_t i;
 
 	/* 200 KiB without a newline: three 64 KiB frames and the rest. */
-	ta_exec(&ta_fx.a,
-		"{\"command\":[\"sh\",\"-c\",\"head -c 204800 /dev/zero | "
-		"tr '\\\\000' a\"],\"timeoutMs\":10000}",
-		&fr);
-	ck_assert_uint_eq(fr.n, 5);
-	expect_stdout_seq(&fr, 4);
+	exec_frames(&ta_fx.a,
+		    "{\"command\":[\"sh\",\"-c\",\"head -c 204800 /dev/zero | "
+		    "tr '\\\\000' a\"],\"timeoutMs\":10000}",
+		    5, 4, &fr);
 	for (i = 0; i < 4; i++) {
 		ck_assert_uint_eq(fr.f[i].len, i < 3 ? 65536 : 204800 - 196608);
 		ck_assert_int_eq(fr.f[i].data[0], 'a');
@@ -526,13 +526,12 @@ START_TEST(exec_output_cap)
 	/* 30 lines of 11 bytes: nine fit in 100 bytes, the other 21 are
 	 * dropped but keep their seq; stderr has its own cap. The command
 	 * runs to its end regardless. */
-	ta_exec(&b.a,
+	exec_frames(
+		&b.a,
 		"{\"command\":[\"sh\",\"-c\",\"i=0; while [ $i -lt 30 ]; do "
 		"echo 0123456789; i=$((i+1)); done; echo e >&2; touch "
 		"done\"],\"timeoutMs\":10000}",
-		&fr);
-	ck_assert_uint_eq(fr.n, 11);
-	expect_stdout_seq(&fr, 9);
+		11, 9, &fr);
 	for (i = 0; i < 9; i++)
 		ck_assert_uint_eq(fr.f[i].len, 11);
 	ck_assert_int_eq(fr.f[9].type, PROTO_FRAME_STDERR);
