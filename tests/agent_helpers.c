@@ -617,6 +617,22 @@ void ta_ext_expect_no_credential(const struct th_agent *a, const char *target)
 	th_resp_cleanup(&r);
 }
 
+void ta_ext_expect_no_route(const struct th_agent *a, const char *target,
+			    const char *body)
+{
+	static const char *const methods[] = {"GET", "PUT", "POST"};
+	struct th_resp r;
+	size_t m;
+
+	for (m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
+		ta_ext_req(a, methods[m], target, "application/json", NULL,
+			   body, strlen(body), &r);
+		ck_assert_msg(r.status == 404 && r.body.len == 0, "%s %s: %ld",
+			      methods[m], target, r.status);
+		th_resp_cleanup(&r);
+	}
+}
+
 void ta_ext_get(const struct th_agent *a, const char *op, const char *path,
 		const char *more, const char *extra, struct th_resp *out)
 {

@@ -201,6 +201,11 @@ void ta_ext_expect_post(const struct th_agent *a, const char *op,
 			const char *json, long status, const char *want);
 /* GET /sandboxfs/v1/<target> without the credential is refused (401). */
 void ta_ext_expect_no_credential(const struct th_agent *a, const char *target);
+/* /sandboxfs/v1/<target> is no route of a (an agent with --strict-v1):
+ * GET, PUT and POST of the JSON body, with the credential, each get an
+ * empty 404. */
+void ta_ext_expect_no_route(const struct th_agent *a, const char *target,
+			    const char *body);
 /* GET op?path=<path> must be refused as an escape: 409 "FS_ERROR: ELOOP:
  * path leaves the session root: <path>" (doc/protocol-ext.md). */
 void ta_ext_expect_escape(const struct th_agent *a, const char *op,
