@@ -196,14 +196,21 @@ void ta_expect_post_text(const struct th_agent *a, const char *path,
 	th_resp_cleanup(&r);
 }
 
+void ta_health_get(const struct th_agent *a, const char *query,
+		   struct th_resp *r)
+{
+	char url[256];
+
+	snprintf(url, sizeof(url), "%s/v1/health%s", a->base, query);
+	th_http("GET", url, NULL, NULL, 0, r);
+	ck_assert_int_eq(r->status, 200);
+}
+
 void ta_health(const struct th_agent *a, struct proto_health *h)
 {
 	struct th_resp r;
-	char url[256];
 
-	snprintf(url, sizeof(url), "%s/v1/health", a->base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
+	ta_health_get(a, "", &r);
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, h), 0);
 	th_resp_cleanup(&r);
 }
@@ -381,11 +388,8 @@ void ta_agent_teardown(void)
 void ta_expect_alive(const struct th_agent *a)
 {
 	struct th_resp r;
-	char url[128];
 
-	snprintf(url, sizeof(url), "%s/v1/health", a->base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
+	ta_health_get(a, "", &r);
 	th_resp_cleanup(&r);
 }
 

@@ -82,6 +82,10 @@ void ta_expect_post(const struct th_agent *a, const char *path,
 /* The same, the answer also typed text/plain (a typed error). */
 void ta_expect_post_text(const struct th_agent *a, const char *path,
 			 const char *json, long status, const char *want);
+/* GET /v1/health<query> of a (without a credential), which must answer
+ * 200; the answer into r, for the caller to look at and clean up. */
+void ta_health_get(const struct th_agent *a, const char *query,
+		   struct th_resp *r);
 /* The agent's health, decoded (without a credential). */
 void ta_health(const struct th_agent *a, struct proto_health *h);
 

@@ -151,11 +151,8 @@ START_TEST(health_before_activation)
 {
 	struct proto_health h;
 	struct th_resp r;
-	char url[128];
 
-	snprintf(url, sizeof(url), "%s/v1/health?version=1", ta_ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
+	ta_health_get(&ta_ag, "?version=1", &r);
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
 	ck_assert_int_eq(h.protocol_version, 1);
 	ck_assert_str_eq(h.status, "awaiting-network-verification");
@@ -244,12 +241,9 @@ START_TEST(health_strict_v1)
 	const char *args[] = {"--strict-v1", NULL};
 	struct th_agent strict;
 	struct th_resp r;
-	char url[128];
 
 	th_agent_start(&strict, args, true);
-	snprintf(url, sizeof(url), "%s/v1/health", strict.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
+	ta_health_get(&strict, "", &r);
 	ck_assert_ptr_null(strstr(r.body.data, "extensions"));
 	ck_assert_ptr_nonnull(strstr(r.body.data, "\"status\":\"ready\""));
 	th_resp_cleanup(&r);

@@ -607,31 +607,24 @@ START_TEST(wire_strict_v1_and_health)
 	struct th_agent strict;
 	struct proto_health h;
 	struct th_resp r;
-	char url[256];
 
 	th_agent_start(&strict, args, true);
 	events_raw(&strict, "", &r);
 	ta_expect_empty(&r, 404);
 	events_raw(&strict, "?since=0&waitMs=1000", &r);
 	ta_expect_empty(&r, 404);
-	snprintf(url, sizeof(url), "%s/v1/health", strict.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
+	ta_health_get(&strict, "", &r);
 	ck_assert_ptr_null(strstr(r.body.data, "events"));
 	th_resp_cleanup(&r);
 	th_agent_stop(&strict);
 
 	/* advertised before anyone asks, and while it runs */
-	snprintf(url, sizeof(url), "%s/v1/health", ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ta_health(&ag, &h);
 	ck_assert_int_eq(h.ext_events, PROTO_EXT_EVENTS_VERSION);
-	th_resp_cleanup(&r);
 	events_now(&ag);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ta_health(&ag, &h);
 	ck_assert_int_eq(h.ext_events, PROTO_EXT_EVENTS_VERSION);
 	ck_assert_str_eq(h.ext_events_why, "");
-	th_resp_cleanup(&r);
 }
 END_TEST
 
@@ -663,15 +656,11 @@ START_TEST(wire_watch_limit)
 	struct proto_events e;
 	struct th_resp r;
 	uint64_t zero = 0;
-	char url[256];
 
 	th_agent_start(&lim, args, true);
 	make_dirs(&lim, 6);
-	snprintf(url, sizeof(url), "%s/v1/health", lim.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ta_health(&lim, &h);
 	ck_assert_int_eq(h.ext_events, PROTO_EXT_EVENTS_VERSION);
-	th_resp_cleanup(&r);
 
 	get_events(&lim, NULL, 20000, &e);
 	ck_assert(e.lost);
@@ -682,7 +671,7 @@ START_TEST(wire_watch_limit)
 	ck_assert_str_eq(e.unavailable, LIMIT_WHY);
 	proto_events_cleanup(&e);
 
-	th_http("GET", url, NULL, NULL, 0, &r);
+	ta_health_get(&lim, "", &r);
 	ck_assert_ptr_nonnull(strstr(r.body.data, "\"events\":0"));
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
 	ck_assert_int_eq(h.ext_events, 0);
@@ -771,8 +760,7 @@ START_TEST(wire_kernel_watch_limit)
 	struct th_agent lim;
 	struct proto_health h;
 	struct proto_events e;
-	struct th_resp r;
-	char url[256], *after;
+	char *after;
 
 	if (!start_limited(&lim, 3)) {
 		free(host);
@@ -783,12 +771,9 @@ START_TEST(wire_kernel_watch_limit)
 	ck_assert(e.lost);
 	ck_assert_str_eq(e.unavailable, KERNEL_LIMIT_WHY);
 	proto_events_cleanup(&e);
-	snprintf(url, sizeof(url), "%s/v1/health", lim.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
+	ta_health(&lim, &h);
 	ck_assert_int_eq(h.ext_events, 0);
 	ck_assert_str_eq(h.ext_events_why, KERNEL_LIMIT_WHY);
-	th_resp_cleanup(&r);
 	ext_send(&lim, "PUT", "write?path=f&offset=0&create=644", NULL, "x",
 		 200);
 	th_agent_stop(&lim);

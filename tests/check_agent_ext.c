@@ -1000,13 +1000,10 @@ START_TEST(wire_strict_v1)
 	struct th_agent strict;
 	struct proto_health h;
 	struct th_resp r;
-	char url[256];
 	size_t i;
 
 	th_agent_start(&strict, args, true);
-	snprintf(url, sizeof(url), "%s/v1/health", strict.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
+	ta_health_get(&strict, "", &r);
 	ck_assert_ptr_null(strstr(r.body.data, "extensions"));
 	ck_assert_int_eq(proto_health_decode(r.body.data, r.body.len, &h), 0);
 	ck_assert_int_eq(h.ext_files, 0);

@@ -604,12 +604,9 @@ START_TEST(wire_tree_advertised_and_strict_v1)
 	const char *args[] = {"--strict-v1", NULL};
 	struct th_agent strict;
 	struct th_resp r;
-	char url[256];
 
 	/* version 2 of the extension is the one with tree */
-	snprintf(url, sizeof(url), "%s/v1/health", ta_ag.base);
-	th_http("GET", url, NULL, NULL, 0, &r);
-	ck_assert_int_eq(r.status, 200);
+	ta_health_get(&ta_ag, "", &r);
 	ck_assert_ptr_nonnull(strstr(
 		r.body.data, ",\"extensions\":{\"files\":4,\"maxWrite\":"));
 	th_resp_cleanup(&r);

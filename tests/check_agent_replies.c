@@ -110,9 +110,7 @@ START_TEST(a_repeated_key_gets_the_first_answer)
 	struct stat st;
 
 	box_start(&b, NULL, NULL);
-	snprintf(url, sizeof(url), "%s/v1/health", b.a.base);
-	th_http("GET", url, NULL, NULL, 0, &h);
-	ck_assert_int_eq(h.status, 200);
+	ta_health_get(&b.a, "", &h);
 	ck_assert_ptr_nonnull(strstr(h.body.data, "\"replyCache\":1"));
 	th_resp_cleanup(&h);
 
@@ -372,11 +370,9 @@ START_TEST(strict_v1_has_no_reply_cache)
 		"\"timeoutMs\":20000}";
 	struct th_resp h;
 	struct ta_box b;
-	char url[256];
 
 	box_start(&b, NULL, strict);
-	snprintf(url, sizeof(url), "%s/v1/health", b.a.base);
-	th_http("GET", url, NULL, NULL, 0, &h);
+	ta_health_get(&b.a, "", &h);
 	ck_assert_ptr_null(strstr(h.body.data, "replyCache"));
 	th_resp_cleanup(&h);
 	post_expect(&b, "/v1/exec", "k", json, 200, EITHER, NULL);
