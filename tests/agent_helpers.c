@@ -687,14 +687,29 @@ void ta_ext_expect_post(const struct th_agent *a, const char *op,
 	ta_expect_resp(&r, status, want);
 }
 
-void ta_ext_expect_escape(const struct th_agent *a, const char *op,
-			  const char *path)
+/* GET op?path=<path> must be refused with status and the body why
+ * followed by the path, as the agent's error answers are. */
+static void expect_path_error(const struct th_agent *a, const char *op,
+			      const char *path, long status, const char *why)
 {
 	char want[512];
 
-	snprintf(want, sizeof(want),
-		 "FS_ERROR: ELOOP: path leaves the session root: %s", path);
-	ta_ext_expect_get(a, op, path, NULL, 409, want);
+	snprintf(want, sizeof(want), "%s%s", why, path);
+	ta_ext_expect_get(a, op, path, NULL, status, want);
+}
+
+void ta_ext_expect_escape(const struct th_agent *a, const char *op,
+			  const char *path)
+{
+	expect_path_error(a, op, path, 409,
+			  "FS_ERROR: ELOOP: path leaves the session root: ");
+}
+
+void ta_ext_expect_missing(const struct th_agent *a, const char *op,
+			   const char *path)
+{
+	expect_path_error(a, op, path, 404,
+			  "PATH_NOT_FOUND: No such file in the sandbox: ");
 }
 
 /* ---- processes ---------------------------------------------------------- */

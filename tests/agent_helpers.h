@@ -214,6 +214,10 @@ void ta_ext_expect_no_route(const struct th_agent *a, const char *target,
  * path leaves the session root: <path>" (doc/protocol-ext.md). */
 void ta_ext_expect_escape(const struct th_agent *a, const char *op,
 			  const char *path);
+/* GET op?path=<path> must find nothing there: 404 "PATH_NOT_FOUND: No
+ * such file in the sandbox: <path>" (doc/protocol-ext.md). */
+void ta_ext_expect_missing(const struct th_agent *a, const char *op,
+			   const char *path);
 
 /* ---- processes ---------------------------------------------------------- */
 
