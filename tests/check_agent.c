@@ -961,10 +961,8 @@ START_TEST(files_mkdir)
 }
 END_TEST
 
-Suite *make_agent_suite(void)
+void agent_cases(Suite *s)
 {
-	Suite *s = suite_create("agent");
-
 	TCASE_TABLE(s, "health", ta_agent_setup_unactivated, ta_agent_teardown,
 		    60, health_before_activation, health_after_activation,
 		    health_version_mismatch, health_new_boot_per_start,
@@ -980,5 +978,4 @@ Suite *make_agent_suite(void)
 		    files_not_regular, files_device_node, files_read_limit,
 		    files_write, files_write_creates_parents,
 		    files_write_bad_bodies, files_write_limit, files_mkdir);
-	return s;
 }

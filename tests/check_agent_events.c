@@ -961,10 +961,8 @@ START_TEST(scale_100k_directories)
 }
 END_TEST
 
-Suite *make_agent_events_suite(void)
+void agent_events_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_events");
-
 	TCASE_TABLE(s, "wire", wire_setup, wire_teardown, 120,
 		    wire_files_and_dirs, wire_new_tree_contents,
 		    wire_exchange_and_replace, wire_moved_before_seen,
@@ -973,5 +971,4 @@ Suite *make_agent_events_suite(void)
 		    wire_strict_v1_and_health, wire_watch_limit,
 		    wire_kernel_watch_limit, client_events);
 	TCASE_TABLE(s, "scale", NULL, NULL, 300, scale_100k_directories);
-	return s;
 }

@@ -335,12 +335,9 @@ START_TEST(decode_health_members)
 }
 END_TEST
 
-Suite *make_agent_events_decode_suite(void)
+void agent_events_decode_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_events_decode");
-
 	TCASE_TABLE(s, "decode", NULL, NULL, 0, decode_round_trip,
 		    decode_lost_and_unavailable, decode_refusals,
 		    decode_health_members);
-	return s;
 }

@@ -694,10 +694,8 @@ START_TEST(bwrap_timeout_kills_everything)
 }
 END_TEST
 
-Suite *make_agent_exec_suite(void)
+void agent_exec_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_exec");
-
 	TCASE_TABLE(s, "exec", ta_setup, ta_teardown, 60, exec_echo_exact,
 		    exec_lines_and_seq, exec_one_counter_both_streams,
 		    exec_long_line_cut, exec_exit_code_and_signal,
@@ -710,5 +708,4 @@ Suite *make_agent_exec_suite(void)
 	TCASE_TABLE(s, "cap", NULL, NULL, 60, exec_output_cap);
 	TCASE_TABLE(s, "bwrap", NULL, NULL, 60, bwrap_identity_and_view,
 		    bwrap_hides_the_host, bwrap_timeout_kills_everything);
-	return s;
 }

@@ -1009,10 +1009,8 @@ START_TEST(wire_strict_v1)
 }
 END_TEST
 
-Suite *make_agent_ext_suite(void)
+void agent_ext_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_ext");
-
 	TCASE_TABLE(s, "fsops", fsops_setup, fsops_teardown, 0,
 		    fsops_confinement, fsops_create_mode_exact,
 		    fsops_fifo_and_types, fsops_list_pages_by_cookie);
@@ -1023,5 +1021,4 @@ Suite *make_agent_ext_suite(void)
 		wire_read_of_a_shrinking_file_ends, wire_write_and_create,
 		wire_dirs_and_names, wire_times_and_statfs,
 		wire_malformed_bodies, wire_health_and_auth, wire_strict_v1);
-	return s;
 }

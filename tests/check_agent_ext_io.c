@@ -435,12 +435,9 @@ START_TEST(wire_contents)
 }
 END_TEST
 
-Suite *make_agent_ext_io_suite(void)
+void agent_ext_io_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_ext_io");
-
 	TCASE_TABLE(s, "io", ta_agent_setup, ta_agent_teardown, 120,
 		    wire_write_times, wire_write_times_malformed,
 		    wire_write_create, wire_contents);
-	return s;
 }

@@ -614,10 +614,8 @@ START_TEST(wire_tree_advertised_and_strict_v1)
 }
 END_TEST
 
-Suite *make_agent_ext_tree_suite(void)
+void agent_ext_tree_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_ext_tree");
-
 	TCASE_TABLE(s, "tree", ta_agent_setup, ta_agent_teardown, 120,
 		    wire_tree_whole, wire_tree_budget, wire_tree_symlinks,
 		    wire_tree_unreadable_left_out, wire_tree_errors,
@@ -625,5 +623,4 @@ Suite *make_agent_ext_tree_suite(void)
 	/* its own agent, started and stopped by the test */
 	TCASE_TABLE(s, "tree_budget_end", NULL, NULL, 120,
 		    wire_tree_stops_at_first_misfit);
-	return s;
 }

@@ -628,10 +628,8 @@ START_TEST(conn_deadlines_close_slow_clients)
 }
 END_TEST
 
-Suite *make_agent_http_suite(void)
+void agent_http_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_http");
-
 	TCASE_TABLE(s, "http", ta_agent_setup, ta_agent_teardown, 60,
 		    http_declared_length_over_limit, http_chunked_over_limit,
 		    http_keep_alive, http_ambiguous_framing);
@@ -643,5 +641,4 @@ Suite *make_agent_http_suite(void)
 		    credential_never_shown, credential_parent_made);
 	TCASE_TABLE(s, "config", NULL, NULL, 60, config_errors,
 		    config_files_and_exit);
-	return s;
 }

@@ -976,10 +976,8 @@ START_TEST(jobs_spool_outside_root)
 }
 END_TEST
 
-Suite *make_agent_jobs_suite(void)
+void agent_jobs_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_jobs");
-
 	TCASE_TABLE(s, "jobs", ta_setup, ta_teardown, 60,
 		    jobs_start_poll_replay, jobs_running_then_exit_code,
 		    jobs_cancel, jobs_unknown_job, jobs_start_refusals,
@@ -993,5 +991,4 @@ Suite *make_agent_jobs_suite(void)
 		    jobs_flow_paused_job_cancel_and_timeout,
 		    jobs_alien_style_still_truncates, jobs_running_limit,
 		    jobs_retention, jobs_spool_outside_root);
-	return s;
 }

@@ -407,10 +407,8 @@ START_TEST(reply_cache_limits_parse)
 }
 END_TEST
 
-Suite *make_agent_replies_suite(void)
+void agent_replies_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_replies");
-
 	TCASE_TABLE(s, "reply_cache", NULL, NULL, 60,
 		    a_repeated_key_gets_the_first_answer,
 		    a_key_reused_for_another_request_is_refused,
@@ -418,5 +416,4 @@ Suite *make_agent_replies_suite(void)
 		    a_repeat_waits_no_longer_than_its_bound,
 		    entries_are_bounded_in_number_and_bytes, entries_expire,
 		    strict_v1_has_no_reply_cache, reply_cache_limits_parse);
-	return s;
 }

@@ -327,15 +327,12 @@ START_TEST(number_arguments)
 }
 END_TEST
 
-Suite *make_agent_units_suite(void)
+void agent_units_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_units");
-
 	TCASE_TABLE(s, "options", clear_env, clear_env, 0, options_defaults,
 		    options_each_kind, options_refused_as_worded,
 		    options_environment, options_run_help_and_the_rest,
 		    exec_user_as_root_and_not);
 	TCASE_TABLE(s, "tables", NULL, NULL, 0, routes_one_table,
 		    number_arguments);
-	return s;
 }

@@ -521,13 +521,10 @@ START_TEST(zygote_fallback)
 }
 END_TEST
 
-Suite *make_agent_zygote_suite(void)
+void agent_zygote_cases(Suite *s)
 {
-	Suite *s = suite_create("agent_zygote");
-
 	TCASE_TABLE(s, "zygote", NULL, NULL, 120, zygote_runs_commands,
 		    zygote_spawn_failures, zygote_killed_while_idle,
 		    zygote_killed_while_running, zygote_many_at_once,
 		    zygote_dies_with_the_agent, zygote_fallback);
-	return s;
 }

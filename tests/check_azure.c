@@ -661,10 +661,8 @@ START_TEST(open_checks_each_setting)
 }
 END_TEST
 
-Suite *make_azure_suite(void)
+void azure_cases(Suite *s)
 {
-	Suite *s = suite_create("azure");
-
 	TCASE_TABLE(s, "proto", NULL, NULL, 0, sandbox_decode_reads_every_field,
 		    sandbox_decode_refuses_malformed_records,
 		    egress_policy_is_described_not_judged,
@@ -675,5 +673,4 @@ Suite *make_azure_suite(void)
 	TCASE_TABLE(s, "settings", NULL, NULL, 0, route_policy,
 		    settings_options_win_then_file_then_environment,
 		    settings_errors_name_the_problem, open_checks_each_setting);
-	return s;
 }

@@ -452,14 +452,11 @@ START_TEST(activation_is_judged_on_a_fresh_record)
 }
 END_TEST
 
-Suite *make_azure_agents_suite(void)
+void azure_agents_cases(Suite *s)
 {
-	Suite *s = suite_create("azure_agents");
-
 	TCASE_TABLE(s, "agents", NULL, NULL, 60, a_real_agent_behind_the_proxy,
 		    the_data_plane_and_entra_honour_https_proxy,
 		    readiness_deadline_bounds_the_credential_fetch,
 		    routes_outside_the_policy_are_refused_before_the_credential,
 		    activation_is_judged_on_a_fresh_record);
-	return s;
 }

@@ -413,15 +413,12 @@ START_TEST(another_ca_is_not_trusted)
 }
 END_TEST
 
-Suite *make_azure_auth_suite(void)
+void azure_auth_cases(Suite *s)
 {
-	Suite *s = suite_create("azure_auth");
-
 	TCASE_TABLE(s, "credentials", NULL, NULL, 60,
 		    tokens_are_cached_until_five_minutes_before_expiry,
 		    token_endpoint_errors_are_clear_and_carry_no_secret,
 		    workload_identity_posts_the_federated_assertion,
 		    managed_identity_endpoint_gives_the_token,
 		    imds_then_the_cli, another_ca_is_not_trusted);
-	return s;
 }

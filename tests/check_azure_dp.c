@@ -647,10 +647,8 @@ START_TEST(a_401_from_the_data_plane_refreshes_the_token_once)
 }
 END_TEST
 
-Suite *make_azure_data_plane_suite(void)
+void azure_data_plane_cases(Suite *s)
 {
-	Suite *s = suite_create("azure_data_plane");
-
 	TCASE_TABLE(
 		s, "data_plane", NULL, NULL, 60, list_follows_next_links,
 		list_refuses_a_next_link_elsewhere,
@@ -662,5 +660,4 @@ Suite *make_azure_data_plane_suite(void)
 		native_sessions_read_and_run_through_the_data_plane,
 		bad_answers_are_clear_errors,
 		a_401_from_the_data_plane_refreshes_the_token_once);
-	return s;
 }

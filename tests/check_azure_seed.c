@@ -11,7 +11,6 @@
 #define SBFS_AZURE_SEED_RENAME
 #include "tests/azure_seed_shim.h"
 
-#define make_transport_seed_suite make_azure_seed_suite
-#define suite_create(name) suite_create("azure_seed")
+#define transport_seed_cases azure_seed_cases
 
 #include "tests/check_transport_seed.c"

@@ -11,7 +11,6 @@
 #define SBFS_AZURE_SEED_RENAME
 #include "tests/azure_seed_shim.h"
 
-#define make_transport_seed_bodies_suite make_azure_seed_bodies_suite
-#define suite_create(name) suite_create("azure_seed_bodies")
+#define transport_seed_bodies_cases azure_seed_bodies_cases
 
 #include "tests/check_transport_seed_bodies.c"

@@ -99,14 +99,11 @@ START_TEST(buf_escaped_keeps_unreserved)
 }
 END_TEST
 
-Suite *make_buf_suite(void)
+void buf_cases(Suite *s)
 {
-	Suite *s = suite_create("buf");
-
 	TCASE_TABLE(s, "bounds", NULL, NULL, 0, buf_append_respects_max,
 		    buf_printf_and_consume, buf_reserve_commit,
 		    buf_escaped_keeps_unreserved);
-	return s;
 }
 
 /* ---- hmap --------------------------------------------------------------- */
@@ -276,14 +273,11 @@ START_TEST(dlist_both_ends_and_anywhere)
 }
 END_TEST
 
-Suite *make_hmap_suite(void)
+void hmap_cases(Suite *s)
 {
-	Suite *s = suite_create("hmap");
-
 	TCASE_TABLE(s, "table", NULL, NULL, 0, hmap_grows_finds_removes,
 		    hmap_equal_hashes_and_walk, hmap_hashes_are_fnv1a);
 	TCASE_TABLE(s, "dlist", NULL, NULL, 0, dlist_both_ends_and_anywhere);
-	return s;
 }
 
 /* ---- b64 ---------------------------------------------------------------- */
@@ -342,13 +336,10 @@ START_TEST(hex_digit_values)
 }
 END_TEST
 
-Suite *make_b64_suite(void)
+void b64_cases(Suite *s)
 {
-	Suite *s = suite_create("b64");
-
 	TCASE_TABLE(s, "codec", NULL, NULL, 0, b64_rfc4648_vectors,
 		    b64_strict_decoding, hex_digit_values);
-	return s;
 }
 
 /* ---- path --------------------------------------------------------------- */
@@ -426,13 +417,10 @@ START_TEST(path_parent_join_and_keys)
 }
 END_TEST
 
-Suite *make_path_suite(void)
+void path_cases(Suite *s)
 {
-	Suite *s = suite_create("path");
-
 	TCASE_TABLE(s, "lexical", NULL, NULL, 0, path_normalize_rules,
 		    path_split_and_components, path_parent_join_and_keys);
-	return s;
 }
 
 /* ---- token -------------------------------------------------------------- */
@@ -573,16 +561,13 @@ START_TEST(file_write_atomic_whole_with_mode)
 }
 END_TEST
 
-Suite *make_token_suite(void)
+void token_cases(Suite *s)
 {
-	Suite *s = suite_create("token");
-
 	TCASE_TABLE(s, "credential", NULL, NULL, 0,
 		    token_generate_is_valid_and_fresh,
 		    token_validation_is_exact, token_file_is_private,
 		    clock_source_seam, ids_are_random_uuids,
 		    file_write_atomic_whole_with_mode);
-	return s;
 }
 
 /* ---- proto (shared parts) ----------------------------------------------- */
@@ -651,11 +636,8 @@ START_TEST(proto_typed_error_bodies)
 }
 END_TEST
 
-Suite *make_proto_suite(void)
+void proto_cases(Suite *s)
 {
-	Suite *s = suite_create("proto");
-
 	TCASE_TABLE(s, "shared", NULL, NULL, 0, proto_health_round_trip,
 		    proto_health_seed_shapes, proto_typed_error_bodies);
-	return s;
 }

@@ -252,12 +252,9 @@ START_TEST(a_command_of_unknown_outcome_is_not_run_twice)
 }
 END_TEST
 
-Suite *make_e2e_suite(void)
+void e2e_cases(Suite *s)
 {
-	Suite *s = suite_create("e2e");
-
 	TCASE_TABLE(s, "real agents", NULL, NULL, 120,
 		    restart_is_picked_up_with_one_new_activation,
 		    a_command_of_unknown_outcome_is_not_run_twice);
-	return s;
 }

@@ -800,10 +800,8 @@ START_TEST(answers_older_than_a_change_are_dropped)
 }
 END_TEST
 
-Suite *make_fs_cache_suite(void)
+void fs_cache_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_cache");
-
 	TCASE_TABLE(s, "dirs", long_setup, cache_teardown, 120,
 		    dir_put_each_lookup, dir_add_remove_in_step, dir_expires,
 		    dir_ttl_zero_disables, dir_forget_and_forget_tree,
@@ -815,5 +813,4 @@ Suite *make_fs_cache_suite(void)
 		    sandbox_ttl_overrides, changed_since_mark,
 		    attr_bounded_oldest_first, content_put_get_forget_bounded,
 		    content_never_expires);
-	return s;
 }

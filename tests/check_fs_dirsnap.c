@@ -168,15 +168,12 @@ START_TEST(a_dropped_listing_frees_its_entries)
 }
 END_TEST
 
-Suite *make_fs_dirsnap_suite(void)
+void fs_dirsnap_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_dirsnap");
-
 	TCASE_TABLE(s, "snapshots", NULL, snaps_teardown, 30,
 		    offsets_name_the_snapshot_and_the_next_entry,
 		    a_reader_comes_back_to_its_own_snapshot,
 		    a_snapshot_read_to_the_end_goes,
 		    bounds_drop_the_least_recent_never_a_held_one,
 		    a_dropped_listing_frees_its_entries);
-	return s;
 }

@@ -291,13 +291,10 @@ START_TEST(open_files_keep_identity)
 }
 END_TEST
 
-Suite *make_fs_inodes_suite(void)
+void fs_inodes_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_inodes");
-
 	TCASE_TABLE(s, "table", NULL, NULL, 0, paths_and_lookups,
 		    renames_move_subtrees, removed_names_detach,
 		    unlinked_while_open, grows_and_empties,
 		    open_files_keep_identity);
-	return s;
 }

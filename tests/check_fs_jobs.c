@@ -825,10 +825,8 @@ START_TEST(table_adopts)
 }
 END_TEST
 
-Suite *make_fs_jobs_suite(void)
+void fs_jobs_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_jobs");
-
 	TCASE_TABLE(s, "status", NULL, NULL, 0, status_each_outcome,
 		    status_failed_one_line, poll_frames_in_order, poll_ends);
 	TCASE_TABLE(s, "take", spool_setup, spool_teardown, 0,
@@ -842,5 +840,4 @@ Suite *make_fs_jobs_suite(void)
 		    table_ids_and_latest, table_name_rules,
 		    table_evicts_oldest_finished, table_bound_256,
 		    table_evicted_job_stays_readable, table_adopts);
-	return s;
 }

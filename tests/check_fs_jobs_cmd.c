@@ -244,12 +244,9 @@ START_TEST(cmd_native_shell_line)
 }
 END_TEST
 
-Suite *make_fs_jobs_cmd_suite(void)
+void fs_jobs_cmd_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_jobs_cmd");
-
 	TCASE_TABLE(s, "cmd", NULL, NULL, 0, cmd_shell_line, cmd_json_request,
 		    cmd_json_timeout_default, cmd_refused, cmd_too_long,
 		    cmd_file_json, cmd_native_shell_line);
-	return s;
 }

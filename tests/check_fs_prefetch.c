@@ -235,9 +235,8 @@ START_TEST(no_window_no_fetch)
 }
 END_TEST
 
-Suite *make_fs_prefetch_suite(void)
+void fs_prefetch_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_prefetch");
 	TCase *tc;
 
 	tc = TCASE_TABLE(s, "agent", setup, teardown, 60,
@@ -248,5 +247,4 @@ Suite *make_fs_prefetch_suite(void)
 			 forgotten_attributes_are_not_served,
 			 dropped_sandbox_holds_nothing, no_window_no_fetch);
 	tcase_add_unchecked_fixture(tc, agent_start, agent_stop);
-	return s;
 }

@@ -446,15 +446,12 @@ START_TEST(close_frees_the_context)
 }
 END_TEST
 
-Suite *make_fs_readahead_suite(void)
+void fs_readahead_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_readahead");
-
 	TCASE_TABLE(s, "exact", setup, teardown, 120,
 		    sequential_reads_are_whole, odd_read_sizes_straddle_chunks,
 		    parallel_reads_out_of_order, a_change_is_never_mixed_in,
 		    failed_fetches_are_read_directly,
 		    invalidate_forgets_chunks_in_flight,
 		    budget_is_shared_and_given_back, close_frees_the_context);
-	return s;
 }

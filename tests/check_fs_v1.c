@@ -744,15 +744,12 @@ START_TEST(buffer_limit)
 }
 END_TEST
 
-Suite *make_fs_v1_suite(void)
+void fs_v1_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_v1");
-
 	TCASE_TABLE(s, "parse", NULL, NULL, 0, parse_every_type,
 		    parse_short_form, parse_malformed, parse_real_find);
 	TCASE_TABLE(s, "errno", NULL, NULL, 0, errno_table, errno_real_tools);
 	TCASE_TABLE(s, "quote", NULL, NULL, 0, quote_words);
 	TCASE_TABLE(s, "buffer", NULL, NULL, 0, buffer_read_write,
 		    buffer_limit);
-	return s;
 }

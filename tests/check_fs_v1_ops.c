@@ -887,9 +887,8 @@ START_TEST(native_without_exec)
 }
 END_TEST
 
-Suite *make_fs_v1_ops_suite(void)
+void fs_v1_ops_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_v1_ops");
 	TCase *tc;
 
 	tc = TCASE_TABLE(s, "agent", agent_setup, agent_teardown, 120,
@@ -904,5 +903,4 @@ Suite *make_fs_v1_ops_suite(void)
 			 native_reads, native_is_read_only);
 	tcase_add_unchecked_fixture(tc, native_start, native_stop);
 	TCASE_TABLE(s, "native_no_exec", NULL, NULL, 0, native_without_exec);
-	return s;
 }

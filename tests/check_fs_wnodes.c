@@ -267,13 +267,10 @@ START_TEST(no_window_no_flusher)
 }
 END_TEST
 
-Suite *make_fs_wnodes_suite(void)
+void fs_wnodes_cases(Suite *s)
 {
-	Suite *s = suite_create("fs_wnodes");
-
 	TCASE_TABLE(s, "table", NULL, NULL, 60, one_node_per_path_and_owner,
 		    rename_and_removal, pick_and_losses,
 		    window_sends_what_waited, all_sends_everything,
 		    no_window_no_flusher);
-	return s;
 }

@@ -655,10 +655,8 @@ START_TEST(unix_routes)
 }
 END_TEST
 
-Suite *make_local_suite(void)
+void local_cases(Suite *s)
 {
-	Suite *s = suite_create("local");
-
 	TCASE_TABLE(s, "names", NULL, NULL, 0, id_validation, route_rules,
 		    unix_routes);
 	TCASE_TABLE(s, "dir", NULL, NULL, 0, state_dir_order,
@@ -668,5 +666,4 @@ Suite *make_local_suite(void)
 		    state_corrupt_records, state_atomic_replace,
 		    state_lock_exclusion, state_rmtree_deep, state_rmtree_retry,
 		    state_owner_only);
-	return s;
 }

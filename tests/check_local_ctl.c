@@ -920,9 +920,8 @@ START_TEST(ctl_create_progress)
 }
 END_TEST
 
-Suite *make_local_ctl_suite(void)
+void local_ctl_cases(Suite *s)
 {
-	Suite *s = suite_create("local_ctl");
 	TCase *tc;
 
 	tc = TCASE_TABLE(s, "create", ctl_setup, ctl_teardown, 60,
@@ -934,5 +933,4 @@ Suite *make_local_ctl_suite(void)
 			 ctl_lifecycle, ctl_stale_and_foreign_pids,
 			 ctl_start_failures);
 	tcase_add_unchecked_fixture(tc, ctl_base_setup, ctl_base_teardown);
-	return s;
 }

@@ -325,13 +325,10 @@ START_TEST(record_labels_and_lists)
 }
 END_TEST
 
-Suite *make_local_records_suite(void)
+void local_records_cases(Suite *s)
 {
-	Suite *s = suite_create("local_records");
-
 	TCASE_TABLE(s, "records", NULL, NULL, 0, record_roundtrip_exact,
 		    record_minimal_encoding, record_confinement,
 		    record_every_state, record_azure_object, record_rejects,
 		    record_labels_and_lists);
-	return s;
 }

@@ -11,6 +11,15 @@
 #include "common/log.h"
 #include "tests/check_suites.h"
 
+/* The suite called name, its cases added by add. */
+static Suite *suite_of(const char *name, void (*add)(Suite *s))
+{
+	Suite *s = suite_create(name);
+
+	add(s);
+	return s;
+}
+
 int main(void)
 {
 	SRunner *sr;
@@ -21,7 +30,7 @@ int main(void)
 	log_init("check_sandboxfs",
 		 getenv("SBFS_TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR);
 	sr = srunner_create(NULL);
-#define SUITE(fn) srunner_add_suite(sr, fn());
+#define SUITE(name) srunner_add_suite(sr, suite_of(#name, name##_cases));
 #include "tests/suites.def"
 #undef SUITE
 	srunner_set_tap(sr, getenv("CHECK_TAP"));

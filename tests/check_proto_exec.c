@@ -492,10 +492,8 @@ START_TEST(ndjson_line_over_limit)
 }
 END_TEST
 
-Suite *make_proto_exec_suite(void)
+void proto_exec_cases(Suite *s)
 {
-	Suite *s = suite_create("proto_exec");
-
 	TCASE_TABLE(s, "request", NULL, NULL, 0, req_newest_spelling,
 		    req_legacy_spelling, req_unknown_fields_ignored,
 		    req_shape_errors, req_validation_reasons, req_nul_flags,
@@ -504,5 +502,4 @@ Suite *make_proto_exec_suite(void)
 		    frame_decode_all_types, frame_decode_refusals);
 	TCASE_TABLE(s, "ndjson", NULL, NULL, 0, ndjson_split_across_feeds,
 		    ndjson_many_lines_one_feed, ndjson_line_over_limit);
-	return s;
 }

@@ -890,10 +890,8 @@ START_TEST(tree_entry_bound)
 }
 END_TEST
 
-Suite *make_proto_ext_suite(void)
+void proto_ext_cases(Suite *s)
 {
-	Suite *s = suite_create("proto_ext");
-
 	TCASE_TABLE(s, "attr", NULL, NULL, 0, ftype_names, etag_format,
 		    attr_exact_and_round_trip, attr_integers_exact,
 		    attr_members_in_any_order, attr_bad_input);
@@ -902,5 +900,4 @@ Suite *make_proto_ext_suite(void)
 	TCASE_TABLE(s, "tree", NULL, NULL, 120, tree_round_trip,
 		    tree_exact_small, tree_dir_rolls_back, tree_bad_input,
 		    tree_out_untouched_on_error, tree_entry_bound);
-	return s;
 }

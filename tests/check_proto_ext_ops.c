@@ -375,14 +375,11 @@ START_TEST(contents_round_trip_and_bad_input)
 }
 END_TEST
 
-Suite *make_proto_ext_ops_suite(void)
+void proto_ext_ops_cases(Suite *s)
 {
-	Suite *s = suite_create("proto_ext_ops");
-
 	TCASE_TABLE(s, "requests", NULL, NULL, 0, req_every_op_round_trip,
 		    req_decode_forms, req_bad_input, req_encode_refuses,
 		    target_and_statfs);
 	TCASE_TABLE(s, "contents", NULL, NULL, 0,
 		    contents_round_trip_and_bad_input);
-	return s;
 }

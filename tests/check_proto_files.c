@@ -233,13 +233,10 @@ START_TEST(path_body)
 }
 END_TEST
 
-Suite *make_proto_files_suite(void)
+void proto_files_cases(Suite *s)
 {
-	Suite *s = suite_create("proto_files");
-
 	TCASE_TABLE(s, "v1", NULL, NULL, 0, contents_round_trip,
 		    contents_in_pieces, contents_refusals, write_round_trip,
 		    write_refusals, write_base64_reasons, write_over_limit,
 		    path_body);
-	return s;
 }

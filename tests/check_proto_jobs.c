@@ -514,15 +514,12 @@ START_TEST(job_listing_round_trip)
 }
 END_TEST
 
-Suite *make_proto_jobs_suite(void)
+void proto_jobs_cases(Suite *s)
 {
-	Suite *s = suite_create("proto_jobs");
-
 	TCASE_TABLE(s, "jobs", NULL, NULL, 0, job_id_bodies,
 		    poll_request_bodies, poll_answer_encode_omits_fields,
 		    poll_answer_decode);
 	TCASE_TABLE(s, "ext", NULL, NULL, 0, ext_flow_control_request,
 		    ext_frame_offset, ext_poll_members,
 		    poll_decode_one_frame_at_a_time, job_listing_round_trip);
-	return s;
 }

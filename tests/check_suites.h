@@ -5,7 +5,7 @@
 
 #include <check.h>
 
-#define SUITE(fn) Suite *fn(void);
+#define SUITE(name) void name##_cases(Suite *s);
 #include "suites.def"
 #undef SUITE
 

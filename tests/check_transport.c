@@ -768,10 +768,8 @@ START_TEST(outcome_errno_mapping)
 }
 END_TEST
 
-Suite *make_transport_suite(void)
+void transport_cases(Suite *s)
 {
-	Suite *s = suite_create("transport");
-
 	TCASE_TABLE(s, "pool", NULL, NULL, 60, keep_alive_reuses_one_connection,
 		    concurrent_requests_share_one_activation_without_replay);
 	TCASE_TABLE(s, "policy", NULL, NULL, 30, redirects_are_not_followed,
@@ -781,5 +779,4 @@ Suite *make_transport_suite(void)
 		    gone_sandbox_is_enoent, typed_fs_error_keeps_the_route);
 	TCASE_TABLE(s, "errno", NULL, NULL, 0, refusal_errno_mapping,
 		    outcome_errno_mapping);
-	return s;
 }

@@ -746,10 +746,8 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 }
 END_TEST
 
-Suite *make_transport_deadline_suite(void)
+void transport_deadline_cases(Suite *s)
 {
-	Suite *s = suite_create("transport_deadline");
-
 	TCASE_TABLE(s, "deadlines", NULL, NULL, 60,
 		    trickling_answer_fails_at_the_response_deadline,
 		    operation_deadline_bounds_each_exchange,
@@ -762,5 +760,4 @@ Suite *make_transport_deadline_suite(void)
 		    overall_deadline_bounds_a_trickling_body,
 		    success_body_bounds,
 		    readiness_wait_gives_up_at_its_deadline);
-	return s;
 }

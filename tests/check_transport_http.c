@@ -295,14 +295,11 @@ START_TEST(stub_agent_counts_and_stops_promptly)
 }
 END_TEST
 
-Suite *make_transport_http_suite(void)
+void transport_http_cases(Suite *s)
 {
-	Suite *s = suite_create("transport_http");
-
 	TCASE_TABLE(s, "http", NULL, NULL, 30,
 		    transport_http_is_bounded_and_follows_nothing,
 		    a_pool_keeps_the_connection_of_its_owner);
 	TCASE_TABLE(s, "stub", NULL, NULL, 30,
 		    stub_agent_counts_and_stops_promptly);
-	return s;
 }

@@ -616,10 +616,8 @@ START_TEST(a_read_cut_off_is_asked_again)
 }
 END_TEST
 
-Suite *make_transport_repeat_suite(void)
+void transport_repeat_cases(Suite *s)
 {
-	Suite *s = suite_create("transport_repeat");
-
 	TCASE_TABLE(s, "repeats", NULL, NULL, 60,
 		    without_a_reply_cache_nothing_unsafe_is_sent_twice,
 		    keyed_requests_survive_a_silent_resend,
@@ -628,5 +626,4 @@ Suite *make_transport_repeat_suite(void)
 		    transport_http_never_sends_a_post_twice,
 		    provider_requests_use_the_environment_proxy_agents_never,
 		    a_read_cut_off_is_asked_again);
-	return s;
 }

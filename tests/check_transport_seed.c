@@ -764,9 +764,8 @@ START_TEST(typed_not_found_preserves_route_without_replaying)
 }
 END_TEST
 
-Suite *make_transport_seed_suite(void)
+void transport_seed_cases(Suite *s)
 {
-	Suite *s = suite_create("transport_seed");
 	TCase *tc = TCASE_TABLE(
 		s, "seed", NULL, NULL, 60,
 		reconnect_activates_a_fresh_boot_and_does_not_retry_authorization_refusal,
@@ -784,5 +783,4 @@ Suite *make_transport_seed_suite(void)
 		0, 4);
 	tcase_add_loop_test(
 		tc, typed_not_found_preserves_route_without_replaying, 0, 4);
-	return s;
 }

@@ -393,9 +393,8 @@ START_TEST(stalled_unauthorized_body_does_not_block_same_session)
 }
 END_TEST
 
-Suite *make_transport_seed_bodies_suite(void)
+void transport_seed_bodies_cases(Suite *s)
 {
-	Suite *s = suite_create("transport_seed_bodies");
 	TCase *tc = TCASE_TABLE(
 		s, "seed", NULL, NULL, 60,
 		unfinished_not_found_body_is_bounded_and_never_replayed,
@@ -406,5 +405,4 @@ Suite *make_transport_seed_bodies_suite(void)
 		tc, oversized_error_bodies_are_bounded_without_replay, 0, 12);
 	tcase_add_loop_test(
 		tc, stalled_error_body_is_bounded_and_never_replayed, 0, 6);
-	return s;
 }
