@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/unixaddr.h"
@@ -184,26 +185,17 @@ static int send_by(int fd, const char *p, size_t len, long long deadline)
 /* Everything until the peer closes, into b (bounded: -EPROTO past it). */
 static int recv_by(int fd, struct buf *b, long long deadline)
 {
-	ssize_t n;
-	int rc, e;
+	int rc;
 
 	for (;;) {
-		char *p = buf_reserve(b, 4096, &e);
-
-		if (p == NULL)
+		rc = fdio_read_buf(fd, b, 4096);
+		if (rc == -EFBIG)
 			return -EPROTO; /* larger than any health answer */
-		n = recv(fd, p, 4096, 0);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-			rc = wait_fd(fd, POLLIN, deadline);
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return 0;
-		buf_commit(b, (size_t)n);
+		if (rc != -EAGAIN)
+			return rc;
+		rc = wait_fd(fd, POLLIN, deadline);
+		if (rc < 0)
+			return rc;
 	}
 }
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/sigdefault.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -187,18 +188,8 @@ bool local_ctl_agent_matches(pid_t pid, const char *root)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	for (;;) {
-		int e = 0;
-		char *p = buf_reserve(&b, 4096, &e);
-		ssize_t n;
-
-		if (p == NULL)
-			break;
-		n = read(fd, p, 4096);
-		if (n <= 0)
-			break;
-		buf_commit(&b, (size_t)n);
-	}
+	/* What could be read is enough: a failed read leaves less to match. */
+	(void)fdio_read_buf(fd, &b, 4096);
 	close(fd);
 	rc = buf_append(&b, "", 1);
 	if (rc < 0 || b.len < 2)

@@ -25,6 +25,7 @@
 #include "common/dirstream.h"
 #include "common/clock.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/fileio.h"
 #include "common/log.h"
 #include "common/unixurl.h"
@@ -331,27 +332,6 @@ void local_state_ids_free(char **ids, size_t n)
 
 /* ---- records ------------------------------------------------------------ */
 
-static int read_bounded(int fd, struct buf *b)
-{
-	ssize_t got;
-	int err = 0;
-	char *p;
-
-	for (;;) {
-		p = buf_reserve(b, 8192, &err);
-		if (p == NULL)
-			return err;
-		got = read(fd, p, 8192);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			return 0;
-		buf_commit(b, (size_t)got);
-	}
-}
-
 int local_state_read(const char *state_dir, const char *id,
 		     struct proto_record *out, struct local_err *err)
 {
@@ -394,7 +374,7 @@ int local_state_read(const char *state_dir, const char *id,
 				   path);
 		goto out;
 	}
-	rc = read_bounded(fd, &b);
+	rc = fdio_read_buf(fd, &b, 8192);
 	if (rc == -EFBIG) {
 		rc = local_err_set(err, -EBADMSG,
 				   "corrupt record %s: larger than %lu bytes",

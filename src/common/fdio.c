@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/fdio.h"
 #include "common/xalloc.h"
 
@@ -48,6 +49,27 @@ int fdio_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 int fdio_pread_all(int fd, void *p, size_t n, uint64_t off)
 {
 	return whole(fd, p, n, off, BY_PREAD);
+}
+
+int fdio_read_buf(int fd, struct buf *b, size_t chunk)
+{
+	ssize_t got;
+	int err = 0;
+	char *p;
+
+	for (;;) {
+		p = buf_reserve(b, chunk, &err);
+		if (p == NULL)
+			return err;
+		got = read(fd, p, chunk);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return 0;
+		buf_commit(b, (size_t)got);
+	}
 }
 
 char *fdio_read_text(const char *path, size_t max)

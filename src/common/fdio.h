@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fdio: whole reads and writes on a descriptor, however the kernel splits
- * them (EINTR is retried), and a small file's text. Thread-safe.
+ * them (EINTR is retried), a descriptor read to its end into a buf, and a
+ * small file's text. Thread-safe.
  */
 #ifndef SBFS_COMMON_FDIO_H
 #define SBFS_COMMON_FDIO_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+struct buf;
 
 /* All n bytes of p to fd: 0, or -errno (-EIO when the kernel took none). */
 int fdio_write_all(int fd, const void *p, size_t n)
@@ -19,6 +22,11 @@ int fdio_pwrite_all(int fd, const void *p, size_t n, uint64_t off)
  * before, or -errno. */
 int fdio_pread_all(int fd, void *p, size_t n, uint64_t off)
 	__attribute__((warn_unused_result));
+/* Everything fd gives until its end, appended to b chunk bytes at a time
+ * (each read needs room for a whole chunk under b's max): 0, or -EFBIG /
+ * -ENOMEM as buf_reserve, or -errno. What was read stays in b, so a
+ * caller content with part of it may ignore the result. */
+int fdio_read_buf(int fd, struct buf *b, size_t chunk);
 /* The first max bytes (at most) of the file at path, NUL-terminated, in
  * one read (heap; free() it); NULL with errno set on failure. For the
  * small files of /proc and /sys. */
