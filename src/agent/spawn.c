@@ -24,6 +24,7 @@
 #include "common/path.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 
 /* How long the start-up probe may take. */
 #define PROBE_TIMEOUT_MS 10000
@@ -452,15 +453,11 @@ out:
 
 void agent_spawner_free(struct agent_spawner *sp)
 {
-	size_t i;
-
 	if (sp == NULL)
 		return;
 	agent_zygote_free(sp->zygote);
 	agent_cgroup_close(sp->cg);
-	for (i = 0; i < sp->bwrap_headc; i++)
-		free(sp->bwrap_head[i]);
-	free(sp->bwrap_head);
+	strv_free(sp->bwrap_head, sp->bwrap_headc);
 	free(sp->resolv_dest);
 	free(sp->keep_bwrap);
 	free(sp->keep_resolv);

@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 
 /* ---- the child ----------------------------------------------------------- */
 
@@ -278,15 +279,6 @@ static char **build_env(const struct proto_exec_req *req, const char **path)
 	return env;
 }
 
-static void free_strv(char **v)
-{
-	size_t i;
-
-	for (i = 0; v != NULL && v[i] != NULL; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* bubblewrap's command line for this spawn (the strings are borrowed). */
 static const char **bwrap_argv(const struct agent_spawner *sp,
 			       const struct proto_exec_req *req,
@@ -403,7 +395,7 @@ static int spawn_zygote(const struct agent_spawner *sp,
 	*out = c;
 out:
 	std_close(&devnull, outp, errp);
-	free_strv(envp);
+	strv_free_null(envp);
 	free(box_cwd);
 	return rc;
 }
@@ -455,7 +447,7 @@ static void plan_free(struct plan_bufs *b)
 {
 	free(b->host_cwd);
 	free(b->box_cwd);
-	free_strv(b->envp);
+	strv_free_null(b->envp);
 	free(b->argv);
 	free(b->sh_argv);
 }

@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 
 /* bubblewrap's start and the zygote's first answer. */
 #define START_MS 10000
@@ -745,7 +746,6 @@ fail:
 void agent_zygote_free(struct agent_zygote *z)
 {
 	struct agent_zygote_cmd *c;
-	size_t i;
 
 	if (z == NULL)
 		return;
@@ -761,9 +761,7 @@ void agent_zygote_free(struct agent_zygote *z)
 		free(c);
 	}
 	proc_close(&z->wake_fd);
-	for (i = 0; z->argv[i] != NULL; i++)
-		free(z->argv[i]);
-	free(z->argv);
+	strv_free_null(z->argv);
 	pthread_cond_destroy(&z->cond);
 	pthread_mutex_destroy(&z->lock);
 	pthread_mutex_destroy(&z->send_lock);

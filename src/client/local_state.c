@@ -30,6 +30,7 @@
 #include "common/log.h"
 #include "common/unixurl.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 #include "client/local_state.h"
 
 int local_err_set(struct local_err *err, int rc, const char *fmt, ...)
@@ -323,11 +324,7 @@ out:
 
 void local_state_ids_free(char **ids, size_t n)
 {
-	size_t i;
-
-	for (i = 0; ids != NULL && i < n; i++)
-		free(ids[i]);
-	free(ids);
+	strv_free(ids, n);
 }
 
 /* ---- records ------------------------------------------------------------ */

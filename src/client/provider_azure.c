@@ -29,6 +29,7 @@
 #include "common/proto_azure.h"
 #include "common/token.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 #include "client/provider_azure.h"
 #include "client/provider_azure_i.h"
 #include "client/transport.h"
@@ -484,15 +485,6 @@ static int azure_stop(struct provider *p, const char *id, struct sbx_error *err)
 
 /* ---- list ---------------------------------------------------------------- */
 
-static void ids_free(char **ids, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		free(ids[i]);
-	free(ids);
-}
-
 /* The path and query of a nextLink, which must stay under our group on
  * the data plane's own origin: the bearer goes nowhere else. The
  * link's api-version is replaced by ours. */
@@ -638,7 +630,7 @@ static int azure_list(struct provider *p, char ***ids_out, size_t *n_out,
 out:
 	transport_resp_cleanup(&resp);
 	free(path);
-	ids_free(ids, n);
+	strv_free(ids, n);
 	return rc;
 }
 
@@ -660,7 +652,6 @@ static void azure_free(struct provider *p)
 {
 	struct azure_priv *ap = azure_priv_of(p);
 	struct entry *e, *next;
-	size_t i;
 
 	for (e = ap->entries; e != NULL; e = next) {
 		next = e->next;
@@ -669,9 +660,7 @@ static void azure_free(struct provider *p)
 	}
 	azure_auth_free(ap->auth);
 	transport_http_pool_free(ap->pool);
-	for (i = 0; ap->resolve != NULL && ap->resolve[i] != NULL; i++)
-		free(ap->resolve[i]);
-	free(ap->resolve);
+	strv_free_null(ap->resolve);
 	free(ap->base_url);
 	free(ap->group_path);
 	free(ap->token_path);

@@ -31,4 +31,5 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/unixaddr.c %reldir%/unixaddr.h \
 	%reldir%/numarg.c %reldir%/numarg.h \
 	%reldir%/fdio.c %reldir%/fdio.h \
+	%reldir%/strv.c %reldir%/strv.h \
 	%reldir%/sigdefault.c %reldir%/sigdefault.h

@@ -246,17 +246,6 @@ void pj_vec_free(void *v, size_t n, size_t elemsz, const size_t *offs,
 	free(v);
 }
 
-void pj_strv_free(char **v, size_t n)
-{
-	size_t i;
-
-	if (v == NULL)
-		return;
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 int pj_str_array(const cJSON *a, size_t max, int too_many, char ***out,
 		 size_t *n)
 {

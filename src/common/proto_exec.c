@@ -23,6 +23,7 @@
 #include "common/proto_exec.h"
 #include "common/proto_i.h"
 #include "common/proto_jscan_i.h"
+#include "common/strv.h"
 
 /* ---- NUL detection ------------------------------------------------------
  *
@@ -65,8 +66,8 @@ void proto_exec_req_cleanup(struct proto_exec_req *r)
 {
 	if (r == NULL)
 		return;
-	pj_strv_free(r->argv, r->argc);
-	pj_strv_free(r->env, r->envc);
+	strv_free(r->argv, r->argc);
+	strv_free(r->env, r->envc);
 	free(r->cwd);
 	memset(r, 0, sizeof(*r));
 }

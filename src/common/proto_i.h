@@ -158,12 +158,10 @@ int pj_i32(const cJSON *item, int32_t *out);
 
 /* A JSON array of strings as a NULL-terminated vector of heap copies.
  * *out and *n hold what was copied so far even on failure (free with
- * pj_strv_free). -EINVAL when a is not an array of strings, too_many
+ * strv_free). -EINVAL when a is not an array of strings, too_many
  * when it has more than max elements, -ENOMEM. */
 int pj_str_array(const cJSON *a, size_t max, int too_many, char ***out,
 		 size_t *n);
-/* Free v[0..n) and v. NULL-safe. */
-void pj_strv_free(char **v, size_t n);
 /* Append v[0..n) as a JSON array of strings; with names, each element up
  * to its first '=' (the name of a KEY=VALUE entry). */
 int pj_put_strs(struct buf *out, char *const *v, size_t n, bool names);

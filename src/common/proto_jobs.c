@@ -20,6 +20,7 @@
 #include "common/proto_exec.h"
 #include "common/proto_i.h"
 #include "common/proto_jscan_i.h"
+#include "common/strv.h"
 
 /* ---- job ids ------------------------------------------------------------- */
 
@@ -474,8 +475,8 @@ static void proto_job_info_cleanup(struct proto_job_info *ji)
 {
 	if (ji == NULL)
 		return;
-	pj_strv_free(ji->argv, ji->argc);
-	pj_strv_free(ji->env, ji->envc);
+	strv_free(ji->argv, ji->argc);
+	strv_free(ji->env, ji->envc);
 	free(ji->cwd);
 	free(ji->err_code);
 	free(ji->err_message);

@@ -42,6 +42,7 @@
 #include "common/log.h"
 #include "common/sleep.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 #include "ctl/ctl.h"
 #include "client/local_state.h"
 
@@ -96,11 +97,7 @@ struct exec_args {
 
 static void args_cleanup(struct exec_args *a)
 {
-	size_t i;
-
-	for (i = 0; i < a->envc; i++)
-		free(a->env[i]);
-	free(a->env);
+	strv_free(a->env, a->envc);
 }
 
 static int __attribute__((format(printf, 1, 2))) usage(const char *fmt, ...)

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 #include "fs/cache.h"
 #include "fs/fs_files_i.h"
 #include "fs/fs_i.h"
@@ -75,11 +76,7 @@ static void collect_name(void *ud, const char *name, enum proto_ftype type)
 
 static void names_free(struct names *nm)
 {
-	size_t i;
-
-	for (i = 0; i < nm->n; i++)
-		free(nm->v[i]);
-	free(nm->v);
+	strv_free(nm->v, nm->n);
 	memset(nm, 0, sizeof(*nm));
 }
 

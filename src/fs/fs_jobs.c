@@ -34,6 +34,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 #include "fs/fs_i.h"
 #include "fs/fs_jobs_i.h"
 #include "fs/fs_jobs_run.h"
@@ -384,9 +385,7 @@ int fs_jobs_readdir(struct sbx *sb, const char *job, void *buf,
 	if (fs_jobs_latest(js, latest, sizeof(latest)))
 		(void)filler(buf, "latest", NULL, 0, 0);
 out:
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	strv_free(names, n);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "common/strv.h"
 #include "fs/cache.h"
 #include "fs/dirsnap.h"
 #include "fs/fs_i.h"
@@ -156,11 +157,7 @@ int sbfs_home_statfs(struct sbfs *fs, struct statvfs *st)
 
 void sbfs_ids_free(char **ids, size_t n)
 {
-	size_t i;
-
-	for (i = 0; ids != NULL && i < n; i++)
-		free(ids[i]);
-	free(ids);
+	strv_free(ids, n);
 }
 
 static char **ids_copy(char **ids, size_t n)
