@@ -18,7 +18,8 @@ check_sandboxfs_LDADD += $(SSL_LIBS)
 check_PROGRAMS += %reldir%/azure-fake
 %canon_reldir%_azure_fake_SOURCES = %reldir%/azure_fake_main.c \
 	%reldir%/azure_fake.c %reldir%/azure_fake.h %reldir%/azure_fake_i.h \
-	%reldir%/azure_fake_http.c %reldir%/azure_fake_proxy.c
+	%reldir%/azure_fake_http.c %reldir%/azure_fake_proxy.c \
+	%reldir%/sys_helpers.c %reldir%/sys_helpers.h
 %canon_reldir%_azure_fake_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_CLIENT)
 %canon_reldir%_azure_fake_CFLAGS = $(AM_CFLAGS) $(DEP_CFLAGS) $(SSL_CFLAGS)
 %canon_reldir%_azure_fake_LDADD = $(LIB_CLIENT) $(MHD_LIBS) $(SSL_LIBS) \

@@ -51,6 +51,7 @@
 #include "common/proto.h"
 #include "common/xalloc.h"
 #include "tests/azure_fake.h"
+#include "tests/sys_helpers.h"
 
 #define MAX_SANDBOXES 16
 #define NOBODY 65534
@@ -146,20 +147,9 @@ static int give_one(const char *path, const struct stat *st, int flag,
 /* Stop b's agent (SIGTERM, SIGKILL after 5 s). Under g.mu. */
 static void agent_stop(struct box *b)
 {
-	int status, i;
-
 	if (b->pid <= 0)
 		return;
-	kill(b->pid, SIGTERM);
-	for (i = 0; i < 500; i++) {
-		if (waitpid(b->pid, &status, WNOHANG) == b->pid)
-			break;
-		usleep(10000);
-	}
-	if (i == 500) {
-		kill(b->pid, SIGKILL);
-		waitpid(b->pid, &status, 0);
-	}
+	th_child_stop(b->pid);
 	b->pid = 0;
 }
 

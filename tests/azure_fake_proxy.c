@@ -40,6 +40,7 @@
 #include "common/xalloc.h"
 #include "tests/azure_fake.h"
 #include "tests/azure_fake_i.h"
+#include "tests/sys_helpers.h"
 
 /* ---- the proxy -------------------------------------------------------------- */
 
@@ -75,22 +76,14 @@ unsigned azure_fake_proxy_accepts(struct azure_fake *f, const char *host)
 	return n;
 }
 
+/* A connection to an agent's loopback port, each write sent at once;
+ * -errno when there is none. */
 static int connect_loopback(unsigned port)
 {
-	struct sockaddr_in sin;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	int fd = th_connect_loopback(port), one = 1;
 
-	if (fd < 0)
-		return -1;
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons((uint16_t)port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
-		close(fd);
-		return -1;
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (fd >= 0)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }
 
@@ -274,9 +267,6 @@ static void *accept_main(void *arg)
 
 int azf_proxy_start(struct azure_fake *f, char *errbuf, size_t errsz)
 {
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-
 	f->ctx = SSL_CTX_new(TLS_server_method());
 	if (f->ctx == NULL || SSL_CTX_use_certificate(f->ctx, f->cert) != 1 ||
 	    SSL_CTX_use_PrivateKey(f->ctx, f->key) != 1) {
@@ -284,19 +274,12 @@ int azf_proxy_start(struct azure_fake *f, char *errbuf, size_t errsz)
 			"the proxy's TLS context could not be made");
 		return -EIO;
 	}
-	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (f->lfd < 0 ||
-	    bind(f->lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-	    listen(f->lfd, 64) < 0 ||
-	    getsockname(f->lfd, (struct sockaddr *)&sin, &len) < 0) {
+	f->lfd = th_listen_loopback(64, &f->proxy_port);
+	if (f->lfd < 0) {
 		azf_say(errbuf, errsz, "the proxy cannot listen: %s",
-			strerror(errno));
+			strerror(-f->lfd));
 		return -EIO;
 	}
-	f->proxy_port = ntohs(sin.sin_port);
 	if (pthread_create(&f->accept_th, NULL, accept_main, f) != 0) {
 		azf_say(errbuf, errsz, "the proxy's thread did not start");
 		return -EIO;

@@ -254,19 +254,10 @@ void th_agent_start_logged(struct th_agent *a, const char *const *extra_args,
 
 int th_agent_terminate(struct th_agent *a)
 {
-	int status = 0, i;
+	int status = 0;
 
 	if (a->pid > 0) {
-		kill(a->pid, SIGTERM);
-		for (i = 0; i < 500; i++) {
-			if (waitpid(a->pid, &status, WNOHANG) == a->pid)
-				break;
-			usleep(10000);
-		}
-		if (i == 500) {
-			kill(a->pid, SIGKILL);
-			waitpid(a->pid, &status, 0);
-		}
+		status = th_child_stop(a->pid);
 		a->pid = 0;
 	}
 	return status;
@@ -402,43 +393,6 @@ void th_resp_cleanup(struct th_resp *r)
 {
 	buf_cleanup(&r->body);
 	buf_cleanup(&r->headers);
-}
-
-int th_listen_loopback(int backlog, unsigned *port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
-
-	if (fd < 0)
-		return -errno;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    listen(fd, backlog) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	*port = ntohs(sa.sin_port);
-	return fd;
-}
-
-int th_connect_loopback(unsigned port)
-{
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
-
-	if (fd < 0)
-		return -errno;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	return fd;
 }
 
 void th_listener_start(struct th_listener *l, void *(*fn)(void *), void *arg)

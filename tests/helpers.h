@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "tests/sys_helpers.h"
 
 /* A fresh directory under $TMPDIR (heap path); aborts the test on failure. */
 char *th_tmpdir(const char *tag);
@@ -90,12 +91,6 @@ int th_http_timeout(const char *method, const char *url,
 /* A response header's value (first match, case-insensitive), heap, or NULL. */
 char *th_resp_header(const struct th_resp *r, const char *name);
 void th_resp_cleanup(struct th_resp *r);
-
-/* A socket listening on an ephemeral loopback port, backlog deep, its
- * port in *port; -errno when there is none. */
-int th_listen_loopback(int backlog, unsigned *port);
-/* A socket connected to port on loopback, or -errno. */
-int th_connect_loopback(unsigned port);
 
 /* A loopback listener and the thread that accepts on it. */
 struct th_listener {

@@ -5,6 +5,7 @@ TESTS += check_sandboxfs
 endif
 check_sandboxfs_SOURCES = %reldir%/check_main.c %reldir%/check_suites.h \
 	%reldir%/suites.def %reldir%/helpers.c %reldir%/helpers.h \
+	%reldir%/sys_helpers.c %reldir%/sys_helpers.h \
 	%reldir%/tcase_table.c %reldir%/tcase_table.h \
 	%reldir%/check_common.c %reldir%/check_e2e.c
 check_sandboxfs_CPPFLAGS = $(AM_CPPFLAGS) $(SEE_ALL)

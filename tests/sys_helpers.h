@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sys_helpers: the plumbing the Check suites share with the test programs
+ * that do not link Check (azure-fake): loopback sockets and stopping a
+ * child. Nothing here asserts; errors come back as -errno.
+ */
+#ifndef SBFS_TEST_SYS_HELPERS_H
+#define SBFS_TEST_SYS_HELPERS_H
+
+#include <sys/types.h>
+
+/* A socket listening on an ephemeral loopback port, backlog deep, its
+ * port in *port; -errno when there is none. */
+int th_listen_loopback(int backlog, unsigned *port);
+/* A socket connected to port on loopback, or -errno. */
+int th_connect_loopback(unsigned port);
+
+/* SIGTERM pid and reap it, with a SIGKILL when it is still there after
+ * 5 s; its status as waitpid gives it. */
+int th_child_stop(pid_t pid);
+
+#endif
