@@ -38,6 +38,35 @@ struct scripted {
 	bool stalled_until_stop; /* the stall was still on at the stop */
 };
 
+/*
+ * method path as op on e->t, which must fail: SANDBOX_UNREACHABLE and
+ * retryable for a read, SANDBOX_OUTCOME_UNKNOWN and final otherwise. With
+ * what set, it must also fail within 3 x RESPONSE_MS (what is what must
+ * not hang the operation).
+ */
+static void assert_op_fails(struct tt_env *e, const char *method,
+			    const char *path, const char *op, const char *what,
+			    struct sbx_error *err)
+{
+	bool read = strcmp(op, TRANSPORT_OP_READ) == 0;
+	struct transport_resp resp;
+	long long elapsed;
+	int rc;
+
+	rc = raw_send(e->t, method, path, op, &resp,
+		      what != NULL ? &elapsed : NULL, err);
+	transport_resp_cleanup(&resp);
+	if (what != NULL)
+		ck_assert_msg(elapsed < 3 * RESPONSE_MS,
+			      "%s must not hang the operation (%lld ms)", what,
+			      elapsed);
+	ck_assert_int_lt(rc, 0);
+	ck_assert_str_eq(sbx_code_name(err->code),
+			 read ? "SANDBOX_UNREACHABLE"
+			      : "SANDBOX_OUTCOME_UNKNOWN");
+	ck_assert_int_eq(err->retryable, read);
+}
+
 /* Headers announce 100000 bytes; 4097 come; then a stall. */
 static enum stub_next oversized_handler(struct stub_agent *s,
 					const struct stub_req *req, int fd,
@@ -58,27 +87,18 @@ static void oversized_row(int status, const char *op)
 {
 	struct scripted sc = {.status = status};
 	struct tt_env e;
-	bool read = strcmp(op, TRANSPORT_OP_READ) == 0;
-	struct transport_resp resp;
 	struct sbx_error err;
 	unsigned refreshes = status == 401;
 	char text[1024];
-	int rc;
 
 	tt_env_start(&e, oversized_handler, &sc, RESPONSE_MS,
 		     TT_ROUTED | TT_CONNECTED);
 	stub_provider_set_generation(e.sp, 7);
 	expect_only(e.sp, CALL(STUB_CALL_ROUTE) | CALL(STUB_CALL_CREDENTIAL));
 
-	rc = raw_send(e.t, "GET", "/v1/missing", op, &resp, NULL, &err);
-	transport_resp_cleanup(&resp);
+	assert_op_fails(&e, "GET", "/v1/missing", op, NULL, &err);
 	sbx_error_describe(&err, text, sizeof(text));
-	ck_assert_int_lt(rc, 0);
 	ck_assert_msg(strstr(text, "4096") != NULL, "%d: %s", status, text);
-	ck_assert_str_eq(sbx_code_name(err.code),
-			 read ? "SANDBOX_UNREACHABLE"
-			      : "SANDBOX_OUTCOME_UNKNOWN");
-	ck_assert_int_eq(err.retryable, read);
 	if (status != 401)
 		ck_assert(tt_slot_empty(e.t));
 	ck_assert_uint_eq(stub_agent_requests(e.s), 1);
@@ -142,26 +162,14 @@ START_TEST(unfinished_not_found_body_is_bounded_and_never_replayed)
 	for (disconnect = 0; disconnect <= 1; disconnect++) {
 		struct scripted sc = {.disconnect = disconnect};
 		struct tt_env e;
-		struct transport_resp resp;
 		struct sbx_error err;
-		long long elapsed;
-		int rc;
 
 		tt_env_start(&e, unfinished_handler, &sc, RESPONSE_MS,
 			     TT_CONNECTED);
 		expect_only(e.sp, 0);
 
-		rc = raw_send(e.t, "GET", "/v1/missing", TRANSPORT_OP_EXEC,
-			      &resp, &elapsed, &err);
-		transport_resp_cleanup(&resp);
-		ck_assert_msg(elapsed < 3 * RESPONSE_MS,
-			      "an unfinished 404 must not hang the operation "
-			      "(%lld ms)",
-			      elapsed);
-		ck_assert_int_lt(rc, 0);
-		ck_assert_str_eq(sbx_code_name(err.code),
-				 "SANDBOX_OUTCOME_UNKNOWN");
-		ck_assert(!err.retryable);
+		assert_op_fails(&e, "GET", "/v1/missing", TRANSPORT_OP_EXEC,
+				"an unfinished 404", &err);
 		ck_assert(tt_slot_empty(e.t));
 		ck_assert_uint_eq(stub_agent_requests(e.s), 1);
 		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
@@ -191,26 +199,13 @@ static void stalled_error_row(int status, const char *op)
 {
 	struct scripted sc = {.status = status};
 	struct tt_env e;
-	bool idempotent = strcmp(op, TRANSPORT_OP_READ) == 0;
-	struct transport_resp resp;
 	struct sbx_error err;
-	long long elapsed;
-	int rc;
 
 	tt_env_start(&e, stalled_error_handler, &sc, RESPONSE_MS, TT_CONNECTED);
 	expect_only(e.sp, 0);
 
-	rc = raw_send(e.t, "POST", "/v1/test", op, &resp, &elapsed, &err);
-	transport_resp_cleanup(&resp);
-	ck_assert_msg(elapsed < 3 * RESPONSE_MS,
-		      "a stalled error body must not hang the "
-		      "operation (%lld ms)",
-		      elapsed);
-	ck_assert_int_lt(rc, 0);
-	ck_assert_str_eq(sbx_code_name(err.code),
-			 idempotent ? "SANDBOX_UNREACHABLE"
-				    : "SANDBOX_OUTCOME_UNKNOWN");
-	ck_assert_int_eq(err.retryable, idempotent);
+	assert_op_fails(&e, "POST", "/v1/test", op, "a stalled error body",
+			&err);
 	ck_assert_msg(tt_error_mentions(&err, "body"), "%s", err.reason);
 	ck_assert(tt_slot_empty(e.t));
 	ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE), 0);
