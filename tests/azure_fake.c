@@ -42,6 +42,7 @@
 #include "common/xalloc.h"
 #include "tests/azure_fake.h"
 #include "tests/azure_fake_i.h"
+#include "tests/sys_helpers.h"
 
 void azf_say(char *errbuf, size_t errsz, const char *fmt, ...)
 {
@@ -436,9 +437,7 @@ void azure_fake_set_root(struct azure_fake *f, const char *id, const char *dir)
 
 void azure_fake_set_page_size(struct azure_fake *f, unsigned n)
 {
-	pthread_mutex_lock(&f->mu);
-	f->page_size = n;
-	pthread_mutex_unlock(&f->mu);
+	th_locked_set(&f->mu, &f->page_size, &n, sizeof(n));
 }
 
 void azure_fake_set_next_link(struct azure_fake *f, const char *link)
@@ -495,9 +494,7 @@ void azure_fake_revoke_tokens(struct azure_fake *f)
 
 void azure_fake_set_token_lifetime(struct azure_fake *f, long seconds)
 {
-	pthread_mutex_lock(&f->mu);
-	f->lifetime = seconds;
-	pthread_mutex_unlock(&f->mu);
+	th_locked_set(&f->mu, &f->lifetime, &seconds, sizeof(seconds));
 }
 
 void azure_fake_last_token_form(struct azure_fake *f, char *out, size_t size)
@@ -531,20 +528,9 @@ void azure_fake_set_hook(struct azure_fake *f, enum azure_fake_route r,
 	pthread_mutex_unlock(&f->mu);
 }
 
-/* One of the fake's counters, read under its lock. */
-static unsigned counter_read(struct azure_fake *f, const unsigned *counter)
-{
-	unsigned n;
-
-	pthread_mutex_lock(&f->mu);
-	n = *counter;
-	pthread_mutex_unlock(&f->mu);
-	return n;
-}
-
 unsigned azure_fake_calls(struct azure_fake *f, enum azure_fake_route r)
 {
-	return counter_read(f, &f->calls[r]);
+	return th_locked_uint(&f->mu, &f->calls[r]);
 }
 
 void azure_fake_last_id(struct azure_fake *f, enum azure_fake_route r,
@@ -557,12 +543,12 @@ void azure_fake_last_id(struct azure_fake *f, enum azure_fake_route r,
 
 unsigned azure_fake_unauthorized(struct azure_fake *f)
 {
-	return counter_read(f, &f->unauthorized);
+	return th_locked_uint(&f->mu, &f->unauthorized);
 }
 
 unsigned azure_fake_bad_version(struct azure_fake *f)
 {
-	return counter_read(f, &f->bad_version);
+	return th_locked_uint(&f->mu, &f->bad_version);
 }
 
 void azure_fake_last_exec(struct azure_fake *f, char *command, size_t csize,

@@ -35,24 +35,6 @@ long long th_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-unsigned th_locked_uint(pthread_mutex_t *mu, const unsigned *value)
-{
-	unsigned n;
-
-	pthread_mutex_lock(mu);
-	n = *value;
-	pthread_mutex_unlock(mu);
-	return n;
-}
-
-void th_locked_set(pthread_mutex_t *mu, void *field, const void *value,
-		   size_t size)
-{
-	pthread_mutex_lock(mu);
-	memcpy(field, value, size);
-	pthread_mutex_unlock(mu);
-}
-
 char *th_tmpdir(const char *tag)
 {
 	const char *base = getenv("TMPDIR");

@@ -114,11 +114,4 @@ ssize_t th_raw(unsigned port, const void *req, size_t n, struct buf *out,
 /* Monotonic milliseconds. */
 long long th_now_ms(void);
 
-/* *value read under mu: a counter other threads bump under that lock. */
-unsigned th_locked_uint(pthread_mutex_t *mu, const unsigned *value);
-/* The size bytes at value copied over field under mu: a setting other
- * threads read under that lock. */
-void th_locked_set(pthread_mutex_t *mu, void *field, const void *value,
-		   size_t size);
-
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sys_helpers: loopback sockets and stopping a child, for the suites and
- * for azure-fake alike (sys_helpers.h).
+ * sys_helpers: values under a lock, loopback sockets and stopping a
+ * child, for the suites and for azure-fake alike (sys_helpers.h).
  */
 #include "config.h"
 
@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +52,24 @@ int th_connect_loopback(unsigned port)
 		return rc;
 	}
 	return fd;
+}
+
+unsigned th_locked_uint(pthread_mutex_t *mu, const unsigned *value)
+{
+	unsigned n;
+
+	pthread_mutex_lock(mu);
+	n = *value;
+	pthread_mutex_unlock(mu);
+	return n;
+}
+
+void th_locked_set(pthread_mutex_t *mu, void *field, const void *value,
+		   size_t size)
+{
+	pthread_mutex_lock(mu);
+	memcpy(field, value, size);
+	pthread_mutex_unlock(mu);
 }
 
 int th_child_stop(pid_t pid)

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sys_helpers: the plumbing the Check suites share with the test programs
- * that do not link Check (azure-fake): loopback sockets and stopping a
- * child. Nothing here asserts; errors come back as -errno.
+ * that do not link Check (azure-fake): a value read or set under a lock,
+ * loopback sockets and stopping a child. Nothing here asserts; errors
+ * come back as -errno.
  */
 #ifndef SBFS_TEST_SYS_HELPERS_H
 #define SBFS_TEST_SYS_HELPERS_H
 
+#include <pthread.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /* A socket listening on an ephemeral loopback port, backlog deep, its
@@ -14,6 +17,13 @@
 int th_listen_loopback(int backlog, unsigned *port);
 /* A socket connected to port on loopback, or -errno. */
 int th_connect_loopback(unsigned port);
+
+/* *value read under mu: a counter other threads bump under that lock. */
+unsigned th_locked_uint(pthread_mutex_t *mu, const unsigned *value);
+/* The size bytes at value copied over field under mu: a setting other
+ * threads read under that lock. */
+void th_locked_set(pthread_mutex_t *mu, void *field, const void *value,
+		   size_t size);
 
 /* SIGTERM pid and reap it, with a SIGKILL when it is still there after
  * 5 s; its status as waitpid gives it. */
