@@ -280,22 +280,18 @@ START_TEST(operation_deadline_bounds_the_wait_for_a_refresh)
 {
 	struct slow_activation a = {.mu = PTHREAD_MUTEX_INITIALIZER,
 				    .activate_ms = 2000};
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_config cfg;
+	struct tt_env e;
 	struct bg_get g;
-	struct stub_agent *s;
 	struct sbx_error err;
 	long long elapsed;
 	pthread_t th;
 	int rc;
 
-	s = stub_agent_start(slow_activation_handler, &a);
-	stub_provider_set_route(sp, stub_agent_url(s));
-	stub_transport_config(&cfg, 5000, true);
+	tt_env_start(&e, slow_activation_handler, &a, 5000, TT_ROUTED);
 	memset(&g, 0, sizeof(g));
-	g.t = stub_transport_new(sp, &cfg);
+	g.t = e.t;
 	ck_assert_int_eq(pthread_create(&th, NULL, bg_get_main, &g), 0);
-	ck_assert(stub_agent_wait_requests(s, 1, 5000));
+	ck_assert(stub_agent_wait_requests(e.s, 1, 5000));
 
 	transport_op_clear_timed_out();
 	transport_op_set_deadline(transport_now_ms() + 400);
@@ -313,9 +309,7 @@ START_TEST(operation_deadline_bounds_the_wait_for_a_refresh)
 	ck_assert_uint_eq(a.others, 1);
 	pthread_mutex_unlock(&a.mu);
 
-	transport_free(g.t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -351,20 +345,16 @@ START_TEST(readiness_deadline_bounds_the_activation)
 		.health = "{\"protocolVersion\":1,\"status\":\"ready\","
 			  "\"imageCommand\":{\"status\":\"running\"}}",
 	};
-	struct stub_provider *sp = stub_provider_new();
 	struct transport_config cfg;
-	struct stub_agent *s;
-	struct transport *t;
+	struct tt_env e;
 	struct sbx_error err;
 	int rc;
 
-	s = stub_agent_start(slow_activation_handler, &a);
-	stub_provider_set_route(sp, stub_agent_url(s));
 	stub_transport_config(&cfg, 5000, true);
 	cfg.ready_timeout_ms = 600;
-	t = stub_transport_new(sp, &cfg);
+	tt_env_start_cfg(&e, slow_activation_handler, &a, &cfg, TT_ROUTED);
 
-	assert_ready_gives_up(t, 550, 2000);
+	assert_ready_gives_up(e.t, 550, 2000);
 	ck_assert_int_eq(transport_op_deadline(), 0);
 
 	/* A quick activation passes. */
@@ -372,15 +362,13 @@ START_TEST(readiness_deadline_bounds_the_activation)
 	a.activate_ms = 0;
 	pthread_mutex_unlock(&a.mu);
 	cfg.ready_timeout_ms = 5000;
-	transport_free(t);
-	t = stub_transport_new(sp, &cfg);
+	transport_free(e.t);
+	e.t = stub_transport_new(e.sp, &cfg);
 	sbx_error_clear(&err);
-	rc = transport_wait_ready(t, TT_SESSION, NULL, &err);
+	rc = transport_wait_ready(e.t, TT_SESSION, NULL, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 
@@ -429,20 +417,16 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 	struct two_boots b = {
 		.mu = PTHREAD_MUTEX_INITIALIZER,
 		.ready = {.mu = PTHREAD_MUTEX_INITIALIZER, .answer = READY}};
-	struct stub_provider *sp = stub_provider_new();
-	struct transport_config cfg;
-	struct stub_agent *first;
+	struct tt_env e;
 	struct sbx_error err;
 	char url[256];
 	int rc;
 
 	b.second = stub_agent_start(tt_health_handler, &b.ready);
-	first = stub_agent_start(first_boot_handler, &b);
-	stub_provider_never(sp, STUB_CALL_ROUTE);
-	stub_transport_config(&cfg, 5000, true);
-	b.t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(b.t, TT_SESSION, stub_agent_url(first),
-				      tt_cred(7));
+	/* Connected to the first boot; no route is ever fetched. */
+	tt_env_start(&e, first_boot_handler, &b, 5000, TT_CONNECTED);
+	stub_provider_never(e.sp, STUB_CALL_ROUTE);
+	b.t = e.t;
 
 	sbx_error_clear(&err);
 	rc = transport_wait_ready(b.t, TT_SESSION, NULL, &err);
@@ -453,14 +437,12 @@ START_TEST(readiness_probe_drops_only_its_own_connection)
 	pthread_mutex_lock(&b.ready.mu);
 	ck_assert_uint_eq(b.ready.polls, 1);
 	pthread_mutex_unlock(&b.ready.mu);
-	ck_assert_uint_eq(stub_provider_unexpected(sp), 0);
+	ck_assert_uint_eq(stub_provider_unexpected(e.sp), 0);
 	ck_assert(transport_test_cached_url(b.t, TT_SESSION, url, sizeof(url)));
 	ck_assert_str_eq(url, stub_agent_url(b.second));
 
-	transport_free(b.t);
-	stub_agent_stop(first);
+	tt_env_stop(&e);
 	stub_agent_stop(b.second);
-	stub_provider_free(sp);
 }
 END_TEST
 
@@ -475,11 +457,10 @@ END_TEST
  */
 START_TEST(connect_deadline_bounds_a_swallowed_connect)
 {
-	struct stub_provider *sp;
 	struct stub_blackhole bh;
 	struct transport_config cfg;
 	struct transport_resp resp;
-	struct transport *t;
+	struct tt_env e;
 	struct sbx_error err;
 	long long t0, elapsed;
 	int cached, rc;
@@ -494,16 +475,16 @@ START_TEST(connect_deadline_bounds_a_swallowed_connect)
 	}
 	ck_assert_int_eq(rc, 0);
 	for (cached = 0; cached <= 1; cached++) {
-		sp = stub_provider_new();
-		stub_provider_set_route(sp, bh.url);
 		stub_transport_config(&cfg, LONG_MS, true);
 		cfg.connect_timeout_ms = 300;
-		t = stub_transport_new(sp, &cfg);
+		/* No agent: the route and the connection lead to bh. */
+		tt_env_start_cfg(&e, NULL, NULL, &cfg, 0);
+		stub_provider_set_route(e.sp, bh.url);
 		if (cached)
-			transport_test_set_connection(t, TT_SESSION, bh.url,
+			transport_test_set_connection(e.t, TT_SESSION, bh.url,
 						      tt_cred(0));
 		t0 = th_now_ms();
-		rc = tt_exec_post(t, "/v1/exec", &resp, &err);
+		rc = tt_exec_post(e.t, "/v1/exec", &resp, &err);
 		elapsed = th_now_ms() - t0;
 		transport_resp_cleanup(&resp);
 		ck_assert_int_lt(rc, 0);
@@ -512,10 +493,10 @@ START_TEST(connect_deadline_bounds_a_swallowed_connect)
 		ck_assert_str_eq(sbx_code_name(err.code),
 				 "SANDBOX_UNREACHABLE");
 		ck_assert(err.retryable);
-		ck_assert(tt_slot_empty(t));
-		ck_assert_uint_eq(stub_provider_calls(sp, STUB_CALL_ROUTE), 1);
-		transport_free(t);
-		stub_provider_free(sp);
+		ck_assert(tt_slot_empty(e.t));
+		ck_assert_uint_eq(stub_provider_calls(e.sp, STUB_CALL_ROUTE),
+				  1);
+		tt_env_stop(&e);
 	}
 	stub_blackhole_close(&bh);
 }
@@ -702,28 +683,24 @@ END_TEST
 START_TEST(readiness_wait_gives_up_at_its_deadline)
 {
 	struct tt_health h = {.mu = PTHREAD_MUTEX_INITIALIZER};
-	struct stub_provider *sp = stub_provider_new();
 	struct transport_config cfg;
 	struct proto_health health;
-	struct stub_agent *s;
-	struct transport *t;
+	struct tt_env e;
 	struct sbx_error err;
 	int rc;
 
 	h.answer = "{\"protocolVersion\":1,\"status\":\"ready\","
 		   "\"imageCommand\":{\"status\":\"failed\"}}";
-	s = stub_agent_start(tt_health_handler, &h);
-	/* A poll cut off by the deadline may drop the connection: the
-	 * provider can hand the route out again. */
-	stub_provider_set_route(sp, stub_agent_url(s));
 	stub_transport_config(&cfg, SHORT_MS, true);
 	cfg.ready_timeout_ms = 400;
 	cfg.ready_interval_ms = 50;
-	t = stub_transport_new(sp, &cfg);
-	transport_test_set_connection(t, TT_SESSION, stub_agent_url(s),
-				      tt_cred(7));
+	/* Connected, and routed too: a poll cut off by the deadline may
+	 * drop the connection, and the provider can hand the route out
+	 * again. */
+	tt_env_start_cfg(&e, tt_health_handler, &h, &cfg,
+			 TT_ROUTED | TT_CONNECTED);
 
-	assert_ready_gives_up(t, 380, 1500);
+	assert_ready_gives_up(e.t, 380, 1500);
 	pthread_mutex_lock(&h.mu);
 	ck_assert_uint_ge(h.polls, 3);
 	ck_assert_uint_le(h.polls, 10);
@@ -734,15 +711,13 @@ START_TEST(readiness_wait_gives_up_at_its_deadline)
 
 	sbx_error_clear(&err);
 	memset(&health, 0, sizeof(health));
-	rc = transport_wait_ready(t, TT_SESSION, &health, &err);
+	rc = transport_wait_ready(e.t, TT_SESSION, &health, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
 	ck_assert_int_eq(health.protocol_version, 1);
 	ck_assert_str_eq(health.status, "ready");
 	ck_assert_str_eq(health.boot_id, "b1");
 
-	transport_free(t);
-	stub_agent_stop(s);
-	stub_provider_free(sp);
+	tt_env_stop(&e);
 }
 END_TEST
 

@@ -136,23 +136,34 @@ enum {
 };
 
 /* A stub provider, a stub agent serving fn(arg) when fn is set, and a
- * transport over them with response deadline response_ms, as flags say. */
-static inline void tt_env_start(struct tt_env *e, stub_handler_fn *fn,
-				void *arg, long response_ms, unsigned flags)
+ * transport over them with the settings cfg, as flags say (TT_ROLLBACK is
+ * the caller's, in cfg). */
+static inline void tt_env_start_cfg(struct tt_env *e, stub_handler_fn *fn,
+				    void *arg,
+				    const struct transport_config *cfg,
+				    unsigned flags)
 {
-	struct transport_config cfg;
-
 	memset(e, 0, sizeof(*e));
 	e->sp = stub_provider_new();
 	if (fn != NULL)
 		e->s = stub_agent_start(fn, arg);
 	if (e->s != NULL && (flags & TT_ROUTED))
 		stub_provider_set_route(e->sp, stub_agent_url(e->s));
-	stub_transport_config(&cfg, response_ms, !(flags & TT_ROLLBACK));
-	e->t = stub_transport_new(e->sp, &cfg);
+	e->t = stub_transport_new(e->sp, cfg);
 	if (e->s != NULL && (flags & TT_CONNECTED))
 		transport_test_set_connection(e->t, TT_SESSION,
 					      stub_agent_url(e->s), tt_cred(7));
+}
+
+/* tt_env_start_cfg with the stub settings of response deadline
+ * response_ms (stub_transport_config). */
+static inline void tt_env_start(struct tt_env *e, stub_handler_fn *fn,
+				void *arg, long response_ms, unsigned flags)
+{
+	struct transport_config cfg;
+
+	stub_transport_config(&cfg, response_ms, !(flags & TT_ROLLBACK));
+	tt_env_start_cfg(e, fn, arg, &cfg, flags);
 }
 
 static inline void tt_env_stop(struct tt_env *e)
