@@ -221,6 +221,23 @@ struct sbx *azf_sbx_find(struct azure_fake *f, const char *id)
 	return NULL;
 }
 
+/* Free one label of a sandbox (already out of its list). */
+static void label_free(struct label *l)
+{
+	free(l->key);
+	free(l->value);
+	free(l);
+}
+
+/* Free one file of a sandbox (already out of its list). */
+static void file_free(struct file *fl)
+{
+	free(fl->path);
+	free(fl->data);
+	free(fl->host_path);
+	free(fl);
+}
+
 static void sbx_free(struct sbx *s)
 {
 	struct label *l, *ln;
@@ -230,16 +247,11 @@ static void sbx_free(struct sbx *s)
 		return;
 	for (l = s->labels; l != NULL; l = ln) {
 		ln = l->next;
-		free(l->key);
-		free(l->value);
-		free(l);
+		label_free(l);
 	}
 	for (fl = s->files; fl != NULL; fl = fn) {
 		fn = fl->next;
-		free(fl->path);
-		free(fl->data);
-		free(fl->host_path);
-		free(fl);
+		file_free(fl);
 	}
 	free(s->id);
 	free(s->state);
@@ -261,9 +273,7 @@ static void label_set(struct sbx *s, const char *key, const char *value)
 			break;
 	if (l != NULL && value == NULL) {
 		*pp = l->next;
-		free(l->key);
-		free(l->value);
-		free(l);
+		label_free(l);
 		return;
 	}
 	if (value == NULL)
@@ -397,10 +407,7 @@ static void file_set(struct sbx *s, const char *path, const void *data,
 		for (pp = &s->files; (fl = *pp) != NULL; pp = &fl->next) {
 			if (strcmp(fl->path, path) == 0) {
 				*pp = fl->next;
-				free(fl->path);
-				free(fl->data);
-				free(fl->host_path);
-				free(fl);
+				file_free(fl);
 				return;
 			}
 		}
