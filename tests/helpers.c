@@ -49,24 +49,6 @@ char *th_tmpdir(const char *tag)
 	return path;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag,
-		  struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
-void th_rmtree(const char *path)
-{
-	if (path != NULL)
-		nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
-}
-
 void th_rmtree_free(char *path)
 {
 	th_rmtree(path);

@@ -18,8 +18,6 @@
 
 /* A fresh directory under $TMPDIR (heap path); aborts the test on failure. */
 char *th_tmpdir(const char *tag);
-/* rm -rf (no symlink following). */
-void th_rmtree(const char *path);
 /* th_rmtree(path), then free the string (from th_tmpdir, say). */
 void th_rmtree_free(char *path);
 /* Write a file (creating parents), mode 0644; aborts on failure. */

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
@@ -85,4 +86,22 @@ int th_child_stop(pid_t pid)
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	return status;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+		  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+void th_rmtree(const char *path)
+{
+	if (path != NULL)
+		nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS);
 }

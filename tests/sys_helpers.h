@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sys_helpers: the plumbing the Check suites share with the test programs
- * that do not link Check (azure-fake): a value read or set under a lock,
- * loopback sockets and stopping a child. Nothing here asserts; errors
+ * that do not link Check (azure-fake, fsx): a value read or set under a lock,
+ * loopback sockets, stopping a child and removing a tree. Nothing here asserts; errors
  * come back as -errno.
  */
 #ifndef SBFS_TEST_SYS_HELPERS_H
@@ -28,5 +28,9 @@ void th_locked_set(pthread_mutex_t *mu, void *field, const void *value,
 /* SIGTERM pid and reap it, with a SIGKILL when it is still there after
  * 5 s; its status as waitpid gives it. */
 int th_child_stop(pid_t pid);
+
+/* Remove the tree at path (NULL: nothing), not following links; what
+ * cannot be removed stays. */
+void th_rmtree(const char *path);
 
 #endif

@@ -13,24 +13,9 @@
 #include <unistd.h>
 
 #include "tests/integration/fsx_i.h"
+#include "tests/sys_helpers.h"
 
 /* ---- minimizing ----------------------------------------------------------- */
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-	(void)st;
-	(void)f;
-	if (flag == FTW_DP)
-		rmdir(p);
-	else
-		unlink(p);
-	return 0;
-}
-
-static void rm_tree(const char *p)
-{
-	nftw(p, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static char *steps_text(const uint32_t *v, size_t n)
 {
@@ -80,7 +65,7 @@ static bool mini_try(struct mini *m, const uint32_t *v, size_t n)
 	run(w);
 	hit = w->failed && w->fail_kind == m->kind && w->fail_cat == m->cat;
 	for (s = 0; s < 2; s++)
-		rm_tree(w->dir[s]);
+		th_rmtree(w->dir[s]);
 	return hit;
 }
 

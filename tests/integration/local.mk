@@ -17,7 +17,8 @@ check_PROGRAMS += %reldir%/syscalls
 check_PROGRAMS += %reldir%/fsx
 %canon_reldir%_fsx_SOURCES = %reldir%/fsx.c %reldir%/fsx_i.h \
 	%reldir%/fsx_options.c %reldir%/fsx_rng.c %reldir%/fsx_check.c \
-	%reldir%/fsx_ops.c %reldir%/fsx_outside.c %reldir%/fsx_minimize.c
+	%reldir%/fsx_ops.c %reldir%/fsx_outside.c %reldir%/fsx_minimize.c \
+	tests/sys_helpers.c tests/sys_helpers.h
 %canon_reldir%_fsx_CFLAGS = $(AM_CFLAGS) $(PTHREAD_CFLAGS)
 %canon_reldir%_fsx_LDADD = $(PTHREAD_LIBS)
 ## The attacks of the confinement tests (t-confine-*.sh).
