@@ -460,12 +460,7 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static void list_clean(void *dst)
-{
-	proto_azure_list_cleanup(dst);
-}
-
-static const struct pj_body list_body = {parse_page, list_fill, list_clean,
+static const struct pj_body list_body = {parse_page, list_fill,
 					 sizeof(struct proto_azure_list)};
 
 int proto_azure_list_decode(const char *p, size_t n,
@@ -475,8 +470,10 @@ int proto_azure_list_decode(const char *p, size_t n,
 	const char *reason = "not a JSON object";
 	int rc = pj_decode(p, n, &list_body, &reason, &l, out);
 
-	if (rc < 0)
+	if (rc < 0) {
+		proto_azure_list_cleanup(&l);
 		say(why, reason);
+	}
 	return rc;
 }
 
@@ -667,7 +664,7 @@ static int token_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body token_body = {pj_parse_object, token_fill, NULL,
+static const struct pj_body token_body = {pj_parse_object, token_fill,
 					  sizeof(struct proto_azure_token)};
 
 int proto_azure_token_decode(const char *p, size_t n, int64_t now,

@@ -363,19 +363,17 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static void list_clean(void *dst)
-{
-	proto_list_cleanup(dst);
-}
-
-static const struct pj_body list_body = {pj_parse_strict, list_fill, list_clean,
+static const struct pj_body list_body = {pj_parse_strict, list_fill,
 					 sizeof(struct proto_list)};
 
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 {
 	struct proto_list l;
+	int rc = pj_decode(p, n, &list_body, NULL, &l, out);
 
-	return pj_decode(p, n, &list_body, NULL, &l, out);
+	if (rc < 0)
+		proto_list_cleanup(&l);
+	return rc;
 }
 
 /* ---- subtrees ------------------------------------------------------------ */
@@ -464,19 +462,17 @@ static int tree_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void tree_clean(void *dst)
-{
-	proto_tree_cleanup(dst);
-}
-
-static const struct pj_body tree_body = {pj_parse_strict, tree_fill, tree_clean,
+static const struct pj_body tree_body = {pj_parse_strict, tree_fill,
 					 sizeof(struct proto_tree)};
 
 int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 {
 	struct proto_tree t;
+	int rc = pj_decode(p, n, &tree_body, NULL, &t, out);
 
-	return pj_decode(p, n, &tree_body, NULL, &t, out);
+	if (rc < 0)
+		proto_tree_cleanup(&t);
+	return rc;
 }
 
 /* ---- operation bodies ---------------------------------------------------- */
@@ -712,13 +708,7 @@ static int ext_req_fill(const cJSON *root, void *dst, void *arg)
 	return rc == -ENOMEM || rc == 0 ? rc : -EINVAL;
 }
 
-static void ext_req_clean(void *dst)
-{
-	proto_ext_req_cleanup(dst);
-}
-
 static const struct pj_body ext_req_body = {pj_parse_strict, ext_req_fill,
-					    ext_req_clean,
 					    sizeof(struct proto_ext_req)};
 
 int proto_ext_req_decode(const char *op, const char *p, size_t n,
@@ -726,10 +716,14 @@ int proto_ext_req_decode(const char *op, const char *p, size_t n,
 {
 	const struct op_spec *spec = op_find(op);
 	struct proto_ext_req r;
+	int rc;
 
 	if (spec == NULL)
 		return -EINVAL;
-	return pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
+	rc = pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
+	if (rc < 0)
+		proto_ext_req_cleanup(&r);
+	return rc;
 }
 
 /* The heap strings of an operation body. */
@@ -775,7 +769,7 @@ static int statfs_fill(const cJSON *root, void *dst, void *arg)
 	return rc < 0 ? -EINVAL : 0;
 }
 
-static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill, NULL,
+static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill,
 					   sizeof(struct proto_statfs)};
 
 int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)

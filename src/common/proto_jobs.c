@@ -53,7 +53,7 @@ static int job_id_fill(const cJSON *root, void *dst, void *arg)
 	return copy_job_id(root, dst);
 }
 
-static const struct pj_body job_id_body = {pj_parse_object, job_id_fill, NULL,
+static const struct pj_body job_id_body = {pj_parse_object, job_id_fill,
 					   PROTO_JOB_ID_MAX + 1};
 
 int proto_job_id_decode(const char *p, size_t n,
@@ -110,7 +110,6 @@ static int poll_req_fill(const cJSON *root, void *dst, void *arg)
 }
 
 static const struct pj_body poll_req_body = {pj_parse_object, poll_req_fill,
-					     NULL,
 					     sizeof(struct proto_job_poll_req)};
 
 int proto_job_poll_req_decode(const char *p, size_t n,
@@ -590,18 +589,15 @@ static int job_list_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void job_list_clean(void *dst)
-{
-	proto_job_list_cleanup(dst);
-}
-
 static const struct pj_body job_list_body = {pj_parse_object, job_list_fill,
-					     job_list_clean,
 					     sizeof(struct proto_job_list)};
 
 int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
 {
 	struct proto_job_list l;
+	int rc = pj_decode(p, n, &job_list_body, NULL, &l, out);
 
-	return pj_decode(p, n, &job_list_body, NULL, &l, out);
+	if (rc < 0)
+		proto_job_list_cleanup(&l);
+	return rc;
 }
