@@ -170,15 +170,17 @@ START_TEST(transport_http_is_bounded_and_follows_nothing)
 }
 END_TEST
 
-/* GET url through pool (NULL: none) and check the plain answer. */
-static void get_plain(const char *url, struct transport_http_pool *pool)
+/* Send method to url through pool (NULL: none) and check the plain
+ * answer. */
+static void ask_plain(const char *method, const char *url,
+		      struct transport_http_pool *pool)
 {
 	struct transport_http_req hr;
 	struct transport_resp resp;
 	struct sbx_error err;
 	int rc;
 
-	tt_http_req(&hr, "GET", url, NULL);
+	tt_http_req(&hr, method, url, strcmp(method, "GET") ? "{}" : NULL);
 	hr.pool = pool;
 	rc = tt_http_send(&hr, &resp, &err);
 	ck_assert_msg(rc == 0, "%d %s", rc, err.reason);
@@ -196,27 +198,20 @@ START_TEST(a_pool_keeps_the_connection_of_its_owner)
 {
 	struct http_seen h = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	struct transport_http_pool *pool = transport_http_pool_new();
-	struct transport_http_req hr;
-	struct transport_resp resp;
-	struct stub_agent *s;
-	struct sbx_error err;
+	struct stub_agent *s = stub_agent_start(http_handler, &h);
 	char url[256];
 	int i;
 
-	s = stub_agent_start(http_handler, &h);
 	snprintf(url, sizeof(url), "%splain", stub_agent_url(s));
 	for (i = 0; i < 3; i++)
-		get_plain(url, pool);
+		ask_plain("GET", url, pool);
 	ck_assert_uint_eq(stub_agent_accepts(s), 1);
-	get_plain(url, NULL);
-	get_plain(url, NULL);
+	ask_plain("GET", url, NULL);
+	ask_plain("GET", url, NULL);
 	ck_assert_uint_eq(stub_agent_accepts(s), 3);
-	tt_http_req(&hr, "POST", url, "{}");
-	hr.pool = pool;
-	ck_assert_int_eq(tt_http_send(&hr, &resp, &err), 0);
-	transport_resp_cleanup(&resp);
+	ask_plain("POST", url, pool);
 	ck_assert_uint_eq(stub_agent_accepts(s), 4);
-	get_plain(url, pool);
+	ask_plain("GET", url, pool);
 	ck_assert_uint_le(stub_agent_accepts(s), 5);
 	transport_http_pool_free(pool);
 	transport_http_pool_free(NULL);
