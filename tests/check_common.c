@@ -25,6 +25,7 @@
 #include "common/ids.h"
 #include "common/path.h"
 #include "common/proto.h"
+#include "common/strv.h"
 #include "common/token.h"
 #include "tests/check_suites.h"
 #include "tests/tcase_table.h"
@@ -273,11 +274,32 @@ START_TEST(dlist_both_ends_and_anywhere)
 }
 END_TEST
 
+/* A copy of a NULL-terminated vector is whole and apart from the
+ * original; NULL copies as an empty one; both frees take NULL. */
+START_TEST(strv_copies_and_frees)
+{
+	const char *const v[] = {"a", "", "b=c", NULL};
+	char **c = strv_dup_null(v), **e = strv_dup_null(NULL);
+
+	ck_assert_str_eq(c[0], "a");
+	ck_assert_str_eq(c[1], "");
+	ck_assert_str_eq(c[2], "b=c");
+	ck_assert_ptr_null(c[3]);
+	ck_assert_ptr_ne(c[0], v[0]);
+	ck_assert_ptr_null(e[0]);
+	strv_free_null(c);
+	strv_free(e, 0);
+	strv_free(NULL, 3);
+	strv_free_null(NULL);
+}
+END_TEST
+
 void hmap_cases(Suite *s)
 {
 	TCASE_TABLE(s, "table", NULL, NULL, 0, hmap_grows_finds_removes,
 		    hmap_equal_hashes_and_walk, hmap_hashes_are_fnv1a);
 	TCASE_TABLE(s, "dlist", NULL, NULL, 0, dlist_both_ends_and_anywhere);
+	TCASE_TABLE(s, "strv", NULL, NULL, 0, strv_copies_and_frees);
 }
 
 /* ---- b64 ---------------------------------------------------------------- */

@@ -33,6 +33,7 @@
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/proto_azure.h"
+#include "common/strv.h"
 #include "common/token.h"
 #include "common/xalloc.h"
 #include "client/transport.h"
@@ -86,30 +87,15 @@ static char *dup_or_null(const char *s)
 	return s != NULL ? xstrdup(s) : NULL;
 }
 
-static char **strv_dup(const char *const *v)
-{
-	size_t n = 0, i;
-	char **out;
-
-	while (v != NULL && v[n] != NULL)
-		n++;
-	out = xcalloc(n + 1, sizeof(*out));
-	for (i = 0; i < n; i++)
-		out[i] = xstrdup(v[i]);
-	return out;
-}
-
-static void strv_free(char **v, bool secret)
+/* Free the copied environment, wiping each entry (it may hold a
+ * secret). */
+static void env_free(char **env)
 {
 	size_t i;
 
-	for (i = 0; v != NULL && v[i] != NULL; i++) {
-		if (secret)
-			token_free(v[i]);
-		else
-			free(v[i]);
-	}
-	free(v);
+	for (i = 0; env != NULL && env[i] != NULL; i++)
+		token_free(env[i]);
+	free(env);
 }
 
 /* Tenant and client ids go into URL paths and form fields: GUIDs or
@@ -157,10 +143,10 @@ int azure_auth_new(const struct azure_auth_config *cfg, struct azure_auth **out,
 	if (n > 9 && strcmp(a->scope + n - 9, "/.default") == 0)
 		n -= 9;
 	a->resource = xstrndup(a->scope, n);
-	a->env = strv_dup(cfg->env != NULL ? cfg->env
-					   : (const char *const *)environ);
+	a->env = strv_dup_null(cfg->env != NULL ? cfg->env
+						: (const char *const *)environ);
 	a->ca_file = dup_or_null(cfg->ca_file);
-	a->resolve = cfg->resolve != NULL ? strv_dup(cfg->resolve) : NULL;
+	a->resolve = cfg->resolve != NULL ? strv_dup_null(cfg->resolve) : NULL;
 	a->connect_ms =
 		cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
 	a->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 30000;
@@ -231,8 +217,8 @@ void azure_auth_free(struct azure_auth *a)
 		return;
 	token_free(a->token);
 	token_free(a->client_secret);
-	strv_free(a->env, true);
-	strv_free(a->resolve, false);
+	env_free(a->env);
+	strv_free_null(a->resolve);
 	free(a->scope);
 	free(a->resource);
 	free(a->tenant);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "common/strv.h"
+#include "common/xalloc.h"
 
 void strv_free(char **v, size_t n)
 {
@@ -23,4 +24,17 @@ void strv_free_null(char **v)
 	for (i = 0; v != NULL && v[i] != NULL; i++)
 		free(v[i]);
 	free(v);
+}
+
+char **strv_dup_null(const char *const *v)
+{
+	size_t n = 0, i;
+	char **out;
+
+	while (v != NULL && v[n] != NULL)
+		n++;
+	out = xcalloc(n + 1, sizeof(*out));
+	for (i = 0; i < n; i++)
+		out[i] = xstrdup(v[i]);
+	return out;
 }

@@ -12,5 +12,8 @@
 void strv_free(char **v, size_t n);
 /* Free every string of v up to its NULL entry, and v. NULL-safe. */
 void strv_free_null(char **v);
+/* A NULL-terminated heap copy of v (NULL: an empty one); aborts when out
+ * of memory, as xalloc does. */
+char **strv_dup_null(const char *const *v);
 
 #endif

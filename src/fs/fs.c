@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/strv.h"
 #include "common/path.h"
 #include "common/proto_exec.h"
 #include "fs/fs.h"
@@ -618,7 +619,7 @@ static int root_readdir(struct sbfs *fs, void *buf, fuse_fill_dir_t filler)
 		if (filler(buf, ids[i], &st, 0, FUSE_FILL_DIR_PLUS))
 			break;
 	}
-	sbfs_ids_free(ids, nids);
+	strv_free(ids, nids);
 	return 0;
 }
 

@@ -180,10 +180,9 @@ void sbfs_source(struct sbfs *fs, char *buf, size_t size);
 int sbfs_home_statfs(struct sbfs *fs, struct statvfs *st);
 
 /* The provider's sandbox ids (reused for o.list_cache_ms). Copies into
- * *ids (free with sbfs_ids_free). */
+ * *ids (free with strv_free, common/strv.h). */
 int sbfs_list(struct sbfs *fs, char ***ids, size_t *n)
 	__attribute__((warn_unused_result));
-void sbfs_ids_free(char **ids, size_t n);
 
 /*
  * Enter sandbox id for one operation (op names it in errors and logs): read

@@ -119,7 +119,7 @@ void sbfs_free(struct sbfs *fs)
 		pthread_mutex_destroy(&sb->lock);
 		free(sb);
 	}
-	sbfs_ids_free(fs->ids, fs->nids);
+	strv_free(fs->ids, fs->nids);
 	transport_free(fs->t);
 	provider_free(fs->prov);
 	cache_free(fs->cache);
@@ -155,11 +155,6 @@ int sbfs_home_statfs(struct sbfs *fs, struct statvfs *st)
 	return fs->prov->ops->statfs(fs->prov, st);
 }
 
-void sbfs_ids_free(char **ids, size_t n)
-{
-	strv_free(ids, n);
-}
-
 static char **ids_copy(char **ids, size_t n)
 {
 	char **c = xcalloc(n + 1, sizeof(*c));
@@ -192,7 +187,7 @@ int sbfs_list(struct sbfs *fs, char ***ids, size_t *n)
 	if (rc < 0)
 		return sbfs_fail(fs, "*", "list", "", &err);
 	pthread_mutex_lock(&fs->lock);
-	sbfs_ids_free(fs->ids, fs->nids);
+	strv_free(fs->ids, fs->nids);
 	fs->ids = fresh;
 	fs->nids = nfresh;
 	fs->ids_ms = now;
