@@ -168,14 +168,13 @@ typedef int poll_fn(struct transport *t, const char *id, long long deadline,
 
 /*
  * Poll until done or failed, every ready_interval_ms within timeout_ms
- * (op_bound: the polls' own requests are bounded by it too); clip: a
- * pause ends at the deadline at the latest. Returns the last poll's
+ * (op_bound: the polls' own requests are bounded by it too); a pause
+ * ends at the deadline at the latest. Returns the last poll's
  * result, or 1 when the deadline passed first (the operation is then
  * marked timed out; the caller says why in err).
  */
 static int poll_bounded(struct transport *t, const char *id, long timeout_ms,
-			bool clip, poll_fn *poll, void *arg,
-			struct sbx_error *err)
+			poll_fn *poll, void *arg, struct sbx_error *err)
 {
 	long long saved, deadline, now;
 	long pause;
@@ -192,7 +191,7 @@ static int poll_bounded(struct transport *t, const char *id, long timeout_ms,
 			break;
 		}
 		pause = t->cfg.ready_interval_ms;
-		if (clip && deadline - now < pause)
+		if (deadline - now < pause)
 			pause = (long)(deadline - now);
 		sleep_ms(pause);
 	}
@@ -230,8 +229,7 @@ int transport_wait_ready(struct transport *t, const char *id,
 
 	/* The readiness deadline bounds everything the probes do: waiting
 	 * for the slot, the provider's fetch, the activation (rules 7). */
-	rc = poll_bounded(t, id, t->cfg.ready_timeout_ms, true, ready_poll, &w,
-			  err);
+	rc = poll_bounded(t, id, t->cfg.ready_timeout_ms, ready_poll, &w, err);
 	if (rc > 0) {
 		tr_not_ready(err);
 		rc = -EIO;
@@ -278,8 +276,8 @@ static int wait_running(struct transport *t, const char *id,
 	int rc;
 
 	/* The record reads are bounded by the same deadline. */
-	rc = poll_bounded(t, id, t->cfg.running_timeout_ms, false, running_poll,
-			  &st, err);
+	rc = poll_bounded(t, id, t->cfg.running_timeout_ms, running_poll, &st,
+			  err);
 	if (rc > 0) {
 		sbx_error_set(err, SBX_UNREACHABLE, NULL,
 			      "sandbox.resume: sandbox '%s' did not "
