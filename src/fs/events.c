@@ -362,8 +362,12 @@ static void *follow(void *arg)
 		pthread_mutex_unlock(&ev->lock);
 		memset(&out, 0, sizeof(out));
 		sbx_error_clear(&err);
-		rc = ac_events(fs->t, sb->id, boot, since,
-			       first ? 0 : EV_WAIT_MS, &out, &err);
+		/* The first ("where is now") waits too: the agent then
+		 * answers once its watcher covers the whole tree, and no
+		 * "lost" follows to make the mount drop what it holds
+		 * (doc/protocol-ext.md, "Without since"). */
+		rc = ac_events(fs->t, sb->id, boot, since, EV_WAIT_MS, &out,
+			       &err);
 		if (rc < 0) {
 			proto_events_cleanup(&out);
 			if (__atomic_load_n(&ev->cancel, __ATOMIC_RELAXED))
