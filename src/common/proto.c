@@ -75,8 +75,11 @@ int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
 		return rc;
 	rc = b->fill(root, tmp, arg);
 	cJSON_Delete(root);
-	if (rc < 0)
+	if (rc < 0) {
+		if (b->cleanup != NULL)
+			b->cleanup(tmp);
 		return rc;
+	}
 	memcpy(out, tmp, b->size);
 	return 0;
 }
@@ -800,7 +803,7 @@ static int health_fill(const cJSON *root, void *dst, void *arg)
 }
 
 static const struct pj_body health_body = {pj_parse_object, health_fill,
-					   sizeof(struct proto_health)};
+					   sizeof(struct proto_health), NULL};
 
 int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 {

@@ -460,8 +460,13 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static const struct pj_body list_body = {parse_page, list_fill,
-					 sizeof(struct proto_azure_list)};
+static void list_undo(void *l)
+{
+	proto_azure_list_cleanup(l);
+}
+
+static const struct pj_body list_body = {
+	parse_page, list_fill, sizeof(struct proto_azure_list), list_undo};
 
 int proto_azure_list_decode(const char *p, size_t n,
 			    struct proto_azure_list *out, const char **why)
@@ -470,10 +475,8 @@ int proto_azure_list_decode(const char *p, size_t n,
 	const char *reason = "not a JSON object";
 	int rc = pj_decode(p, n, &list_body, &reason, &l, out);
 
-	if (rc < 0) {
-		proto_azure_list_cleanup(&l);
+	if (rc < 0)
 		say(why, reason);
-	}
 	return rc;
 }
 
@@ -664,8 +667,8 @@ static int token_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body token_body = {pj_parse_object, token_fill,
-					  sizeof(struct proto_azure_token)};
+static const struct pj_body token_body = {
+	pj_parse_object, token_fill, sizeof(struct proto_azure_token), NULL};
 
 int proto_azure_token_decode(const char *p, size_t n, int64_t now,
 			     struct proto_azure_token *out, const char **why)

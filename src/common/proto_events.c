@@ -233,8 +233,13 @@ static int events_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body events_body = {pj_parse_strict, events_fill,
-					   sizeof(struct proto_events)};
+static void events_undo(void *r)
+{
+	proto_events_cleanup(r);
+}
+
+static const struct pj_body events_body = {
+	pj_parse_strict, events_fill, sizeof(struct proto_events), events_undo};
 
 int proto_events_decode(const char *p, size_t n, struct proto_events *out)
 {
@@ -244,7 +249,5 @@ int proto_events_decode(const char *p, size_t n, struct proto_events *out)
 	if (n > PROTO_EXT_EVENTS_MAX_BYTES)
 		return -EPROTO;
 	rc = pj_decode(p, n, &events_body, NULL, &r, out);
-	if (rc < 0)
-		proto_events_cleanup(&r);
 	return rc == -ENOMEM || rc == 0 ? rc : -EPROTO;
 }

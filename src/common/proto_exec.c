@@ -165,8 +165,14 @@ static int exec_req_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
+static void exec_req_undo(void *r)
+{
+	proto_exec_req_cleanup(r);
+}
+
 static const struct pj_body exec_req_body = {pj_parse_object, exec_req_fill,
-					     sizeof(struct proto_exec_req)};
+					     sizeof(struct proto_exec_req),
+					     exec_req_undo};
 
 int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 {
@@ -175,9 +181,7 @@ int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 	int rc;
 
 	rc = pj_decode(p, n, &exec_req_body, &from_wd, &r, out);
-	if (rc < 0)
-		proto_exec_req_cleanup(&r);
-	else if (memmem(p, n, "\\u0000", 6) != NULL) {
+	if (rc == 0 && memmem(p, n, "\\u0000", 6) != NULL) {
 		struct request_nul nul;
 		struct jscan js = {p, p + n};
 

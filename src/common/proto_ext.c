@@ -363,17 +363,19 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
+static void list_undo(void *l)
+{
+	proto_list_cleanup(l);
+}
+
 static const struct pj_body list_body = {pj_parse_strict, list_fill,
-					 sizeof(struct proto_list)};
+					 sizeof(struct proto_list), list_undo};
 
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 {
 	struct proto_list l;
-	int rc = pj_decode(p, n, &list_body, NULL, &l, out);
 
-	if (rc < 0)
-		proto_list_cleanup(&l);
-	return rc;
+	return pj_decode(p, n, &list_body, NULL, &l, out);
 }
 
 /* ---- subtrees ------------------------------------------------------------ */
@@ -462,17 +464,19 @@ static int tree_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
+static void tree_undo(void *t)
+{
+	proto_tree_cleanup(t);
+}
+
 static const struct pj_body tree_body = {pj_parse_strict, tree_fill,
-					 sizeof(struct proto_tree)};
+					 sizeof(struct proto_tree), tree_undo};
 
 int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 {
 	struct proto_tree t;
-	int rc = pj_decode(p, n, &tree_body, NULL, &t, out);
 
-	if (rc < 0)
-		proto_tree_cleanup(&t);
-	return rc;
+	return pj_decode(p, n, &tree_body, NULL, &t, out);
 }
 
 /* ---- operation bodies ---------------------------------------------------- */
@@ -708,22 +712,24 @@ static int ext_req_fill(const cJSON *root, void *dst, void *arg)
 	return rc == -ENOMEM || rc == 0 ? rc : -EINVAL;
 }
 
+static void ext_req_undo(void *r)
+{
+	proto_ext_req_cleanup(r);
+}
+
 static const struct pj_body ext_req_body = {pj_parse_strict, ext_req_fill,
-					    sizeof(struct proto_ext_req)};
+					    sizeof(struct proto_ext_req),
+					    ext_req_undo};
 
 int proto_ext_req_decode(const char *op, const char *p, size_t n,
 			 struct proto_ext_req *out)
 {
 	const struct op_spec *spec = op_find(op);
 	struct proto_ext_req r;
-	int rc;
 
 	if (spec == NULL)
 		return -EINVAL;
-	rc = pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
-	if (rc < 0)
-		proto_ext_req_cleanup(&r);
-	return rc;
+	return pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
 }
 
 /* The heap strings of an operation body. */
@@ -770,7 +776,7 @@ static int statfs_fill(const cJSON *root, void *dst, void *arg)
 }
 
 static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill,
-					   sizeof(struct proto_statfs)};
+					   sizeof(struct proto_statfs), NULL};
 
 int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)
 {

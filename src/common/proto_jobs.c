@@ -54,7 +54,7 @@ static int job_id_fill(const cJSON *root, void *dst, void *arg)
 }
 
 static const struct pj_body job_id_body = {pj_parse_object, job_id_fill,
-					   PROTO_JOB_ID_MAX + 1};
+					   PROTO_JOB_ID_MAX + 1, NULL};
 
 int proto_job_id_decode(const char *p, size_t n,
 			char job_id[PROTO_JOB_ID_MAX + 1])
@@ -110,7 +110,8 @@ static int poll_req_fill(const cJSON *root, void *dst, void *arg)
 }
 
 static const struct pj_body poll_req_body = {pj_parse_object, poll_req_fill,
-					     sizeof(struct proto_job_poll_req)};
+					     sizeof(struct proto_job_poll_req),
+					     NULL};
 
 int proto_job_poll_req_decode(const char *p, size_t n,
 			      struct proto_job_poll_req *out)
@@ -589,15 +590,18 @@ static int job_list_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
+static void job_list_undo(void *l)
+{
+	proto_job_list_cleanup(l);
+}
+
 static const struct pj_body job_list_body = {pj_parse_object, job_list_fill,
-					     sizeof(struct proto_job_list)};
+					     sizeof(struct proto_job_list),
+					     job_list_undo};
 
 int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
 {
 	struct proto_job_list l;
-	int rc = pj_decode(p, n, &job_list_body, NULL, &l, out);
 
-	if (rc < 0)
-		proto_job_list_cleanup(&l);
-	return rc;
+	return pj_decode(p, n, &job_list_body, NULL, &l, out);
 }
