@@ -54,6 +54,10 @@ struct raw {
 	{                                     \
 		t, offsetof(struct raw, p), 1 \
 	}
+/* An option that is ours to note and the kernel's too: libfuse applies
+ * every template an option matches, so the note (ROPT) and the keeping
+ * in the arguments (FUSE_OPT_KEY_KEEP) are two entries. */
+#define ROPT_KEEP(t, p) ROPT(t, p), FUSE_OPT_KEY(t, FUSE_OPT_KEY_KEEP)
 
 static const struct fuse_opt sbfs_opt_spec[] = {
 	SOPT("provider=%s", prov.name),
@@ -81,17 +85,11 @@ static const struct fuse_opt raw_opt_spec[] = {
 	ROPT("job_timeout=%s", job_timeout), ROPT("list_cache=%s", list_cache),
 	ROPT("write_window=%s", write_window), ROPT("symlinks=%s", symlinks),
 	ROPT("shared_exec", shared_exec),
-	/* Ours to know, and the kernel's too: each is noted (ROPT) and
-	 * kept in the arguments (FUSE_OPT_KEY_KEEP); libfuse applies
-	 * every template an option matches. */
-	ROPT("allow_other", allow_other),
-	FUSE_OPT_KEY("allow_other", FUSE_OPT_KEY_KEEP),
-	ROPT("default_permissions", default_permissions),
-	FUSE_OPT_KEY("default_permissions", FUSE_OPT_KEY_KEEP),
-	ROPT("fsname=", has_fsname), FUSE_OPT_KEY("fsname=", FUSE_OPT_KEY_KEEP),
-	ROPT("subtype=", has_subtype),
-	FUSE_OPT_KEY("subtype=", FUSE_OPT_KEY_KEEP), ROPT("ro", ro),
-	FUSE_OPT_KEY("ro", FUSE_OPT_KEY_KEEP),
+	/* Ours to know, and the kernel's too. */
+	ROPT_KEEP("allow_other", allow_other),
+	ROPT_KEEP("default_permissions", default_permissions),
+	ROPT_KEEP("fsname=", has_fsname), ROPT_KEEP("subtype=", has_subtype),
+	ROPT_KEEP("ro", ro),
 	/* A sandbox's set-id programs and device nodes are never honoured
 	 * on the host (SEMANTICS.md): nosuid and nodev are always in force,
 	 * and mount(8)'s default suid and dev are dropped. */
