@@ -36,10 +36,11 @@
 #include <openssl/x509v3.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
+#include "common/fdio.h"
 #include "common/proto.h"
 #include "common/proto_azure.h"
 #include "common/xalloc.h"
-#include "common/clock.h"
 #include "tests/azure_fake.h"
 #include "tests/azure_fake_i.h"
 
@@ -622,10 +623,8 @@ static int run_shell(const char *dir, const char *command, struct buf *out,
 			(void)!buf_append(i == 0 ? out : err, chunk, (size_t)n);
 		}
 	}
-	if (pfd[0].fd >= 0)
-		close(pfd[0].fd);
-	if (pfd[1].fd >= 0)
-		close(pfd[1].fd);
+	fdio_close(pfd[0].fd);
+	fdio_close(pfd[1].fd);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	*code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

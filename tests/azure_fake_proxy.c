@@ -35,6 +35,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/proto.h"
 #include "common/proto_azure.h"
 #include "common/xalloc.h"
@@ -192,8 +193,7 @@ out:
 	/* Closed under the lock, so that stop never shuts down a number
 	 * the kernel gave to something else since. */
 	pthread_mutex_lock(&f->mu);
-	if (rl->bfd >= 0)
-		close(rl->bfd);
+	fdio_close(rl->bfd);
 	close(rl->cfd);
 	rl->bfd = rl->cfd = -1;
 	rl->done = true;
@@ -235,8 +235,7 @@ static void *accept_main(void *arg)
 		pthread_mutex_lock(&f->mu);
 		if (f->stopping) {
 			pthread_mutex_unlock(&f->mu);
-			if (fd >= 0)
-				close(fd);
+			fdio_close(fd);
 			break;
 		}
 		pthread_mutex_unlock(&f->mu);
@@ -305,8 +304,7 @@ void azf_proxy_stop(struct azure_fake *f)
 		shutdown(f->lfd, SHUT_RDWR);
 	if (f->accepting)
 		pthread_join(f->accept_th, NULL);
-	if (f->lfd >= 0)
-		close(f->lfd);
+	fdio_close(f->lfd);
 	/* No relay is added after the accept thread ended. */
 	for (rl = f->relays; rl != NULL; rl = next) {
 		next = rl->next;

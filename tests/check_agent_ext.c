@@ -30,6 +30,7 @@
 #include "agent/fsops.h"
 #include "agent/resolve.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "tests/check_suites.h"
@@ -59,8 +60,7 @@ static void fsops_setup(void)
 	 * agent, outside valgrind). */
 	fd = agent_resolve_open(&fa, "", O_PATH, 0, RESOLVE_EXT);
 	no_openat2 = fd == -ENOSYS;
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 }
 
 static void fsops_teardown(void)

@@ -23,6 +23,7 @@
 
 #include "common/b64.h"
 #include "common/buf.h"
+#include "common/fdio.h"
 #include "common/proto.h"
 #include "common/proto_files.h"
 #include "common/token.h"
@@ -587,8 +588,7 @@ START_TEST(conn_slowloris_health_answers)
 	/* Well within a client's deadline (the mount's is 60 s). */
 	ck_assert_msg(worst < 2000, "health took %lld ms", worst);
 	for (i = 0; i < SLOW; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
+		fdio_close(fds[i]);
 	th_agent_stop(&ta_ag);
 }
 END_TEST

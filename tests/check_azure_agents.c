@@ -23,6 +23,7 @@
 
 #include "client/agent_client.h"
 #include "client/azure_auth.h"
+#include "common/fdio.h"
 #include "common/proto.h"
 #include "common/proto_azure.h"
 #include "common/xalloc.h"
@@ -111,8 +112,7 @@ static void *tunnel_conn_main(void *arg)
 		goto out;
 	relay(c->client, up);
 out:
-	if (up >= 0)
-		close(up);
+	fdio_close(up);
 	close(c->client);
 	free(c);
 	return NULL;

@@ -7,6 +7,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "common/clock.h"
 #include "common/dlist.h"
 #include "common/errname.h"
+#include "common/fdio.h"
 #include "common/fileio.h"
 #include "common/hex.h"
 #include "common/hmap.h"
@@ -583,13 +585,45 @@ START_TEST(file_write_atomic_whole_with_mode)
 }
 END_TEST
 
+/* A scratch file: readable and writable, private, closed across exec,
+ * and without a name in its directory (which is empty again at once). */
+START_TEST(file_open_unlinked_has_no_name)
+{
+	char dir[] = "/tmp/sbfs-fileio.XXXXXX", buf[4];
+	struct stat st;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	fd = file_open_unlinked(dir, ".scratch-");
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "abc", 3), 3);
+	ck_assert_int_eq(pread(fd, buf, 3, 0), 3);
+	ck_assert_int_eq(memcmp(buf, "abc", 3), 0);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_uint_eq(st.st_nlink, 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	ck_assert_int_eq(rmdir(dir), 0);
+	/* Closing keeps errno, and -1 is no descriptor. */
+	errno = EBADMSG;
+	fdio_close(fd);
+	ck_assert_int_eq(errno, EBADMSG);
+	ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
+	errno = EBADMSG;
+	fdio_close(-1);
+	ck_assert_int_eq(errno, EBADMSG);
+	ck_assert_int_eq(file_open_unlinked("/nonexistent-dir", "x"), -ENOENT);
+}
+END_TEST
+
 void token_cases(Suite *s)
 {
 	TCASE_TABLE(s, "credential", NULL, NULL, 0,
 		    token_generate_is_valid_and_fresh,
 		    token_validation_is_exact, token_file_is_private,
 		    clock_source_seam, ids_are_random_uuids,
-		    file_write_atomic_whole_with_mode);
+		    file_write_atomic_whole_with_mode,
+		    file_open_unlinked_has_no_name);
 }
 
 /* ---- proto (shared parts) ----------------------------------------------- */

@@ -26,6 +26,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/xalloc.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
@@ -749,10 +750,8 @@ fail:
 
 void stub_blackhole_close(struct stub_blackhole *b)
 {
-	if (b->filler_fd >= 0)
-		close(b->filler_fd);
-	if (b->listen_fd >= 0)
-		close(b->listen_fd);
+	fdio_close(b->filler_fd);
+	fdio_close(b->listen_fd);
 	b->filler_fd = -1;
 	b->listen_fd = -1;
 }

@@ -30,13 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/clock.h"
 #include "agent/confine.h"
 #include "agent/proc.h"
-#include "common/sigdefault.h"
 #include "agent/spawn.h"
+#include "common/clock.h"
 #include "common/fdio.h"
 #include "common/log.h"
+#include "common/sigdefault.h"
 #include "common/xalloc.h"
 
 #ifndef OPEN_TREE_CLONE
@@ -669,8 +669,7 @@ static int block_ranges(const struct agent_box *b, pid_t pid, char *why,
 		route_child(b, pid);
 	pidfd = proc_pidfd_open(h);
 	status = proc_reap_bounded(h, pidfd, clock_mono_ms() + NET_HELPER_MS);
-	if (pidfd >= 0)
-		close(pidfd);
+	fdio_close(pidfd);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	snprintf(why, whysz, "the unreachable routes could not be made: %s",
@@ -913,12 +912,10 @@ void agent_net_detach(struct agent_net *n)
 {
 	if (n == NULL)
 		return;
-	if (n->exit_w >= 0)
-		close(n->exit_w);
+	fdio_close(n->exit_w);
 	if (n->pid > 0)
 		proc_reap_bounded(n->pid, n->pidfd,
 				  clock_mono_ms() + NET_STOP_MS);
-	if (n->pidfd >= 0)
-		close(n->pidfd);
+	fdio_close(n->pidfd);
 	free(n);
 }

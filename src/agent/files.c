@@ -207,8 +207,7 @@ int agent_route_files_get(struct agent_req *r)
 	}
 	rc = agent_reply_json(r, 200, &out);
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	buf_cleanup(&out);
 	return rc;
 }
@@ -367,8 +366,7 @@ int agent_route_files_put(struct agent_req *r)
 	}
 	rc = agent_reply_empty(r, 204);
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	proto_file_write_cleanup(&w);
 	return rc;
 }

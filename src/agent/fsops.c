@@ -22,6 +22,7 @@
 
 #include "agent/fsops.h"
 #include "agent/resolve.h"
+#include "common/fdio.h"
 #include "common/path.h"
 #include "common/xalloc.h"
 
@@ -69,8 +70,7 @@ static int open_parent(const struct agent *a, const char *rel,
 
 static int close_keep_errno(int fd, int rc)
 {
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	return rc;
 }
 
@@ -432,8 +432,7 @@ int fsops_mkdir(const struct agent *a, const char *rel, mode_t mode,
 	if (rc == 0)
 		*st = s;
 out:
-	if (dfd >= 0)
-		close(dfd);
+	fdio_close(dfd);
 	close(pfd);
 	return rc;
 }

@@ -32,6 +32,7 @@
 
 #include "agent/http_i.h"
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/unixaddr.h"
@@ -169,8 +170,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn,
 	if (!t->shut)
 		h->nlive--;
 	pthread_mutex_unlock(&h->cmu);
-	if (t->fd >= 0)
-		close(t->fd);
+	fdio_close(t->fd);
 	free(t);
 }
 
@@ -319,8 +319,7 @@ static int listen_tcp(const struct agent_config *cfg, int *fd_out,
 	fd = -1;
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	freeaddrinfo(ai);
 	return rc;
 }
@@ -387,10 +386,8 @@ static int listen_unix(struct agent_http *h, const struct agent_config *cfg)
 	h->listen_fd = fd;
 	fd = -1;
 out:
-	if (fd >= 0)
-		close(fd);
-	if (dirfd >= 0)
-		close(dirfd);
+	fdio_close(fd);
+	fdio_close(dirfd);
 	return rc;
 }
 
@@ -478,10 +475,8 @@ static void server_free(struct agent_http *h)
 			log_debug("http: eventfd write: %s", strerror(errno));
 		pthread_join(h->watcher, NULL);
 	}
-	if (h->watch_epfd >= 0)
-		close(h->watch_epfd);
-	if (h->watch_wake >= 0)
-		close(h->watch_wake);
+	fdio_close(h->watch_epfd);
+	fdio_close(h->watch_wake);
 	/* Every connection is closed: no park holds an entry any more. */
 	rcache_free(h->rc);
 	pthread_mutex_destroy(&h->cmu);
@@ -520,8 +515,7 @@ int agent_http_start(struct agent *a, unsigned *port_out)
 	*port_out = port;
 	return 0;
 fail:
-	if (h->listen_fd >= 0)
-		close(h->listen_fd);
+	fdio_close(h->listen_fd);
 	unlink_socket(h);
 	server_free(h);
 	return rc;

@@ -26,6 +26,7 @@
 
 #include "agent/jobs_i.h"
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -462,8 +463,7 @@ void ajob_free(struct job *job)
 	free(job->cwd_rel);
 	outlog_cleanup(&job->log);
 	free(job->err_message);
-	if (job->cancel_fd >= 0)
-		close(job->cancel_fd);
+	fdio_close(job->cancel_fd);
 	pthread_cond_destroy(&job->room);
 	free(job);
 }

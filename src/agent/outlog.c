@@ -16,6 +16,7 @@
 
 #include "agent/outlog.h"
 #include "common/fdio.h"
+#include "common/fileio.h"
 #include "common/xalloc.h"
 
 /* The memory ring's first size. */
@@ -36,28 +37,8 @@ void outlog_cleanup(struct outlog *l)
 	if (l == NULL)
 		return;
 	free(l->mem);
-	if (l->fd >= 0)
-		close(l->fd);
+	fdio_close(l->fd);
 	outlog_init(l, l->cap, l->mem_max, l->dir);
-}
-
-/* An unlinked file in dir: nothing of it is ever visible by a name. */
-static int spill_open(const char *dir)
-{
-	char *tmpl;
-	int fd;
-
-	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		return fd;
-	tmpl = xasprintf("%s/.job-XXXXXX", dir);
-	fd = mkostemp(tmpl, O_CLOEXEC);
-	if (fd < 0)
-		fd = -errno;
-	else
-		unlink(tmpl);
-	free(tmpl);
-	return fd;
 }
 
 /* Where pos falls in a ring of size bytes (into *at), and how many of n
@@ -149,7 +130,7 @@ static int make_room(struct outlog *l, uint64_t need)
 	}
 	if (l->dir == NULL)
 		return -EFBIG;
-	fd = spill_open(l->dir);
+	fd = file_open_unlinked(l->dir, ".job-");
 	if (fd < 0)
 		return fd;
 	l->fd = fd;

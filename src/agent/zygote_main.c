@@ -38,10 +38,11 @@
 #include <unistd.h>
 
 #include "agent/proc.h"
-#include "common/sigdefault.h"
 #include "agent/zygote.h"
 #include "agent/zygote_i.h"
 #include "common/clock.h"
+#include "common/fdio.h"
+#include "common/sigdefault.h"
 #include "common/xalloc.h"
 
 #ifndef CLONE_PIDFD
@@ -561,8 +562,7 @@ int agent_zygote_main(int argc, char **argv)
 	 * attaches it before it sends a command. */
 	self = proc_pidfd_open(getpid());
 	rc = zwire_send(z.sock, &ready, &self, self >= 0 ? 1 : 0);
-	if (self >= 0)
-		close(self);
+	fdio_close(self);
 	if (rc < 0) {
 		rc = 1;
 		goto out;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/token.h"
 #include "client/child_output.h"
 
@@ -35,8 +36,7 @@ void child_fds_close(int *fds, size_t n)
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (fds[i] >= 0)
-			close(fds[i]);
+		fdio_close(fds[i]);
 		fds[i] = -1;
 	}
 }

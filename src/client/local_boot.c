@@ -236,10 +236,8 @@ int local_ctl_health(const char *url, long timeout_ms, struct proto_health *out)
 	if (rc == 0)
 		*out = h;
 out:
-	if (fd >= 0)
-		close(fd);
-	if (a.dirfd >= 0)
-		close(a.dirfd);
+	fdio_close(fd);
+	fdio_close(a.dirfd);
 	buf_cleanup(&b);
 	return rc;
 }

@@ -232,10 +232,8 @@ static int copy_entry(struct copy *cx, int sfd, int dfd, const char *name,
 fail:
 	rc = -errno;
 out:
-	if (in >= 0)
-		close(in);
-	if (out >= 0)
-		close(out);
+	fdio_close(in);
+	fdio_close(out);
 	return rc;
 }
 
@@ -243,16 +241,14 @@ int local_copy_tree(const char *from, const char *to, bool chown_to, uid_t uid,
 		    gid_t gid, local_progress_fn *fn, void *arg,
 		    struct local_err *err)
 {
-	struct copy cx;
+	struct copy cx = {.chown = chown_to,
+			  .uid = uid,
+			  .gid = gid,
+			  .progress = fn,
+			  .progress_arg = arg};
 	struct stat st;
 	int sfd = -1, dfd = -1, rc;
 
-	memset(&cx, 0, sizeof(cx));
-	cx.progress = fn;
-	cx.progress_arg = arg;
-	cx.chown = chown_to;
-	cx.uid = uid;
-	cx.gid = gid;
 	sfd = open(from, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sfd < 0 || fstat(sfd, &st) < 0) {
 		rc = -errno;
@@ -282,9 +278,7 @@ int local_copy_tree(const char *from, const char *to, bool chown_to, uid_t uid,
 		local_err_set(err, rc, "cannot copy %s/%s: %s", from, cx.rel,
 			      strerror(-rc));
 out:
-	if (sfd >= 0)
-		close(sfd);
-	if (dfd >= 0)
-		close(dfd);
+	fdio_close(sfd);
+	fdio_close(dfd);
 	return rc;
 }

@@ -124,8 +124,7 @@ int local_proc_kill(const struct local_proc *p, long timeout_ms)
 
 void local_proc_close(struct local_proc *p)
 {
-	if (p->pidfd >= 0)
-		close(p->pidfd);
+	fdio_close(p->pidfd);
 	p->pidfd = -1;
 	p->pid = 0;
 }

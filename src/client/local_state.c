@@ -237,8 +237,7 @@ static int make_private(const char *path, struct local_err *err)
 			   "owner-only (0700) now",
 			   path, (unsigned)(st.st_mode & 07777));
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	return rc;
 }
 
@@ -408,8 +407,7 @@ int local_state_read(const char *state_dir, const char *id,
 	}
 	*out = rec;
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	buf_cleanup(&b);
 	free(path);
 	free(dir);
@@ -501,16 +499,14 @@ int local_state_lock(const char *state_dir, const char *id, long timeout_ms,
 		usleep(20000);
 	}
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	free(path);
 	return rc;
 }
 
 void local_state_unlock(int fd)
 {
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 }
 
 /* ---- removal ------------------------------------------------------------ */

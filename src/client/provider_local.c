@@ -21,10 +21,11 @@
 #include <unistd.h>
 
 #include "common/clock.h"
-#include "common/sigdefault.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/proto.h"
+#include "common/sigdefault.h"
 #include "common/token.h"
 #include "common/xalloc.h"
 #include "client/child_output.h"
@@ -527,8 +528,7 @@ static int local_native_read(struct provider *p, const char *id,
 	}
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
+	fdio_close(fd);
 	close(rootfd);
 	return rc;
 }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fdio.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/token.h"
@@ -130,8 +131,7 @@ void tr_conn_unref(struct conn *c)
 	free(c->origin);
 	free(c->unix_path);
 	free(c->base);
-	if (c->sock_dirfd >= 0)
-		close(c->sock_dirfd);
+	fdio_close(c->sock_dirfd);
 	token_free(c->token);
 	token_free(c->auth);
 	free(c);

@@ -807,17 +807,11 @@ int tr_send_request(struct transport *t, struct slot *s, const char *id,
 		    struct conn **answered_out)
 {
 	enum refresh_trigger trigger = REFRESH_CONNECT;
+	struct sending sn = {
+		.t = t, .s = s, .id = id, .req = req, .resp = resp, .err = err};
 	enum next_step next;
-	struct sending sn;
 	enum xfer_outcome o;
 
-	memset(&sn, 0, sizeof(sn));
-	sn.t = t;
-	sn.s = s;
-	sn.id = id;
-	sn.req = req;
-	sn.resp = resp;
-	sn.err = err;
 	sbx_error_clear(err);
 	if (tr_op_deadline_passed()) {
 		tr_op_late(err, req->op, "before the request was sent");

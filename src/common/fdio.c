@@ -93,3 +93,12 @@ char *fdio_read_text(const char *path, size_t max)
 	text[n] = '\0';
 	return text;
 }
+
+void fdio_close(int fd)
+{
+	int saved = errno;
+
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+}

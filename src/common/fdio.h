@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fdio: whole reads and writes on a descriptor, however the kernel splits
- * them (EINTR is retried), a descriptor read to its end into a buf, and a
- * small file's text. Thread-safe.
+ * them (EINTR is retried), a descriptor read to its end into a buf, a
+ * small file's text, and the close of a descriptor that may be none.
+ * Thread-safe.
  */
 #ifndef SBFS_COMMON_FDIO_H
 #define SBFS_COMMON_FDIO_H
@@ -31,5 +32,8 @@ int fdio_read_buf(int fd, struct buf *b, size_t chunk);
  * one read (heap; free() it); NULL with errno set on failure. For the
  * small files of /proc and /sys. */
 char *fdio_read_text(const char *path, size_t max);
+/* Close fd when it is a descriptor (>= 0; -1 means none), for cleanup
+ * paths: errno is kept, so a caller's -errno taken before still holds. */
+void fdio_close(int fd);
 
 #endif

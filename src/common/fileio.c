@@ -68,3 +68,21 @@ out:
 	free(dir);
 	return rc;
 }
+
+int file_open_unlinked(const char *dir, const char *prefix)
+{
+	char *tmpl;
+	int fd;
+
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		return fd;
+	tmpl = xasprintf("%s/%sXXXXXX", dir, prefix);
+	fd = mkostemp(tmpl, O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	else
+		unlink(tmpl);
+	free(tmpl);
+	return fd;
+}

@@ -19,8 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/fdio.h"
 #include "common/clock.h"
+#include "common/fdio.h"
+#include "common/fileio.h"
 #include "common/proto.h"
 #include "common/xalloc.h"
 #include "fs/fs_jobs_i.h"
@@ -41,33 +42,9 @@ void fs_store_cleanup(struct fs_store *s)
 {
 	if (s == NULL)
 		return;
-	if (s->fd >= 0)
-		close(s->fd);
+	fdio_close(s->fd);
 	free(s->mem);
 	fs_store_init(s, s->dir, s->mem_max, s->max);
-}
-
-/* An unlinked file in dir: O_TMPFILE where the filesystem has it, else a
- * named file removed at once. Either way nothing is left behind. */
-static int spill_open(const char *dir)
-{
-	char *tmpl;
-	int fd, rc;
-
-	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		return fd;
-	tmpl = xasprintf("%s/.sandboxfs-job-XXXXXX", dir);
-	fd = mkostemp(tmpl, O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	unlink(tmpl);
-	rc = fd;
-out:
-	free(tmpl);
-	return rc;
 }
 
 static void mem_append(struct fs_store *s, const char *p, size_t n)
@@ -107,7 +84,7 @@ int fs_store_append(struct fs_store *s, const void *p, size_t n)
 	}
 	if (n > take) {
 		if (s->fd < 0) {
-			rc = spill_open(s->dir);
+			rc = file_open_unlinked(s->dir, ".sandboxfs-job-");
 			if (rc < 0)
 				goto fail;
 			s->fd = rc;
