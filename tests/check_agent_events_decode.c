@@ -297,13 +297,12 @@ END_TEST
 
 START_TEST(decode_health_members)
 {
-	struct proto_health h, d;
+	struct proto_health d;
 	struct buf b = BUF_INIT(0);
+	struct proto_health h = {.protocol_version = 1,
+				 .ext_files = PROTO_EXT_FILES_VERSION,
+				 .ext_events = PROTO_EXT_EVENTS_VERSION};
 
-	memset(&h, 0, sizeof(h));
-	h.protocol_version = 1;
-	h.ext_files = PROTO_EXT_FILES_VERSION;
-	h.ext_events = PROTO_EXT_EVENTS_VERSION;
 	ck_assert_int_eq(proto_health_encode(&h, &b), 0);
 	ck_assert_ptr_nonnull(strstr(b.data, "\"events\":1"));
 	ck_assert_ptr_null(strstr(b.data, "eventsUnavailable"));

@@ -101,16 +101,14 @@ static void put3(const char *sbx, const char *dir)
 
 static struct proto_attr attr_n(uint64_t n)
 {
-	struct proto_attr a;
+	struct proto_attr a = {.type = PROTO_FT_FILE,
+			       .perm = 0644,
+			       .size = n,
+			       .ino = n + 1,
+			       .nlink = 1,
+			       .mtime = 1700000000 + (int64_t)n,
+			       .mtime_ns = 123};
 
-	memset(&a, 0, sizeof(a));
-	a.type = PROTO_FT_FILE;
-	a.perm = 0644;
-	a.size = n;
-	a.ino = n + 1;
-	a.nlink = 1;
-	a.mtime = 1700000000 + (int64_t)n;
-	a.mtime_ns = 123;
 	return a;
 }
 

@@ -225,13 +225,11 @@ static void expect_poll_status(const char *name, const struct proto_job_poll *p,
 
 START_TEST(poll_ends)
 {
-	struct proto_job_poll p;
+	struct proto_job_poll p = {.has_error = true,
+				   .err_code = (char *)"cancelled",
+				   .err_message =
+					   (char *)"the job was cancelled"};
 
-	memset(&p, 0, sizeof(p));
-	p.running = false;
-	p.has_error = true;
-	p.err_code = (char *)"cancelled";
-	p.err_message = (char *)"the job was cancelled";
 	expect_poll_status("a", &p, "cancelled\n");
 
 	p.err_code = (char *)"timeoutExceeded";

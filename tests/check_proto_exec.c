@@ -280,14 +280,11 @@ END_TEST
 
 START_TEST(frame_encode_all_types)
 {
-	struct proto_frame f;
 	char *s;
+	struct proto_frame f = {.type = PROTO_FRAME_STDOUT,
+				.data = (unsigned char *)"hello\n",
+				.len = 6};
 
-	memset(&f, 0, sizeof(f));
-	f.type = PROTO_FRAME_STDOUT;
-	f.seq = 0;
-	f.data = (unsigned char *)"hello\n";
-	f.len = 6;
 	s = te_frame_encode(&f);
 	ck_assert_str_eq(
 		s, "{\"t\":\"stdout\",\"seq\":0,\"data\":\"aGVsbG8K\"}\n");

@@ -277,16 +277,15 @@ END_TEST
 
 START_TEST(ext_frame_offset)
 {
-	struct proto_frame f, g;
+	struct proto_frame g;
 	struct buf b = BUF_INIT(0);
+	struct proto_frame f = {.type = PROTO_FRAME_STDERR,
+				.seq = 7,
+				.data = (unsigned char *)"hi",
+				.len = 2,
+				.has_off = true,
+				.off = 9007199254740991ULL};
 
-	memset(&f, 0, sizeof(f));
-	f.type = PROTO_FRAME_STDERR;
-	f.seq = 7;
-	f.data = (unsigned char *)"hi";
-	f.len = 2;
-	f.has_off = true;
-	f.off = 9007199254740991ULL;
 	ck_assert_int_eq(proto_job_poll_encode_frame(&f, true, &b), 0);
 	ck_assert_str_eq(b.data,
 			 "{\"t\":\"stderr\",\"seq\":7,\"data\":\"aGk=\","

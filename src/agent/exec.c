@@ -53,25 +53,21 @@ static int send_frame(struct exec_run *x, const struct proto_frame *f)
 
 static int send_error(struct exec_run *x, const char *code, const char *message)
 {
-	struct proto_frame f;
+	struct proto_frame f = {.type = PROTO_FRAME_ERROR,
+				.err_code = (char *)code,
+				.err_message = (char *)message};
 
-	memset(&f, 0, sizeof(f));
-	f.type = PROTO_FRAME_ERROR;
-	f.err_code = (char *)code;
-	f.err_message = (char *)message;
 	return send_frame(x, &f);
 }
 
 static int exec_output(void *ctx, enum proto_frame_type stream, uint64_t seq,
 		       const unsigned char *p, size_t n)
 {
-	struct proto_frame f;
+	struct proto_frame f = {.type = stream,
+				.seq = seq,
+				.data = (unsigned char *)p,
+				.len = n};
 
-	memset(&f, 0, sizeof(f));
-	f.type = stream;
-	f.seq = seq;
-	f.data = (unsigned char *)p;
-	f.len = n;
 	return send_frame(ctx, &f);
 }
 

@@ -66,16 +66,14 @@ int zwire_recv(int sock, struct zmsg *m, int *fds, size_t maxfd, size_t *nfd,
 	} u;
 	struct iovec iov = {m, sizeof(*m)};
 	struct cmsghdr *c;
-	struct msghdr mh;
 	size_t got = 0, i;
 	bool bad = false;
 	ssize_t n;
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
 
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
 	do {
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
 	} while (n < 0 && errno == EINTR);

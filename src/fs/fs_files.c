@@ -200,14 +200,11 @@ static int files_getattr(struct sbx *sb, const char *rel, struct stat *st,
 
 static int files_mkdir(struct sbx *sb, const char *rel, mode_t mode)
 {
-	struct proto_ext_req req;
 	struct proto_attr a;
 	int rc;
+	struct proto_ext_req req = {
+		.path = (char *)rel, .has_mode = true, .mode = mode & 07777};
 
-	memset(&req, 0, sizeof(req));
-	req.path = (char *)rel;
-	req.has_mode = true;
-	req.mode = mode & 07777;
 	rc = files_ext_op(sb, "mkdir", rel, &req, &a);
 	if (rc == 0) {
 		cache_put(sb->fs->cache, sb->id, rel, &a, NULL);

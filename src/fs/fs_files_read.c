@@ -199,13 +199,10 @@ int files_open(struct sbx *sb, const char *rel, struct fuse_file_info *fi)
 		}
 	}
 	if (fi->flags & O_TRUNC) {
-		struct proto_ext_req req;
 		struct proto_attr a;
+		struct proto_ext_req req = {
+			.path = (char *)rel, .has_size = true, .size = 0};
 
-		memset(&req, 0, sizeof(req));
-		req.path = (char *)rel;
-		req.has_size = true;
-		req.size = 0;
 		rc = files_ext_op(sb, "truncate", rel, &req, &a);
 		files_path_changed(sb, rel);
 		if (rc < 0)

@@ -177,16 +177,14 @@ static int run_agent(struct sbx *sb, const char *op, const char *rel,
 {
 	static char lc_all[] = "LC_ALL=C";
 	char *env[] = {lc_all, NULL};
-	struct proto_exec_req req;
 	struct sbx_error err;
 	struct ac_exit ex;
 	int rc;
+	struct proto_exec_req req = {.argv = c->argv,
+				     .argc = c->argc,
+				     .timeout_ms =
+					     (uint64_t)v1_cmd_timeout_ms(sb)};
 
-	memset(&req, 0, sizeof(req));
-	req.argv = c->argv;
-	req.argc = c->argc;
-	req.timeout_ms = (uint64_t)v1_cmd_timeout_ms(sb);
-	req.cwd = NULL;
 	/* Diagnostics in the C locale: their strerror texts are matched. */
 	req.env = env;
 	req.envc = 1;
