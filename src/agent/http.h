@@ -201,8 +201,8 @@ struct agent_deferred;
 struct agent_deferred *agent_reply_defer(struct agent_req *r);
 void agent_deferred_json(struct agent_deferred *d, unsigned status,
 			 struct buf *b);
-void agent_deferred_error(struct agent_deferred *d, unsigned status,
-			  const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+/* Complete d with 500 OPERATION_FAILED, "Agent operation 'op' failed:
+ * <strerror(err)>" (err positive). */
+void agent_deferred_failed(struct agent_deferred *d, const char *op, int err);
 
 #endif

@@ -274,37 +274,22 @@ int agent_reply_empty(struct agent_req *r, unsigned status)
 	return http_queue(r, status, resp);
 }
 
-static char *typed_body(const char *code, const char *fmt, va_list ap,
-			size_t *len) __attribute__((format(printf, 2, 0)));
-
 /* The longest error body the agent sends: well under the 4096 bytes a
  * client reads of one (doc/protocol-v1.md, errors). */
 #define ERROR_BODY_SENT_MAX 1024
+/* The longest message formatted for one. */
+#define ERROR_MESSAGE_MAX (64 * 1024)
 
 /* "CODE: message" into a heap string (NULL on failure), at most
  * ERROR_BODY_SENT_MAX bytes. */
-static char *typed_body(const char *code, const char *fmt, va_list ap,
-			size_t *len)
+static char *typed_text(const char *code, const char *msg, size_t *len)
 {
-	struct buf b = BUF_INIT(64 * 1024);
-	va_list cp;
-	int n;
+	struct buf b = BUF_INIT(ERROR_MESSAGE_MAX);
 
-	if (buf_append_str(&b, code) < 0 || buf_append_str(&b, ": ") < 0)
-		goto fail;
-	va_copy(cp, ap);
-	n = vsnprintf(NULL, 0, fmt, cp);
-	va_end(cp);
-	if (n < 0)
-		goto fail;
-	{
-		int err = 0;
-		char *p = buf_reserve(&b, (size_t)n, &err);
-
-		if (p == NULL)
-			goto fail;
-		vsnprintf(p, (size_t)n + 1, fmt, ap);
-		buf_commit(&b, (size_t)n);
+	if (buf_append_str(&b, code) < 0 || buf_append_str(&b, ": ") < 0 ||
+	    buf_append_str(&b, msg) < 0) {
+		buf_cleanup(&b);
+		return NULL;
 	}
 	if (b.len > ERROR_BODY_SENT_MAX) {
 		/* A message that echoes a path near PATH_MAX would pass the
@@ -319,32 +304,44 @@ static char *typed_body(const char *code, const char *fmt, va_list ap,
 		b.data[b.len] = '\0';
 	}
 	return buf_take(&b, len);
-fail:
-	buf_cleanup(&b);
-	return NULL;
 }
 
-static struct MHD_Response *typed_response(const char *code, const char *fmt,
-					   va_list ap, const char **body,
-					   size_t *len)
-	__attribute__((format(printf, 2, 0)));
+static char *typed_body(const char *code, const char *fmt, va_list ap,
+			size_t *len) __attribute__((format(printf, 2, 0)));
 
-/* The typed error as a response; *body and *len are its bytes (the
- * response's). NULL on failure. */
-static struct MHD_Response *typed_response(const char *code, const char *fmt,
-					   va_list ap, const char **body,
-					   size_t *len)
+/* The same from a printf format (NULL on failure). */
+static char *typed_body(const char *code, const char *fmt, va_list ap,
+			size_t *len)
+{
+	char *msg, *text;
+	va_list cp;
+	int n;
+
+	va_copy(cp, ap);
+	n = vsnprintf(NULL, 0, fmt, cp);
+	va_end(cp);
+	if (n < 0 || n >= ERROR_MESSAGE_MAX)
+		return NULL;
+	msg = malloc((size_t)n + 1);
+	if (msg == NULL)
+		return NULL;
+	vsnprintf(msg, (size_t)n + 1, fmt, ap);
+	text = typed_text(code, msg, len);
+	free(msg);
+	return text;
+}
+
+/* A typed error's text as a response that owns it; NULL (the text freed)
+ * on failure, or when there is no text. */
+static struct MHD_Response *typed_response(char *text, size_t len)
 {
 	struct MHD_Response *resp;
-	char *text = typed_body(code, fmt, ap, len);
 
 	if (text == NULL)
 		return NULL;
-	resp = http_text_response(text, *len, false);
+	resp = http_text_response(text, len, false);
 	if (resp == NULL)
 		free(text);
-	else
-		*body = text;
 	return resp;
 }
 
@@ -352,16 +349,17 @@ int agent_reply_error(struct agent_req *r, unsigned status, const char *code,
 		      const char *fmt, ...)
 {
 	struct MHD_Response *resp;
-	const char *body;
+	size_t len = 0;
 	va_list ap;
-	size_t len;
+	char *text;
 
 	va_start(ap, fmt);
-	resp = typed_response(code, fmt, ap, &body, &len);
+	text = typed_body(code, fmt, ap, &len);
 	va_end(ap);
+	resp = typed_response(text, len);
 	if (resp == NULL)
 		return -ENOMEM;
-	rc_capture(r, status, TEXT_PLAIN, body, len);
+	rc_capture(r, status, TEXT_PLAIN, text, len);
 	return http_queue(r, status, resp);
 }
 
@@ -692,20 +690,20 @@ void agent_deferred_json(struct agent_deferred *d, unsigned status,
 	http_deferred_complete(d, status, buf_response(b, "application/json"));
 }
 
-void agent_deferred_error(struct agent_deferred *d, unsigned status,
-			  const char *code, const char *fmt, ...)
+void agent_deferred_failed(struct agent_deferred *d, const char *op, int err)
 {
+	char msg[256];
 	struct MHD_Response *resp;
-	const char *body;
-	va_list ap;
-	size_t len;
+	size_t len = 0;
+	char *text;
 
-	va_start(ap, fmt);
-	resp = typed_response(code, fmt, ap, &body, &len);
-	va_end(ap);
+	snprintf(msg, sizeof(msg), "Agent operation '%s' failed: %s", op,
+		 strerror(err));
+	text = typed_text(PROTO_ERR_OPERATION_FAILED, msg, &len);
+	resp = typed_response(text, len);
 	if (resp != NULL)
-		deferred_rc(d, status, TEXT_PLAIN, body, len);
-	http_deferred_complete(d, status, resp);
+		deferred_rc(d, 500, TEXT_PLAIN, text, len);
+	http_deferred_complete(d, 500, resp);
 }
 
 /* The access handler's call after a deferred reply's connection was

@@ -260,10 +260,7 @@ void ajobs_send_replies(struct reply *r)
 		struct reply *next = r->next;
 
 		if (r->body.data == NULL)
-			agent_deferred_error(r->d, 500,
-					     PROTO_ERR_OPERATION_FAILED,
-					     "Agent operation 'poll a job' "
-					     "failed: out of memory");
+			agent_deferred_failed(r->d, "poll a job", ENOMEM);
 		else
 			agent_deferred_json(r->d, 200, &r->body);
 		buf_cleanup(&r->body);

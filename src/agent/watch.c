@@ -262,11 +262,7 @@ void events_send_replies(struct reply *r)
 		struct reply *next = r->next;
 
 		if (r->rc < 0)
-			agent_deferred_error(r->d, 500,
-					     PROTO_ERR_OPERATION_FAILED,
-					     "Agent operation 'events' failed: "
-					     "%s",
-					     strerror(-r->rc));
+			agent_deferred_failed(r->d, "events", -r->rc);
 		else
 			agent_deferred_json(r->d, 200, &r->body);
 		buf_cleanup(&r->body);
