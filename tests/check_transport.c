@@ -19,6 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "common/b64.h"
 #include "common/proto.h"
@@ -32,6 +37,7 @@
 #include "tests/stub_provider.h"
 #include "tests/transport_helpers.h"
 #include "client/transport.h"
+#include "client/transport_curl.h"
 
 /* Deadline for the cases that measure one (small, to keep them quick). */
 #define SHORT_MS 200L
@@ -768,6 +774,73 @@ START_TEST(outcome_errno_mapping)
 }
 END_TEST
 
+/* ---- who answers a loopback TCP connection -------------------------------- */
+
+struct accepter {
+	int lfd; /* the listener */
+	uid_t fsuid; /* the file system uid the accepting thread takes */
+	int afd; /* the accepted socket */
+};
+
+static void *accept_as(void *arg)
+{
+	struct accepter *ac = arg;
+
+	setfsuid(ac->fsuid);
+	ac->afd = accept(ac->lfd, NULL, NULL);
+	return NULL;
+}
+
+static int loopback_port(int fd)
+{
+	struct sockaddr_in sa;
+	socklen_t len = sizeof(sa);
+
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	return ntohs(sa.sin_port);
+}
+
+/* The listener's owner answers for the connection, not the accepted
+ * socket's: accept(2) gives that one the accepting thread's file system
+ * uid, which an agent thread that served a file route has changed to
+ * the sandbox user's. Run as root, the accepting thread takes uid 65534;
+ * otherwise the thread cannot change it and the two owners are the same. */
+START_TEST(tcp_peer_is_the_listener_owner)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct accepter ac = {.fsuid = geteuid() == 0 ? 65534 : geteuid()};
+	int cfd, port, lport;
+	pthread_t th;
+
+	ac.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(ac.lfd, 0);
+	ck_assert_int_eq(bind(ac.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(ac.lfd, 4), 0);
+	port = loopback_port(ac.lfd);
+	sa.sin_port = htons((uint16_t)port);
+	cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(cfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	lport = loopback_port(cfd);
+	ck_assert_int_eq(pthread_create(&th, NULL, accept_as, &ac), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_ge(ac.afd, 0);
+	ck_assert_int_eq(
+		xfer_tcp_peer_uid("127.0.0.1", port, "127.0.0.1", lport),
+		(long)geteuid());
+	/* With the listener gone, the accepted socket is all there is. */
+	close(ac.lfd);
+	ck_assert_int_eq(
+		xfer_tcp_peer_uid("127.0.0.1", port, "127.0.0.1", lport),
+		(long)ac.fsuid);
+	/* Nothing on that address and port: nobody can be told. */
+	close(ac.afd);
+	close(cfd);
+	ck_assert_int_eq(xfer_tcp_peer_uid("127.0.0.1", port, "127.0.0.2", 1),
+			 -1);
+}
+END_TEST
+
 void transport_cases(Suite *s)
 {
 	TCASE_TABLE(s, "pool", NULL, NULL, 60, keep_alive_reuses_one_connection,
@@ -779,4 +852,6 @@ void transport_cases(Suite *s)
 		    gone_sandbox_is_enoent, typed_fs_error_keeps_the_route);
 	TCASE_TABLE(s, "errno", NULL, NULL, 0, refusal_errno_mapping,
 		    outcome_errno_mapping);
+	TCASE_TABLE(s, "listener", NULL, NULL, 0,
+		    tcp_peer_is_the_listener_owner);
 }

@@ -268,14 +268,8 @@ static bool proc_net_addr(const char *p, bool six, unsigned char *addr,
 	return true;
 }
 
-/*
- * The owner of the loopback socket that answers us: the accepted socket
- * whose local end is the agent's address and whose remote end is ours
- * (it has its listener's owner), else, while the kernel has not made it
- * yet, the listener on that address. -1 when none is found.
- */
-static long tcp_peer_uid(const char *peer_ip, int peer_port,
-			 const char *local_ip, int local_port)
+long xfer_tcp_peer_uid(const char *peer_ip, int peer_port, const char *local_ip,
+		       int local_port)
 {
 	unsigned char want_peer[16], want_local[16], a[16], b[16];
 	bool six = strchr(peer_ip, ':') != NULL;
@@ -290,7 +284,7 @@ static long tcp_peer_uid(const char *peer_ip, int peer_port,
 	f = fopen(six ? "/proc/net/tcp6" : "/proc/net/tcp", "re");
 	if (f == NULL)
 		return -1;
-	while (found < 0 && fgets(line, sizeof(line), f) != NULL) {
+	while (listener < 0 && fgets(line, sizeof(line), f) != NULL) {
 		char la[40], ra[40];
 		unsigned st, lp, rp;
 		unsigned long uid;
@@ -308,7 +302,7 @@ static long tcp_peer_uid(const char *peer_ip, int peer_port,
 			listener = (long)uid;
 	}
 	fclose(f);
-	return found >= 0 ? found : listener;
+	return listener >= 0 ? listener : found;
 }
 
 static int xfer_check_listener(void *ud, char *peer_ip, char *local_ip,
@@ -329,9 +323,10 @@ static int xfer_check_listener(void *ud, char *peer_ip, char *local_ip,
 	} else {
 		long long until = clock_mono_ms() + 100;
 
-		/* The accepted end may take a moment to appear. */
-		while ((uid = tcp_peer_uid(peer_ip, peer_port, local_ip,
-					   local_port)) < 0 &&
+		/* Neither end seen yet (the file is read while it changes):
+		 * a moment more. */
+		while ((uid = xfer_tcp_peer_uid(peer_ip, peer_port, local_ip,
+						local_port)) < 0 &&
 		       clock_mono_ms() < until)
 			sleep_ms(2);
 	}

@@ -149,6 +149,19 @@ struct xfer {
 
 /* Start x on h for req, its answer into resp (status, headers; a success
  * body up to req->max_body, or TRANSPORT_DEFAULT_MAX_BODY). */
+/*
+ * Who answers a loopback TCP connection from local_ip:local_port to
+ * peer_ip:peer_port (from /proc/net/tcp or tcp6): the owner of the
+ * listener on the peer's address, else, when there is none any more, the
+ * owner of the accepted socket whose ends are this connection's. Not the
+ * accepted socket first: accept(2) gives it the accepting thread's file
+ * system uid (the kernel's sock_graft), which in the agent is the
+ * sandbox user's once a thread has served a file route; only the
+ * listener says whose program took the port. -1 when neither is found.
+ */
+long xfer_tcp_peer_uid(const char *peer_ip, int peer_port, const char *local_ip,
+		       int local_port);
+
 void xfer_init(struct xfer *x, struct xfer_handle *h,
 	       const struct transport_req *req, struct transport_resp *resp);
 /* Configure the exchange as spec says and queue it. 0, -ENOMEM, -EIO. */
