@@ -23,6 +23,7 @@
 #include "common/fdio.h"
 #include "common/fileio.h"
 #include "common/hex.h"
+#include "common/httpstatus.h"
 #include "common/hmap.h"
 #include "common/ids.h"
 #include "common/path.h"
@@ -342,6 +343,18 @@ START_TEST(b64_strict_decoding)
 }
 END_TEST
 
+START_TEST(http_status_phrases)
+{
+	ck_assert_str_eq(http_status_text(200), "OK");
+	ck_assert_str_eq(http_status_text(404), "Not Found");
+	ck_assert_str_eq(http_status_text(413), "Payload Too Large");
+	ck_assert_str_eq(http_status_text(503), "Service Unavailable");
+	/* Not listed: an empty phrase, which a status line may have. */
+	ck_assert_str_eq(http_status_text(299), "");
+	ck_assert_str_eq(http_status_text(-1), "");
+}
+END_TEST
+
 START_TEST(hex_digit_values)
 {
 	static const char all[] = "0123456789abcdefABCDEF";
@@ -363,7 +376,7 @@ END_TEST
 void b64_cases(Suite *s)
 {
 	TCASE_TABLE(s, "codec", NULL, NULL, 0, b64_rfc4648_vectors,
-		    b64_strict_decoding, hex_digit_values);
+		    b64_strict_decoding, hex_digit_values, http_status_phrases);
 }
 
 /* ---- path --------------------------------------------------------------- */

@@ -27,6 +27,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/fdio.h"
+#include "common/httpstatus.h"
 #include "common/xalloc.h"
 #include "tests/helpers.h"
 #include "tests/stub_agent.h"
@@ -124,49 +125,6 @@ unsigned stub_agent_port(const struct stub_agent *s)
 
 /* ---- writing ------------------------------------------------------------- */
 
-const char *stub_status_text(int status)
-{
-	switch (status) {
-	case 100:
-		return "Continue";
-	case 200:
-		return "OK";
-	case 204:
-		return "No Content";
-	case 206:
-		return "Partial Content";
-	case 301:
-		return "Moved Permanently";
-	case 302:
-		return "Found";
-	case 307:
-		return "Temporary Redirect";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 409:
-		return "Conflict";
-	case 413:
-		return "Payload Too Large";
-	case 422:
-		return "Unprocessable Entity";
-	case 500:
-		return "Internal Server Error";
-	case 502:
-		return "Bad Gateway";
-	case 503:
-		return "Service Unavailable";
-	}
-	return "Unknown";
-}
-
 int stub_send(int fd, const void *p, size_t n)
 {
 	const char *c = p;
@@ -217,7 +175,7 @@ int stub_reply_head(int fd, int status, const char *ctype,
 	if (ctype != NULL)
 		snprintf(type, sizeof(type), "Content-Type: %s\r\n", ctype);
 	return stub_sendf(fd, "HTTP/1.1 %d %s\r\n%s%s%s\r\n", status,
-			  stub_status_text(status), type, length,
+			  http_status_text(status), type, length,
 			  extra ? extra : "");
 }
 

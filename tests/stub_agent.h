@@ -89,8 +89,6 @@ bool stub_wait(struct stub_agent *s, long ms);
 
 /* ---- writing answers (all return 0 or a negative errno) ---------------- */
 
-/* "OK", "Not Found" ... for a status ("Unknown" for others). */
-const char *stub_status_text(int status);
 /* Write all n bytes (never raises SIGPIPE). */
 int stub_send(int fd, const void *p, size_t n);
 int stub_sendf(int fd, const char *fmt, ...)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/httpstatus.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/proto.h"
@@ -49,44 +50,6 @@ static void unanswered(struct sbx_error *err, const struct transport_req *req,
 	else
 		sbx_error_set(err, SBX_UNREACHABLE, NULL, "%s: %s", req->op,
 			      reason);
-}
-
-static const char *status_text(long status)
-{
-	switch (status) {
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 409:
-		return "Conflict";
-	case 412:
-		return "Precondition Failed";
-	case 413:
-		return "Payload Too Large";
-	case 415:
-		return "Unsupported Media Type";
-	case 416:
-		return "Range Not Satisfiable";
-	case 422:
-		return "Unprocessable Entity";
-	case 429:
-		return "Too Many Requests";
-	case 500:
-		return "Internal Server Error";
-	case 502:
-		return "Bad Gateway";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "";
-	}
 }
 
 static void body_reason(enum xfer_outcome o, char *out, size_t size)
@@ -197,7 +160,7 @@ static void refusal(struct sbx_error *err, const struct transport_req *req,
 	} else {
 		sbx_error_set(err, SBX_COMMAND_FAILED, SBX_FAIL_AGENT_REFUSED,
 			      "%s returned %ld %s: %s", req->op, status,
-			      status_text(status), text);
+			      http_status_text(status), text);
 		err->err = sbx_errno_for_refusal(status, body->data, body->len);
 	}
 	err->status = status;

@@ -28,6 +28,7 @@ libsbfs_common_a_SOURCES = \
 	%reldir%/hmap.c %reldir%/hmap.h \
 	%reldir%/dlist.c %reldir%/dlist.h \
 	%reldir%/hex.c %reldir%/hex.h \
+	%reldir%/httpstatus.c %reldir%/httpstatus.h \
 	%reldir%/unixaddr.c %reldir%/unixaddr.h \
 	%reldir%/numarg.c %reldir%/numarg.h \
 	%reldir%/fdio.c %reldir%/fdio.h \
