@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The seed's scenarios: every test of the `mod tests` of alien-bindings
- * 3.3.41's Azure agent transport (shared/seed/), ported one for one to the
- * transport core, under the seed's test names, over the same parameter
- * tables, with each of the seed's assertions and call counts as a C
- * assertion.
+ * 3.3.41's Azure agent transport (its rules: doc/transport-rules.md),
+ * ported one for one to the transport core, under the seed's test names,
+ * over the same parameter tables, with each of the seed's assertions and
+ * call counts as a C assertion.
  *
  * The seed's axum routers and raw tokio listeners become stub_agent
  * handlers; its MockSandboxDataPlaneApi becomes stub_provider, where

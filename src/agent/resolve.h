@@ -5,9 +5,10 @@
  * Every filesystem access the agent makes on behalf of a request goes
  * through here: openat2(2) relative to the root descriptor with
  * RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS, plus RESOLVE_NO_SYMLINKS for the
- * v1 routes (protocol.md 5: any symlink in any component is refused). The
- * file extension follows symlinks whose target stays beneath the root
- * (design.md 5); the kernel refuses an escape with EXDEV.
+ * v1 routes (doc/protocol-v1.md 5: any symlink in any component is
+ * refused). The file extension follows symlinks whose target stays
+ * beneath the root (doc/protocol-ext.md 3); the kernel refuses an escape
+ * with EXDEV.
  *
  * Callers pass paths already normalised by path_normalize() (relative,
  * no "..").

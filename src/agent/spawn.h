@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * spawn: running one command for /v1/exec and the jobs (protocol.md 3.3
- * "Process semantics", doc/commands.md), and reading its output.
+ * spawn: running one command for /v1/exec and the jobs
+ * (doc/protocol-v1.md 3.6, doc/commands.md), and reading its output.
  *
  * A command is started with fork/exec in its own session and process group,
  * stdin at /dev/null, stdout and stderr on pipes, every other descriptor
@@ -39,7 +39,7 @@ struct agent_zygote_cmd;
 
 /* Where bubblewrap mounts the session root. */
 #define AGENT_SANDBOX_DIR "/sandbox"
-/* The PATH every command starts with (protocol.md 3.3). */
+/* The PATH every command starts with (doc/commands.md, "The process"). */
 #define AGENT_DEFAULT_PATH \
 	"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 /* The longest message a spawn or run failure carries. */
@@ -63,7 +63,7 @@ void agent_spawner_free(struct agent_spawner *sp);
 
 /*
  * Resolve a request's working directory against the session root
- * (protocol.md 5): lexical refusals first, then the deepest existing
+ * (doc/protocol-v1.md 5): lexical refusals first, then the deepest existing
  * ancestor is canonicalised (symlinks allowed while the target stays
  * beneath the root); a part that does not exist yet is kept, so the spawn
  * fails later. cwd NULL is the root. has_nul: the JSON string held a NUL.

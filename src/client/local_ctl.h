@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * local_ctl: the lifecycle of local sandboxes (design.md 4.1), shared by
+ * local_ctl: the lifecycle of local sandboxes (sandboxctl(1)), shared by
  * sandboxctl and the mount (which resumes a stopped sandbox on first
  * access): create, start, stop, restart, remove, and a status query.
  *

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * local_state: the local provider's state directory (design.md 4.1), as
+ * local_state: the local provider's state directory (sandboxctl(1),
+ * FILES; doc/security.md, "The state directory"), as
  * sandboxctl and the mount both see it:
  *
  *   STATE/sandboxes/<id>/sandbox.json   the record, replaced atomically
@@ -157,7 +158,7 @@ int local_state_rmtree(const char *path, struct local_err *err)
 	__attribute__((warn_unused_result));
 
 /*
- * The local route rules (design.md 4.1): url is exactly
+ * The local route rules (doc/transport-rules.md 2): url is exactly
  * "http://127.0.0.1:PORT/" or "http://[::1]:PORT/" with PORT 1..65535 in
  * decimal without leading zeros: path "/", no user, query or fragment.
  * On true, *port and *ipv6 (either may be NULL) tell where it points.
