@@ -12,6 +12,9 @@
 #  - no function that cannot be bounded or is not reentrant (strcpy,
 #    strcat, sprintf, vsprintf, gets, system, popen, tmpnam, mktemp,
 #    strtok, asctime, ctime, gmtime, localtime);
+#  - comments and docs cite what the repository holds (doc/, the man
+#    pages), not the texts the project was made from (design.md,
+#    protocol.md, shared/), which are not part of it;
 #  - every C file formatted by .clang-format (when clang-format is
 #    installed; CI installs it).
 
@@ -98,6 +101,12 @@ only 'fuse' $(cd "$SRC" && ls src/fs/*.c src/fs/*.h)
 bad=$(grep -rnE '(^|[^_a-zA-Z0-9.>])(strcpy|strcat|sprintf|vsprintf|gets|system|popen|tmpnam|mktemp|strtok|asctime|ctime|gmtime|localtime)[[:space:]]*\(' \
 	"$SRC/src" --include='*.c' --include='*.h' | grep -v '^[^:]*:[0-9]*:[[:space:]]*/\?\*')
 [ -z "$bad" ] || fail "forbidden functions: $(echo "$bad" | sed "s|$SRC/||" | head -n 5)"
+
+# ---- citations --------------------------------------------------------------------------------
+bad=$(grep -rnE '(^|[^-a-z])(design|protocol)\.md|shared/(seed|design|protocol|style)' \
+	"$SRC/src" "$SRC/tests" "$SRC/bench" "$SRC/doc" "$SRC/man" "$SRC"/*.md 2>/dev/null |
+	grep -v '^[^:]*check_source\.sh:')
+[ -z "$bad" ] || fail "citations of texts outside the repository: $(echo "$bad" | sed "s|$SRC/||" | head -n 5)"
 
 # ---- formatting -----------------------------------------------------------------------------
 if command -v clang-format >/dev/null 2>&1; then
