@@ -69,10 +69,10 @@ int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
 	cJSON *root;
 	int rc = 0;
 
-	memset(tmp, 0, b->size);
 	root = b->parse(p, n, &rc);
 	if (root == NULL)
 		return rc;
+	memset(tmp, 0, b->size);
 	rc = b->fill(root, tmp, arg);
 	cJSON_Delete(root);
 	if (rc < 0) {
@@ -802,8 +802,8 @@ static int health_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body health_body = {pj_parse_object, health_fill,
-					   sizeof(struct proto_health), NULL};
+static const struct pj_body health_body = {pj_parse_object, health_fill, NULL,
+					   sizeof(struct proto_health)};
 
 int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 {

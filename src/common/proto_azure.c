@@ -460,13 +460,13 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static void list_undo(void *l)
+static void list_clean(void *dst)
 {
-	proto_azure_list_cleanup(l);
+	proto_azure_list_cleanup(dst);
 }
 
-static const struct pj_body list_body = {
-	parse_page, list_fill, sizeof(struct proto_azure_list), list_undo};
+static const struct pj_body list_body = {parse_page, list_fill, list_clean,
+					 sizeof(struct proto_azure_list)};
 
 int proto_azure_list_decode(const char *p, size_t n,
 			    struct proto_azure_list *out, const char **why)
@@ -667,8 +667,8 @@ static int token_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body token_body = {
-	pj_parse_object, token_fill, sizeof(struct proto_azure_token), NULL};
+static const struct pj_body token_body = {pj_parse_object, token_fill, NULL,
+					  sizeof(struct proto_azure_token)};
 
 int proto_azure_token_decode(const char *p, size_t n, int64_t now,
 			     struct proto_azure_token *out, const char **why)

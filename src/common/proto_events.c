@@ -233,13 +233,14 @@ static int events_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void events_undo(void *r)
+static void events_clean(void *dst)
 {
-	proto_events_cleanup(r);
+	proto_events_cleanup(dst);
 }
 
-static const struct pj_body events_body = {
-	pj_parse_strict, events_fill, sizeof(struct proto_events), events_undo};
+static const struct pj_body events_body = {pj_parse_strict, events_fill,
+					   events_clean,
+					   sizeof(struct proto_events)};
 
 int proto_events_decode(const char *p, size_t n, struct proto_events *out)
 {

@@ -165,14 +165,14 @@ static int exec_req_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void exec_req_undo(void *r)
+static void exec_req_clean(void *dst)
 {
-	proto_exec_req_cleanup(r);
+	proto_exec_req_cleanup(dst);
 }
 
 static const struct pj_body exec_req_body = {pj_parse_object, exec_req_fill,
-					     sizeof(struct proto_exec_req),
-					     exec_req_undo};
+					     exec_req_clean,
+					     sizeof(struct proto_exec_req)};
 
 int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 {

@@ -363,13 +363,13 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static void list_undo(void *l)
+static void list_clean(void *dst)
 {
-	proto_list_cleanup(l);
+	proto_list_cleanup(dst);
 }
 
-static const struct pj_body list_body = {pj_parse_strict, list_fill,
-					 sizeof(struct proto_list), list_undo};
+static const struct pj_body list_body = {pj_parse_strict, list_fill, list_clean,
+					 sizeof(struct proto_list)};
 
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 {
@@ -464,13 +464,13 @@ static int tree_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void tree_undo(void *t)
+static void tree_clean(void *dst)
 {
-	proto_tree_cleanup(t);
+	proto_tree_cleanup(dst);
 }
 
-static const struct pj_body tree_body = {pj_parse_strict, tree_fill,
-					 sizeof(struct proto_tree), tree_undo};
+static const struct pj_body tree_body = {pj_parse_strict, tree_fill, tree_clean,
+					 sizeof(struct proto_tree)};
 
 int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 {
@@ -712,14 +712,14 @@ static int ext_req_fill(const cJSON *root, void *dst, void *arg)
 	return rc == -ENOMEM || rc == 0 ? rc : -EINVAL;
 }
 
-static void ext_req_undo(void *r)
+static void ext_req_clean(void *dst)
 {
-	proto_ext_req_cleanup(r);
+	proto_ext_req_cleanup(dst);
 }
 
 static const struct pj_body ext_req_body = {pj_parse_strict, ext_req_fill,
-					    sizeof(struct proto_ext_req),
-					    ext_req_undo};
+					    ext_req_clean,
+					    sizeof(struct proto_ext_req)};
 
 int proto_ext_req_decode(const char *op, const char *p, size_t n,
 			 struct proto_ext_req *out)
@@ -775,8 +775,8 @@ static int statfs_fill(const cJSON *root, void *dst, void *arg)
 	return rc < 0 ? -EINVAL : 0;
 }
 
-static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill,
-					   sizeof(struct proto_statfs), NULL};
+static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill, NULL,
+					   sizeof(struct proto_statfs)};
 
 int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)
 {

@@ -67,22 +67,20 @@ void pj_rollback(struct buf *out, size_t len);
  * What pj_decode does for one kind of body: parse is pj_parse_object,
  * pj_parse_strict or one of the caller's; fill reads the tree into a
  * zeroed struct of size bytes (arg is the caller's, NULL when it needs
- * none) and returns 0 or a negative errno; cleanup frees what a failed
- * fill left in that struct (the type's own cleanup; NULL when a fill
- * allocates nothing it can leave behind).
+ * none) and returns 0 or a negative errno; cleanup (NULL when there is
+ * nothing to free) frees what a failed fill left in the struct.
  */
 struct pj_body {
 	cJSON *(*parse)(const char *p, size_t n, int *err);
 	int (*fill)(const cJSON *root, void *dst, void *arg);
-	size_t size;
 	void (*cleanup)(void *dst);
+	size_t size;
 };
 
-/* Decode p[0..n) as b says, working in tmp (b->size bytes, zeroed first):
- * the parse's or the fill's error, or 0 with tmp copied to out. The tree
- * is deleted either way; out is written only on success, and a failed
- * fill's leftovers are freed (b->cleanup): nothing is left to free on an
- * error. */
+/* Decode p[0..n) as b says, working in tmp (b->size bytes): the parse's
+ * or the fill's error, or 0 with tmp copied to out. The tree is deleted
+ * either way; out is written only on success, and what a failed fill
+ * left is freed (b->cleanup). */
 int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
 	      void *tmp, void *out);
 

@@ -53,8 +53,8 @@ static int job_id_fill(const cJSON *root, void *dst, void *arg)
 	return copy_job_id(root, dst);
 }
 
-static const struct pj_body job_id_body = {pj_parse_object, job_id_fill,
-					   PROTO_JOB_ID_MAX + 1, NULL};
+static const struct pj_body job_id_body = {pj_parse_object, job_id_fill, NULL,
+					   PROTO_JOB_ID_MAX + 1};
 
 int proto_job_id_decode(const char *p, size_t n,
 			char job_id[PROTO_JOB_ID_MAX + 1])
@@ -110,8 +110,8 @@ static int poll_req_fill(const cJSON *root, void *dst, void *arg)
 }
 
 static const struct pj_body poll_req_body = {pj_parse_object, poll_req_fill,
-					     sizeof(struct proto_job_poll_req),
-					     NULL};
+					     NULL,
+					     sizeof(struct proto_job_poll_req)};
 
 int proto_job_poll_req_decode(const char *p, size_t n,
 			      struct proto_job_poll_req *out)
@@ -590,14 +590,14 @@ static int job_list_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void job_list_undo(void *l)
+static void job_list_clean(void *dst)
 {
-	proto_job_list_cleanup(l);
+	proto_job_list_cleanup(dst);
 }
 
 static const struct pj_body job_list_body = {pj_parse_object, job_list_fill,
-					     sizeof(struct proto_job_list),
-					     job_list_undo};
+					     job_list_clean,
+					     sizeof(struct proto_job_list)};
 
 int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
 {
