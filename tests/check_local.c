@@ -28,6 +28,7 @@
 #include "common/buf.h"
 #include "common/proto.h"
 #include "common/proto_record.h"
+#include "common/strv.h"
 #include "common/token.h"
 #include "common/unixurl.h"
 #include "client/local_ctl.h"
@@ -209,7 +210,7 @@ START_TEST(state_list_and_read)
 
 	ck_assert_int_eq(local_state_list(state, &ids, &n), 0);
 	ck_assert_uint_eq(n, 0);
-	local_state_ids_free(ids, n);
+	strv_free(ids, n);
 
 	write_simple("zeta", PROTO_RECORD_STOPPED, "1");
 	write_simple("alpha", PROTO_RECORD_RUNNING, "2");
@@ -219,7 +220,7 @@ START_TEST(state_list_and_read)
 	ck_assert_str_eq(ids[0], "Mid");
 	ck_assert_str_eq(ids[1], "alpha");
 	ck_assert_str_eq(ids[2], "zeta");
-	local_state_ids_free(ids, n);
+	strv_free(ids, n);
 
 	ck_assert_int_eq(local_state_read(state, "alpha", &r, &err), 0);
 	ck_assert_str_eq(r.id, "alpha");
@@ -260,7 +261,7 @@ START_TEST(state_list_skips_strays)
 	ck_assert_int_eq(local_state_list(state, &ids, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(ids[0], "ok");
-	local_state_ids_free(ids, n);
+	strv_free(ids, n);
 }
 END_TEST
 
@@ -369,7 +370,7 @@ START_TEST(state_atomic_replace)
 		ck_assert_int_eq(system(cmd), 0);
 		free(dir);
 		ck_assert_int_eq(local_state_list(state, &ids, &n), 0);
-		local_state_ids_free(ids, n);
+		strv_free(ids, n);
 	}
 }
 END_TEST

@@ -29,6 +29,7 @@
 #include "common/proto_record.h"
 #include "common/token.h"
 #include "common/unixurl.h"
+#include "common/strv.h"
 #include "client/local_ctl.h"
 #include "client/local_state.h"
 #include "tests/check_suites.h"
@@ -55,7 +56,7 @@ static void sweep_dir(const char *dir)
 				if (local_ctl_rm(&c, ids[i], true, &err) < 0)
 					fprintf(stderr, "cleanup: %s\n",
 						err.msg);
-			local_state_ids_free(ids, n);
+			strv_free(ids, n);
 		}
 		local_ctl_cleanup(&c);
 	}
@@ -236,7 +237,7 @@ START_TEST(ctl_create_and_errors)
 	ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent/src"));
 	ck_assert_int_eq(local_state_list(ctl.state_dir, &ids, &n), 0);
 	ck_assert_uint_eq(n, 1);
-	local_state_ids_free(ids, n);
+	strv_free(ids, n);
 
 	if (geteuid() == 0) {
 		struct local_create_opts u = {.user = "root"};

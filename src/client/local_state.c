@@ -313,17 +313,12 @@ int local_state_list(const char *state_dir, char ***ids, size_t *n)
 out:
 	free(sb);
 	if (rc < 0) {
-		local_state_ids_free(v, count);
+		strv_free(v, count);
 		return rc;
 	}
 	*ids = v;
 	*n = count;
 	return 0;
-}
-
-void local_state_ids_free(char **ids, size_t n)
-{
-	strv_free(ids, n);
 }
 
 /* ---- records ------------------------------------------------------------ */

@@ -109,11 +109,10 @@ int local_state_secure(const char *state_dir, const char *id,
 	__attribute__((warn_unused_result));
 
 /* The sandbox names present, sorted (heap array of heap strings; free with
- * local_state_ids_free). Entries that are not valid names are skipped; a
- * missing STATE/sandboxes is an empty list. */
+ * strv_free). Entries that are not valid names are skipped; a missing
+ * STATE/sandboxes is an empty list. */
 int local_state_list(const char *state_dir, char ***ids, size_t *n)
 	__attribute__((warn_unused_result));
-void local_state_ids_free(char **ids, size_t n);
 
 /*
  * Read a sandbox's record: -EINVAL for an invalid name, -ENOENT when the

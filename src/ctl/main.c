@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/numarg.h"
 #include "common/proto_record.h"
+#include "common/strv.h"
 #include "ctl/ctl.h"
 #include "client/local_ctl.h"
 #include "client/local_state.h"
@@ -338,7 +339,7 @@ static int cmd_ls(struct local_ctl *c, int argc, char **argv)
 	if (recs == NULL || died == NULL) {
 		free(recs);
 		free(died);
-		local_state_ids_free(ids, nids);
+		strv_free(ids, nids);
 		return EXIT_FAILURE;
 	}
 	for (i = 0; i < nids; i++) {
@@ -386,7 +387,7 @@ out:
 		proto_record_cleanup(&recs[i]);
 	free(recs);
 	free(died);
-	local_state_ids_free(ids, nids);
+	strv_free(ids, nids);
 	return status;
 }
 
