@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,23 +65,29 @@ const cJSON *pj_member(const cJSON *obj, const char *key)
 }
 
 int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
-	      void *tmp, void *out)
+	      void *out)
 {
+	union {
+		max_align_t align;
+		unsigned char bytes[PJ_BODY_MAX];
+	} tmp;
 	cJSON *root;
 	int rc = 0;
 
+	if (b->size > sizeof(tmp))
+		return -EOVERFLOW; /* a body not declared by PJ_BODY */
 	root = b->parse(p, n, &rc);
 	if (root == NULL)
 		return rc;
-	memset(tmp, 0, b->size);
-	rc = b->fill(root, tmp, arg);
+	memset(&tmp, 0, b->size);
+	rc = b->fill(root, &tmp, arg);
 	cJSON_Delete(root);
 	if (rc < 0) {
 		if (b->cleanup != NULL)
-			b->cleanup(tmp);
+			b->cleanup(&tmp);
 		return rc;
 	}
-	memcpy(out, tmp, b->size);
+	memcpy(out, &tmp, b->size);
 	return 0;
 }
 
@@ -802,14 +809,11 @@ static int health_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body health_body = {pj_parse_object, health_fill, NULL,
-					   sizeof(struct proto_health)};
+PJ_BODY_PLAIN(health_body, struct proto_health, pj_parse_object, health_fill);
 
 int proto_health_decode(const char *p, size_t n, struct proto_health *out)
 {
-	struct proto_health h;
-
-	return pj_decode(p, n, &health_body, NULL, &h, out);
+	return pj_decode(p, n, &health_body, NULL, out);
 }
 
 bool proto_health_ready(const struct proto_health *h)

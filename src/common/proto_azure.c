@@ -460,20 +460,14 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static void list_clean(void *dst)
-{
-	proto_azure_list_cleanup(dst);
-}
-
-static const struct pj_body list_body = {parse_page, list_fill, list_clean,
-					 sizeof(struct proto_azure_list)};
+PJ_BODY(list_body, struct proto_azure_list, parse_page, list_fill,
+	proto_azure_list_cleanup);
 
 int proto_azure_list_decode(const char *p, size_t n,
 			    struct proto_azure_list *out, const char **why)
 {
-	struct proto_azure_list l;
 	const char *reason = "not a JSON object";
-	int rc = pj_decode(p, n, &list_body, &reason, &l, out);
+	int rc = pj_decode(p, n, &list_body, &reason, out);
 
 	if (rc < 0)
 		say(why, reason);
@@ -667,15 +661,14 @@ static int token_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body token_body = {pj_parse_object, token_fill, NULL,
-					  sizeof(struct proto_azure_token)};
+PJ_BODY_PLAIN(token_body, struct proto_azure_token, pj_parse_object,
+	      token_fill);
 
 int proto_azure_token_decode(const char *p, size_t n, int64_t now,
 			     struct proto_azure_token *out, const char **why)
 {
 	struct token_arg a = {now, "not a JSON object"};
-	struct proto_azure_token t;
-	int rc = pj_decode(p, n, &token_body, &a, &t, out);
+	int rc = pj_decode(p, n, &token_body, &a, out);
 
 	if (rc < 0)
 		say(why, a.reason);

@@ -233,22 +233,15 @@ static int events_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void events_clean(void *dst)
-{
-	proto_events_cleanup(dst);
-}
-
-static const struct pj_body events_body = {pj_parse_strict, events_fill,
-					   events_clean,
-					   sizeof(struct proto_events)};
+PJ_BODY(events_body, struct proto_events, pj_parse_strict, events_fill,
+	proto_events_cleanup);
 
 int proto_events_decode(const char *p, size_t n, struct proto_events *out)
 {
-	struct proto_events r;
 	int rc;
 
 	if (n > PROTO_EXT_EVENTS_MAX_BYTES)
 		return -EPROTO;
-	rc = pj_decode(p, n, &events_body, NULL, &r, out);
+	rc = pj_decode(p, n, &events_body, NULL, out);
 	return rc == -ENOMEM || rc == 0 ? rc : -EPROTO;
 }

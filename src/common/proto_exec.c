@@ -165,22 +165,15 @@ static int exec_req_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void exec_req_clean(void *dst)
-{
-	proto_exec_req_cleanup(dst);
-}
-
-static const struct pj_body exec_req_body = {pj_parse_object, exec_req_fill,
-					     exec_req_clean,
-					     sizeof(struct proto_exec_req)};
+PJ_BODY(exec_req_body, struct proto_exec_req, pj_parse_object, exec_req_fill,
+	proto_exec_req_cleanup);
 
 int proto_exec_req_decode(const char *p, size_t n, struct proto_exec_req *out)
 {
-	struct proto_exec_req r;
 	bool from_wd = false;
 	int rc;
 
-	rc = pj_decode(p, n, &exec_req_body, &from_wd, &r, out);
+	rc = pj_decode(p, n, &exec_req_body, &from_wd, out);
 	if (rc == 0 && memmem(p, n, "\\u0000", 6) != NULL) {
 		struct request_nul nul;
 		struct jscan js = {p, p + n};

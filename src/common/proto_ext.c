@@ -363,19 +363,12 @@ static int list_fill(const cJSON *root, void *dst, void *arg)
 	return rc;
 }
 
-static void list_clean(void *dst)
-{
-	proto_list_cleanup(dst);
-}
-
-static const struct pj_body list_body = {pj_parse_strict, list_fill, list_clean,
-					 sizeof(struct proto_list)};
+PJ_BODY(list_body, struct proto_list, pj_parse_strict, list_fill,
+	proto_list_cleanup);
 
 int proto_list_decode(const char *p, size_t n, struct proto_list *out)
 {
-	struct proto_list l;
-
-	return pj_decode(p, n, &list_body, NULL, &l, out);
+	return pj_decode(p, n, &list_body, NULL, out);
 }
 
 /* ---- subtrees ------------------------------------------------------------ */
@@ -464,19 +457,12 @@ static int tree_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void tree_clean(void *dst)
-{
-	proto_tree_cleanup(dst);
-}
-
-static const struct pj_body tree_body = {pj_parse_strict, tree_fill, tree_clean,
-					 sizeof(struct proto_tree)};
+PJ_BODY(tree_body, struct proto_tree, pj_parse_strict, tree_fill,
+	proto_tree_cleanup);
 
 int proto_tree_decode(const char *p, size_t n, struct proto_tree *out)
 {
-	struct proto_tree t;
-
-	return pj_decode(p, n, &tree_body, NULL, &t, out);
+	return pj_decode(p, n, &tree_body, NULL, out);
 }
 
 /* ---- operation bodies ---------------------------------------------------- */
@@ -712,24 +698,17 @@ static int ext_req_fill(const cJSON *root, void *dst, void *arg)
 	return rc == -ENOMEM || rc == 0 ? rc : -EINVAL;
 }
 
-static void ext_req_clean(void *dst)
-{
-	proto_ext_req_cleanup(dst);
-}
-
-static const struct pj_body ext_req_body = {pj_parse_strict, ext_req_fill,
-					    ext_req_clean,
-					    sizeof(struct proto_ext_req)};
+PJ_BODY(ext_req_body, struct proto_ext_req, pj_parse_strict, ext_req_fill,
+	proto_ext_req_cleanup);
 
 int proto_ext_req_decode(const char *op, const char *p, size_t n,
 			 struct proto_ext_req *out)
 {
 	const struct op_spec *spec = op_find(op);
-	struct proto_ext_req r;
 
 	if (spec == NULL)
 		return -EINVAL;
-	return pj_decode(p, n, &ext_req_body, (void *)spec, &r, out);
+	return pj_decode(p, n, &ext_req_body, (void *)spec, out);
 }
 
 /* The heap strings of an operation body. */
@@ -775,14 +754,11 @@ static int statfs_fill(const cJSON *root, void *dst, void *arg)
 	return rc < 0 ? -EINVAL : 0;
 }
 
-static const struct pj_body statfs_body = {pj_parse_strict, statfs_fill, NULL,
-					   sizeof(struct proto_statfs)};
+PJ_BODY_PLAIN(statfs_body, struct proto_statfs, pj_parse_strict, statfs_fill);
 
 int proto_statfs_decode(const char *p, size_t n, struct proto_statfs *out)
 {
-	struct proto_statfs s;
-
-	return pj_decode(p, n, &statfs_body, NULL, &s, out);
+	return pj_decode(p, n, &statfs_body, NULL, out);
 }
 
 /* ---- contents of a directory's small files -------------------------------- */

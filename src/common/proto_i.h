@@ -69,6 +69,7 @@ void pj_rollback(struct buf *out, size_t len);
  * zeroed struct of size bytes (arg is the caller's, NULL when it needs
  * none) and returns 0 or a negative errno; cleanup (NULL when there is
  * nothing to free) frees what a failed fill left in the struct.
+ * Declare one with PJ_BODY or PJ_BODY_PLAIN.
  */
 struct pj_body {
 	cJSON *(*parse)(const char *p, size_t n, int *err);
@@ -77,12 +78,34 @@ struct pj_body {
 	size_t size;
 };
 
-/* Decode p[0..n) as b says, working in tmp (b->size bytes): the parse's
- * or the fill's error, or 0 with tmp copied to out. The tree is deleted
- * either way; out is written only on success, and what a failed fill
+/* The largest struct a body is decoded into (pj_decode works on a copy
+ * of that size on its stack; the macros below check each at build). */
+#define PJ_BODY_MAX 512
+
+/* static const struct pj_body name, for a body decoded into a type that
+ * holds nothing to free. */
+#define PJ_BODY_PLAIN(name, type, parse_fn, fill_fn)                 \
+	static const struct pj_body name = {parse_fn, fill_fn, NULL, \
+					    sizeof(type)};           \
+	_Static_assert(sizeof(type) <= PJ_BODY_MAX, #type " fits PJ_BODY_MAX")
+
+/* The same for a type freed by cleanup_fn(type *): a function
+ * name_cleanup calls it on what a failed fill left. */
+#define PJ_BODY(name, type, parse_fn, fill_fn, cleanup_fn)                     \
+	static void name##_cleanup(void *dst)                                  \
+	{                                                                      \
+		cleanup_fn((type *)dst);                                       \
+	}                                                                      \
+	static const struct pj_body name = {parse_fn, fill_fn, name##_cleanup, \
+					    sizeof(type)};                     \
+	_Static_assert(sizeof(type) <= PJ_BODY_MAX, #type " fits PJ_BODY_MAX")
+
+/* Decode p[0..n) as b says: the parse's or the fill's error, or 0 with
+ * the struct in out. The tree is deleted either way; out is written
+ * only on success (the fill works on a copy), and what a failed fill
  * left is freed (b->cleanup). */
 int pj_decode(const char *p, size_t n, const struct pj_body *b, void *arg,
-	      void *tmp, void *out);
+	      void *out);
 
 /* The member key of obj, NULL when it is absent or JSON null. */
 const cJSON *pj_member(const cJSON *obj, const char *key);

@@ -53,15 +53,13 @@ static int job_id_fill(const cJSON *root, void *dst, void *arg)
 	return copy_job_id(root, dst);
 }
 
-static const struct pj_body job_id_body = {pj_parse_object, job_id_fill, NULL,
-					   PROTO_JOB_ID_MAX + 1};
+PJ_BODY_PLAIN(job_id_body, char[PROTO_JOB_ID_MAX + 1], pj_parse_object,
+	      job_id_fill);
 
 int proto_job_id_decode(const char *p, size_t n,
 			char job_id[PROTO_JOB_ID_MAX + 1])
 {
-	char id[PROTO_JOB_ID_MAX + 1];
-
-	return pj_decode(p, n, &job_id_body, NULL, id, job_id);
+	return pj_decode(p, n, &job_id_body, NULL, job_id);
 }
 
 /* ---- poll requests ------------------------------------------------------- */
@@ -109,16 +107,13 @@ static int poll_req_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static const struct pj_body poll_req_body = {pj_parse_object, poll_req_fill,
-					     NULL,
-					     sizeof(struct proto_job_poll_req)};
+PJ_BODY_PLAIN(poll_req_body, struct proto_job_poll_req, pj_parse_object,
+	      poll_req_fill);
 
 int proto_job_poll_req_decode(const char *p, size_t n,
 			      struct proto_job_poll_req *out)
 {
-	struct proto_job_poll_req r;
-
-	return pj_decode(p, n, &poll_req_body, NULL, &r, out);
+	return pj_decode(p, n, &poll_req_body, NULL, out);
 }
 
 /* ---- poll answers -------------------------------------------------------- */
@@ -590,18 +585,10 @@ static int job_list_fill(const cJSON *root, void *dst, void *arg)
 	return 0;
 }
 
-static void job_list_clean(void *dst)
-{
-	proto_job_list_cleanup(dst);
-}
-
-static const struct pj_body job_list_body = {pj_parse_object, job_list_fill,
-					     job_list_clean,
-					     sizeof(struct proto_job_list)};
+PJ_BODY(job_list_body, struct proto_job_list, pj_parse_object, job_list_fill,
+	proto_job_list_cleanup);
 
 int proto_job_list_decode(const char *p, size_t n, struct proto_job_list *out)
 {
-	struct proto_job_list l;
-
-	return pj_decode(p, n, &job_list_body, NULL, &l, out);
+	return pj_decode(p, n, &job_list_body, NULL, out);
 }
