@@ -18,7 +18,10 @@
  * not idempotent, and an outcome the transport cannot know is EIO.
  *
  * Attributes a listing or stat returned are kept in the mount's cache for
- * the attribute timeout, so `ls -l` costs one command. Open files are kept
+ * the attribute timeout, so `ls -l` costs one command; past it, a second
+ * miss in one directory lists the directory again (fs_files_v1_cmd.c),
+ * so a walk whose names the kernel kept costs two commands a directory,
+ * not one a file. Open files are kept
  * in a registry by path, so that a stat of a file being written reports
  * the buffered size and a change of times by path (futimens, cp -p) is
  * applied after the buffered contents reach the sandbox.
@@ -133,11 +136,7 @@ static int v1_readdir(struct sbx *sb, const char *rel, void *buf,
 		full = !short_form && rec.attr.type != PROTO_FT_UNKNOWN;
 		child = path_join(rel, rec.name);
 		if (full) {
-			cache_put_seen(sb->fs->cache, sb->id, child, &rec.attr,
-				       rec.attr.type == PROTO_FT_SYMLINK
-					       ? rec.target
-					       : NULL,
-				       mark);
+			v1_cache_put(sb, child, &rec, mark);
 			sbfs_attr_to_stat(sb, &rec.attr, &st);
 		} else {
 			sbfs_attr_to_stat(sb, &rec.attr, &st);

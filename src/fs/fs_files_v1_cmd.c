@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "client/agent_client.h"
+#include "common/clock.h"
+#include "common/hmap.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/xalloc.h"
@@ -381,21 +383,58 @@ void v1_find_cmd(struct cmd *c, const char *rel, bool list, bool short_form)
 	v1_cmd_add(c, short_form ? FS_V1_FIND_FORMAT_SHORT : FS_V1_FIND_FORMAT);
 }
 
+void v1_cache_put(struct sbx *sb, const char *rel, const struct fs_v1_rec *rec,
+		  uint64_t mark)
+{
+	cache_put_seen(sb->fs->cache, sb->id, rel, &rec->attr,
+		       rec->attr.type == PROTO_FT_SYMLINK ? rec->target : NULL,
+		       mark);
+}
+
+/* A find of full records: the command, what it printed, the cache's
+ * mark from before it ran, and where the next record starts. */
+struct find_run {
+	struct cmd c;
+	struct cmd_out o;
+	uint64_t mark;
+	size_t pos;
+};
+
+/* Run find of rel (list: of its entries) into f. v1_run's answer; f is
+ * to be cleaned up either way. */
+static int find_run(struct sbx *sb, const char *op, const char *rel, bool list,
+		    struct find_run *f)
+{
+	*f = (struct find_run){.c = {{NULL}, 0},
+			       .mark = cache_mark(sb->fs->cache)};
+	v1_cmd_out_init(&f->o);
+	v1_find_cmd(&f->c, rel, list, false);
+	return v1_run(sb, op, rel, &f->c, RUN_COMPLETE, &f->o);
+}
+
+/* The next record of f: 1, 0 at the end, -EBADMSG (fs_files_v1_parse). */
+static int find_next(struct find_run *f, struct fs_v1_rec *rec)
+{
+	return fs_files_v1_parse(f->o.out.data, f->o.out.len, &f->pos, false,
+				 rec);
+}
+
+static void find_run_cleanup(struct find_run *f)
+{
+	v1_cmd_cleanup(&f->c);
+	v1_cmd_out_cleanup(&f->o);
+}
+
 /* One path's attributes (lstat) from the sandbox, remembered in the
  * cache. *target (may be NULL) gets a symlink's target (heap). */
 static int stat_remote(struct sbx *sb, const char *op, const char *rel,
 		       struct proto_attr *a, char **target)
 {
-	uint64_t mark = cache_mark(sb->fs->cache);
-	struct cmd c = {{NULL}, 0};
-	struct cmd_out o;
+	struct find_run f;
 	struct fs_v1_rec rec;
-	size_t pos = 0;
 	int rc;
 
-	v1_cmd_out_init(&o);
-	v1_find_cmd(&c, rel, false, false);
-	rc = v1_run(sb, op, rel, &c, RUN_COMPLETE, &o);
+	rc = find_run(sb, op, rel, false, &f);
 	if (rc == -EFBIG) {
 		rc = v1_fail(sb, op, rel, SBX_UNEXPECTED_FORMAT, EIO,
 			     "find: the output was cut short");
@@ -403,12 +442,12 @@ static int stat_remote(struct sbx *sb, const char *op, const char *rel,
 	}
 	if (rc < 0)
 		goto out;
-	if (o.code != 0) {
-		rc = v1_cmd_failed(sb, op, rel, &c, &o);
+	if (f.o.code != 0) {
+		rc = v1_cmd_failed(sb, op, rel, &f.c, &f.o);
 		goto out;
 	}
-	rc = fs_files_v1_parse(o.out.data, o.out.len, &pos, false, &rec);
-	if (rc != 1 || pos != o.out.len) {
+	rc = find_next(&f, &rec);
+	if (rc != 1 || f.pos != f.o.out.len) {
 		rc = v1_fail(sb, op, rel, SBX_UNEXPECTED_FORMAT, EIO,
 			     "find printed %s",
 			     rc == 1   ? "more than one record"
@@ -416,9 +455,7 @@ static int stat_remote(struct sbx *sb, const char *op, const char *rel,
 				       : "a malformed record");
 		goto out;
 	}
-	cache_put_seen(sb->fs->cache, sb->id, rel, &rec.attr,
-		       rec.attr.type == PROTO_FT_SYMLINK ? rec.target : NULL,
-		       mark);
+	v1_cache_put(sb, rel, &rec, f.mark);
 	*a = rec.attr;
 	if (target != NULL)
 		*target = rec.attr.type == PROTO_FT_SYMLINK
@@ -426,16 +463,95 @@ static int stat_remote(struct sbx *sb, const char *op, const char *rel,
 				  : NULL;
 	rc = 0;
 out:
-	v1_cmd_cleanup(&c);
-	v1_cmd_out_cleanup(&o);
+	find_run_cleanup(&f);
 	return rc;
 }
 
-/* Attributes from the cache, else from the sandbox. */
+/*
+ * Whether an attribute miss in directory dir lists dir: the second miss
+ * in a row there does, and then not again until the attributes it gave
+ * have timed out. A walk that stats every entry of a directory whose
+ * attributes timed out (the second `ls -lR`, `rsync` of an unchanged
+ * tree) costs two commands a directory instead of one an entry; a lone
+ * stat costs one.
+ */
+static bool miss_lists_dir(struct sbx *sb, const char *dir)
+{
+	uint64_t h = hmap_hash_str(dir, 0);
+	long long now = clock_mono_ms();
+	long long ttl = (long long)(sb->fs->o.attr_timeout * 1000);
+	bool list = false;
+
+	if (ttl <= 0)
+		return false; /* nothing is kept: a listing would serve none */
+	pthread_mutex_lock(&sb->lock);
+	if (sb->v1_miss_dir != h) {
+		sb->v1_miss_dir = h;
+		sb->v1_miss_listed_ms = 0;
+	} else if (sb->v1_miss_listed_ms == 0 ||
+		   now - sb->v1_miss_listed_ms >= ttl) {
+		sb->v1_miss_listed_ms = now;
+		list = true;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return list;
+}
+
+/* List dir with its entries' attributes into the cache, for a miss: 0,
+ * or -EAGAIN when it gave nothing to use (too large for full records, a
+ * find that failed or printed what does not parse: the stat says why),
+ * or the error of a command that could not run (logged). */
+static int list_for_miss(struct sbx *sb, const char *op, const char *dir)
+{
+	struct find_run f;
+	struct fs_v1_rec rec;
+	int rc;
+
+	rc = find_run(sb, op, dir, true, &f);
+	if (rc == -EFBIG || (rc == 0 && (f.o.code != 0 || f.o.cut)))
+		rc = -EAGAIN;
+	if (rc < 0)
+		goto out;
+	while ((rc = find_next(&f, &rec)) == 1) {
+		char *child;
+
+		if (!path_component_valid(rec.name)) {
+			rc = -EBADMSG;
+			break;
+		}
+		if (rec.attr.type == PROTO_FT_UNKNOWN)
+			continue;
+		child = path_join(dir, rec.name);
+		v1_cache_put(sb, child, &rec, f.mark);
+		free(child);
+	}
+	if (rc < 0)
+		rc = -EAGAIN; /* a record that does not parse */
+out:
+	find_run_cleanup(&f);
+	return rc;
+}
+
+/* Attributes from the cache, else from the sandbox: a listing of rel's
+ * directory (miss_lists_dir) or a stat of rel. */
 int v1_attr_of(struct sbx *sb, const char *op, const char *rel,
 	       struct proto_attr *a, char **target)
 {
+	const char *dir, *name;
+	char *copy;
+	int rc = -EAGAIN;
+
 	if (cache_get(sb->fs->cache, sb->id, rel, a, target))
 		return 0;
+	copy = xstrdup(rel);
+	if (path_split(copy, &dir, &name) &&
+	    (!v1_is_native(sb) || v1_has_native_exec(sb)) &&
+	    miss_lists_dir(sb, dir))
+		rc = list_for_miss(sb, op, dir);
+	free(copy);
+	if (rc == 0 && cache_get(sb->fs->cache, sb->id, rel, a, target))
+		return 0;
+	if (rc < 0 && rc != -EAGAIN)
+		return rc;
 	return stat_remote(sb, op, rel, a, target);
 }

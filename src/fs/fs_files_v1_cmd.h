@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/buf.h"
 #include "fs/fs_i.h"
@@ -98,6 +99,13 @@ int v1_chmod_remote(struct sbx *sb, const char *op, const char *rel,
 		    mode_t mode);
 
 /* ---- attributes ------------------------------------------------------------ */
+
+struct fs_v1_rec; /* fs_files_v1_i.h */
+
+/* Remember rec (rel's record) in the mount's cache, unless rel changed
+ * after mark (cache_mark, taken before the command ran). */
+void v1_cache_put(struct sbx *sb, const char *rel, const struct fs_v1_rec *rec,
+		  uint64_t mark);
 
 /* find of rel itself (list false) or of its entries, in the full record
  * format or names and types only (short_form). */

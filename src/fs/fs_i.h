@@ -103,6 +103,11 @@ struct sbx {
 	 * at once). */
 	pid_t late_pid;
 	long long late_ms;
+	/* Without the file extension (fs_files_v1_cmd.c): the directory of
+	 * the last attribute miss (a hash of its path), and when a miss
+	 * last listed it (monotonic ms, 0 when none did). */
+	uint64_t v1_miss_dir;
+	long long v1_miss_listed_ms;
 	struct fs_jobs *jobs; /* fs_jobs.c's state, created lazily */
 	struct sbx_events *events; /* events.c's, set once when followed */
 	/* The last error worth a warning, for info's lastError. */

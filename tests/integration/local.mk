@@ -57,6 +57,7 @@ SBFS_MOUNT_TESTS = \
 	%reldir%/t-tree.sh \
 	%reldir%/t-errors.sh \
 	%reldir%/t-strict-v1.sh \
+	%reldir%/t-strict-v1-walk.sh \
 	%reldir%/t-jobs.sh \
 	%reldir%/t-jobs-stream.sh \
 	%reldir%/t-jobs-output.sh \
