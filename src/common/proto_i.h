@@ -80,7 +80,7 @@ struct pj_body {
 
 /* The largest struct a body is decoded into (pj_decode works on a copy
  * of that size on its stack; the macros below check each at build). */
-#define PJ_BODY_MAX 512
+#define PJ_BODY_MAX 1024
 
 /* static const struct pj_body name, for a body decoded into a type that
  * holds nothing to free. */
