@@ -280,14 +280,19 @@ int agent_reply_empty(struct agent_req *r, unsigned status)
 /* The longest message formatted for one. */
 #define ERROR_MESSAGE_MAX (64 * 1024)
 
+static char *typed_body(const char *code, const char *fmt, va_list ap,
+			size_t *len) __attribute__((format(printf, 2, 0)));
+static char *typed_bodyf(size_t *len, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* "CODE: message" into a heap string (NULL on failure), at most
  * ERROR_BODY_SENT_MAX bytes. */
-static char *typed_text(const char *code, const char *msg, size_t *len)
+static char *typed_body(const char *code, const char *fmt, va_list ap,
+			size_t *len)
 {
 	struct buf b = BUF_INIT(ERROR_MESSAGE_MAX);
 
-	if (buf_append_str(&b, code) < 0 || buf_append_str(&b, ": ") < 0 ||
-	    buf_append_str(&b, msg) < 0) {
+	if (buf_printf(&b, "%s: ", code) < 0 || buf_vprintf(&b, fmt, ap) < 0) {
 		buf_cleanup(&b);
 		return NULL;
 	}
@@ -306,28 +311,14 @@ static char *typed_text(const char *code, const char *msg, size_t *len)
 	return buf_take(&b, len);
 }
 
-static char *typed_body(const char *code, const char *fmt, va_list ap,
-			size_t *len) __attribute__((format(printf, 2, 0)));
-
-/* The same from a printf format (NULL on failure). */
-static char *typed_body(const char *code, const char *fmt, va_list ap,
-			size_t *len)
+static char *typed_bodyf(size_t *len, const char *code, const char *fmt, ...)
 {
-	char *msg, *text;
-	va_list cp;
-	int n;
+	va_list ap;
+	char *text;
 
-	va_copy(cp, ap);
-	n = vsnprintf(NULL, 0, fmt, cp);
-	va_end(cp);
-	if (n < 0 || n >= ERROR_MESSAGE_MAX)
-		return NULL;
-	msg = malloc((size_t)n + 1);
-	if (msg == NULL)
-		return NULL;
-	vsnprintf(msg, (size_t)n + 1, fmt, ap);
-	text = typed_text(code, msg, len);
-	free(msg);
+	va_start(ap, fmt);
+	text = typed_body(code, fmt, ap, len);
+	va_end(ap);
 	return text;
 }
 
@@ -692,14 +683,13 @@ void agent_deferred_json(struct agent_deferred *d, unsigned status,
 
 void agent_deferred_failed(struct agent_deferred *d, const char *op, int err)
 {
-	char msg[256];
 	struct MHD_Response *resp;
 	size_t len = 0;
 	char *text;
 
-	snprintf(msg, sizeof(msg), "Agent operation '%s' failed: %s", op,
-		 strerror(err));
-	text = typed_text(PROTO_ERR_OPERATION_FAILED, msg, &len);
+	text = typed_bodyf(&len, PROTO_ERR_OPERATION_FAILED,
+			   "Agent operation '%s' failed: %s", op,
+			   strerror(err));
 	resp = typed_response(text, len);
 	if (resp != NULL)
 		deferred_rc(d, 500, TEXT_PLAIN, text, len);

@@ -147,8 +147,6 @@ struct xfer {
 	int new_sock; /* the socket opened for a new connection */
 };
 
-/* Start x on h for req, its answer into resp (status, headers; a success
- * body up to req->max_body, or TRANSPORT_DEFAULT_MAX_BODY). */
 /*
  * Who answers a loopback TCP connection from local_ip:local_port to
  * peer_ip:peer_port (from /proc/net/tcp or tcp6): the owner of the
@@ -162,6 +160,8 @@ struct xfer {
 long xfer_tcp_peer_uid(const char *peer_ip, int peer_port, const char *local_ip,
 		       int local_port);
 
+/* Start x on h for req, its answer into resp (status, headers; a success
+ * body up to req->max_body, or TRANSPORT_DEFAULT_MAX_BODY). */
 void xfer_init(struct xfer *x, struct xfer_handle *h,
 	       const struct transport_req *req, struct transport_resp *resp);
 /* Configure the exchange as spec says and queue it. 0, -ENOMEM, -EIO. */

@@ -13,6 +13,7 @@
 #ifndef SBFS_BUF_H
 #define SBFS_BUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -42,6 +43,8 @@ int buf_append_str(struct buf *b, const char *s)
 	__attribute__((warn_unused_result));
 int buf_printf(struct buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3), warn_unused_result));
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0), warn_unused_result));
 /* Append s percent-encoded (RFC 3986): its unreserved bytes (A-Z a-z 0-9
  * - . _ ~) and those of keep (may be NULL, e.g. "/") as they are, every
  * other byte as %XX. Returns 0, -EFBIG or -ENOMEM as buf_append. */
