@@ -50,6 +50,9 @@ assert_eq "$(listing "$B/d")" "$(listing "$F/d")" \
 n=$(($(commands) - n0))
 note "ls -l of 101 entries after the timeout: $n commands"
 [ "$n" -le 6 ] || fail "ls -l of 101 entries ran $n commands in the sandbox"
+# The size the listing gave is the one reads stop at: the whole new text.
+w cat "$F/d/f5" >"$TMP/f5" || fail "cat f5"
+assert_file_eq "$B/d/f5" "$TMP/f5" "f5 read after it grew"
 
 # A lone stat past the timeout is the sandbox's answer of now.
 sleep 1.5
